@@ -1,0 +1,188 @@
+"""Local privacy mechanisms for one pairwise comparison.
+
+Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal
+Rank Aggregation with Private Pairwise Rankings* (design note
+``debiased_rr.md`` §1.2–1.3). The Laplace mechanism is the paper's Scenario V
+baseline, reconstructed as in the note §5.2.
+
+Randomness
+----------
+Every function that draws takes ``rng``. ``rng=None`` (the default, and the only
+value the service uses) draws from the operating system's CSPRNG through
+:func:`os.urandom`; nothing is ever drawn from a seedable generator unless the
+caller passes one explicitly (simulations and tests do, for reproducibility).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit
+
+__all__ = [
+    "RandomSource",
+    "debias",
+    "flip_probability",
+    "laplace_privatize",
+    "privacy_noise_variance",
+    "privatize",
+    "rr_probability",
+    "system_uniform",
+    "validate_epsilon",
+    "z_variance",
+]
+
+
+class RandomSource(Protocol):
+    """Anything with NumPy's ``Generator.random(size)`` signature."""
+
+    def random(self, size: int | tuple[int, ...]) -> NDArray[np.float64]: ...
+
+
+_TWO_POW_MINUS_53 = 2.0**-53
+
+
+def system_uniform(size: int | tuple[int, ...]) -> NDArray[np.float64]:
+    """Uniform draws on [0, 1) from the OS CSPRNG (``os.urandom``).
+
+    Each value is ``k · 2⁻⁵³`` with ``k`` the top 53 bits of 8 random bytes, so
+    every one of the 2⁵³ representable grid points is equally likely and
+    ``P(u < p)`` differs from ``p`` by less than 2⁻⁵³.
+    """
+    shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    n = int(np.prod(shape, dtype=np.int64))
+    words = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+    return ((words >> np.uint64(11)).astype(np.float64) * _TWO_POW_MINUS_53).reshape(shape)
+
+
+def _uniform(rng: RandomSource | None, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    if rng is None:
+        return system_uniform(shape)
+    return np.asarray(rng.random(shape), dtype=np.float64)
+
+
+def validate_epsilon(epsilon: ArrayLike) -> NDArray[np.float64]:
+    """Return ε as a float array, rejecting ε ≤ 0 and NaN (``ValueError``).
+
+    ε = +∞ is allowed and means "no privacy" (the answer is never flipped).
+    """
+    eps = np.asarray(epsilon, dtype=np.float64)
+    if eps.size and not np.all(eps > 0):  # also false for NaN
+        raise ValueError("epsilon must be > 0 (use inf for non-private answers)")
+    return eps
+
+
+def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
+    """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε) (note §1.2).
+
+    Computed as ``expit(-ε)``-style ``exp(-ε)/(1+exp(-ε))`` so that it neither
+    overflows for large ε nor loses precision; ε = ∞ gives 0.
+    """
+    eps = validate_epsilon(epsilon)
+    t = np.exp(-eps)
+    return t / (1.0 + t)
+
+
+def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None) -> NDArray[np.int8]:
+    """Randomized response: report ``1 - y`` with probability 1/(1+e^ε), else ``y``.
+
+    This is the mechanism 𝒜_p of the paper (§2, Definition 1 and the line after
+    it): it is ε-locally differentially private for one comparison, because
+    ``P(ỹ | y) / P(ỹ | 1-y) ≤ e^ε``.
+
+    Parameters
+    ----------
+    y : array_like of {0, 1}
+        True answers (1 means the first item of the pair won).
+    epsilon : float or array_like
+        Privacy level, a scalar or one value per answer (broadcast against ``y``).
+    rng : numpy.random.Generator, optional
+        Source of uniforms for reproducible simulations. ``None`` (default) draws
+        from the OS CSPRNG; never pass a seeded generator for real answers.
+
+    Returns
+    -------
+    numpy.ndarray of int8, the shape of ``y`` broadcast with ``epsilon``.
+    """
+    y_arr = np.asarray(y)
+    if y_arr.size and not np.isin(y_arr, (0, 1)).all():
+        # Deliberately does not echo the offending values: they are raw answers.
+        raise ValueError("answers must be 0 or 1")
+    p = flip_probability(epsilon)
+    y_arr, p = np.broadcast_arrays(y_arr.astype(np.int8), p)
+    flips = _uniform(rng, y_arr.shape) < p
+    return np.where(flips, 1 - y_arr, y_arr).astype(np.int8)
+
+
+def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
+    """Debiased response z of eq. (1): z = ((e^ε+1)ỹ − 1)/(e^ε − 1).
+
+    Evaluated in the equivalent, overflow-free form z = (ỹ − p_ε)/tanh(ε/2)
+    (note §1.3). E z = σ(θ_i − θ_j) exactly (Lemma 2), and z takes the values
+    −1/(e^ε−1) or e^ε/(e^ε−1), so z is never in [0, 1] for finite ε. ε = ∞
+    gives z = ỹ.
+    """
+    yt = np.asarray(y_tilde, dtype=np.float64)
+    eps = validate_epsilon(epsilon)
+    return (yt - flip_probability(eps)) / np.tanh(eps / 2.0)
+
+
+def rr_probability(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
+    """P(ỹ_ij = 1) under BTL followed by RR: p_ε + (1 − 2p_ε)·σ(θ_i − θ_j) (Lemma 1)."""
+    p = flip_probability(epsilon)
+    d = np.asarray(theta_i, dtype=np.float64) - np.asarray(theta_j, dtype=np.float64)
+    return p + (1.0 - 2.0 * p) * _sigmoid(d)
+
+
+def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
+    """The variance RR adds to z: e^ε/(e^ε − 1)² = 1/(4 sinh²(ε/2)) (note §1.3).
+
+    Lemma 2 in closed form reads Var(z) = σ'(θ_i − θ_j) + this term, which does
+    not depend on θ. It is 0 at ε = ∞.
+    """
+    eps = validate_epsilon(epsilon)
+    return 0.25 / np.sinh(eps / 2.0) ** 2
+
+
+def z_variance(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
+    """Var(z_ij) of Lemma 2: c_ε²/4 − (½ − p_ε)²·c_ε²·tanh²((θ_i−θ_j)/2) with c_ε = coth(ε/2).
+
+    Written exactly as the paper prints it, so that a test can compare it with
+    the closed form σ'(d) + e^ε/(e^ε−1)² (note §1.3).
+    """
+    eps = validate_epsilon(epsilon)
+    d = np.asarray(theta_i, dtype=np.float64) - np.asarray(theta_j, dtype=np.float64)
+    c = 1.0 / np.tanh(eps / 2.0)
+    half_minus_p = 0.5 - flip_probability(eps)
+    return c**2 * (0.25 - half_minus_p**2 * np.tanh(d / 2.0) ** 2)
+
+
+def laplace_privatize(
+    y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None
+) -> NDArray[np.float64]:
+    """Laplace-mechanism baseline of Scenario V: y + Lap(0, 1/ε) per comparison.
+
+    The paper names the Laplace mechanism without its details; this is the
+    reconstruction of note §5.2: an answer in {0, 1} has sensitivity 1, so
+    scale 1/ε gives ε-LDP per comparison, matching RR. The output is unbiased
+    for y (no debiasing) and must not be clipped or rounded. Its variance,
+    p(1−p) + 2/ε², exceeds debiased RR's for every ε > 0.
+
+    This is a research baseline: continuous Laplace noise from floating-point
+    inverse-CDF sampling is not hardened against floating-point attacks, so the
+    service never uses it to protect real answers.
+    """
+    y_arr = np.asarray(y, dtype=np.float64)
+    eps = validate_epsilon(epsilon)
+    y_arr, eps = np.broadcast_arrays(y_arr, eps)
+    # Shift [0, 1) to the open interval (0, 1) so that the inverse CDF stays finite.
+    u = _uniform(rng, y_arr.shape) + 2.0**-54 - 0.5
+    noise = -np.sign(u) * np.log1p(-2.0 * np.abs(u)) / eps
+    return y_arr + noise
+
+
+def _sigmoid(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    return expit(x)

@@ -1,0 +1,210 @@
+"""Simulated BTL surveys: true scores, designs, privatized answers.
+
+Data generation follows the paper's §5 (note §6.1, §6.4): θ* ~ Uniform(−2, 2)
+or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) independently for
+each respondent and pair, drawn once per unordered pair (note P7); then RR with
+the respondent's own ε. Beyond the paper, designs may be incomplete (each
+respondent answers a random subset of pairs, or comparisons fall on random pairs
+of a large item set) and ε may differ between respondents.
+
+Every function takes an explicit ``numpy.random.Generator`` so simulations are
+reproducible; none of this is used to protect real answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit
+
+from .mechanisms import (
+    debias,
+    flip_probability,
+    privacy_noise_variance,
+    privatize,
+    validate_epsilon,
+)
+from .pairs import PairStats, pair_stats
+
+__all__ = [
+    "Design",
+    "SimulatedSurvey",
+    "all_pairs",
+    "complete_design",
+    "evenly_spaced_theta",
+    "random_pairs_design",
+    "simulate_pair_stats",
+    "simulate_survey",
+    "sparse_design",
+    "uniform_theta",
+]
+
+
+def uniform_theta(
+    n_items: int, rng: np.random.Generator, low: float = -2.0, high: float = 2.0
+) -> NDArray[np.float64]:
+    """θ* with i.i.d. Uniform(low, high) entries, centered to sum to 0 (note P10)."""
+    theta = rng.uniform(low, high, size=n_items)
+    return theta - theta.mean()
+
+
+def evenly_spaced_theta(n_items: int, delta: float) -> NDArray[np.float64]:
+    """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0 (note §6.4)."""
+    return delta * ((n_items + 1) / 2.0 - np.arange(1, n_items + 1))
+
+
+def all_pairs(n_items: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """All pairs i < j in lexicographic order (the order of :func:`~app.stats.pairs.pair_index`)."""
+    i, j = np.triu_indices(n_items, k=1)
+    return i.astype(np.int64), j.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Who compares which pair: one row per comparison."""
+
+    n_items: int
+    n_respondents: int
+    respondent: NDArray[np.int64]
+    i: NDArray[np.int64]
+    j: NDArray[np.int64]
+
+
+def complete_design(n_items: int, n_respondents: int) -> Design:
+    """The paper's design: every respondent answers every pair once."""
+    pi, pj = all_pairs(n_items)
+    n_pairs = pi.size
+    return Design(
+        n_items,
+        n_respondents,
+        np.repeat(np.arange(n_respondents, dtype=np.int64), n_pairs),
+        np.tile(pi, n_respondents),
+        np.tile(pj, n_respondents),
+    )
+
+
+def random_pairs_design(
+    n_items: int, n_respondents: int, pairs_per_respondent: int, rng: np.random.Generator
+) -> Design:
+    """Each respondent answers ``pairs_per_respondent`` distinct pairs chosen uniformly
+    at random, shown in a random orientation (the service's incomplete design)."""
+    n_pairs = n_items * (n_items - 1) // 2
+    k = int(pairs_per_respondent)
+    if not 1 <= k <= n_pairs:
+        raise ValueError(f"pairs_per_respondent must be between 1 and {n_pairs}")
+    if 4 * k >= n_pairs:
+        idx = np.argsort(rng.random((n_respondents, n_pairs)), axis=1)[:, :k]
+    else:
+        # Draw with replacement and redraw repeats within a respondent's row.
+        idx = rng.integers(0, n_pairs, size=(n_respondents, k))
+        while True:
+            order = np.argsort(idx, axis=1)
+            srt = np.take_along_axis(idx, order, axis=1)
+            dup_sorted = np.zeros_like(srt, dtype=bool)
+            dup_sorted[:, 1:] = srt[:, 1:] == srt[:, :-1]
+            if not dup_sorted.any():
+                break
+            dup = np.zeros_like(dup_sorted)
+            np.put_along_axis(dup, order, dup_sorted, axis=1)
+            idx[dup] = rng.integers(0, n_pairs, size=int(dup.sum()))
+    pi, pj = all_pairs(n_items)
+    flat = idx.reshape(-1)
+    i, j = pi[flat], pj[flat]
+    swap = rng.random(flat.size) < 0.5
+    i, j = np.where(swap, j, i), np.where(swap, i, j)
+    respondent = np.repeat(np.arange(n_respondents, dtype=np.int64), k)
+    return Design(n_items, n_respondents, respondent, i, j)
+
+
+def sparse_design(n_items: int, n_comparisons: int, rng: np.random.Generator,
+                  comparisons_per_respondent: int = 1) -> Design:
+    """Comparisons on uniformly random pairs (with repetition) of a large item set."""
+    i = rng.integers(0, n_items, size=n_comparisons)
+    j = rng.integers(0, n_items - 1, size=n_comparisons)
+    j = j + (j >= i)  # uniform over the other m − 1 items
+    per = max(1, int(comparisons_per_respondent))
+    respondent = np.arange(n_comparisons, dtype=np.int64) // per
+    return Design(n_items, int(respondent[-1]) + 1 if n_comparisons else 0, respondent,
+                  i.astype(np.int64), j.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class SimulatedSurvey:
+    """Simulated comparisons: truth ``y`` and privatized ``y_tilde``, per-comparison ε."""
+
+    n_items: int
+    respondent: NDArray[np.int64]
+    i: NDArray[np.int64]
+    j: NDArray[np.int64]
+    y: NDArray[np.int8]
+    y_tilde: NDArray[np.int8]
+    epsilon: NDArray[np.float64]
+
+    def stats(self) -> PairStats:
+        return pair_stats(self.n_items, self.i, self.j, self.y_tilde, self.epsilon)
+
+
+def simulate_survey(
+    theta: ArrayLike, design: Design, epsilon: ArrayLike, rng: np.random.Generator
+) -> SimulatedSurvey:
+    """Answer ``design`` under BTL(θ*) and privatize each answer with its respondent's ε.
+
+    ``epsilon`` is a scalar or one value per respondent (heterogeneous privacy).
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    eps_resp = validate_epsilon(epsilon)
+    if eps_resp.ndim == 0:
+        eps = np.full(design.i.size, float(eps_resp))
+    else:
+        if eps_resp.size != design.n_respondents:
+            raise ValueError("need one epsilon per respondent")
+        eps = eps_resp[design.respondent]
+    y = (rng.random(design.i.size) < expit(theta[design.i] - theta[design.j])).astype(np.int8)
+    y_tilde = privatize(y, eps, rng=rng)
+    return SimulatedSurvey(design.n_items, design.respondent, design.i, design.j, y, y_tilde, eps)
+
+
+def simulate_pair_stats(
+    theta: ArrayLike,
+    n_per_pair: ArrayLike,
+    epsilon: float,
+    rng: np.random.Generator,
+    pairs: tuple[ArrayLike, ArrayLike] | None = None,
+) -> PairStats:
+    """Sufficient statistics of a homogeneous-ε group without simulating each answer.
+
+    Given ε, the number of reported "i wins" of a pair is Binomial(n_ij, q_ij)
+    with q_ij = p_ε + (1−2p_ε)σ(θ_i − θ_j) (Lemma 1), and z is a function of ỹ,
+    so (Σỹ, Σz, Σz²) follow exactly from one binomial draw per pair (note §9).
+    ε = ∞ simulates non-private data. ``pairs`` (distinct, any orientation)
+    defaults to all pairs i < j; ``n_per_pair`` is a scalar or one count per pair.
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    m = theta.size
+    if pairs is None:
+        pi, pj = all_pairs(m)
+    else:
+        a, b = (np.asarray(x, dtype=np.int64) for x in pairs)
+        pi, pj = np.minimum(a, b), np.maximum(a, b)
+    n = np.broadcast_to(np.asarray(n_per_pair, dtype=np.int64), pi.shape)
+    order = np.lexsort((pj, pi))
+    pi, pj, n = pi[order], pj[order], n[order]
+    if np.any(pi == pj) or np.any((pi[1:] == pi[:-1]) & (pj[1:] == pj[:-1])):
+        raise ValueError("pairs must be distinct pairs of different items")
+    keep = n > 0
+    pi, pj, n = pi[keep], pj[keep], n[keep]
+    eps = float(validate_epsilon(epsilon))
+    p = float(flip_probability(eps))
+    q = p + (1.0 - 2.0 * p) * expit(theta[pi] - theta[pj])
+    wins = rng.binomial(n, q).astype(np.float64)
+    losses = n - wins
+    z1, z0 = float(debias(1, eps)), float(debias(0, eps))
+    return PairStats(
+        m, pi, pj, n.astype(np.int64), wins,
+        wins * z1 + losses * z0,
+        wins * z1**2 + losses * z0**2,
+        n * float(privacy_noise_variance(eps)),
+        epsilon_min=eps,
+    )
