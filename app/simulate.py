@@ -38,8 +38,13 @@ def plot_scenario(result: ScenarioResult, path: Path) -> Path:
         return sc.metrics if key == "metric" else sc.grid[key]
 
     rows, cols = axis_values(sc.panel_rows), axis_values(sc.panel_cols)
-    fig, axes = plt.subplots(len(rows), len(cols), figsize=(4.2 * len(cols), 3.3 * len(rows)),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(
+        len(rows),
+        len(cols),
+        figsize=(4.2 * len(cols), 3.3 * len(rows)),
+        squeeze=False,
+        constrained_layout=True,
+    )
     letters = iter("abcdefghijklmnop")
     for r, row_value in enumerate(rows):
         for c, col_value in enumerate(cols):
@@ -54,16 +59,26 @@ def plot_scenario(result: ScenarioResult, path: Path) -> Path:
             assert metric is not None
             styles = zip("osD^v", ("-", "--", ":", "-."), strict=False)
             for series_value, (marker, line) in zip(sc.grid[sc.series], styles, strict=False):
-                pts = [row for row in result.rows
-                       if row[sc.series] == series_value
-                       and all(row[k] == v for k, v in fixed.items())]
+                pts = [
+                    row
+                    for row in result.rows
+                    if row[sc.series] == series_value and all(row[k] == v for k, v in fixed.items())
+                ]
                 xs = [p["L"] for p in pts]
                 ys = [p[metric] for p in pts]
                 err = [1.96 * p[metric + "_se"] for p in pts]
                 # Distinct markers and dashes keep overlapping series (classic and
                 # debiased RR rank identically in Scenario V) and greyscale prints readable.
-                ax.errorbar(xs, ys, yerr=err, marker=marker, linestyle=line, ms=4, capsize=3,
-                            label=_label(sc.series, series_value))
+                ax.errorbar(
+                    xs,
+                    ys,
+                    yerr=err,
+                    marker=marker,
+                    linestyle=line,
+                    ms=4,
+                    capsize=3,
+                    label=_label(sc.series, series_value),
+                )
             ax.set_xscale("log", base=2)
             ax.set_xticks(sc.grid["L"], [str(x) for x in sc.grid["L"]])
             ax.set_xlabel("L (respondents)")
@@ -72,16 +87,19 @@ def plot_scenario(result: ScenarioResult, path: Path) -> Path:
             ax.set_title(f"({next(letters)}) {title}".strip(), fontsize=10)
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{sc.title} — cf. {sc.figure} of Xu, Sun & Cheng "
-                 f"({result.replications} replicates, 95% CI)", fontsize=11)
+    fig.suptitle(
+        f"{sc.title} — cf. {sc.figure} of Xu, Sun & Cheng ({result.replications} replicates, 95% CI)",
+        fontsize=11,
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-def run(scenarios: list[str], replications: int | None, seed: int, out: Path | None,
-        stream=sys.stdout) -> list[ScenarioResult]:
+def run(
+    scenarios: list[str], replications: int | None, seed: int, out: Path | None, stream=sys.stdout
+) -> list[ScenarioResult]:
     """Run, print and (when ``out`` is given) plot each requested scenario."""
     results = []
     for key in scenarios:

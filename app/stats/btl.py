@@ -138,9 +138,7 @@ def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
     return float(np.mean(1.0 / np.tanh(eps / 2.0) ** 2))
 
 
-def objective(
-    theta: ArrayLike, i: ArrayLike, j: ArrayLike, n: ArrayLike, s: ArrayLike, lam: float
-) -> float:
+def objective(theta: ArrayLike, i: ArrayLike, j: ArrayLike, n: ArrayLike, s: ArrayLike, lam: float) -> float:
     """J(θ) for pairs (i, j) with counts n and sums s (any orientation of i, j)."""
     theta = np.asarray(theta, dtype=np.float64)
     d = theta[np.asarray(i)] - theta[np.asarray(j)]
@@ -159,8 +157,15 @@ class _Problem:
     multi-megabyte temporaries costs more than the arithmetic itself.
     """
 
-    def __init__(self, m: int, i: NDArray[np.int64], j: NDArray[np.int64],
-                 n: NDArray[np.float64], s: NDArray[np.float64], lam: float) -> None:
+    def __init__(
+        self,
+        m: int,
+        i: NDArray[np.int64],
+        j: NDArray[np.int64],
+        n: NDArray[np.float64],
+        s: NDArray[np.float64],
+        lam: float,
+    ) -> None:
         self.m, self.i, self.j, self.n, self.s, self.lam = m, i, j, n, s, lam
         size = i.size
         self._tmp = np.empty(size)
@@ -171,8 +176,9 @@ class _Problem:
     def new_cache(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         return np.empty(self.i.size), np.empty(self.i.size)
 
-    def value(self, theta: NDArray[np.float64],
-              cache: tuple[NDArray[np.float64], NDArray[np.float64]]) -> float:
+    def value(
+        self, theta: NDArray[np.float64], cache: tuple[NDArray[np.float64], NDArray[np.float64]]
+    ) -> float:
         """J(θ); leaves d = θ_i − θ_j and e^{−|d|} in ``cache`` for :meth:`derivatives`."""
         d, e = cache
         tmp, tmp2 = self._tmp, self._tmp2
@@ -194,18 +200,18 @@ class _Problem:
         d, e = cache
         r, sig, w = self._tmp, self._tmp2, self.weights
         np.add(e, 1.0, out=r)
-        np.reciprocal(r, out=r)                       # r = 1/(1 + e^{−|d|})
-        np.multiply(e, r, out=sig)                    # σ(d) for d < 0 ...
+        np.reciprocal(r, out=r)  # r = 1/(1 + e^{−|d|})
+        np.multiply(e, r, out=sig)  # σ(d) for d < 0 ...
         np.greater_equal(d, 0.0, out=self._mask)
-        np.copyto(sig, r, where=self._mask)           # ... and for d ≥ 0
+        np.copyto(sig, r, where=self._mask)  # ... and for d ≥ 0
         sig *= self.n
-        sig -= self.s                                 # n σ(d) − S
-        g = np.bincount(self.i, sig, self.m)
+        sig -= self.s  # n σ(d) − S
+        g = np.bincount(self.i, sig, self.m).astype(np.float64, copy=False)  # int64 when empty
         g -= np.bincount(self.j, sig, self.m)
         g += 2.0 * self.lam * theta
         np.multiply(r, r, out=w)
         w *= e
-        w *= self.n                                   # n σ'(d) = n e^{−|d|} r²
+        w *= self.n  # n σ'(d) = n e^{−|d|} r²
         return g, w
 
 
@@ -240,8 +246,9 @@ class _CGSolver:
 
     name = "cg"
 
-    def __init__(self, prob: _Problem, labels: NDArray[np.int64] | None,
-                 sizes: NDArray[np.float64] | None) -> None:
+    def __init__(
+        self, prob: _Problem, labels: NDArray[np.int64] | None, sizes: NDArray[np.float64] | None
+    ) -> None:
         self.prob = prob
         m, n_pairs = prob.m, prob.i.size
         rows = np.concatenate((prob.i, prob.j, np.arange(m)))
@@ -267,22 +274,25 @@ class _CGSolver:
         n_pairs = p.i.size
         diag = np.bincount(p.i, w, p.m) + np.bincount(p.j, w, p.m) + 2.0 * p.lam
         self.buf[:n_pairs] = -w
-        self.buf[n_pairs:2 * n_pairs] = -w
-        self.buf[2 * n_pairs:] = diag
+        self.buf[n_pairs : 2 * n_pairs] = -w
+        self.buf[2 * n_pairs :] = diag
         self.mat.data[:] = self.buf[self.slot]
         mat = self.mat
         if self.labels is None:
             matvec = mat.dot
             precond = 1.0 / diag
         else:
+
             def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
                 return mat.dot(x) + self._project(x)
+
             precond = 1.0 / (diag + 1.0 / self.sizes[self.labels])
         return _pcg(matvec, b, precond, self.rtol)
 
 
-def _pcg(matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float,
-         max_iter: int = 10_000) -> NDArray[np.float64]:
+def _pcg(
+    matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float, max_iter: int = 10_000
+) -> NDArray[np.float64]:
     """Preconditioned conjugate gradients for an SPD system, from x = 0."""
     x = np.zeros_like(b)
     r = b.copy()
@@ -406,9 +416,15 @@ def fit_btl(
     )
 
 
-def _newton(prob: _Problem, lin: _DenseSolver | _CGSolver, theta: NDArray[np.float64],
-            threshold: float, scale: float, max_iter: int,
-            center) -> tuple[NDArray[np.float64], int, float]:
+def _newton(
+    prob: _Problem,
+    lin: _DenseSolver | _CGSolver,
+    theta: NDArray[np.float64],
+    threshold: float,
+    scale: float,
+    max_iter: int,
+    center,
+) -> tuple[NDArray[np.float64], int, float]:
     """Damped Newton with Armijo backtracking; returns (θ, iterations, ‖∇J‖∞)."""
     cache, spare = prob.new_cache(), prob.new_cache()
     value = prob.value(theta, cache)

@@ -142,8 +142,9 @@ class PairStats:
         return cls(n_items, pi, pj, n, *sums, epsilon_min=float(epsilon_min))
 
     @classmethod
-    def _from_homogeneous_rr(cls, n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike,
-                             epsilon: float) -> PairStats:
+    def _from_homogeneous_rr(
+        cls, n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, epsilon: float
+    ) -> PairStats:
         """Fast path for one ε: z is affine in ỹ, so counts and Σỹ determine the rest.
 
         With p = p_ε, t = tanh(ε/2) and ỹ² = ỹ: Σz = (Σỹ − n p)/t and
@@ -160,7 +161,11 @@ class PairStats:
         p = float(flip_probability(epsilon))
         t = float(np.tanh(epsilon / 2.0))
         return cls(
-            n_items, pi, pj, n, sum_y,
+            n_items,
+            pi,
+            pj,
+            n,
+            sum_y,
             (sum_y - n * p) / t,
             (sum_y * (1.0 - 2.0 * p) + n * p * p) / (t * t),
             n * float(privacy_noise_variance(epsilon)),
@@ -185,7 +190,11 @@ class PairStats:
         )
         n, *rest = sums
         return PairStats(
-            self.n_items, pi, pj, np.rint(n).astype(np.int64), *rest,
+            self.n_items,
+            pi,
+            pj,
+            np.rint(n).astype(np.int64),
+            *rest,
             epsilon_min=min(self.epsilon_min, other.epsilon_min),
         )
 
@@ -194,8 +203,11 @@ class PairStats:
     def subset(self, mask: NDArray[np.bool_]) -> PairStats:
         """The statistics of the selected pairs only."""
         return PairStats(
-            self.n_items, self.i[mask], self.j[mask],
-            *(getattr(self, f)[mask] for f in _FIELDS), epsilon_min=self.epsilon_min,
+            self.n_items,
+            self.i[mask],
+            self.j[mask],
+            *(getattr(self, f)[mask] for f in _FIELDS),
+            epsilon_min=self.epsilon_min,
         )
 
     # -- summaries -------------------------------------------------------------
@@ -248,9 +260,7 @@ class PairStats:
         return out
 
 
-def pair_stats(
-    n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, epsilon: ArrayLike
-) -> PairStats:
+def pair_stats(n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, epsilon: ArrayLike) -> PairStats:
     """Sufficient statistics of RR-privatized comparisons (i, j, ỹ, ε).
 
     ỹ = 1 means i was reported the winner; ε is a scalar or one value per
@@ -264,7 +274,12 @@ def pair_stats(
         one = float(eps.flat[0]) if eps.size else float("inf")
         return PairStats._from_homogeneous_rr(n_items, i, j, yt, one)
     return PairStats.from_values(
-        n_items, i, j, yt, debias(yt, eps), privacy_noise_variance(eps),
+        n_items,
+        i,
+        j,
+        yt,
+        debias(yt, eps),
+        privacy_noise_variance(eps),
         epsilon_min=float(eps.min()),
     )
 

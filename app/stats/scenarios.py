@@ -60,9 +60,9 @@ class Scenario:
     grid: dict[str, tuple]
     metrics: tuple[str, ...]
     replications: int
-    series: str                      # one line per value of this parameter
-    panel_rows: str                  # "metric" or a parameter
-    panel_cols: str                  # "metric" or a parameter
+    series: str  # one line per value of this parameter
+    panel_rows: str  # "metric" or a parameter
+    panel_cols: str  # "metric" or a parameter
     notes: str = ""
     #: A parameter whose values are evaluated on the same simulated data in
     #: each replicate (Scenario V's mechanisms), instead of on fresh data.
@@ -77,36 +77,66 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {
     "I": Scenario(
-        "I", "Scenario I: consistency at constant ε", "Figure 2",
+        "I",
+        "Scenario I: consistency at constant ε",
+        "Figure 2",
         {"epsilon": (1.0, 2.0, 3.0), "m": (10, 20, 40), "L": (100, 200, 400, 800)},
-        ("linf", "l2"), 50, series="m", panel_rows="metric", panel_cols="epsilon",
+        ("linf", "l2"),
+        50,
+        series="m",
+        panel_rows="metric",
+        panel_cols="epsilon",
         notes="θ*~U(−2,2) centered, redrawn per replicate; λ = G(ε) (λ_paper = G/L).",
     ),
     "II": Scenario(
-        "II", "Scenario II: the dividing line for estimation", "Figure 3",
+        "II",
+        "Scenario II: the dividing line for estimation",
+        "Figure 3",
         {"m": (10, 20, 30), "scheme": tuple(SCHEMES), "L": (100, 200, 400, 800, 1600)},
-        ("linf", "l2"), 50, series="scheme", panel_rows="metric", panel_cols="m",
+        ("linf", "l2"),
+        50,
+        series="scheme",
+        panel_rows="metric",
+        panel_cols="m",
         notes="ε = 1 at L = 100 for every scheme; schemes named by formula "
-              "(the paper's text swaps Schemes 1 and 3); 50 replicates (unstated).",
+        "(the paper's text swaps Schemes 1 and 3); 50 replicates (unstated).",
     ),
     "III": Scenario(
-        "III", "Scenario III: top-K and full-ranking recovery", "Figure 4",
+        "III",
+        "Scenario III: top-K and full-ranking recovery",
+        "Figure 4",
         {"m": (10, 20, 30), "delta": (0.05, 0.1, 0.15, 0.2), "L": (50, 100, 200, 400)},
-        ("H_K", "K"), 100, series="delta", panel_rows="metric", panel_cols="m",
+        ("H_K", "K"),
+        100,
+        series="delta",
+        panel_rows="metric",
+        panel_cols="m",
         notes="θ* evenly spaced with gap Δ, centered; ε = 1; K = m/2.",
     ),
     "IV": Scenario(
-        "IV", "Scenario IV: the dividing line for ranking", "Figure 5",
+        "IV",
+        "Scenario IV: the dividing line for ranking",
+        "Figure 5",
         {"m": (10, 20, 30), "scheme": tuple(SCHEMES), "L": (50, 100, 200, 400)},
-        ("K",), 100, series="scheme", panel_rows="metric", panel_cols="m",
+        ("K",),
+        100,
+        series="scheme",
+        panel_rows="metric",
+        panel_cols="m",
         notes="θ* evenly spaced with Δ = 0.1 (unstated in the paper); 100 replicates.",
     ),
     "V": Scenario(
-        "V", "Scenario V: debiased RR vs classic RR vs Laplace", "Figure 6",
+        "V",
+        "Scenario V: debiased RR vs classic RR vs Laplace",
+        "Figure 6",
         {"m": (10, 20), "method": ("debiased_rr", "classic_rr", "laplace"), "L": (50, 100, 200, 400)},
-        ("linf", "l2", "K"), 100, series="method", panel_rows="m", panel_cols="metric",
+        ("linf", "l2", "K"),
+        100,
+        series="method",
+        panel_rows="m",
+        panel_cols="metric",
         notes="ε = 2; θ*~U(−2,2); the three mechanisms privatize the same answers; "
-              "Laplace = y + Lap(1/ε) per comparison, unbiased, not clipped; same λ = G(ε).",
+        "Laplace = y + Lap(1/ε) per comparison, unbiased, not clipped; same λ = G(ε).",
         shared="method",
     ),
 }
@@ -137,9 +167,11 @@ class ScenarioResult:
             cells += [f"{row[m]:.4f} ±{1.96 * row[m + '_se']:.4f}" for m in sc.metrics]
             lines.append(cells)
         widths = [max(len(h), *(len(r[c]) for r in lines)) for c, h in enumerate(head)]
-        out = [f"{sc.title} ({sc.figure} of the paper; {self.replications} replicates per cell)",
-               "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
-               "  ".join("-" * w for w in widths)]
+        out = [
+            f"{sc.title} ({sc.figure} of the paper; {self.replications} replicates per cell)",
+            "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
+            "  ".join("-" * w for w in widths),
+        ]
         out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
         if sc.notes:
             out.append(f"notes: {sc.notes}")
@@ -199,8 +231,7 @@ def _replicate(key: str, cell: dict, rng: np.random.Generator) -> list[list[floa
     if key == "V":
         theta = uniform_theta(m, rng)
         fits = _scenario_v_fits(theta, L, 2.0, rng)
-        return [[METRICS[n][1](fits[meth].theta, theta, k) for n in sc.metrics]
-                for meth in sc.grid["method"]]
+        return [[METRICS[n][1](fits[meth].theta, theta, k) for n in sc.metrics] for meth in sc.grid["method"]]
     if key == "I":
         theta = uniform_theta(m, rng)
         eps = cell["epsilon"]
@@ -214,8 +245,9 @@ def _replicate(key: str, cell: dict, rng: np.random.Generator) -> list[list[floa
     return [[METRICS[n][1](fit.theta, theta, k) for n in sc.metrics]]
 
 
-def _scenario_v_fits(theta: np.ndarray, L: int, epsilon: float,
-                     rng: np.random.Generator) -> dict[str, BTLFit]:
+def _scenario_v_fits(
+    theta: np.ndarray, L: int, epsilon: float, rng: np.random.Generator
+) -> dict[str, BTLFit]:
     """The three Scenario V estimators on one set of true answers (complete design)."""
     m = theta.size
     pi, pj = all_pairs(m)

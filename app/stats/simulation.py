@@ -118,16 +118,22 @@ def random_pairs_design(
     return Design(n_items, n_respondents, respondent, i, j)
 
 
-def sparse_design(n_items: int, n_comparisons: int, rng: np.random.Generator,
-                  comparisons_per_respondent: int = 1) -> Design:
+def sparse_design(
+    n_items: int, n_comparisons: int, rng: np.random.Generator, comparisons_per_respondent: int = 1
+) -> Design:
     """Comparisons on uniformly random pairs (with repetition) of a large item set."""
     i = rng.integers(0, n_items, size=n_comparisons)
     j = rng.integers(0, n_items - 1, size=n_comparisons)
     j = j + (j >= i)  # uniform over the other m − 1 items
     per = max(1, int(comparisons_per_respondent))
     respondent = np.arange(n_comparisons, dtype=np.int64) // per
-    return Design(n_items, int(respondent[-1]) + 1 if n_comparisons else 0, respondent,
-                  i.astype(np.int64), j.astype(np.int64))
+    return Design(
+        n_items,
+        int(respondent[-1]) + 1 if n_comparisons else 0,
+        respondent,
+        i.astype(np.int64),
+        j.astype(np.int64),
+    )
 
 
 @dataclass(frozen=True)
@@ -202,7 +208,11 @@ def simulate_pair_stats(
     losses = n - wins
     z1, z0 = float(debias(1, eps)), float(debias(0, eps))
     return PairStats(
-        m, pi, pj, n.astype(np.int64), wins,
+        m,
+        pi,
+        pj,
+        n.astype(np.int64),
+        wins,
         wins * z1 + losses * z0,
         wins * z1**2 + losses * z0**2,
         n * float(privacy_noise_variance(eps)),

@@ -55,8 +55,9 @@ def H(epsilon: ArrayLike) -> float:
 SCHEMES = {"log_over_sqrt": 1, "inv_sqrt": 2, "inv_sqrt_log": 3}
 
 
-def scheme_epsilon(scheme: str | int, n_items: ArrayLike, n_respondents: ArrayLike,
-                   reference_respondents: float = 100.0) -> NDArray[np.float64] | float:
+def scheme_epsilon(
+    scheme: str | int, n_items: ArrayLike, n_respondents: ArrayLike, reference_respondents: float = 100.0
+) -> NDArray[np.float64] | float:
     """ε of an adaptive privacy scheme (Scenario II), normalized to 1 at L = 100.
 
     Closed forms (note §3, "Explicit forms"; the log base cancels), with L₀ = 100:
