@@ -64,5 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
+def run() -> int:
+    """Console-script entry point: like :func:`main`, quiet when stdout closes early."""
+    try:
+        return main()
+    except BrokenPipeError:  # e.g. `privrank simulate | head`
+        sys.stderr.close()
+        return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

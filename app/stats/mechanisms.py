@@ -31,6 +31,7 @@ __all__ = [
     "privatize",
     "rr_probability",
     "system_uniform",
+    "validate_binary",
     "validate_epsilon",
     "z_variance",
 ]
@@ -75,6 +76,23 @@ def validate_epsilon(epsilon: ArrayLike) -> NDArray[np.float64]:
     return eps
 
 
+def validate_binary(y: ArrayLike, what: str = "answers") -> NDArray:
+    """Return ``y`` as an array after checking every value is 0 or 1 (``ValueError``).
+
+    The message never echoes the offending values: they may be raw answers.
+    """
+    arr = np.asarray(y)
+    if arr.size == 0 or arr.dtype == np.bool_:
+        return arr
+    if np.issubdtype(arr.dtype, np.integer):
+        ok = arr.min() >= 0 and arr.max() <= 1
+    else:
+        ok = bool(np.all((arr == 0) | (arr == 1)))
+    if not ok:
+        raise ValueError(f"{what} must be 0 or 1")
+    return arr
+
+
 def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
     """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε) (note §1.2).
 
@@ -107,10 +125,7 @@ def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None)
     -------
     numpy.ndarray of int8, the shape of ``y`` broadcast with ``epsilon``.
     """
-    y_arr = np.asarray(y)
-    if y_arr.size and not np.isin(y_arr, (0, 1)).all():
-        # Deliberately does not echo the offending values: they are raw answers.
-        raise ValueError("answers must be 0 or 1")
+    y_arr = validate_binary(y, "answers")
     p = flip_probability(epsilon)
     y_arr, p = np.broadcast_arrays(y_arr.astype(np.int8), p)
     flips = _uniform(rng, y_arr.shape) < p

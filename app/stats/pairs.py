@@ -20,18 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
+from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_binary, validate_epsilon
 
-__all__ = ["PairStats", "pair_index", "pair_stats", "validate_comparisons"]
+__all__ = ["PairStats", "pair_stats", "validate_comparisons"]
 
 _FIELDS = ("n", "sum_y", "sum_z", "sum_z2", "sum_v")
-
-
-def pair_index(i: ArrayLike, j: ArrayLike, n_items: int) -> NDArray[np.int64]:
-    """Dense index k(i, j) = i·m − i(i+1)/2 + (j − i − 1) of pair i < j (note §1.1)."""
-    i = np.asarray(i, dtype=np.int64)
-    j = np.asarray(j, dtype=np.int64)
-    return i * n_items - i * (i + 1) // 2 + (j - i - 1)
 
 
 def validate_comparisons(
@@ -153,11 +146,10 @@ class PairStats:
         ia, ja = validate_comparisons(n_items, i, j)
         if ia.size == 0:
             return cls.empty(n_items)
-        y = np.broadcast_to(np.asarray(y_tilde, dtype=np.float64), ia.shape)
-        swap = ia > ja
-        pi, pj, n, (sum_y,) = reduce_by_pair(
-            np.where(swap, ja, ia), np.where(swap, ia, ja), n_items, (np.where(swap, 1.0 - y, y),)
-        )
+        y = np.broadcast_to(np.asarray(y_tilde), ia.shape)
+        # Orient i < j: a swapped row reports 1 − ỹ, i.e. ỹ XOR swap.
+        y_oriented = np.not_equal(y, 0) ^ (ia > ja)
+        pi, pj, n, (sum_y,) = reduce_by_pair(np.minimum(ia, ja), np.maximum(ia, ja), n_items, (y_oriented,))
         p = float(flip_probability(epsilon))
         t = float(np.tanh(epsilon / 2.0))
         return cls(
@@ -266,9 +258,7 @@ def pair_stats(n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, eps
     ỹ = 1 means i was reported the winner; ε is a scalar or one value per
     comparison. z is computed by :func:`~app.stats.mechanisms.debias` (eq. (1)).
     """
-    yt = np.asarray(y_tilde)
-    if yt.size and not np.isin(yt, (0, 1)).all():
-        raise ValueError("privatized answers must be 0 or 1")
+    yt = validate_binary(y_tilde, "privatized answers")
     eps = validate_epsilon(epsilon)
     if eps.ndim == 0 or (eps.size and np.all(eps == eps.flat[0])):
         one = float(eps.flat[0]) if eps.size else float("inf")
@@ -293,20 +283,18 @@ def reduce_by_pair(
     """Group rows by pair (lo < hi): the distinct pairs in lexicographic order,
     the rows per pair, and the per-pair sum of each weight array.
 
-    O(N + P) by bincount over the dense pair index when the number of possible
-    pairs P is at most 8N; otherwise a stable two-key radix sort (numpy's
+    O(N + m²) by bincount over k = lo·m + hi when m² ≤ 16N; otherwise a stable two-key radix sort (numpy's
     ``lexsort`` on 16-bit keys is a radix sort, O(N)), or for m > 65,536 a
     comparison sort, then one bincount per weight array over the group numbers.
     """
     n_obs = lo.size
-    n_pairs_total = n_items * (n_items - 1) // 2
-    if n_pairs_total <= 8 * n_obs:
-        k = pair_index(lo, hi, n_items)
-        counts = np.bincount(k, minlength=n_pairs_total)
+    if n_items * n_items <= 16 * n_obs:
+        # Few possible pairs: bins k = lo·m + hi, a single O(N + m²) pass each.
+        k = lo * n_items + hi
+        counts = np.bincount(k, minlength=n_items * n_items)
         keep = np.flatnonzero(counts)
-        sums = [np.bincount(k, weights=w, minlength=n_pairs_total)[keep] for w in weights]
-        pi, pj = _pairs_from_index(keep, n_items)
-        return pi, pj, counts[keep].astype(np.int64), sums
+        sums = [np.bincount(k, weights=w, minlength=n_items * n_items)[keep] for w in weights]
+        return keep // n_items, keep % n_items, counts[keep].astype(np.int64), sums
     if n_items <= 1 << 16:
         order = np.lexsort((hi.astype(np.uint16), lo.astype(np.uint16)))
     else:
@@ -324,11 +312,3 @@ def reduce_by_pair(
     sums = [np.bincount(group, weights=w, minlength=starts.size) for w in weights]
     counts = np.diff(np.append(starts, n_obs)).astype(np.int64)
     return lo_s[starts], hi_s[starts], counts, sums
-
-
-def _pairs_from_index(k: NDArray[np.int64], n_items: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Invert :func:`pair_index`."""
-    rows = np.arange(max(n_items - 1, 1), dtype=np.int64)
-    row_start = rows * n_items - rows * (rows + 1) // 2
-    i = np.searchsorted(row_start, k, side="right") - 1
-    return i, k - row_start[i] + i + 1

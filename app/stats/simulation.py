@@ -56,7 +56,7 @@ def evenly_spaced_theta(n_items: int, delta: float) -> NDArray[np.float64]:
 
 
 def all_pairs(n_items: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """All pairs i < j in lexicographic order (the order of :func:`~app.stats.pairs.pair_index`)."""
+    """All pairs i < j in lexicographic order (the order :class:`PairStats` keeps)."""
     i, j = np.triu_indices(n_items, k=1)
     return i.astype(np.int64), j.astype(np.int64)
 
