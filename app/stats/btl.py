@@ -290,9 +290,7 @@ class _CGSolver:
         return _pcg(matvec, b, precond, self.rtol)
 
 
-def _pcg(
-    matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float
-) -> NDArray[np.float64]:
+def _pcg(matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float) -> NDArray[np.float64]:
     """Preconditioned conjugate gradients for an SPD system, from x = 0.
 
     In exact arithmetic CG ends in at most m steps; 2m (≥ 1,000) allows for
