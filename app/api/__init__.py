@@ -1,0 +1,1 @@
+"""HTTP layer: thin FastAPI routers over :mod:`app.services`."""

@@ -1,0 +1,123 @@
+"""Rankings, the releasable CSV, and bulk import."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from ..services import analysis, ingestion
+from ..services.errors import Invalid
+from ..services.export import iter_comparisons_csv
+from ..services.surveys import get_survey
+from .common import errors
+from .deps import admin, get_session, reader
+from .schemas import ImportOut, RankingOut
+
+router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
+
+_IMPORT_EXAMPLE = "respondent,item_a,item_b,winner,epsilon\nexternal-17,Housing,Transit,Transit,1.0\n"
+_CSV_EXAMPLE = (
+    "respondent,item_a,item_b,winner,epsilon,z,created_at\n"
+    "rsp_q2x7…,itm_a…,itm_b…,itm_a…,1.0,1.5819767068693265,2026-11-21T10:00:00Z\n"
+)
+
+
+@router.get(
+    "/ranking",
+    response_model=RankingOut,
+    response_model_by_alias=True,
+    responses=errors(401, 403, 404, 422),
+    dependencies=[Depends(reader)],
+    summary="The ranking",
+)
+def ranking(
+    request: Request,
+    survey_id: str,
+    method: str = Query(
+        "debiased_mle",
+        description="debiased_mle (the paper's estimator) or naive_mle "
+        "(classic RR without debiasing, the paper's baseline).",
+    ),
+    lambda_: float | None = Query(None, alias="lambda", description="Ridge λ > 0; default G(ε)."),
+    k: int | None = Query(None, ge=1, description="Size of the top-K set to return."),
+    session: Session = Depends(get_session),
+):
+    """Items by estimated score θ̂ (rank 1 = most preferred), the top-K set, and
+    diagnostics. Works on the survey's per-pair sufficient statistics, so its cost
+    does not grow with the number of stored answers; fits are cached per data
+    version and warm-started from the previous fit."""
+    survey = get_survey(session, survey_id)
+    return analysis.ranking(session, survey, request.app.state.fit_cache, method, lambda_, k)
+
+
+@router.get(
+    "/comparisons.csv",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/csv": {"example": _CSV_EXAMPLE}},
+            "description": "The privatized comparisons.",
+        },
+        **errors(401, 403, 404),
+    },
+    dependencies=[Depends(reader)],
+    summary="Export the releasable (privatized) data",
+)
+def comparisons_csv(request: Request, survey_id: str, session: Session = Depends(get_session)):
+    """CSV columns: respondent, item_a, item_b, winner, epsilon, z, created_at.
+    Winners are the privatized answers; z is eq. (1)'s debiased value towards
+    item_a. ``app.stats.fit_debiased_mle`` on these rows reproduces the ranking."""
+    get_survey(session, survey_id)
+    factory = request.app.state.session_factory
+
+    def body():
+        # Its own session: the response streams after the request's session closed.
+        with factory() as stream_session:
+            yield from iter_comparisons_csv(stream_session, survey_id)
+
+    return StreamingResponse(
+        body(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{survey_id}-comparisons.csv"'},
+    )
+
+
+@router.post(
+    "/comparisons/import",
+    status_code=201,
+    response_model=ImportOut,
+    responses=errors(401, 403, 404, 409, 422),
+    dependencies=[Depends(admin)],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "text/csv": {
+                    "schema": {"type": "string"},
+                    "example": _IMPORT_EXAMPLE,
+                }
+            },
+        }
+    },
+    summary="Bulk import comparisons collected elsewhere (CSV)",
+)
+async def import_csv(
+    request: Request,
+    survey_id: str,
+    privatized: bool = Query(
+        description="true: winners are already randomized with each row's epsilon; "
+        "false: the server randomizes each row on arrival."
+    ),
+    session: Session = Depends(get_session),
+):
+    """All or nothing, with the same rules as ``POST …/responses``. Items by id or
+    label; each distinct ``respondent`` value becomes a respondent of the survey."""
+    raw = await request.body()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Invalid("the CSV must be UTF-8") from None
+    survey = await run_in_threadpool(get_survey, session, survey_id)
+    return await run_in_threadpool(ingestion.import_comparisons, session, survey, text, privatized)

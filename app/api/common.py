@@ -1,0 +1,42 @@
+"""Shared pieces of the routers."""
+
+from __future__ import annotations
+
+from ..db.models import Survey
+from ..services.surveys import survey_items
+from ..stats import flip_probability
+from .schemas import ErrorOut, ItemOut, PrivacyOut, SurveyOut
+
+
+def errors(*codes: int) -> dict:
+    """OpenAPI entries for the error answers a route can give."""
+    text = {
+        401: "Missing or invalid credentials.",
+        403: "The credentials do not allow this call.",
+        404: "No such survey (or item, key).",
+        409: "Conflicts with the survey's state or earlier answers; nothing was stored.",
+        422: "Invalid content; nothing was stored.",
+        503: "The database is unreachable; retry later.",
+    }
+    return {c: {"model": ErrorOut, "description": text[c]} for c in codes}
+
+
+def survey_out(session, survey: Survey) -> SurveyOut:
+    items = survey_items(session, survey.id)
+    return SurveyOut(
+        id=survey.id,
+        title=survey.title,
+        kind=survey.kind,
+        status=survey.status,
+        privacy=PrivacyOut(
+            model=survey.privacy_model,
+            epsilon_default=survey.epsilon_default,
+            epsilon_min=survey.epsilon_min,
+            epsilon_max=survey.epsilon_max,
+            respondent_budget=survey.respondent_budget,
+            flip_probability_default=float(flip_probability(survey.epsilon_default)),
+        ),
+        items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
+        created_at=survey.created_at,
+        updated_at=survey.updated_at,
+    )

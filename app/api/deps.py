@@ -1,0 +1,80 @@
+"""Request-scoped dependencies: the database session and the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from ..config import Settings
+from ..db.models import Respondent, Survey
+from ..services import auth
+from ..services.errors import Forbidden, Unauthorized
+from ..services.surveys import get_survey
+
+__all__ = [
+    "admin",
+    "get_session",
+    "get_settings",
+    "principal",
+    "reader",
+    "respondent_of_survey",
+]
+
+_bearer = HTTPBearer(auto_error=False, description="Admin or analyst key, or a respondent token.")
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def principal(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
+    session: Session = Depends(get_session),
+) -> auth.Principal:
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("missing bearer credentials")
+    who = auth.authenticate(session, credentials.credentials, request.app.state.settings.admin_key)
+    if who is None:
+        raise Unauthorized("invalid credentials")
+    return who
+
+
+def admin(who: auth.Principal = Depends(principal)) -> auth.Principal:
+    if who.role != auth.ADMIN:
+        raise Forbidden("this call needs an admin key")
+    return who
+
+
+def reader(who: auth.Principal = Depends(principal)) -> auth.Principal:
+    """Admins and analysts."""
+    if who.role not in (auth.ADMIN, auth.ANALYST):
+        raise Forbidden("this call needs an admin or analyst key")
+    return who
+
+
+def respondent_of_survey(
+    survey_id: str,
+    who: auth.Principal = Depends(principal),
+    session: Session = Depends(get_session),
+) -> tuple[Survey, Respondent]:
+    """The survey and the calling respondent, who must belong to it."""
+    if who.role != auth.RESPONDENT:
+        raise Forbidden("this call needs a respondent token")
+    if who.survey_id != survey_id:
+        raise Forbidden("this respondent token belongs to another survey")
+    survey = get_survey(session, survey_id)
+    respondent = session.get(Respondent, who.respondent_id)
+    assert respondent is not None
+    return survey, respondent

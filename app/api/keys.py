@@ -1,0 +1,50 @@
+"""Analyst keys, minted and revoked by admins."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Response
+from sqlalchemy.orm import Session
+
+from ..db.session import begin_write
+from ..services import auth
+from .common import errors
+from .deps import admin, get_session
+from .schemas import KeyCreate, KeyCreated, KeyOut
+
+router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[Depends(admin)])
+
+
+def _out(row) -> dict:
+    return {
+        "id": row.id,
+        "role": row.role,
+        "label": row.label,
+        "created_at": row.created_at,
+        "revoked_at": row.revoked_at,
+    }
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=KeyCreated,
+    responses=errors(401, 403, 422),
+    summary="Mint an analyst key",
+)
+def create_key(body: KeyCreate | None = None, session: Session = Depends(get_session)) -> KeyCreated:
+    """The key is in this answer only; the service keeps its SHA-256."""
+    begin_write(session)
+    row, plaintext = auth.mint_key(session, auth.ANALYST, body.label if body else None)
+    session.commit()
+    return KeyCreated(**_out(row), key=plaintext)
+
+
+@router.get("", response_model=list[KeyOut], responses=errors(401, 403), summary="List keys (no secrets)")
+def list_keys(session: Session = Depends(get_session)) -> list[KeyOut]:
+    return [KeyOut(**_out(r)) for r in auth.list_keys(session)]
+
+
+@router.delete("/{key_id}", status_code=204, responses=errors(401, 403, 404), summary="Revoke a key")
+def revoke_key(key_id: str, session: Session = Depends(get_session)) -> Response:
+    auth.revoke_key(session, key_id)
+    return Response(status_code=204)

@@ -1,0 +1,128 @@
+"""Respondents: registration, pairs to answer, responses."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from ..config import Settings
+from ..services import ingestion
+from ..services.assignment import next_pairs
+from ..services.respondents import budget_remaining, register_respondent
+from ..services.surveys import get_survey
+from ..stats import flip_probability
+from .common import errors
+from .deps import get_session, get_settings, respondent_of_survey
+from .schemas import (
+    PairOut,
+    PairsOut,
+    RespondentCreate,
+    RespondentCreated,
+    RespondentStatus,
+    ResponsesIn,
+    ResponsesOut,
+)
+
+router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
+
+
+@router.post(
+    "/respondents",
+    status_code=201,
+    response_model=RespondentCreated,
+    responses=errors(404, 409, 422),
+    summary="Register as a respondent (no credentials needed)",
+)
+def register(
+    survey_id: str, body: RespondentCreate | None = None, session: Session = Depends(get_session)
+) -> RespondentCreated:
+    """Anyone may register with an open survey. The respondent's ε (default: the
+    survey's) fixes how often each of its answers is flipped: 1/(1+e^ε)."""
+    survey = get_survey(session, survey_id)
+    respondent, token = register_respondent(session, survey, body.epsilon if body else None)
+    return RespondentCreated(
+        respondent_id=respondent.id,
+        token=token,
+        epsilon=respondent.epsilon,
+        flip_probability=float(flip_probability(respondent.epsilon)),
+        budget_remaining=budget_remaining(survey, respondent),
+    )
+
+
+@router.get(
+    "/respondents/me",
+    response_model=RespondentStatus,
+    responses=errors(401, 403, 404),
+    summary="The calling respondent's own privacy account",
+)
+def me(ctx=Depends(respondent_of_survey)) -> RespondentStatus:
+    survey, respondent = ctx
+    return RespondentStatus(
+        respondent_id=respondent.id,
+        survey_id=survey.id,
+        epsilon=respondent.epsilon,
+        comparisons=respondent.n_comparisons,
+        epsilon_total=respondent.epsilon_spent,
+        budget_remaining=budget_remaining(survey, respondent),
+    )
+
+
+@router.get(
+    "/pairs",
+    response_model=PairsOut,
+    responses=errors(401, 403, 404),
+    summary="Pairs for the calling respondent to compare",
+)
+def pairs(
+    count: int = Query(1, ge=1, le=100),
+    ctx=Depends(respondent_of_survey),
+    session: Session = Depends(get_session),
+) -> PairsOut:
+    """Pairs this respondent has not answered, least-answered first (random among
+    ties), in random orientation. Fewer than ``count`` (or none) when the pairs or
+    the respondent's privacy budget run out, or the survey is closed."""
+    survey, respondent = ctx
+    chosen = next_pairs(session, survey, respondent, count)
+    return PairsOut(pairs=[PairOut(a=a.id, b=b.id, a_label=a.label, b_label=b.label) for a, b in chosen])
+
+
+@router.post(
+    "/responses",
+    status_code=201,
+    response_model=ResponsesOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Submit answers",
+)
+def responses(
+    body: ResponsesIn,
+    ctx=Depends(respondent_of_survey),
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
+    idempotency_key: str | None = Header(
+        None,
+        alias="Idempotency-Key",
+        max_length=200,
+        description="Retries with the same key return the first answer and store nothing new.",
+    ),
+):
+    """Store a batch of up to 1,000 comparisons, all or nothing.
+
+    ``privatized: false`` — the server flips each answer with probability
+    1/(1+e^ε) using the respondent's ε and the OS CSPRNG before storing it; the
+    true answer is never stored, logged or echoed. ``privatized: true`` — the
+    answers were flipped on the device with the declared ``epsilon``.
+    """
+    survey, respondent = ctx
+    result = ingestion.submit_responses(
+        session,
+        survey,
+        respondent,
+        [ingestion.ComparisonIn(c.a, c.b, c.winner) for c in body.comparisons],
+        privatized=body.privatized,
+        epsilon=body.epsilon,
+        idempotency_key=idempotency_key,
+        max_batch=settings.max_batch,
+    )
+    headers = {"Idempotent-Replayed": "true"} if result.replayed else None
+    return JSONResponse(result.body, status_code=result.status_code, headers=headers)

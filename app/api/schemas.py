@@ -1,0 +1,266 @@
+"""Request and response bodies of the REST API (the OpenAPI contract)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ItemId = Field(min_length=1, max_length=40, examples=["itm_u7x2k9q4m3c8d1ze"])
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- surveys -------------------------------------------------------------------
+
+
+class PrivacyIn(_Model):
+    model: Literal["local", "central"] = Field(
+        "local",
+        description="local: every answer is randomized before it is stored (the only model available now).",
+    )
+    epsilon_default: float = Field(1.0, gt=0, description="ε given to respondents who do not choose one.")
+    epsilon_min: float | None = Field(
+        None, gt=0, description="Smallest ε a respondent may choose (default min(0.1, default))."
+    )
+    epsilon_max: float | None = Field(
+        None, gt=0, description="Largest ε a respondent may choose (default max(5, default))."
+    )
+    respondent_budget: float | None = Field(
+        None,
+        gt=0,
+        description="Cap on a respondent's total ε over all answers (basic composition); null: no cap.",
+    )
+
+
+class SurveyCreate(_Model):
+    title: str = Field(min_length=1, max_length=500)
+    kind: Literal["pairwise", "ranking"] = "pairwise"
+    items: list[str] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
+    privacy: PrivacyIn = Field(default_factory=PrivacyIn)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "items": ["Housing", "Transit", "Parks", "Schools"],
+                    "privacy": {
+                        "model": "local",
+                        "epsilon_default": 1.0,
+                        "epsilon_min": 0.5,
+                        "epsilon_max": 3.0,
+                        "respondent_budget": 20.0,
+                    },
+                }
+            ]
+        },
+    )
+
+
+class SurveyUpdate(_Model):
+    status: Literal["open", "closed"] | None = None
+    title: str | None = Field(None, min_length=1, max_length=500)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
+
+
+class ItemsAdd(_Model):
+    items: list[str] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
+
+
+class ItemOut(BaseModel):
+    id: str
+    label: str
+    position: int = Field(description="0-based order of the item in the survey.")
+
+
+class PrivacyOut(BaseModel):
+    model: str
+    epsilon_default: float
+    epsilon_min: float
+    epsilon_max: float
+    respondent_budget: float | None
+    flip_probability_default: float = Field(description="1/(1+e^ε) at epsilon_default.")
+
+
+class SurveyOut(BaseModel):
+    id: str
+    title: str
+    kind: str
+    status: str
+    privacy: PrivacyOut
+    items: list[ItemOut]
+    created_at: datetime
+    updated_at: datetime
+
+
+class SurveyList(BaseModel):
+    surveys: list[SurveyOut]
+    total: int
+
+
+# -- respondents ---------------------------------------------------------------
+
+
+class RespondentCreate(_Model):
+    epsilon: float | None = Field(
+        None, description="The respondent's own ε within the survey's bounds; default: the survey's."
+    )
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"epsilon": 1.5}, {}]})
+
+
+class RespondentCreated(BaseModel):
+    respondent_id: str
+    token: str = Field(description="Bearer token for this respondent's calls; shown once.")
+    epsilon: float
+    flip_probability: float = Field(description="Chance that each answer is reported flipped: 1/(1+e^ε).")
+    budget_remaining: float | None
+
+
+class RespondentStatus(BaseModel):
+    respondent_id: str
+    survey_id: str
+    epsilon: float
+    comparisons: int
+    epsilon_total: float = Field(description="Privacy spent so far: the sum of ε over stored answers.")
+    budget_remaining: float | None
+
+
+# -- pairs and responses ---------------------------------------------------------
+
+
+class PairOut(BaseModel):
+    a: str
+    b: str
+    a_label: str
+    b_label: str
+
+
+class PairsOut(BaseModel):
+    pairs: list[PairOut]
+
+
+class ComparisonIn(_Model):
+    a: str = ItemId
+    b: str = ItemId
+    winner: str = Field(min_length=1, max_length=40, description="a or b: the item preferred (or reported).")
+
+
+class ResponsesIn(_Model):
+    privatized: bool = Field(
+        description="false: the server randomizes each answer with the respondent's ε on arrival; "
+        "true: the client already did, with the declared epsilon."
+    )
+    epsilon: float | None = Field(None, description="Required when privatized is true.")
+    comparisons: list[ComparisonIn] = Field(min_length=1, max_length=100_000)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"privatized": False, "comparisons": [{"a": "itm_a", "b": "itm_b", "winner": "itm_a"}]},
+                {
+                    "privatized": True,
+                    "epsilon": 1.0,
+                    "comparisons": [{"a": "itm_a", "b": "itm_c", "winner": "itm_c"}],
+                },
+            ]
+        },
+    )
+
+
+class ResponsesOut(BaseModel):
+    accepted: int
+    epsilon_spent: float = Field(description="Privacy spent by this request: Σ ε over its comparisons.")
+    epsilon_total: float = Field(description="The respondent's total spent so far.")
+    budget_remaining: float | None
+
+
+# -- analysis ----------------------------------------------------------------------
+
+
+class RankedItem(BaseModel):
+    item_id: str
+    label: str
+    position: int
+    score: float = Field(description="θ̂ of the BTL model; scores sum to 0 (per connected component).")
+    rank: int = Field(description="1 = most preferred; tied scores share the best rank of their group.")
+    comparisons: int = Field(description="Stored comparisons involving the item.")
+
+
+class Diagnostics(BaseModel):
+    respondents: int = Field(description="Respondents with at least one stored comparison.")
+    comparisons: int
+    pairs_observed: int
+    pairs_total: int
+    connected: bool = Field(description="Whether every item is linked to every other through comparisons.")
+    n_components: int
+    components: list[list[str]] | None = Field(description="Item ids per component when not connected.")
+    lambda_: float = Field(alias="lambda", serialization_alias="lambda")
+    lambda_source: str
+    iterations: int
+    converged: bool
+    gradient_norm: float
+    solver: str
+    G: float = Field(description="G(ε) of Theorem 1: mean of ((e^ε+1)/(e^ε−1))² over comparisons.")
+    H: float | None = Field(description="H(ε) of Theorem 1: the largest (e^ε+1)/(e^ε−1).")
+    epsilon_min: float | None
+    ties: bool
+    top_k_boundary_tied: bool | None
+    data_version: int
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class RankingOut(BaseModel):
+    survey_id: str
+    method: str
+    items: list[RankedItem]
+    top_k: list[str] | None = Field(description="The k best item ids (when k is given).")
+    diagnostics: Diagnostics
+
+
+# -- keys ---------------------------------------------------------------------------
+
+
+class KeyCreate(_Model):
+    label: str | None = Field(None, max_length=200)
+    role: Literal["analyst"] = "analyst"
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"label": "data team"}]})
+
+
+class KeyOut(BaseModel):
+    id: str
+    role: str
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The bearer key; shown once, only its hash is stored.")
+
+
+class ImportOut(BaseModel):
+    imported: int
+    respondents: int
+    respondents_created: int
+
+
+class ErrorOut(BaseModel):
+    detail: str | list | dict
+
+
+class Health(BaseModel):
+    status: str
+    database: str | None = None

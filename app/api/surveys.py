@@ -1,0 +1,88 @@
+"""Surveys and items (admin; analysts may read)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Query
+from sqlalchemy.orm import Session
+
+from ..services import surveys as svc
+from .common import errors, survey_out
+from .deps import admin, get_session, reader
+from .schemas import ItemOut, ItemsAdd, SurveyCreate, SurveyList, SurveyOut, SurveyUpdate
+
+router = APIRouter(prefix="/v1/surveys", tags=["surveys"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=SurveyOut,
+    responses=errors(401, 403, 422),
+    dependencies=[Depends(admin)],
+    summary="Create a survey",
+)
+def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -> SurveyOut:
+    """Create a survey with its items and privacy policy. It starts open."""
+    p = body.privacy
+    survey = svc.create_survey(
+        session,
+        body.title,
+        body.kind,
+        body.items,
+        svc.PrivacyPolicy(p.model, p.epsilon_default, p.epsilon_min, p.epsilon_max, p.respondent_budget),
+    )
+    return survey_out(session, survey)
+
+
+@router.get(
+    "",
+    response_model=SurveyList,
+    responses=errors(401, 403),
+    dependencies=[Depends(reader)],
+    summary="List surveys",
+)
+def list_surveys(
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    session: Session = Depends(get_session),
+) -> SurveyList:
+    """Surveys, newest first."""
+    rows, total = svc.list_surveys(session, limit, offset)
+    return SurveyList(surveys=[survey_out(session, s) for s in rows], total=total)
+
+
+@router.get(
+    "/{survey_id}",
+    response_model=SurveyOut,
+    responses=errors(401, 403, 404),
+    dependencies=[Depends(reader)],
+    summary="Get a survey",
+)
+def get_survey(survey_id: str, session: Session = Depends(get_session)) -> SurveyOut:
+    return survey_out(session, svc.get_survey(session, survey_id))
+
+
+@router.patch(
+    "/{survey_id}",
+    response_model=SurveyOut,
+    responses=errors(401, 403, 404, 422),
+    dependencies=[Depends(admin)],
+    summary="Open or close a survey, or rename it",
+)
+def update_survey(survey_id: str, body: SurveyUpdate, session: Session = Depends(get_session)) -> SurveyOut:
+    """A closed survey answers 409 to new respondents and responses; reopening is allowed."""
+    return survey_out(session, svc.update_survey(session, survey_id, body.status, body.title))
+
+
+@router.post(
+    "/{survey_id}/items",
+    status_code=201,
+    response_model=list[ItemOut],
+    responses=errors(401, 403, 404, 409, 422),
+    dependencies=[Depends(admin)],
+    summary="Add items to an open survey",
+)
+def add_items(survey_id: str, body: ItemsAdd, session: Session = Depends(get_session)) -> list[ItemOut]:
+    """New items get the next positions; earlier answers keep their meaning."""
+    new = svc.add_items(session, survey_id, body.items)
+    return [ItemOut(id=i.id, label=i.label, position=i.position) for i in new]

@@ -1,0 +1,57 @@
+"""Settings, read once from the environment (pydantic-settings)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings", "normalize_database_url"]
+
+
+def normalize_database_url(url: str) -> str:
+    """Accept ``postgres://`` / ``postgresql://`` URLs and use the psycopg 3 driver."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Service configuration. Every field maps to an environment variable."""
+
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
+
+    database_url: str = Field(
+        default="sqlite:///./privrank.db",
+        validation_alias="DATABASE_URL",
+        description="SQLAlchemy URL; SQLite file in the working directory by default.",
+    )
+    admin_key: str | None = Field(
+        default=None,
+        validation_alias="PRIVRANK_ADMIN_KEY",
+        description="Admin bearer key. When unset, `privrank serve` generates one on first start.",
+    )
+    cors_origins: str = Field(
+        default="",
+        validation_alias="PRIVRANK_CORS_ORIGINS",
+        description="Comma-separated origins allowed to call the API from a browser ('*' for any).",
+    )
+    max_batch: int = Field(default=1000, validation_alias="PRIVRANK_MAX_BATCH", ge=1, le=100_000)
+    log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
+    db_pool_size: int = Field(default=10, validation_alias="PRIVRANK_DB_POOL_SIZE", ge=1)
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        return normalize_database_url(value)
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

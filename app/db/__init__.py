@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, engine/session factory, migrations runner."""

@@ -1,0 +1,33 @@
+"""Apply Alembic migrations programmatically (``privrank migrate``, ``privrank serve``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+
+__all__ = ["alembic_config", "migrations_dir", "upgrade"]
+
+
+def migrations_dir() -> Path:
+    """``migrations/`` beside the ``app`` package (source tree or editable install),
+    or ``PRIVRANK_MIGRATIONS_DIR``."""
+    override = os.environ.get("PRIVRANK_MIGRATIONS_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    # ConfigParser interpolation: a literal % in a URL must be doubled.
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Bring the database at ``url`` to ``revision``; a no-op when already there."""
+    command.upgrade(alembic_config(url), revision)

@@ -1,0 +1,252 @@
+"""Tables. One schema for SQLite and PostgreSQL; Alembic (``migrations/``) creates it.
+
+Write path and read path are separated so that concurrent writers never queue on
+a shared row:
+
+* ``comparisons`` is append-only: the privatized answers (the releasable data).
+* Each accepted request also appends one ``pending_batches`` row holding its
+  comparisons in packed form.
+* A ranking query folds the pending batches into ``pair_stats`` (one row per
+  observed pair) under a per-survey lock held only by readers (``survey_stats``),
+  deleting exactly the batch rows it folded. So a ranking reads O(pairs) rows,
+  never the answers, and a writer touches only its own rows and its own
+  respondent's budget row.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Comparison",
+    "IdempotencyRecord",
+    "Item",
+    "PairStat",
+    "PendingBatch",
+    "Respondent",
+    "Survey",
+    "SurveyStats",
+    "new_id",
+    "utcnow",
+]
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer, "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on every database (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC)
+            if dialect.name == "sqlite":
+                value = value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+
+
+def new_id(prefix: str) -> str:
+    """Opaque random id such as ``srv_k3j9x2mqa7b4c5d6`` (80 random bits)."""
+    return f"{prefix}_{base64.b32encode(secrets.token_bytes(10)).decode().lower()}"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Survey(Base):
+    __tablename__ = "surveys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    title: Mapped[str] = mapped_column(String(500))
+    kind: Mapped[str] = mapped_column(String(16), default="pairwise")
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    privacy_model: Mapped[str] = mapped_column(String(16), default="local")
+    epsilon_default: Mapped[float] = mapped_column(Float)
+    epsilon_min: Mapped[float] = mapped_column(Float)
+    epsilon_max: Mapped[float] = mapped_column(Float)
+    respondent_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('pairwise', 'ranking')", name="ck_surveys_kind"),
+        CheckConstraint("status IN ('open', 'closed')", name="ck_surveys_status"),
+        CheckConstraint("privacy_model IN ('local', 'central')", name="ck_surveys_privacy_model"),
+        CheckConstraint(
+            "epsilon_min > 0 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
+            name="ck_surveys_epsilon_bounds",
+        ),
+    )
+
+
+class Item(Base):
+    __tablename__ = "items"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    #: 0-based index of the item in its survey: the library's item index.
+    position: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("survey_id", "position", name="uq_items_survey_position"),
+        UniqueConstraint("survey_id", "label", name="uq_items_survey_label"),
+    )
+
+
+class Respondent(Base):
+    __tablename__ = "respondents"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    #: SHA-256 of the token's secret part; NULL for respondents created by an import.
+    token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    epsilon: Mapped[float] = mapped_column(Float)
+    epsilon_spent: Mapped[float] = mapped_column(Float, default=0.0)
+    n_comparisons: Mapped[int] = mapped_column(Integer, default=0)
+    #: The pseudonym a bulk import gave this respondent (unique per survey).
+    external_ref: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("survey_id", "external_ref", name="uq_respondents_survey_external_ref"),
+        CheckConstraint("epsilon > 0", name="ck_respondents_epsilon"),
+    )
+
+
+class Comparison(Base):
+    """One privatized answer, canonically oriented: item i < item j (positions).
+
+    ``y_tilde`` = 1 when item i was the reported winner. The true answer is never
+    stored in the local model.
+    """
+
+    __tablename__ = "comparisons"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"))
+    respondent_id: Mapped[str] = mapped_column(ForeignKey("respondents.id", ondelete="CASCADE"))
+    i: Mapped[int] = mapped_column(Integer)
+    j: Mapped[int] = mapped_column(Integer)
+    y_tilde: Mapped[int] = mapped_column(SmallInteger)
+    epsilon: Mapped[float] = mapped_column(Float)
+    #: "server" (flipped on arrival), "client" (flipped on the device) or "import".
+    source: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        # One answer per respondent and pair (repeats would average the noise away).
+        UniqueConstraint("respondent_id", "i", "j", name="uq_comparisons_respondent_pair"),
+        CheckConstraint("i < j", name="ck_comparisons_orientation"),
+        CheckConstraint("y_tilde IN (0, 1)", name="ck_comparisons_y_tilde"),
+        Index("ix_comparisons_survey_id_id", "survey_id", "id"),
+    )
+
+
+class PendingBatch(Base):
+    """The comparisons of one accepted request, waiting to be folded into ``pair_stats``.
+
+    ``payload`` packs the batch's (i, j, ỹ, ε) arrays (privatized data only; see
+    :mod:`app.services.aggregation`), so a request adds one row here whatever its size.
+    """
+
+    __tablename__ = "pending_batches"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    n: Mapped[int] = mapped_column(Integer)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class PairStat(Base):
+    """Sufficient statistics of one observed pair (see :class:`app.stats.PairStats`)."""
+
+    __tablename__ = "pair_stats"
+
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
+    i: Mapped[int] = mapped_column(Integer, primary_key=True)
+    j: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger)
+    sum_y: Mapped[float] = mapped_column(Float)
+    sum_z: Mapped[float] = mapped_column(Float)
+    sum_z2: Mapped[float] = mapped_column(Float)
+    sum_v: Mapped[float] = mapped_column(Float)
+
+
+class SurveyStats(Base):
+    """Aggregation state of a survey; its row is the lock that serializes folding."""
+
+    __tablename__ = "survey_stats"
+
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
+    #: Incremented whenever new answers are folded in: the cache key of fits.
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    n_comparisons: Mapped[int] = mapped_column(BigInteger, default=0)
+    epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ApiKey(Base):
+    """Admin and analyst keys: ``prk_<id>_<secret>``; only SHA-256(secret) is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (CheckConstraint("role IN ('admin', 'analyst')", name="ck_api_keys_role"),)
+
+
+class IdempotencyRecord(Base):
+    """The first answer to a request sent with an ``Idempotency-Key``."""
+
+    __tablename__ = "idempotency_keys"
+
+    respondent_id: Mapped[str] = mapped_column(
+        ForeignKey("respondents.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    #: SHA-256 of the request's non-sensitive shape (pairs, mode, ε) — never of answers.
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int] = mapped_column(Integer)
+    response: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

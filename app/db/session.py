@@ -1,0 +1,72 @@
+"""Engine and session factory for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+__all__ = ["begin_write", "make_engine", "make_session_factory"]
+
+
+def make_engine(url: str, pool_size: int = 10) -> Engine:
+    """Create the engine.
+
+    ``hide_parameters`` keeps bound values out of exception messages (and so out
+    of logs): a failed statement never reveals the data it carried.
+
+    SQLite: WAL journal, foreign keys on, and transactions opened by
+    :func:`begin_write` start with ``BEGIN IMMEDIATE`` so that writers queue on
+    the database lock (with a busy timeout) instead of failing when a read
+    transaction would have to be upgraded after another writer committed.
+    """
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            hide_parameters=True,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_connect(dbapi_conn, _record):
+            dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):
+            immediate = conn.get_execution_options().get("sqlite_immediate")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+        return engine
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        pool_timeout=10,
+        hide_parameters=True,
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+
+
+def begin_write(session: Session) -> None:
+    """Start a write transaction (SQLite: ``BEGIN IMMEDIATE``).
+
+    A read transaction the session already has open (say, from authenticating
+    the caller) is ended first — a SQLite reader upgraded to a writer fails when
+    another writer committed in between — so it must not hold unflushed changes.
+    Objects loaded before stay usable; re-read rows the write depends on.
+    """
+    if session.in_transaction():
+        if session.new or session.dirty or session.deleted:
+            raise RuntimeError("begin_write() would commit unflushed changes")
+        session.commit()
+    session.connection(execution_options={"sqlite_immediate": True})

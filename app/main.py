@@ -1,0 +1,79 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+
+from . import __version__
+from .api import analysis, errors, health, keys, respondents, surveys
+from .config import Settings, get_settings
+from .db.session import make_engine, make_session_factory
+from .services.analysis import FitCache
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("privrank.access")
+
+DESCRIPTION = """
+privrank runs privacy-preserving ranking surveys. Respondents compare items two
+at a time; each answer is randomized with the respondent's own ε before it is
+stored (local differential privacy), and analysts get the debiased regularized
+MLE of the Bradley–Terry–Luce model (Xu, Sun & Cheng).
+
+Authentication: `Authorization: Bearer <key>` — an admin key, an analyst key
+(`POST /v1/keys`), or a respondent token (`POST /v1/surveys/{id}/respondents`).
+Errors are JSON `{"detail": …}`; a rejected request stores nothing.
+"""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="privrank",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_tags=[
+            {"name": "surveys", "description": "Create and manage surveys (admin)."},
+            {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},
+            {"name": "analysis", "description": "Rankings and the releasable data (analysts)."},
+            {"name": "keys", "description": "Analyst keys (admin)."},
+            {"name": "health", "description": "Liveness and readiness probes."},
+        ],
+    )
+    engine = make_engine(settings.database_url, settings.db_pool_size)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.state.fit_cache = FitCache()
+
+    if settings.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origin_list,
+            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            expose_headers=["Idempotent-Replayed"],
+        )
+
+    @app.middleware("http")
+    async def access_log(request: Request, call_next):
+        # Method, path and status only: bodies (answers) and query strings never.
+        start = time.perf_counter()
+        response = await call_next(request)
+        log.info(
+            "%s %s %d %.1fms",
+            request.method,
+            request.url.path,
+            response.status_code,
+            (time.perf_counter() - start) * 1e3,
+        )
+        return response
+
+    errors.install(app)
+    for module in (surveys, respondents, analysis, keys, health):
+        app.include_router(module.router)
+    return app

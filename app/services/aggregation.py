@@ -1,0 +1,187 @@
+"""Per-pair sufficient statistics kept in the database.
+
+Writers append each accepted batch to ``pending_batches`` in the same
+transaction as its comparisons. Readers fold pending batches into ``pair_stats``
+under the survey's ``survey_stats`` row lock, deleting exactly the batch rows
+they read (``DELETE … RETURNING``): a batch committed while a fold runs is not
+in that statement's snapshot and stays for the next fold, so every comparison is
+counted exactly once. The fold builds the statistics with
+:func:`app.stats.pair_stats` — the same code that analysts run on the exported
+CSV — so the service's ranking and the library's agree to rounding.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from ..db.models import PairStat, PendingBatch, SurveyStats, utcnow
+from ..db.session import begin_write
+from ..stats import PairStats, pair_stats
+
+__all__ = ["Snapshot", "decode_batch", "encode_batch", "fold_pending", "read_snapshot"]
+
+_HEADER = struct.Struct("<4sI")
+_MAGIC = b"PRB1"
+
+
+def encode_batch(
+    i: NDArray[np.integer],
+    j: NDArray[np.integer],
+    y_tilde: NDArray[np.integer],
+    epsilon: NDArray[np.floating],
+) -> bytes:
+    """Pack a batch: header, then i, j (int32), ỹ (int8), ε (float64), little-endian."""
+    n = int(np.size(i))
+    return b"".join(
+        (
+            _HEADER.pack(_MAGIC, n),
+            np.asarray(i, dtype="<i4").tobytes(),
+            np.asarray(j, dtype="<i4").tobytes(),
+            np.asarray(y_tilde, dtype="i1").tobytes(),
+            np.asarray(epsilon, dtype="<f8").tobytes(),
+        )
+    )
+
+
+def decode_batch(payload: bytes) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    magic, n = _HEADER.unpack_from(payload)
+    if magic != _MAGIC or len(payload) != _HEADER.size + 17 * n:
+        raise ValueError("corrupt pending batch")
+    off = _HEADER.size
+    i = np.frombuffer(payload, "<i4", n, off)
+    j = np.frombuffer(payload, "<i4", n, off + 4 * n)
+    y = np.frombuffer(payload, "i1", n, off + 8 * n)
+    eps = np.frombuffer(payload, "<f8", n, off + 9 * n)
+    return i.astype(np.int64), j.astype(np.int64), y, eps
+
+
+def _upsert(session: Session):
+    return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+
+
+def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
+    """Fold the survey's pending batches into ``pair_stats``; returns comparisons folded.
+
+    ``wait=False`` gives up at once when another fold holds the lock (PostgreSQL;
+    SQLite serializes writers itself). Runs in its own transaction
+    (:func:`~app.db.session.begin_write` closes a read transaction first).
+    """
+    pending = session.scalar(select(PendingBatch.id).where(PendingBatch.survey_id == survey_id).limit(1))
+    if pending is None:
+        return 0
+    begin_write(session)
+    lock = select(SurveyStats).where(SurveyStats.survey_id == survey_id).with_for_update(skip_locked=not wait)
+    state = session.scalars(lock).first()
+    if state is None:
+        session.rollback()
+        return 0
+    payloads = session.scalars(
+        delete(PendingBatch).where(PendingBatch.survey_id == survey_id).returning(PendingBatch.payload)
+    ).all()
+    if not payloads:
+        session.rollback()
+        return 0
+    parts = [decode_batch(p) for p in payloads]
+    i, j, y, eps = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    batch = pair_stats(int(max(i.max(), j.max())) + 1, i, j, y, eps)
+    rows = [
+        {
+            "survey_id": survey_id,
+            "i": int(a),
+            "j": int(b),
+            "n": int(n),
+            "sum_y": float(sy),
+            "sum_z": float(sz),
+            "sum_z2": float(sz2),
+            "sum_v": float(sv),
+        }
+        for a, b, n, sy, sz, sz2, sv in zip(
+            batch.i, batch.j, batch.n, batch.sum_y, batch.sum_z, batch.sum_z2, batch.sum_v, strict=True
+        )
+    ]
+    stmt = _upsert(session)(PairStat)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[PairStat.survey_id, PairStat.i, PairStat.j],
+        set_={
+            "n": PairStat.n + stmt.excluded.n,
+            "sum_y": PairStat.sum_y + stmt.excluded.sum_y,
+            "sum_z": PairStat.sum_z + stmt.excluded.sum_z,
+            "sum_z2": PairStat.sum_z2 + stmt.excluded.sum_z2,
+            "sum_v": PairStat.sum_v + stmt.excluded.sum_v,
+        },
+    )
+    session.execute(stmt, rows)
+    state.version += 1
+    state.n_comparisons += int(i.size)
+    low = float(eps.min())
+    state.epsilon_min = low if state.epsilon_min is None else min(state.epsilon_min, low)
+    state.updated_at = utcnow()
+    session.commit()
+    return int(i.size)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A consistent view of a survey's statistics at one data version."""
+
+    version: int
+    n_comparisons: int
+    epsilon_min: float | None
+    stats: PairStats | None  # None when only the version was read
+
+
+def _state(session: Session, survey_id: str) -> SurveyStats:
+    state = session.get(SurveyStats, survey_id, populate_existing=True)
+    if state is None:  # pragma: no cover - created with the survey
+        raise LookupError(survey_id)
+    return state
+
+
+def read_snapshot(
+    session: Session, survey_id: str, n_items: int, need_stats=lambda version: True
+) -> Snapshot:
+    """Read the folded statistics and their version consistently.
+
+    ``need_stats(version)`` lets a caller with a cached fit skip reading the
+    pairs. Under READ COMMITTED each statement sees its own snapshot, so the
+    version is read before and after the pairs and the read is retried if a fold
+    committed in between.
+    """
+    while True:
+        state = _state(session, survey_id)
+        version = state.version
+        if not need_stats(version):
+            return Snapshot(version, state.n_comparisons, state.epsilon_min, None)
+        rows = session.execute(
+            select(
+                PairStat.i,
+                PairStat.j,
+                PairStat.n,
+                PairStat.sum_y,
+                PairStat.sum_z,
+                PairStat.sum_z2,
+                PairStat.sum_v,
+            )
+            .where(PairStat.survey_id == survey_id)
+            .order_by(PairStat.i, PairStat.j)
+        ).all()
+        again = _state(session, survey_id)
+        if again.version == version:
+            break
+    eps_min = state.epsilon_min if state.epsilon_min is not None else float("inf")
+    if rows:
+        cols = list(zip(*rows, strict=True))
+        ints = [np.asarray(c, dtype=np.int64) for c in cols[:3]]
+        floats = [np.asarray(c, dtype=np.float64) for c in cols[3:]]
+        stats = PairStats(n_items, *ints, *floats, epsilon_min=eps_min)
+    else:
+        stats = PairStats.empty(n_items)
+    return Snapshot(version, state.n_comparisons, state.epsilon_min, stats)

@@ -1,0 +1,124 @@
+"""Keys, tokens and who is calling.
+
+Secrets are ``<id>.<secret>``: the id selects the row, and only SHA-256 of the
+secret is stored and compared with :func:`hmac.compare_digest` (constant time).
+Admin and analyst keys have ids ``key_…``; respondent tokens carry the
+respondent id (``rsp_…``). The optional ``PRIVRANK_ADMIN_KEY`` is any string,
+compared the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import ApiKey, Respondent, new_id, utcnow
+from ..db.session import begin_write
+from .errors import NotFound
+
+__all__ = [
+    "ADMIN",
+    "ANALYST",
+    "RESPONDENT",
+    "Principal",
+    "authenticate",
+    "ensure_admin_key",
+    "hash_secret",
+    "list_keys",
+    "mint_key",
+    "new_secret",
+    "revoke_key",
+]
+
+ADMIN, ANALYST, RESPONDENT = "admin", "analyst", "respondent"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller."""
+
+    role: str
+    key_id: str | None = None
+    respondent_id: str | None = None
+    survey_id: str | None = None
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def mint_key(session: Session, role: str, label: str | None = None) -> tuple[ApiKey, str]:
+    """Create a key; returns the row and the only copy of the plaintext key."""
+    secret = new_secret()
+    row = ApiKey(id=new_id("key"), role=role, secret_hash=hash_secret(secret), label=label)
+    session.add(row)
+    return row, f"{row.id}.{secret}"
+
+
+def list_keys(session: Session) -> list[ApiKey]:
+    return list(session.scalars(select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)))
+
+
+def revoke_key(session: Session, key_id: str) -> ApiKey:
+    begin_write(session)
+    row = session.get(ApiKey, key_id)
+    if row is None:
+        raise NotFound(f"no key {key_id!r}")
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+    session.commit()
+    return row
+
+
+def ensure_admin_key(session: Session, env_admin_key: str | None) -> str | None:
+    """Generate an admin key on first start when ``PRIVRANK_ADMIN_KEY`` is unset.
+
+    Returns the plaintext exactly once (to be printed); None when an admin key
+    already exists or comes from the environment.
+    """
+    if env_admin_key:
+        return None
+    begin_write(session)
+    exists = session.scalar(
+        select(ApiKey.id).where(ApiKey.role == ADMIN, ApiKey.revoked_at.is_(None)).limit(1)
+    )
+    if exists:
+        session.rollback()
+        return None
+    _, plaintext = mint_key(session, ADMIN, label="generated on first start")
+    session.commit()
+    return plaintext
+
+
+def _matches(stored_hash: str | None, secret: str) -> bool:
+    if not stored_hash:
+        return False
+    return hmac.compare_digest(stored_hash, hash_secret(secret))
+
+
+def authenticate(session: Session, token: str, env_admin_key: str | None) -> Principal | None:
+    """The principal a bearer token stands for, or None."""
+    if env_admin_key and hmac.compare_digest(hash_secret(token), hash_secret(env_admin_key)):
+        return Principal(ADMIN)
+    ident, sep, secret = token.partition(".")
+    if not sep or not secret or len(ident) > 40:
+        return None
+    if ident.startswith("key_"):
+        key = session.get(ApiKey, ident)
+        if key is not None and key.revoked_at is None and _matches(key.secret_hash, secret):
+            return Principal(key.role, key_id=key.id)
+        return None
+    if ident.startswith("rsp_"):
+        resp = session.get(Respondent, ident)
+        if resp is not None and _matches(resp.token_hash, secret):
+            return Principal(RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id)
+    return None

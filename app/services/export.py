@@ -1,0 +1,76 @@
+"""The releasable data: privatized comparisons as CSV.
+
+Columns: ``respondent`` (the id returned at registration, or the pseudonym an
+import created), ``item_a``, ``item_b`` (item ids, in the stored orientation),
+``winner`` (the reported — privatized — winner), ``epsilon``, ``z`` (the
+debiased value of eq. (1), oriented towards ``item_a``) and ``created_at``
+(UTC, ISO 8601). Floats are written with ``repr`` so they round-trip exactly.
+``app.stats.fit_debiased_mle`` on these rows reproduces the service's ranking.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import Comparison, Respondent
+from ..stats import debias
+from .surveys import survey_items
+
+__all__ = ["CSV_COLUMNS", "iter_comparisons_csv"]
+
+CSV_COLUMNS = ("respondent", "item_a", "item_b", "winner", "epsilon", "z", "created_at")
+
+
+def _iso(ts) -> str:
+    text = ts.isoformat()
+    return text.replace("+00:00", "Z") if "+" in text else text + "Z"
+
+
+def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[str]:
+    """Yield the CSV in chunks of rows, streaming from the database."""
+    items = survey_items(session, survey_id)
+    ids = [item.id for item in items]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    query = (
+        select(
+            Comparison.respondent_id,
+            Respondent.external_ref,
+            Comparison.i,
+            Comparison.j,
+            Comparison.y_tilde,
+            Comparison.epsilon,
+            Comparison.created_at,
+        )
+        .join(Respondent, Respondent.id == Comparison.respondent_id)
+        .where(Comparison.survey_id == survey_id)
+        .order_by(Comparison.id)
+        .execution_options(yield_per=chunk)
+    )
+    rows = session.execute(query)
+    for part in rows.partitions():
+        rid, ext, i, j, y, eps, created = zip(*part, strict=True)
+        z = debias(np.asarray(y), np.asarray(eps, dtype=float)).tolist()
+        writer.writerows(
+            (
+                ext[k] or rid[k],
+                ids[i[k]],
+                ids[j[k]],
+                ids[i[k]] if y[k] == 1 else ids[j[k]],
+                repr(float(eps[k])),
+                repr(z[k]),
+                _iso(created[k]),
+            )
+            for k in range(len(part))
+        )
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()

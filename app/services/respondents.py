@@ -1,0 +1,50 @@
+"""Respondents: registration with a personal ε and a bearer token."""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy.orm import Session
+
+from ..db.models import Respondent, Survey, new_id
+from ..db.session import begin_write
+from .auth import hash_secret, new_secret
+from .errors import Conflict, Invalid
+
+__all__ = ["budget_remaining", "check_epsilon", "register_respondent"]
+
+
+def check_epsilon(survey: Survey, epsilon: float) -> float:
+    """ε within the survey's bounds, or Invalid (422)."""
+    if not (math.isfinite(epsilon) and survey.epsilon_min <= epsilon <= survey.epsilon_max):
+        raise Invalid(
+            f"epsilon must lie within the survey's bounds [{survey.epsilon_min:g}, {survey.epsilon_max:g}]"
+        )
+    return float(epsilon)
+
+
+def budget_remaining(survey: Survey, respondent: Respondent) -> float | None:
+    """Privacy budget left under basic composition (Σε ≤ budget), or None without a cap."""
+    if survey.respondent_budget is None:
+        return None
+    return max(0.0, survey.respondent_budget - respondent.epsilon_spent)
+
+
+def register_respondent(session: Session, survey: Survey, epsilon: float | None) -> tuple[Respondent, str]:
+    """Create a respondent of an open survey; returns it and its token (shown once)."""
+    if survey.status != "open":
+        raise Conflict("the survey is closed")
+    eps = check_epsilon(survey, survey.epsilon_default if epsilon is None else epsilon)
+    secret = new_secret()
+    begin_write(session)
+    respondent = Respondent(
+        id=new_id("rsp"),
+        survey_id=survey.id,
+        token_hash=hash_secret(secret),
+        epsilon=eps,
+        epsilon_spent=0.0,
+        n_comparisons=0,
+    )
+    session.add(respondent)
+    session.commit()
+    return respondent, f"{respondent.id}.{secret}"

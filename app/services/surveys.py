@@ -1,0 +1,173 @@
+"""Surveys and their items."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..db.models import Item, Survey, SurveyStats, new_id, utcnow
+from ..db.session import begin_write
+from .errors import Conflict, Invalid, NotFound
+
+__all__ = [
+    "MAX_EPSILON",
+    "MAX_ITEMS",
+    "PrivacyPolicy",
+    "add_items",
+    "create_survey",
+    "get_survey",
+    "list_surveys",
+    "survey_items",
+    "update_survey",
+]
+
+#: ε above this is not privacy (the flip probability e^{-30} ≈ 1e-13).
+MAX_EPSILON = 30.0
+#: Most items a survey may hold (the estimator scales further; the pair picker is tuned to this).
+MAX_ITEMS = 10_000
+
+
+@dataclass(frozen=True)
+class PrivacyPolicy:
+    model: str = "local"
+    epsilon_default: float = 1.0
+    epsilon_min: float | None = None
+    epsilon_max: float | None = None
+    respondent_budget: float | None = None
+
+
+def _clean_labels(labels: list[str]) -> list[str]:
+    cleaned = [label.strip() for label in labels]
+    if any(not label for label in cleaned):
+        raise Invalid("item labels must not be empty")
+    if any(len(label) > 500 for label in cleaned):
+        raise Invalid("item labels must be at most 500 characters")
+    seen: set[str] = set()
+    dupes = []
+    for label in cleaned:
+        if label in seen:
+            dupes.append(label)
+        seen.add(label)
+    if dupes:
+        raise Invalid(f"item labels must be unique; repeated: {sorted(set(dupes))}")
+    return cleaned
+
+
+def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None]:
+    if p.model == "central":
+        raise Invalid("the central privacy model is not available yet; use 'local'")
+    if p.model != "local":
+        raise Invalid("privacy.model must be 'local' or 'central'")
+    default = p.epsilon_default
+    lo = p.epsilon_min if p.epsilon_min is not None else min(0.1, default)
+    hi = p.epsilon_max if p.epsilon_max is not None else max(5.0, default)
+    for name, value in (("epsilon_default", default), ("epsilon_min", lo), ("epsilon_max", hi)):
+        if not (math.isfinite(value) and 0 < value <= MAX_EPSILON):
+            raise Invalid(f"privacy.{name} must be a number in (0, {MAX_EPSILON:g}]")
+    if not lo <= default <= hi:
+        raise Invalid("privacy bounds must satisfy epsilon_min <= epsilon_default <= epsilon_max")
+    budget = p.respondent_budget
+    if budget is not None and not (math.isfinite(budget) and budget >= lo):
+        raise Invalid("privacy.respondent_budget must be at least epsilon_min (or null for no cap)")
+    return default, lo, hi, budget
+
+
+def create_survey(
+    session: Session, title: str, kind: str, labels: list[str], policy: PrivacyPolicy
+) -> Survey:
+    title = title.strip()
+    if not title:
+        raise Invalid("title must not be empty")
+    if kind not in ("pairwise", "ranking"):
+        raise Invalid("kind must be 'pairwise' or 'ranking'")
+    cleaned = _clean_labels(labels)
+    if not 2 <= len(cleaned) <= MAX_ITEMS:
+        raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
+    default, lo, hi, budget = _resolve_policy(policy)
+    begin_write(session)
+    survey = Survey(
+        id=new_id("srv"),
+        title=title,
+        kind=kind,
+        status="open",
+        privacy_model=policy.model,
+        epsilon_default=default,
+        epsilon_min=lo,
+        epsilon_max=hi,
+        respondent_budget=budget,
+    )
+    session.add(survey)
+    session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0))
+    session.flush()
+    session.add_all(
+        Item(id=new_id("itm"), survey_id=survey.id, position=k, label=label)
+        for k, label in enumerate(cleaned)
+    )
+    session.commit()
+    return survey
+
+
+def get_survey(session: Session, survey_id: str, lock: bool = False) -> Survey:
+    """The survey, or NotFound; ``lock`` takes a row lock (PostgreSQL) for updates."""
+    survey = session.get(Survey, survey_id, with_for_update=lock or None, populate_existing=lock)
+    if survey is None:
+        raise NotFound(f"no survey {survey_id!r}")
+    return survey
+
+
+def list_surveys(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[Survey], int]:
+    total = session.scalar(select(func.count()).select_from(Survey)) or 0
+    rows = session.scalars(
+        select(Survey).order_by(Survey.created_at.desc(), Survey.id).limit(limit).offset(offset)
+    )
+    return list(rows), int(total)
+
+
+def survey_items(session: Session, survey_id: str) -> list[Item]:
+    return list(session.scalars(select(Item).where(Item.survey_id == survey_id).order_by(Item.position)))
+
+
+def update_survey(session: Session, survey_id: str, status: str | None, title: str | None) -> Survey:
+    begin_write(session)
+    survey = get_survey(session, survey_id, lock=True)
+    if status is not None:
+        if status not in ("open", "closed"):
+            raise Invalid("status must be 'open' or 'closed'")
+        survey.status = status
+    if title is not None:
+        if not title.strip():
+            raise Invalid("title must not be empty")
+        survey.title = title.strip()
+    survey.updated_at = utcnow()
+    session.commit()
+    return survey
+
+
+def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]:
+    """Append items to an open survey; positions continue after the last one."""
+    cleaned = _clean_labels(labels)
+    if not cleaned:
+        raise Invalid("give at least one item")
+    begin_write(session)
+    survey = get_survey(session, survey_id, lock=True)  # serializes position numbering
+    if survey.status != "open":
+        raise Conflict("items can only be added to an open survey")
+    existing = survey_items(session, survey_id)
+    taken = {item.label for item in existing}
+    clash = sorted(set(cleaned) & taken)
+    if clash:
+        raise Invalid(f"item labels must be unique; already in the survey: {clash}")
+    if len(existing) + len(cleaned) > MAX_ITEMS:
+        raise Invalid(f"a survey holds at most {MAX_ITEMS} items")
+    start = len(existing)
+    new = [
+        Item(id=new_id("itm"), survey_id=survey_id, position=start + k, label=label)
+        for k, label in enumerate(cleaned)
+    ]
+    session.add_all(new)
+    survey.updated_at = utcnow()
+    session.commit()
+    return new

@@ -1,0 +1,47 @@
+"""Alembic environment: the URL comes from privrank's settings (DATABASE_URL)
+unless the caller put one in the config (``privrank migrate`` and the tests do)."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from app.config import get_settings
+from app.db.models import Base
+from app.db.session import make_engine
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    return config.get_main_option("sqlalchemy.url") or get_settings().database_url
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connectable = config.attributes.get("connection")
+    if connectable is None:
+        engine = make_engine(_url())
+        with engine.connect() as connection:
+            _run(connection)
+        engine.dispose()
+    else:
+        _run(connectable)
+
+
+def _run(connection) -> None:
+    # render_as_batch: SQLite cannot ALTER most constraints in place.
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

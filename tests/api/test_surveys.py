@@ -1,0 +1,167 @@
+"""Surveys, items and the authorization rules around them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+
+
+def test_create_survey_returns_items_and_privacy(client):
+    body = {
+        "title": "  Which policy matters most?  ",
+        "kind": "pairwise",
+        "items": ["Housing", "Transit", "Parks"],
+        "privacy": {
+            "model": "local",
+            "epsilon_default": 1.0,
+            "epsilon_min": 0.5,
+            "epsilon_max": 3.0,
+            "respondent_budget": 20.0,
+        },
+    }
+    r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201
+    s = r.json()
+    assert s["id"].startswith("srv_") and s["title"] == "Which policy matters most?"
+    assert s["status"] == "open" and s["kind"] == "pairwise"
+    assert [(i["label"], i["position"]) for i in s["items"]] == [("Housing", 0), ("Transit", 1), ("Parks", 2)]
+    assert len({i["id"] for i in s["items"]}) == 3
+    p = s["privacy"]
+    assert (p["epsilon_default"], p["epsilon_min"], p["epsilon_max"], p["respondent_budget"]) == (
+        1,
+        0.5,
+        3,
+        20,
+    )
+    assert p["flip_probability_default"] == pytest.approx(1 / (1 + math.e))
+    assert client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json() == s
+
+
+def test_privacy_defaults(client):
+    s = create_survey(client, items=("x", "y"))
+    p = s["privacy"]
+    assert p == {
+        "model": "local",
+        "epsilon_default": 1.0,
+        "epsilon_min": 0.1,
+        "epsilon_max": 5.0,
+        "respondent_budget": None,
+        "flip_probability_default": pytest.approx(0.2689414),
+    }
+    s = create_survey(client, items=("x", "y"), epsilon_default=8.0)
+    assert (s["privacy"]["epsilon_min"], s["privacy"]["epsilon_max"]) == (0.1, 8.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"title": "t", "items": ["only one"]}, "items"),
+        ({"title": "t", "items": ["a", "a"]}, "unique"),
+        ({"title": "t", "items": ["a", "  "]}, "empty"),
+        ({"title": "", "items": ["a", "b"]}, "title"),
+        ({"title": "t", "items": ["a", "b"], "kind": "rating"}, "kind"),
+        ({"title": "t", "items": ["a", "b"], "privacy": {"epsilon_default": 0}}, "epsilon_default"),
+        ({"title": "t", "items": ["a", "b"], "privacy": {"epsilon_default": 2, "epsilon_max": 1}}, "bounds"),
+        ({"title": "t", "items": ["a", "b"], "privacy": {"epsilon_default": 50}}, "epsilon_default"),
+        (
+            {"title": "t", "items": ["a", "b"], "privacy": {"epsilon_min": 0.5, "respondent_budget": 0.1}},
+            "budget",
+        ),
+        ({"title": "t", "items": ["a", "b"], "privacy": {"model": "central"}}, "central"),
+        ({"title": "t", "items": ["a", "b"], "surprise": 1}, "surprise"),
+    ],
+)
+def test_invalid_survey_is_rejected_and_stores_nothing(client, unchanged, body, fragment):
+    with unchanged():
+        r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 422
+    assert fragment in r.text
+
+
+def test_authorization_on_survey_routes(client, unchanged):
+    s = create_survey(client)
+    analyst = analyst_headers(client)
+    _, respondent = register(client, s["id"])
+    body = {"title": "t", "items": ["a", "b"]}
+    with unchanged():
+        assert client.post("/v1/surveys", json=body).status_code == 401
+        r = client.post("/v1/surveys", json=body, headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert client.post("/v1/surveys", json=body, headers=analyst).status_code == 403
+        assert client.post("/v1/surveys", json=body, headers=respondent).status_code == 403
+        assert (
+            client.patch(f"/v1/surveys/{s['id']}", json={"status": "closed"}, headers=analyst).status_code
+            == 403
+        )
+        assert (
+            client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["E"]}, headers=analyst).status_code
+            == 403
+        )
+    assert client.get(f"/v1/surveys/{s['id']}", headers=analyst).status_code == 200
+    assert client.get(f"/v1/surveys/{s['id']}", headers=respondent).status_code == 403
+    assert client.get("/v1/surveys", headers=respondent).status_code == 403
+    assert client.get(f"/v1/surveys/{s['id']}").status_code == 401
+
+
+def test_get_unknown_survey_is_404(client):
+    r = client.get("/v1/surveys/srv_doesnotexist", headers=ADMIN)
+    assert r.status_code == 404 and "srv_doesnotexist" in r.json()["detail"]
+
+
+def test_list_surveys_newest_first(client):
+    a = create_survey(client)
+    b = create_survey(client)
+    r = client.get("/v1/surveys?limit=2", headers=ADMIN)
+    assert r.status_code == 200
+    data = r.json()
+    assert data["total"] >= 2 and [s["id"] for s in data["surveys"]] == [b["id"], a["id"]]
+    assert client.get("/v1/surveys?limit=0", headers=ADMIN).status_code == 422
+
+
+def test_close_and_reopen(client, unchanged):
+    s = create_survey(client)
+    _rid, resp = register(client, s["id"])
+    r = client.patch(f"/v1/surveys/{s['id']}", json={"status": "closed"}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["status"] == "closed"
+    a, b = s["items"][0]["id"], s["items"][1]["id"]
+    with unchanged():
+        assert client.post(f"/v1/surveys/{s['id']}/respondents", json={}).status_code == 409
+        r = client.post(
+            f"/v1/surveys/{s['id']}/responses",
+            headers=resp,
+            json={"privatized": False, "comparisons": [{"a": a, "b": b, "winner": a}]},
+        )
+        assert r.status_code == 409 and "closed" in r.json()["detail"]
+        assert (
+            client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["E"]}, headers=ADMIN).status_code
+            == 409
+        )
+    assert client.get(f"/v1/surveys/{s['id']}/pairs", headers=resp).json() == {"pairs": []}
+    r = client.patch(f"/v1/surveys/{s['id']}", json={"status": "open", "title": "Renamed"}, headers=ADMIN)
+    assert r.json()["status"] == "open" and r.json()["title"] == "Renamed"
+    with unchanged():
+        assert (
+            client.patch(f"/v1/surveys/{s['id']}", json={"status": "paused"}, headers=ADMIN).status_code
+            == 422
+        )
+        assert client.patch("/v1/surveys/srv_nope", json={"status": "open"}, headers=ADMIN).status_code == 404
+
+
+def test_add_items_to_open_survey(client, unchanged):
+    s = create_survey(client, items=("A", "B"))
+    r = client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["C", "D"]}, headers=ADMIN)
+    assert r.status_code == 201
+    assert [(i["label"], i["position"]) for i in r.json()] == [("C", 2), ("D", 3)]
+    assert len(client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()["items"]) == 4
+    with unchanged():
+        r = client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["A"]}, headers=ADMIN)
+        assert r.status_code == 422 and "already in the survey" in r.text
+        assert (
+            client.post(f"/v1/surveys/{s['id']}/items", json={"items": []}, headers=ADMIN).status_code == 422
+        )
+        assert (
+            client.post("/v1/surveys/srv_nope/items", json={"items": ["Z"]}, headers=ADMIN).status_code == 404
+        )
