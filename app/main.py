@@ -7,6 +7,7 @@ import time
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .api import analysis, errors, health, keys, respondents, surveys
@@ -32,6 +33,9 @@ Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    # Requests run in a thread pool and workers are processes: one BLAS thread
+    # each avoids oversubscribing the cores (and OpenBLAS's spinning threads).
+    threadpool_limits(limits=1, user_api="blas")
     app = FastAPI(
         title="privrank",
         version=__version__,

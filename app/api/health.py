@@ -11,7 +11,7 @@ from .schemas import Health
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=Health, summary="Liveness")
+@router.get("/healthz", response_model=Health, response_model_exclude_none=True, summary="Liveness")
 def healthz() -> Health:
     return Health(status="ok")
 

@@ -27,6 +27,7 @@ on a sparse (CSR) Hessian for large sparse designs — no m×m matrix is formed 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +38,7 @@ from scipy.sparse.csgraph import connected_components
 from threadpoolctl import ThreadpoolController
 
 from .mechanisms import validate_epsilon
-from .pairs import PairStats, pair_stats, reduce_by_pair, validate_comparisons
+from .pairs import PairStats, item_count, pair_stats, reduce_by_pair, validate_comparisons
 
 __all__ = [
     "BTLFit",
@@ -61,7 +62,9 @@ def _single_threaded_blas():
     """Context pinning BLAS to one thread. OpenBLAS's worker threads spin after
     each call and steal the core that the surrounding NumPy passes need; on small
     machines a one-thread Cholesky inside the Newton loop is faster overall
-    (measured: 0.24 s vs 0.45–0.6 s for m = 1,000 on 2 cores)."""
+    (measured: 0.24 s vs 0.45–0.6 s for m = 1,000 on 2 cores). The limit is
+    process-wide, so it is only taken on the main thread (threaded servers set
+    their own policy)."""
     global _threadpools
     if _threadpools is None:
         _threadpools = ThreadpoolController()
@@ -224,9 +227,9 @@ class _DenseSolver:
 
     name = "dense"
 
-    def __init__(self, prob: _Problem, null_proj: list[NDArray[np.int64]]) -> None:
+    def __init__(self, prob: _Problem, components: list[NDArray[np.int64]]) -> None:
         self.prob = prob
-        self.null_proj = null_proj
+        self.components = components
         self.hess = np.zeros((prob.m, prob.m), order="F")
         self.diag = np.diag_indices(prob.m)
 
@@ -234,9 +237,18 @@ class _DenseSolver:
         p, h = self.prob, self.hess
         h.fill(0.0)
         h[p.j, p.i] = -w  # j > i: the lower triangle
-        h[self.diag] = np.bincount(p.i, w, p.m) + np.bincount(p.j, w, p.m) + 2.0 * p.lam
-        for members in self.null_proj:  # λ = 0: make the component shifts definite
-            h[np.ix_(members, members)] += 1.0 / members.size
+        diag = np.bincount(p.i, w, p.m) + np.bincount(p.j, w, p.m)
+        h[self.diag] = diag + 2.0 * p.lam
+        # L_w is singular along each component's 1_c, so with λ tiny or 0 the
+        # factorization would fail. θ is kept centered per component, the gradient
+        # is then ⊥ 1_c, and adding ρ·1_c1_cᵀ/|c| leaves the Newton step unchanged
+        # while making the matrix definite; ρ matches L_w's scale.
+        rho = max(float(diag.mean()), 1.0)
+        for members in self.components:
+            if members.size == p.m:
+                h += rho / p.m
+            else:
+                h[np.ix_(members, members)] += rho / members.size
         factor = scipy.linalg.cho_factor(h, lower=True, overwrite_a=True, check_finite=False)
         return scipy.linalg.cho_solve(factor, b, check_finite=False)
 
@@ -246,9 +258,7 @@ class _CGSolver:
 
     name = "cg"
 
-    def __init__(
-        self, prob: _Problem, labels: NDArray[np.int64] | None, sizes: NDArray[np.float64] | None
-    ) -> None:
+    def __init__(self, prob: _Problem, labels: NDArray[np.int64], sizes: NDArray[np.float64]) -> None:
         self.prob = prob
         m, n_pairs = prob.m, prob.i.size
         rows = np.concatenate((prob.i, prob.j, np.arange(m)))
@@ -263,12 +273,6 @@ class _CGSolver:
         self.labels, self.sizes = labels, sizes
         self.rtol = 0.1
 
-    def _project(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
-        # Σ_c 1_c 1_cᵀ x / |c|, only used when λ = 0.
-        assert self.labels is not None
-        assert self.sizes is not None
-        return (np.bincount(self.labels, x, self.sizes.size) / self.sizes)[self.labels]
-
     def solve(self, w: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
         p = self.prob
         n_pairs = p.i.size
@@ -277,17 +281,15 @@ class _CGSolver:
         self.buf[n_pairs : 2 * n_pairs] = -w
         self.buf[2 * n_pairs :] = diag
         self.mat.data[:] = self.buf[self.slot]
-        mat = self.mat
-        if self.labels is None:
-            matvec = mat.dot
-            precond = 1.0 / diag
-        else:
+        mat, labels, sizes = self.mat, self.labels, self.sizes
+        # As in the dense solver: ρ Σ_c 1_c1_cᵀ/|c| makes the system definite
+        # without changing the step (θ stays centered per component).
+        rho = max(float(diag.mean()), 1.0)
 
-            def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-                return mat.dot(x) + self._project(x)
+        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            return mat.dot(x) + rho * (np.bincount(labels, x, sizes.size) / sizes)[labels]
 
-            precond = 1.0 / (diag + 1.0 / self.sizes[self.labels])
-        return _pcg(matvec, b, precond, self.rtol)
+        return _pcg(matvec, b, 1.0 / (diag + rho / sizes[labels]), self.rtol)
 
 
 def _pcg(matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float) -> NDArray[np.float64]:
@@ -345,8 +347,9 @@ def fit_btl(
         Σ of the per-comparison values per pair: z for the debiased MLE, ỹ for
         classic RR, y for non-private data. Any real values.
     lam : float
-        Ridge λ ≥ 0. With λ = 0 each component is centered and the minimizer may
-        not exist when z̄ ∉ [0, 1] (note P4); then ``converged`` is False.
+        Ridge λ ≥ 0. λ = 0 (the plain MLE, each component centered) is accepted
+        only when the minimizer exists: all z̄ in [0, 1] and Ford's condition;
+        otherwise ``ValueError`` (note P4).
     theta0 : array, optional
         Warm start (e.g. the previous fit's θ̂ after new answers arrived).
     tol : float
@@ -357,7 +360,7 @@ def fit_btl(
         "auto": dense Cholesky up to 200 items, and up to 2,000 items when at least
         a quarter of all pairs are observed; CG otherwise.
     """
-    m = int(n_items)
+    m = item_count(n_items)
     ia, ja = validate_comparisons(m, i, j)
     n_arr = np.asarray(n, dtype=np.float64).reshape(-1)
     s_arr = np.asarray(s, dtype=np.float64).reshape(-1)
@@ -387,27 +390,39 @@ def fit_btl(
         solver == "auto" and (m <= 200 or (m <= DENSE_MAX_ITEMS and dense_enough))
     )
     if use_dense:
-        null_proj = [] if lam > 0 else [np.flatnonzero(labels == c) for c in range(n_comp)]
-        lin: _DenseSolver | _CGSolver = _DenseSolver(prob, null_proj)
+        lin: _DenseSolver | _CGSolver = _DenseSolver(
+            prob, [np.flatnonzero(labels == c) for c in range(n_comp)]
+        )
     else:
-        lin = _CGSolver(prob, None if lam > 0 else labels, None if lam > 0 else sizes)
+        lin = _CGSolver(prob, labels, sizes)
 
     def center(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return x - (np.bincount(labels, x, n_comp) / sizes)[labels]
 
-    theta = np.zeros(m) if theta0 is None else np.array(theta0, dtype=np.float64).reshape(-1)
-    if theta.shape != (m,) or not np.all(np.isfinite(theta)):
-        raise ValueError("theta0 must be a finite vector of length n_items")
     if lam == 0:
-        theta = center(theta)
+        _check_mle_exists(m, ia, ja, n_arr, s_arr, labels, n_comp)
+    start = np.zeros(m) if theta0 is None else np.array(theta0, dtype=np.float64).reshape(-1)
+    if start.shape != (m,) or not np.all(np.isfinite(start)):
+        raise ValueError("theta0 must be a finite vector of length n_items")
     scale = max(1.0, float((np.bincount(ia, n_arr, m) + np.bincount(ja, n_arr, m)).max(initial=0.0)))
     threshold = tol * scale
 
-    if isinstance(lin, _DenseSolver) and m >= 128:
-        with _single_threaded_blas():
-            theta, iterations, gnorm = _newton(prob, lin, theta, threshold, scale, max_iter, center)
-    else:
-        theta, iterations, gnorm = _newton(prob, lin, theta, threshold, scale, max_iter, center)
+    def run(theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], int, float]:
+        if (
+            isinstance(lin, _DenseSolver)
+            and m >= 128
+            and threading.current_thread() is threading.main_thread()
+        ):
+            with _single_threaded_blas():
+                return _newton(prob, lin, center(theta), threshold, scale, max_iter, center)
+        return _newton(prob, lin, center(theta), threshold, scale, max_iter, center)
+
+    theta, iterations, gnorm = run(start)
+    if gnorm > threshold and theta0 is not None:
+        # A warm start far from the optimum can stall (weights underflow there);
+        # the cold start from 0 is the robust default.
+        theta, more, gnorm = run(np.zeros(m))
+        iterations += more
 
     # Lemma 3: the exact minimizer sums to zero on each component; remove the
     # rounding drift so that callers can rely on it.
@@ -436,20 +451,31 @@ def _newton(
     max_iter: int,
     center,
 ) -> tuple[NDArray[np.float64], int, float]:
-    """Damped Newton with Armijo backtracking; returns (θ, iterations, ‖∇J‖∞)."""
+    """Damped Newton with Armijo backtracking; returns (θ, iterations, ‖∇J‖∞).
+
+    θ is re-centered on every component after each step: the minimizer is
+    centered (Lemma 3, per component), centering never increases J, and it keeps
+    the gradient orthogonal to the components' constant vectors, which the
+    linear solvers rely on.
+    """
     cache, spare = prob.new_cache(), prob.new_cache()
     value = prob.value(theta, cache)
     g, w = prob.derivatives(theta, cache)
     gnorm = float(np.abs(g).max(initial=0.0))
+    previous = gnorm
     iterations = 0
     while gnorm > threshold and iterations < max_iter:
         if isinstance(lin, _CGSolver):
-            # Inexact Newton (Eisenstat–Walker style forcing): loose solves far
-            # from the optimum, tight ones near it; keeps superlinear convergence.
-            lin.rtol = min(0.1, max(1e-12, math.sqrt(gnorm / scale)))
-        step = lin.solve(w, -g)
+            # Inexact Newton, Eisenstat–Walker choice 2: solve loosely far from
+            # the optimum, tightly as the gradient shrinks (superlinear rate).
+            ratio = gnorm / previous if previous > 0 else 1.0
+            lin.rtol = min(0.1, max(0.9 * ratio * ratio, 0.5 * threshold / gnorm, 1e-12))
+        try:
+            step = lin.solve(w, -g)
+        except np.linalg.LinAlgError:
+            break  # reported as not converged
         slope = float(g @ step)
-        if slope >= 0:  # numerical breakdown; a Newton direction always descends
+        if not slope < 0:  # numerical breakdown; a Newton direction always descends
             step, slope = -g, -float(g @ g)
         iterations += 1
         t = 1.0
@@ -458,21 +484,49 @@ def _newton(
             new_value = prob.value(candidate, spare)
             if new_value <= value + 1e-4 * t * slope:
                 break
-            if t == 1.0 and new_value - value <= 1e-13 * (1.0 + abs(value)):
-                # The decrease is below the objective's round-off: judge the full
-                # step by the gradient instead (standard near the optimum).
-                g_new, _w_new = prob.derivatives(candidate, spare)
+            if new_value - value <= 1e-13 * (1.0 + abs(value)):
+                # The change is below the objective's round-off: judge the step
+                # by the gradient instead (standard near the optimum).
+                g_new, _ = prob.derivatives(candidate, spare)
                 if np.abs(g_new).max(initial=0.0) < gnorm:
                     break
             t *= 0.5
             if t < 1e-10:
                 return theta, iterations, gnorm  # no further progress in floating point
-        theta = center(candidate) if prob.lam == 0 else candidate
+        theta = center(candidate)
         value = new_value
         cache, spare = spare, cache
+        previous = gnorm
         g, w = prob.derivatives(theta, cache)
         gnorm = float(np.abs(g).max(initial=0.0))
     return theta, iterations, gnorm
+
+
+def _check_mle_exists(m, ia, ja, n_arr, s_arr, labels, n_comp) -> None:
+    """λ = 0: raise ``ValueError`` unless the unpenalized minimizer exists.
+
+    With every z̄_ij = S_ij/n_ij in [0, 1] (non-private or classic-RR data), J is
+    the BTL likelihood and its maximizer exists iff, within each connected
+    component, the digraph "a beat b at least once" is strongly connected (Ford,
+    1957). With some z̄ outside [0, 1] — debiased private data — J can be
+    unbounded below (note §7.1, P4), so λ must be positive.
+    """
+    if np.any(s_arr < 0) or np.any(s_arr > n_arr):
+        raise ValueError(
+            "lambda = 0 is not allowed for debiased data (some pair's mean z lies outside [0, 1], "
+            "so the objective can be unbounded below); use lambda > 0"
+        )
+    won = s_arr > 0  # i beat j at least once
+    lost = s_arr < n_arr  # j beat i at least once
+    src = np.concatenate((ia[won], ja[lost]))
+    dst = np.concatenate((ja[won], ia[lost]))
+    digraph = scipy.sparse.coo_matrix((np.ones(src.size), (src, dst)), shape=(m, m))
+    n_strong, _ = connected_components(digraph, directed=True, connection="strong")
+    if n_strong != n_comp:
+        raise ValueError(
+            "the unpenalized MLE does not exist: some items won (or lost) every comparison against "
+            "the rest of their component; use lambda > 0"
+        )
 
 
 def _canonical_pairs(m, ia, ja, n_arr, s_arr):

@@ -65,14 +65,19 @@ def _uniform(rng: RandomSource | None, shape: tuple[int, ...]) -> NDArray[np.flo
     return np.asarray(rng.random(shape), dtype=np.float64)
 
 
+#: Smallest ε accepted: below it an answer carries no usable information
+#: (z = ±1/ε·…, Var z ≈ 1/ε²) and the arithmetic of the estimator overflows.
+EPSILON_FLOOR = 1e-6
+
+
 def validate_epsilon(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """Return ε as a float array, rejecting ε ≤ 0 and NaN (``ValueError``).
+    """Return ε as a float array, rejecting ε < 1e-6 and NaN (``ValueError``).
 
     ε = +∞ is allowed and means "no privacy" (the answer is never flipped).
     """
     eps = np.asarray(epsilon, dtype=np.float64)
-    if eps.size and not np.all(eps > 0):  # also false for NaN
-        raise ValueError("epsilon must be > 0 (use inf for non-private answers)")
+    if eps.size and not np.all(eps >= EPSILON_FLOOR):  # also false for NaN
+        raise ValueError("epsilon must be > 0 (at least 1e-6; use inf for non-private answers)")
     return eps
 
 
@@ -127,9 +132,23 @@ def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None)
     """
     y_arr = validate_binary(y, "answers")
     p = flip_probability(epsilon)
+    _check_one_draw_per_answer(y_arr.shape, p.shape)
     y_arr, p = np.broadcast_arrays(y_arr.astype(np.int8), p)
     flips = _uniform(rng, y_arr.shape) < p
     return np.where(flips, 1 - y_arr, y_arr).astype(np.int8)
+
+
+def _check_one_draw_per_answer(y_shape: tuple[int, ...], eps_shape: tuple[int, ...]) -> None:
+    """ε may broadcast *to* the answers, never enlarge them: randomizing one answer
+    several times lets the draws be averaged and the answer recovered (note §7.5)."""
+    try:
+        shape = np.broadcast_shapes(y_shape, eps_shape)
+    except ValueError:
+        raise ValueError("epsilon must be a scalar or have one value per answer") from None
+    if shape != tuple(y_shape):
+        raise ValueError(
+            "epsilon must be a scalar or have one value per answer (an answer is randomized once)"
+        )
 
 
 def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
@@ -159,7 +178,9 @@ def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
     not depend on θ. It is 0 at ε = ∞.
     """
     eps = validate_epsilon(epsilon)
-    return 0.25 / np.sinh(eps / 2.0) ** 2
+    # e^{-ε}/(1 − e^{-ε})², written with expm1 so that large ε neither overflows nor warns.
+    t = np.exp(-eps)
+    return t / np.expm1(-eps) ** 2
 
 
 def z_variance(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
@@ -192,9 +213,11 @@ def laplace_privatize(
     """
     y_arr = np.asarray(y, dtype=np.float64)
     eps = validate_epsilon(epsilon)
+    _check_one_draw_per_answer(y_arr.shape, eps.shape)
     y_arr, eps = np.broadcast_arrays(y_arr, eps)
-    # Shift [0, 1) to the open interval (0, 1) so that the inverse CDF stays finite.
-    u = _uniform(rng, y_arr.shape) + 2.0**-54 - 0.5
+    # Centre [0, 1) on 0 and shift by half a grid step: both steps are exact, so
+    # |u| ≤ 1/2 − 2⁻⁵⁴ and the inverse CDF below stays finite.
+    u = (_uniform(rng, y_arr.shape) - 0.5) + 2.0**-54
     noise = -np.sign(u) * np.log1p(-2.0 * np.abs(u)) / eps
     return y_arr + noise
 

@@ -62,7 +62,7 @@ def competition_ranks(theta: ArrayLike, tol: float = TIE_TOL) -> NDArray[np.int6
 def top_k_membership(theta: ArrayLike, k: int, tol: float = TIE_TOL) -> NDArray[np.float64]:
     """Probability that each item is in the top-k under a random tie-break (sums to k)."""
     x = _as_vector(theta)
-    if not 1 <= k <= x.size:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= x.size:
         raise ValueError(f"k must be between 1 and the number of items ({x.size})")
     groups = tie_groups(x, tol)
     sizes = np.bincount(groups)

@@ -27,12 +27,21 @@ __all__ = ["PairStats", "pair_stats", "validate_comparisons"]
 _FIELDS = ("n", "sum_y", "sum_z", "sum_z2", "sum_v")
 
 
+def item_count(n_items) -> int:
+    try:
+        m = int(n_items)
+    except (TypeError, ValueError):
+        raise ValueError("n_items must be a positive integer") from None
+    if m != n_items or m < 1:
+        raise ValueError("n_items must be a positive integer")
+    return m
+
+
 def validate_comparisons(
     n_items: int, i: ArrayLike, j: ArrayLike
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Check item indices (integers in [0, m), i ≠ j, equal lengths); return int64 arrays."""
-    if int(n_items) != n_items or n_items < 1:
-        raise ValueError("n_items must be a positive integer")
+    n_items = item_count(n_items)
     ia = np.asarray(i)
     ja = np.asarray(j)
     if ia.ndim != 1 or ja.shape != ia.shape:
@@ -84,9 +93,16 @@ class PairStats:
     epsilon_min: float = field(default=float("inf"))
 
     def __post_init__(self) -> None:
+        # Normalize types so that keys built from i, j never overflow (int32 would
+        # wrap for m > 65,536) and float-typed item counts behave.
+        object.__setattr__(self, "n_items", item_count(self.n_items))
+        for name, dtype in (("i", np.int64), ("j", np.int64), ("n", np.int64)):
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=dtype))
+        for name in _FIELDS[1:]:
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=np.float64))
         sizes = {a.shape for a in (self.i, self.j, *(getattr(self, f) for f in _FIELDS))}
-        if len(sizes) != 1:
-            raise ValueError("PairStats arrays must have equal lengths")
+        if len(sizes) != 1 or self.i.ndim != 1:
+            raise ValueError("PairStats arrays must be 1-d with equal lengths")
 
     # -- construction -------------------------------------------------------
 
@@ -115,6 +131,7 @@ class PairStats:
         number of possible pairs is at most 8N, otherwise a two-key radix sort
         (``lexsort`` on 16-bit keys, m ≤ 65,536; a comparison sort beyond that).
         """
+        n_items = item_count(n_items)
         ia, ja = validate_comparisons(n_items, i, j)
         n_obs = ia.size
         if n_obs == 0:
@@ -143,6 +160,7 @@ class PairStats:
         With p = p_ε, t = tanh(ε/2) and ỹ² = ỹ: Σz = (Σỹ − n p)/t and
         Σz² = (Σỹ(1 − 2p) + n p²)/t².
         """
+        n_items = item_count(n_items)
         ia, ja = validate_comparisons(n_items, i, j)
         if ia.size == 0:
             return cls.empty(n_items)
@@ -260,6 +278,8 @@ def pair_stats(n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, eps
     """
     yt = validate_binary(y_tilde, "privatized answers")
     eps = validate_epsilon(epsilon)
+    if eps.ndim != 0 and eps.shape != np.shape(i):
+        raise ValueError("epsilon must be a scalar or have one value per comparison")
     if eps.ndim == 0 or (eps.size and np.all(eps == eps.flat[0])):
         one = float(eps.flat[0]) if eps.size else float("inf")
         return PairStats._from_homogeneous_rr(n_items, i, j, yt, one)

@@ -200,7 +200,7 @@ def run_scenario(
     if reps < 2:
         raise ValueError("need at least 2 replications for a standard error")
     cells = list(sc.cells())
-    streams = np.random.SeedSequence([seed, ord(key[0]), len(key)]).spawn(len(cells))
+    streams = np.random.SeedSequence([seed, *key.encode()]).spawn(len(cells))
     result = ScenarioResult(sc, reps)
     shared_values = sc.grid[sc.shared] if sc.shared else (None,)
     for cell, stream in zip(cells, streams, strict=True):

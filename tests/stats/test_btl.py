@@ -118,17 +118,50 @@ def test_z_bar_outside_unit_interval_T4():
         fit = fit_debiased_mle_stats(stats, lam)
         assert_is_the_minimizer(fit, stats, lam)
         assert fit.iterations <= 30
-    # The same counts with other sums leave the Hessian unchanged: J(θ; S) − J(θ; S')
-    # is linear in θ, so its second differences vanish.
-    other = PairStats(m, stats.i, stats.j, stats.n, stats.sum_y, -stats.sum_z, stats.sum_z2, stats.sum_v)
-    t0, h = rng.normal(size=m), rng.normal(size=m) * 0.1
 
-    def diff(t):
-        return objective(t, stats.i, stats.j, stats.n, stats.sum_z, 1.0) - objective(
-            t, other.i, other.j, other.n, other.sum_z, 1.0
-        )
 
-    assert diff(t0 + h) - 2 * diff(t0) + diff(t0 - h) == pytest.approx(0.0, abs=1e-9)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_solver_derivatives_match_finite_differences_and_hessian_ignores_z(sign):
+    """The solver's own gradient and Laplacian weights (not the public objective)
+    against central differences of J, with z̄ far outside [0, 1]."""
+    from app.stats.btl import _DenseSolver, _Problem
+
+    rng = np.random.default_rng(31)
+    m = 7
+    stats = simulate_pair_stats(uniform_theta(m, rng), 3, 0.2, rng)
+    s_vals = sign * stats.sum_z
+    prob = _Problem(m, stats.i, stats.j, stats.n.astype(float), s_vals, 0.4)
+    theta = rng.normal(size=m)
+    cache = prob.new_cache()
+    prob.value(theta, cache)
+    g, w = prob.derivatives(theta, cache)
+    w = w.copy()
+    h = 1e-6
+
+    def grad_at(t):
+        c = prob.new_cache()
+        prob.value(t, c)
+        return prob.derivatives(t, c)[0].copy()
+
+    for k in range(m):
+        e = np.zeros(m)
+        e[k] = h
+        fd = (prob.value(theta + e, prob.new_cache()) - prob.value(theta - e, prob.new_cache())) / (2 * h)
+        assert fd == pytest.approx(g[k], abs=1e-6)
+    # Hessian = Laplacian(w) + 2λI, column by column from differences of the gradient.
+    hess = np.zeros((m, m))
+    hess[stats.i, stats.j] = hess[stats.j, stats.i] = -w
+    hess[np.diag_indices(m)] = np.bincount(stats.i, w, m) + np.bincount(stats.j, w, m) + 0.8
+    for k in range(m):
+        e = np.zeros(m)
+        e[k] = h
+        np.testing.assert_allclose((grad_at(theta + e) - grad_at(theta - e)) / (2 * h), hess[:, k], atol=1e-6)
+    # The weights do not involve S: the same θ with other sums gives the same Hessian.
+    other = _Problem(m, stats.i, stats.j, stats.n.astype(float), -s_vals + 5.0, 0.4)
+    c2 = other.new_cache()
+    other.value(theta, c2)
+    np.testing.assert_array_equal(other.derivatives(theta, c2)[1], w)
+    assert _DenseSolver  # the dense solver consumes exactly these weights
 
 
 def test_dense_and_cg_solvers_agree():
@@ -211,6 +244,80 @@ def test_warm_start():
     fresh = fit_debiased_mle_stats(more)
     assert warm.iterations < fresh.iterations
     np.testing.assert_allclose(warm.theta, fresh.theta, atol=1e-9)
+
+
+@pytest.mark.parametrize("lam", [1e-13, 1e-16, 1e-30])
+@pytest.mark.parametrize("solver", ["dense", "cg"])
+def test_tiny_positive_lambda(lam, solver):
+    rng = np.random.default_rng(0)
+    stats = simulate_pair_stats(uniform_theta(10, rng), 50, np.inf, rng)
+    fit = fit_debiased_mle_stats(stats, lam, solver=solver)
+    ref = fit_debiased_mle_stats(stats, 0.0, solver=solver)  # the MLE exists here
+    assert fit.converged
+    np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-8)
+
+
+def test_lambda_zero_requires_an_existing_minimizer():
+    with pytest.raises(ValueError, match="does not exist"):
+        fit_btl(2, [0], [1], [10], [10.0], 0.0)  # item 0 won all 10
+    i, j = np.triu_indices(4, 1)
+    with pytest.raises(ValueError, match="does not exist"):  # item 0 beats everyone
+        fit_btl(4, i, j, np.full(6, 5.0), np.where(i == 0, 5.0, 2.5), 0.0)
+    with pytest.raises(ValueError, match="debiased data"):  # z̄ > 1: J unbounded below
+        fit_btl(4, i, j, np.full(6, 5.0), np.where(i == 0, 7.0, 2.5), 0.0)
+    rng = np.random.default_rng(0)
+    stats = simulate_pair_stats(uniform_theta(10, rng), 5, 1.0, rng)
+    with pytest.raises(ValueError, match="debiased data"):
+        fit_debiased_mle_stats(stats, 0.0)
+    # A cycle 0 > 1 > 2 > 0 satisfies Ford's condition: the MLE exists (all equal).
+    fit = fit_btl(3, [0, 1, 0], [1, 2, 2], [1, 1, 1], [1.0, 1.0, 0.0], 0.0)
+    assert fit.converged and np.allclose(fit.theta, 0.0, atol=1e-9)
+
+
+def test_lambda_zero_disconnected_and_far_warm_start():
+    rng = np.random.default_rng(2)
+    stats = simulate_pair_stats(uniform_theta(10, rng), 50, np.inf, rng)
+    ref = fit_btl(10, stats.i, stats.j, stats.n, stats.sum_y, 0.0)
+    far = np.linspace(-50, 50, 10)[::-1].copy()
+    far[::2] *= -1
+    for solver in ("dense", "cg"):
+        fit = fit_btl(10, stats.i, stats.j, stats.n, stats.sum_y, 0.0, theta0=far, solver=solver)
+        assert fit.converged
+        np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-8)
+    # Two blocks, λ = 0: each block is the MLE of that block, centered.
+    keep = (stats.i < 5) & (stats.j < 5) | (stats.i >= 5) & (stats.j >= 5)
+    both = fit_btl(10, stats.i[keep], stats.j[keep], stats.n[keep], stats.sum_y[keep], 0.0)
+    first = fit_btl(
+        5,
+        stats.i[keep & (stats.i < 5)],
+        stats.j[keep & (stats.i < 5)],
+        stats.n[keep & (stats.i < 5)],
+        stats.sum_y[keep & (stats.i < 5)],
+        0.0,
+    )
+    assert both.n_components == 2
+    np.testing.assert_allclose(both.theta[:5], first.theta, atol=1e-9)
+
+
+def test_cg_converges_on_extreme_debiased_data():
+    # Very low ε and a tiny ridge make θ̂ extreme; inexact Newton must not stall.
+    rng = np.random.default_rng(1)
+    stats = simulate_pair_stats(uniform_theta(400, rng), 20, 1e-2, rng)
+    cg = fit_debiased_mle_stats(stats, 1e-3, solver="cg")
+    dense = fit_debiased_mle_stats(stats, 1e-3, solver="dense")
+    assert cg.converged and dense.converged
+    np.testing.assert_allclose(cg.theta, dense.theta, atol=1e-6 * np.abs(dense.theta).max())
+
+
+def test_laplace_baseline_uses_g_of_epsilon_by_default():
+    from app.stats import fit_laplace_mle, laplace_privatize
+
+    rng = np.random.default_rng(3)
+    d = complete_design(5, 20)
+    y = rng.integers(0, 2, d.i.size)
+    eps = np.where(d.respondent % 2 == 0, 0.5, 2.0)
+    fit = fit_laplace_mle(5, d.i, d.j, laplace_privatize(y, eps, rng=rng), eps)
+    assert fit.lam == pytest.approx(G(eps))
 
 
 def test_fit_btl_merges_repeated_and_reversed_pairs():

@@ -175,6 +175,39 @@ def test_csprng_path_flip_rate_and_source(monkeypatch):
         )
 
 
+@pytest.mark.parametrize(("byte", "flipped"), [(b"\x00", True), (b"\xff", False)])
+def test_privatize_output_is_a_function_of_the_os_urandom_bytes(monkeypatch, byte, flipped):
+    """rng=None: the flips are exactly those the OS bytes dictate (all-zero bytes →
+    u = 0 → every answer flips; all-one bytes → u ≈ 1 → none). An implementation
+    that drew from any other generator could not pass both cases."""
+    monkeypatch.setattr(mechanisms.os, "urandom", lambda k: byte * k)
+    y = np.array([0, 1] * 500, dtype=np.int8)
+    np.testing.assert_array_equal(privatize(y, 0.7), 1 - y if flipped else y)
+    noise = laplace_privatize(np.zeros(10), 2.0) - 0
+    # u = 0 → the most negative noise; u → 1 → the most positive; both finite.
+    assert np.all(np.isfinite(noise)) and (np.all(noise < -10) if flipped else np.all(noise > 10))
+
+
+def test_one_answer_is_never_randomized_twice():
+    with pytest.raises(ValueError, match="one value per answer"):
+        privatize(1, np.full(1000, 1.0))
+    with pytest.raises(ValueError, match="one value per answer"):
+        privatize(np.array([0, 1, 1]), np.ones((3, 1)))
+    with pytest.raises(ValueError, match="one value per answer"):
+        laplace_privatize(np.array([0.0, 1.0]), np.ones(5))
+    assert privatize(np.array([0, 1, 1]), np.array([1.0, 2.0, 3.0]), rng=np.random.default_rng(0)).shape == (
+        3,
+    )
+
+
+def test_extreme_epsilons():
+    assert privacy_noise_variance(1e6) == 0.0  # no overflow warning (warnings are errors here)
+    assert float(debias(1, 1e6)) == 1.0
+    with pytest.raises(ValueError, match="at least 1e-6"):
+        debias(1, 1e-9)
+    assert np.isfinite(debias([0, 1], 1e-6)).all()
+
+
 def test_system_uniform_is_uniform_and_fresh():
     u = system_uniform(1_000_000)
     assert u.min() >= 0.0 and u.max() < 1.0
@@ -185,16 +218,22 @@ def test_system_uniform_is_uniform_and_fresh():
     assert system_uniform((3, 4)).shape == (3, 4)
 
 
-def test_privatize_preserves_shape_and_broadcasts():
+def test_privatize_preserves_shape_and_broadcasts_epsilon_to_it():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, (5, 7))
     out = privatize(y, np.inf, rng=rng)
     assert out.shape == (5, 7) and out.dtype == np.int8
     np.testing.assert_array_equal(out, y)  # ε = ∞: no flips
     assert privatize([1, 0], [np.inf, np.inf]).tolist() == [1, 0]
+    # ε per column broadcast over rows: column 0 never flips, column 1 at p = 1/(1+e^0.1).
+    y = np.zeros((20_000, 2), dtype=np.int8)
+    out = privatize(y, np.array([np.inf, 0.1]), rng=rng)
+    assert out[:, 0].sum() == 0
+    p = 1 / (1 + np.exp(0.1))
+    assert_close_mc(out[:, 1].mean(), p, binomial_se(20_000, p), what="column ε")
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), 1e-300])
 def test_invalid_epsilon_rejected(bad):
     with pytest.raises(ValueError, match="epsilon must be > 0"):
         privatize([1, 0], bad)

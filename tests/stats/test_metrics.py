@@ -128,6 +128,8 @@ def test_estimation_errors_center_theta_star():
 def test_invalid_inputs():
     with pytest.raises(ValueError, match="k must be"):
         top_k_error([1.0, 2.0], [1.0, 2.0], 3)
+    with pytest.raises(ValueError, match="k must be"):
+        top_k_error([3.0, 2.0, 1.0], [3.0, 1.0, 2.0], 2.5)
     with pytest.raises(ValueError, match="equal length"):
         kendall_tau_error([1.0, 2.0], [1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="finite"):

@@ -144,6 +144,29 @@ def test_invalid_comparisons_rejected(i, j, message):
         pair_stats(4, i, j, [1] * len(i), 1.0)
 
 
+def test_float_item_count_and_epsilon_length():
+    a = pair_stats(3.0, [0, 1], [1, 2], [1, 0], 1.0)
+    assert a.n_items == 3 and isinstance(a.n_items, int)
+    with pytest.raises(ValueError, match="positive integer"):
+        pair_stats(3.5, [0], [1], [1], 1.0)
+    with pytest.raises(ValueError, match="one value per comparison"):
+        pair_stats(3, [0, 1, 0], [1, 2, 2], [1, 0, 1], [1.0, 1.0])  # equal values, wrong length
+
+
+def test_int32_statistics_do_not_overflow_for_large_m():
+    m = 100_000
+
+    def ps(i, j):
+        z = np.zeros(len(i))
+        return PairStats(
+            m, np.array(i, np.int32), np.array(j, np.int32), np.ones(len(i), np.int64), z, z, z, z
+        )
+
+    # (5, 60000) and (85904, 94592) collide modulo 2³² as int32 keys i·m + j.
+    merged = ps([5, 85904], [60000, 94592]) + ps([5], [60000])
+    assert merged.i.tolist() == [5, 85904] and merged.n.tolist() == [2, 1]
+
+
 def test_invalid_answers_rejected():
     with pytest.raises(ValueError, match="0 or 1"):
         pair_stats(4, [0], [1], [2], 1.0)
