@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
 from threadpoolctl import threadpool_limits
 
 from . import __version__
@@ -80,4 +83,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for module in (surveys, respondents, analysis, keys, health):
         app.include_router(module.router)
+    # Pages last: API routes take precedence over files.
+    app.mount("/", StaticFiles(directory=static_dir(), html=True), name="static")
     return app
+
+
+def static_dir() -> Path:
+    """``static/`` beside the ``app`` package, or ``PRIVRANK_STATIC_DIR``."""
+    override = os.environ.get("PRIVRANK_STATIC_DIR")
+    return Path(override) if override else Path(__file__).resolve().parents[1] / "static"

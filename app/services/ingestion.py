@@ -184,6 +184,8 @@ def submit_responses(
                 n_comparisons=Respondent.n_comparisons + n,
             ).returning(Respondent.epsilon_spent)
         ).scalar_one_or_none()
+        if spent is not None:
+            spent = float(spent)  # SQLite may hand back an integral REAL as int
         if spent is None:
             left = budget_remaining(survey, session.get(Respondent, respondent.id, populate_existing=True))
             raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")

@@ -92,3 +92,9 @@ def test_cors_is_opt_in(tmp_path, database_url):
 def test_unknown_route_is_json_404(client):
     r = client.get("/v1/nothing", headers=ADMIN)
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
+
+
+def test_pages_are_served_at_the_root(client):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "privrank" in r.text and 'href="/docs"' in r.text

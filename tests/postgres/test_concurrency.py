@@ -12,13 +12,13 @@ import numpy as np
 from sqlalchemy import create_engine, func, select, text
 
 from app.db.models import Comparison, PairStat, PendingBatch
-from tests.postgres.conftest import LiveServer
+from tests.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer concurrency-admin"}
 
 
 def test_every_acknowledged_comparison_is_stored_exactly_once(postgres_url):
-    server = LiveServer(postgres_url, "concurrency-admin", workers=2)
+    server = LiveServer({"DATABASE_URL": postgres_url, "PRIVRANK_ADMIN_KEY": "concurrency-admin"}, workers=2)
     try:
         with httpx2.Client(base_url=server.base, timeout=30) as c:
             labels = [f"item {k}" for k in range(30)]

@@ -1,0 +1,30 @@
+# privrank service image: slim, non-root; applies migrations, then serves.
+#   docker build -t privrank .
+#   docker run -p 8000:8000 -e DATABASE_URL=postgresql://user:pass@db:5432/privrank \
+#              -e PRIVRANK_ADMIN_KEY=change-me privrank
+# Without DATABASE_URL the SQLite database lives in the /data volume.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DATABASE_URL=sqlite:////data/privrank.db
+
+RUN useradd --create-home --uid 10001 privrank \
+    && mkdir -p /data && chown privrank /data
+
+WORKDIR /srv/privrank
+# Dependencies first, for layer caching; then the code (app/ and migrations/).
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY migrations ./migrations
+COPY static ./static
+RUN pip install -e . && chown -R root:root /srv/privrank
+
+USER privrank
+VOLUME ["/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=3s CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/readyz').status == 200 else 1)"
+# `privrank serve` applies the migrations, then starts uvicorn.
+CMD ["privrank", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]

@@ -1,0 +1,53 @@
+"""`privrank serve` and `privrank migrate` as real processes on the SQLite default."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import httpx2
+
+from tests.live import LiveServer
+
+KEY_LINE = re.compile(r"^\s+(key_[a-z0-9]+\.\S+)$", re.MULTILINE)
+
+
+def test_serve_migrates_generates_an_admin_key_once_and_serves(tmp_path):
+    # No DATABASE_URL: the default SQLite file in the working directory.
+    server = LiveServer({}, cwd=str(tmp_path))
+    try:
+        keys = KEY_LINE.findall(server.output())
+        assert len(keys) == 1, server.output()
+        admin = {"Authorization": f"Bearer {keys[0]}"}
+        r = httpx2.post(f"{server.base}/v1/surveys", json={"title": "t", "items": ["a", "b"]}, headers=admin)
+        assert r.status_code == 201
+        assert httpx2.get(f"{server.base}/openapi.json").status_code == 200
+    finally:
+        out = server.stop()
+    assert (tmp_path / "privrank.db").exists()
+    # Second start: the key exists (only its hash is stored) and is not printed again.
+    server = LiveServer({}, cwd=str(tmp_path))
+    try:
+        assert KEY_LINE.findall(server.output()) == []
+        assert "admin key" not in server.output()
+        r = httpx2.get(f"{server.base}/v1/surveys", headers=admin)
+        assert r.status_code == 200 and r.json()["total"] == 1
+    finally:
+        server.stop()
+    assert keys[0].split(".", 1)[1] not in (tmp_path / "privrank.db").read_bytes().decode("latin-1")
+    assert "Traceback" not in out
+
+
+def test_migrate_command(tmp_path):
+    url = f"sqlite:///{tmp_path}/m.db"
+    for _ in range(2):  # idempotent
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            env={"DATABASE_URL": url, "PATH": ""},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "latest schema" in done.stdout
