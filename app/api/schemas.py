@@ -101,6 +101,33 @@ class SurveyOut(BaseModel):
     created_at: datetime
     updated_at: datetime
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "srv_k3j9x2mqa7b4c5d6",
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "status": "open",
+                    "privacy": {
+                        "model": "local",
+                        "epsilon_default": 1.0,
+                        "epsilon_min": 0.5,
+                        "epsilon_max": 3.0,
+                        "respondent_budget": 20.0,
+                        "flip_probability_default": 0.2689,
+                    },
+                    "items": [
+                        {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing", "position": 0},
+                        {"id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit", "position": 1},
+                    ],
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "updated_at": "2026-11-21T10:00:00Z",
+                }
+            ]
+        }
+    )
+
 
 class SurveyList(BaseModel):
     surveys: list[SurveyOut]
@@ -125,6 +152,20 @@ class RespondentCreated(BaseModel):
     flip_probability: float = Field(description="Chance that each answer is reported flipped: 1/(1+e^ε).")
     budget_remaining: float | None
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "respondent_id": "rsp_q2x7v9k3m1b5c8d4",
+                    "token": "rsp_q2x7v9k3m1b5c8d4.Yx3…",
+                    "epsilon": 1.5,
+                    "flip_probability": 0.1824,
+                    "budget_remaining": 20.0,
+                }
+            ]
+        }
+    )
+
 
 class RespondentStatus(BaseModel):
     respondent_id: str
@@ -134,8 +175,22 @@ class RespondentStatus(BaseModel):
     epsilon_total: float = Field(description="Privacy spent so far: the sum of ε over stored answers.")
     budget_remaining: float | None
 
+    # -- pairs and responses ---------------------------------------------------------
 
-# -- pairs and responses ---------------------------------------------------------
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "respondent_id": "rsp_q2x7v9k3m1b5c8d4",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "epsilon": 1.5,
+                    "comparisons": 3,
+                    "epsilon_total": 4.5,
+                    "budget_remaining": 15.5,
+                }
+            ]
+        }
+    )
 
 
 class PairOut(BaseModel):
@@ -147,6 +202,23 @@ class PairOut(BaseModel):
 
 class PairsOut(BaseModel):
     pairs: list[PairOut]
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "pairs": [
+                        {
+                            "a": "itm_u7x2k9q4m3c8d1ze",
+                            "b": "itm_p2w8c4r7n5t1y6qa",
+                            "a_label": "Housing",
+                            "b_label": "Transit",
+                        }
+                    ]
+                }
+            ]
+        }
+    )
 
 
 class ComparisonIn(_Model):
@@ -184,8 +256,15 @@ class ResponsesOut(BaseModel):
     epsilon_total: float = Field(description="The respondent's total spent so far.")
     budget_remaining: float | None
 
+    # -- analysis ----------------------------------------------------------------------
 
-# -- analysis ----------------------------------------------------------------------
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"accepted": 2, "epsilon_spent": 3.0, "epsilon_total": 4.5, "budget_remaining": 15.5}
+            ]
+        }
+    )
 
 
 class RankedItem(BaseModel):
@@ -228,8 +307,58 @@ class RankingOut(BaseModel):
     top_k: list[str] | None = Field(description="The k best item ids (when k is given).")
     diagnostics: Diagnostics
 
+    # -- keys ---------------------------------------------------------------------------
 
-# -- keys ---------------------------------------------------------------------------
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "debiased_mle",
+                    "items": [
+                        {
+                            "item_id": "itm_p2w8c4r7n5t1y6qa",
+                            "label": "Transit",
+                            "position": 1,
+                            "score": 0.41,
+                            "rank": 1,
+                            "comparisons": 812,
+                        },
+                        {
+                            "item_id": "itm_u7x2k9q4m3c8d1ze",
+                            "label": "Housing",
+                            "position": 0,
+                            "score": -0.41,
+                            "rank": 2,
+                            "comparisons": 812,
+                        },
+                    ],
+                    "top_k": ["itm_p2w8c4r7n5t1y6qa"],
+                    "diagnostics": {
+                        "respondents": 406,
+                        "comparisons": 812,
+                        "pairs_observed": 1,
+                        "pairs_total": 1,
+                        "connected": True,
+                        "n_components": 1,
+                        "components": None,
+                        "lambda": 2.17,
+                        "lambda_source": "default: G(epsilon)",
+                        "iterations": 4,
+                        "converged": True,
+                        "gradient_norm": 3.1e-12,
+                        "solver": "dense",
+                        "G": 2.17,
+                        "H": 1.39,
+                        "epsilon_min": 1.0,
+                        "ties": False,
+                        "top_k_boundary_tied": False,
+                        "data_version": 57,
+                    },
+                }
+            ]
+        }
+    )
 
 
 class KeyCreate(_Model):
@@ -250,11 +379,30 @@ class KeyOut(BaseModel):
 class KeyCreated(KeyOut):
     key: str = Field(description="The bearer key; shown once, only its hash is stored.")
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "key_a1b2c3d4e5f6g7h8",
+                    "role": "analyst",
+                    "label": "data team",
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "revoked_at": None,
+                    "key": "key_a1b2c3d4e5f6g7h8.Qm9…",
+                }
+            ]
+        }
+    )
+
 
 class ImportOut(BaseModel):
     imported: int
     respondents: int
     respondents_created: int
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"imported": 1200, "respondents": 80, "respondents_created": 80}]}
+    )
 
 
 class ErrorOut(BaseModel):
