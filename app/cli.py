@@ -27,6 +27,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
 
+    pl = sub.add_parser(
+        "plan",
+        help="predict a survey design's accuracy, or the respondents / epsilon it needs",
+        description="Simulate the design (balanced pair assignment, randomized response, the debiased MLE "
+        "with its default lambda) and report the expected errors and the probability of recovering the "
+        "exact top-K, with Monte Carlo standard errors.",
+    )
+    pl.add_argument("--items", "-m", type=int, required=True, help="number of items")
+    pl.add_argument("--respondents", "-L", type=int, help="number of respondents")
+    pl.add_argument(
+        "--pairs-per-respondent", "-p", type=int, required=True, help="pairs each respondent answers"
+    )
+    pl.add_argument(
+        "--epsilon", "-e", type=float, nargs="+", help="epsilon, or several values of a distribution"
+    )
+    pl.add_argument("--weights", type=float, nargs="+", help="weights of the epsilon values")
+    pl.add_argument("--k", "-k", type=int, required=True, help="size of the top set")
+    pl.add_argument("--spread", type=float, default=2.0, help="true scores ~ Uniform(-spread, spread)")
+    pl.add_argument("--gap", type=float, help="evenly spaced true scores with this gap instead")
+    pl.add_argument(
+        "--replications", "-r", type=int, default=200, help="Monte Carlo replicates (default 200)"
+    )
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument(
+        "--solve", choices=["respondents", "epsilon"], help="solve for this instead of predicting"
+    )
+    pl.add_argument("--target", type=float, help="target probability of recovering the exact top-K")
+    pl.add_argument("--json", action="store_true", help="print JSON")
+
     sim = sub.add_parser(
         "simulate",
         help="reproduce the paper's simulation Scenarios I-V (tables and figures)",
@@ -115,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             access_log=False,
         )
         return 0
+    if args.command == "plan":
+        return _plan(args)
     if args.command == "simulate":
         from . import simulate
 
@@ -127,6 +158,61 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _plan(args) -> int:
+    import json
+
+    from .services.errors import Invalid
+    from .services.planning import run_plan
+
+    try:
+        out = run_plan(
+            args.items,
+            args.respondents,
+            args.pairs_per_respondent,
+            args.epsilon,
+            args.k,
+            args.weights,
+            args.spread,
+            args.gap,
+            args.replications,
+            args.seed,
+            args.solve or "none",
+            args.target,
+        )
+    except Invalid as exc:
+        print(f"privrank plan: {exc.detail}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    p = out["plan"]
+    eps = ", ".join(
+        f"{e:g} (weight {w:.2f})" for e, w in zip(p["epsilon"], p["epsilon_weights"], strict=True)
+    )
+    if out["solve"] != "none":
+        what = "respondents" if out["solve"] == "respondents" else "epsilon"
+        if out["reached"]:
+            print(f"{what} needed for P(exact top-{p['k']}) >= {out['target']:g}: {out['solution']:.4g}")
+        else:
+            print(f"target P(exact top-{p['k']}) >= {out['target']:g} not reached within the search range")
+    print(
+        f"design: {p['n_items']} items, {p['n_respondents']} respondents x {p['pairs_per_respondent']} pairs "
+        f"({p['comparisons_per_pair']:.1f} comparisons per pair), epsilon {eps}"
+    )
+    print(f"scores: {p['scores']}; {p['replications']} simulated surveys")
+    for key, label in (
+        ("linf_error", "expected max score error |theta_hat - theta|_inf"),
+        ("l2_error", "expected RMS score error"),
+        ("kendall_error", "expected Kendall error (pairs misordered)"),
+        ("p_exact_top_k", f"P(exact top-{p['k']} recovered)"),
+    ):
+        print(f"  {label:48s} {p[key]['mean']:.4f} +/- {p[key]['se']:.4f}")
+    totals = ", ".join(f"{t:g}" for t in p["respondent_epsilon_total"])
+    print(f"each respondent's total epsilon (composition over its pairs): {totals}")
+    print(f"G(eps) = {p['G']:.3g}; dividing line 1/sqrt(mL) = {p['dividing_line_epsilon']:.3g}")
+    return 0
 
 
 def run() -> int:

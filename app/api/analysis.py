@@ -13,7 +13,7 @@ from ..services.export import iter_comparisons_csv
 from ..services.surveys import get_survey
 from .common import errors
 from .deps import admin, get_session, reader
-from .schemas import ImportOut, RankingOut
+from .schemas import ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
 
@@ -42,14 +42,52 @@ def ranking(
     ),
     lambda_: float | None = Query(None, alias="lambda", description="Ridge λ > 0; default G(ε)."),
     k: int | None = Query(None, ge=1, description="Size of the top-K set to return."),
+    confidence: float = Query(0.95, ge=0.5, lt=1, description="Level of every interval in the answer."),
+    uncertainty: str = Query(
+        "sandwich",
+        description="sandwich (default; privacy-aware sandwich covariance with bias correction), "
+        "bootstrap (parametric bootstrap re-simulating the randomized answers; small samples, "
+        "debiased_mle only) or none.",
+    ),
     session: Session = Depends(get_session),
 ):
-    """Items by estimated score θ̂ (rank 1 = most preferred), the top-K set, and
-    diagnostics. Works on the survey's per-pair sufficient statistics, so its cost
-    does not grow with the number of stored answers; fits are cached per data
-    version and warm-started from the previous fit."""
+    """Items by estimated score θ̂ (rank 1 = most preferred) with standard errors,
+    confidence intervals, rank intervals and (given k) top-K probabilities; the
+    top-K set and which of its members are certain; groups of statistically tied
+    items; diagnostics.
+
+    Works on the survey's per-pair sufficient statistics, so its cost does not
+    grow with the number of stored answers; fits are cached per data version and
+    warm-started from the previous fit. Intervals account for the privacy noise
+    (Lemma 2 of the paper) and are centred on a bias-corrected estimate; see the
+    README's "Reading a ranking"."""
     survey = get_survey(session, survey_id)
-    return analysis.ranking(session, survey, request.app.state.fit_cache, method, lambda_, k)
+    return analysis.ranking(
+        session, survey, request.app.state.fit_cache, method, lambda_, k, confidence, uncertainty
+    )
+
+
+@router.get(
+    "/pairwise",
+    response_model=PairwiseOut,
+    responses=errors(401, 403, 404, 422),
+    dependencies=[Depends(reader)],
+    summary="Estimated win probabilities with intervals",
+)
+def pairwise(
+    request: Request,
+    survey_id: str,
+    confidence: float = Query(0.95, ge=0.5, lt=1),
+    method: str = Query("debiased_mle"),
+    lambda_: float | None = Query(None, alias="lambda"),
+    session: Session = Depends(get_session),
+):
+    """``probability[a][b]`` = estimated P(item a is preferred to item b) =
+    σ(θ_a − θ_b), with the ``confidence`` interval [``lower``, ``upper``] from the
+    interval of the score difference. Null on the diagonal; pairs in different
+    components of the comparison graph are not comparable (null, interval [0, 1])."""
+    survey = get_survey(session, survey_id)
+    return analysis.pairwise(session, survey, request.app.state.fit_cache, confidence, method, lambda_)
 
 
 @router.get(

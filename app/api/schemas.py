@@ -274,6 +274,17 @@ class RankedItem(BaseModel):
     score: float = Field(description="θ̂ of the BTL model; scores sum to 0 (per connected component).")
     rank: int = Field(description="1 = most preferred; tied scores share the best rank of their group.")
     comparisons: int = Field(description="Stored comparisons involving the item.")
+    se: float | None = Field(None, description="Standard error of the score (null: never compared).")
+    ci: list[float] | None = Field(
+        None, description="Confidence interval for the true score, centred on a bias-corrected estimate."
+    )
+    rank_ci: list[int] | None = Field(
+        None, description="Marginal interval [best, worst] for the item's rank."
+    )
+    rank_ci_simultaneous: list[int] | None = Field(
+        None, description="Rank interval holding jointly for all items at the confidence level."
+    )
+    p_top_k: float | None = Field(None, description="Probability of being in the top-K (given k; sum to k).")
 
 
 class Diagnostics(BaseModel):
@@ -284,6 +295,12 @@ class Diagnostics(BaseModel):
     connected: bool = Field(description="Whether every item is linked to every other through comparisons.")
     n_components: int
     components: list[list[str]] | None = Field(description="Item ids per component when not connected.")
+    algebraic_connectivity: float | None = Field(
+        description="Second-smallest eigenvalue of the comparison-count Laplacian (0: disconnected)."
+    )
+    algebraic_connectivity_normalized: float | None = Field(
+        description="The same for the normalized Laplacian, in [0, 2]; values near 0 mean a bottleneck."
+    )
     lambda_: float = Field(alias="lambda", serialization_alias="lambda")
     lambda_source: str
     iterations: int
@@ -293,6 +310,12 @@ class Diagnostics(BaseModel):
     G: float = Field(description="G(ε) of Theorem 1: mean of ((e^ε+1)/(e^ε−1))² over comparisons.")
     H: float | None = Field(description="H(ε) of Theorem 1: the largest (e^ε+1)/(e^ε−1).")
     epsilon_min: float | None
+    respondent_epsilon_total: dict = Field(
+        description="Distribution of respondents' total ε (sum over their answers): mean and quantiles."
+    )
+    privacy_regime: dict = Field(
+        description="Where ε sits relative to the dividing line ε ≍ 1/√(mL) of Corollaries 1–2, in words."
+    )
     ties: bool
     top_k_boundary_tied: bool | None
     data_version: int
@@ -300,12 +323,224 @@ class Diagnostics(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
 
+class UncertaintyInfo(BaseModel):
+    available: bool
+    method: str | None = Field(description="sandwich or bootstrap.")
+    level: float
+    reason: str | None = Field(description="Why intervals are missing, when they are.")
+    critical_value: float | None = Field(description="Simultaneous critical value for score differences.")
+
+
 class RankingOut(BaseModel):
     survey_id: str
     method: str
     items: list[RankedItem]
     top_k: list[str] | None = Field(description="The k best item ids (when k is given).")
+    top_k_certain: list[str] | None = Field(
+        description="Members of top_k that are in the top-K at the confidence level (jointly)."
+    )
+    tied_groups: list[list[str]] | None = Field(
+        description="Statistically tied items: maximal runs, in rank order, of items no two of which differ "
+        "significantly (jointly at the confidence level); groups may overlap."
+    )
+    tiers: list[list[str]] | None = Field(
+        description="A partition of the items in rank order, split only where every item above is "
+        "significantly better than every item below."
+    )
+    uncertainty: UncertaintyInfo
     diagnostics: Diagnostics
+
+
+RankingOut.model_config["json_schema_extra"] = {
+    "examples": [
+        {
+            "survey_id": "srv_k3j9x2mqa7b4c5d6",
+            "method": "debiased_mle",
+            "items": [
+                {
+                    "item_id": "itm_p2w8c4r7n5t1y6qa",
+                    "label": "Transit",
+                    "position": 1,
+                    "score": 0.41,
+                    "rank": 1,
+                    "comparisons": 812,
+                    "se": 0.08,
+                    "ci": [0.27, 0.59],
+                    "rank_ci": [1, 1],
+                    "rank_ci_simultaneous": [1, 1],
+                    "p_top_k": 1.0,
+                },
+                {
+                    "item_id": "itm_u7x2k9q4m3c8d1ze",
+                    "label": "Housing",
+                    "position": 0,
+                    "score": -0.41,
+                    "rank": 2,
+                    "comparisons": 812,
+                    "se": 0.08,
+                    "ci": [-0.59, -0.27],
+                    "rank_ci": [2, 2],
+                    "rank_ci_simultaneous": [2, 2],
+                    "p_top_k": 0.0,
+                },
+            ],
+            "top_k": ["itm_p2w8c4r7n5t1y6qa"],
+            "top_k_certain": ["itm_p2w8c4r7n5t1y6qa"],
+            "tied_groups": [["itm_p2w8c4r7n5t1y6qa"], ["itm_u7x2k9q4m3c8d1ze"]],
+            "tiers": [["itm_p2w8c4r7n5t1y6qa"], ["itm_u7x2k9q4m3c8d1ze"]],
+            "uncertainty": {
+                "available": True,
+                "method": "sandwich",
+                "level": 0.95,
+                "reason": None,
+                "critical_value": 1.96,
+            },
+            "diagnostics": {
+                "respondents": 406,
+                "comparisons": 812,
+                "pairs_observed": 1,
+                "pairs_total": 1,
+                "connected": True,
+                "n_components": 1,
+                "components": None,
+                "algebraic_connectivity": 1624.0,
+                "algebraic_connectivity_normalized": 2.0,
+                "lambda": 2.17,
+                "lambda_source": "default: G(epsilon)",
+                "iterations": 4,
+                "converged": True,
+                "gradient_norm": 3.1e-12,
+                "solver": "dense",
+                "G": 2.17,
+                "H": 1.39,
+                "epsilon_min": 1.0,
+                "respondent_epsilon_total": {
+                    "respondents": 406,
+                    "mean": 2.0,
+                    "min": 1.0,
+                    "p25": 2.0,
+                    "median": 2.0,
+                    "p75": 2.0,
+                    "max": 3.0,
+                },
+                "privacy_regime": {
+                    "verdict": "above",
+                    "effective_epsilon": 1.0,
+                    "explanation": "The respondents' privacy level (effective ε ≈ 1) is above …",
+                },
+                "ties": False,
+                "top_k_boundary_tied": False,
+                "data_version": 57,
+            },
+        }
+    ]
+}
+
+
+class PairwiseOut(BaseModel):
+    survey_id: str
+    method: str
+    level: float
+    items: list[dict]
+    probability: list[list[float | None]] = Field(description="P(row item beats column item).")
+    lower: list[list[float | None]]
+    upper: list[list[float | None]]
+    available: bool
+    reason: str | None
+    data_version: int
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "debiased_mle",
+                    "level": 0.95,
+                    "items": [
+                        {"item_id": "itm_a", "label": "Transit"},
+                        {"item_id": "itm_b", "label": "Housing"},
+                    ],
+                    "probability": [[None, 0.69], [0.31, None]],
+                    "lower": [[None, 0.64], [0.27, None]],
+                    "upper": [[None, 0.73], [0.36, None]],
+                    "available": True,
+                    "reason": None,
+                    "data_version": 57,
+                }
+            ]
+        }
+    )
+
+    # -- planner -------------------------------------------------------------------------
+
+
+class EstimateOut(BaseModel):
+    mean: float
+    se: float = Field(description="Monte Carlo standard error of the mean.")
+
+
+class PlanBody(BaseModel):
+    n_items: int
+    n_respondents: int
+    pairs_per_respondent: int
+    k: int
+    epsilon: list[float]
+    epsilon_weights: list[float]
+    replications: int
+    linf_error: EstimateOut = Field(description="Expected ‖θ̂ − θ*‖∞.")
+    l2_error: EstimateOut = Field(description="Expected ‖θ̂ − θ*‖₂/√m.")
+    kendall_error: EstimateOut = Field(description="Expected fraction of item pairs ordered wrongly.")
+    p_exact_top_k: EstimateOut = Field(
+        description="Probability that the estimated top-K set is exactly right."
+    )
+    comparisons_per_pair: float
+    respondent_epsilon_total: list[float] = Field(
+        description="Each respondent's total ε (pairs × ε) per ε value."
+    )
+    G: float
+    H: float
+    dividing_line_epsilon: float
+    scores: str = Field(description="The true-score model simulated.")
+
+
+class PlanOut(BaseModel):
+    solve: str
+    target: float | None
+    solution: float | None = Field(description="Respondents or ε found (null when out of reach).")
+    reached: bool
+    plan: PlanBody = Field(description="The prediction (at the solution when solving).")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "solve": "none",
+                    "target": None,
+                    "solution": None,
+                    "reached": True,
+                    "plan": {
+                        "n_items": 10,
+                        "n_respondents": 200,
+                        "pairs_per_respondent": 10,
+                        "k": 3,
+                        "epsilon": [1.0],
+                        "epsilon_weights": [1.0],
+                        "replications": 200,
+                        "linf_error": {"mean": 0.6, "se": 0.013},
+                        "l2_error": {"mean": 0.31, "se": 0.006},
+                        "kendall_error": {"mean": 0.073, "se": 0.003},
+                        "p_exact_top_k": {"mean": 0.67, "se": 0.033},
+                        "comparisons_per_pair": 44.4,
+                        "respondent_epsilon_total": [10.0],
+                        "G": 4.68,
+                        "H": 2.16,
+                        "dividing_line_epsilon": 0.047,
+                        "scores": "uniform on (−2, 2)",
+                    },
+                }
+            ]
+        }
+    )
 
     # -- keys ---------------------------------------------------------------------------
 

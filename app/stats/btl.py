@@ -29,12 +29,14 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import connected_components
+from scipy.special import expit
 from threadpoolctl import ThreadpoolController
 
 from .mechanisms import validate_epsilon
@@ -72,6 +74,23 @@ def _single_threaded_blas():
 
 
 @dataclass(frozen=True, eq=False)
+class FitData:
+    """The per-pair data a fit used (canonical pairs i < j), kept for its uncertainty.
+
+    ``s``: Σ of the values fitted (z, ỹ or y); ``v``: Σ over each pair's comparisons
+    of the variance the privacy mechanism adds (e^ε/(e^ε−1)² for RR; 0 without
+    privacy); ``s2``: Σ of the squared values when known (empirical variances).
+    """
+
+    i: NDArray[np.int64]
+    j: NDArray[np.int64]
+    n: NDArray[np.float64]
+    s: NDArray[np.float64]
+    v: NDArray[np.float64]
+    s2: NDArray[np.float64] | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class BTLFit:
     """Result of a BTL fit.
 
@@ -100,6 +119,14 @@ class BTLFit:
         Comparisons and distinct pairs the fit used.
     solver : str
         "dense" (Cholesky) or "cg" (preconditioned conjugate gradients).
+    estimator : str
+        "debiased", "naive" (classic RR), "laplace" or "custom" (:func:`fit_btl`).
+    data : FitData
+        The per-pair data the fit used.
+
+    ``cov`` and ``se`` (computed on first use, up to 2,000 items) are the sandwich
+    covariance of θ̂ and its standard errors; see :mod:`app.stats.inference`, whose
+    :func:`~app.stats.inference.confidence` gives bias-corrected intervals.
     """
 
     theta: NDArray[np.float64]
@@ -113,11 +140,39 @@ class BTLFit:
     n_comparisons: int = 0
     n_pairs: int = 0
     solver: str = "dense"
+    estimator: str = "custom"
+    data: FitData | None = field(default=None, repr=False)
 
     @property
     def connected(self) -> bool:
         """True when every item is linked to every other through comparisons."""
         return self.n_components == 1
+
+    @cached_property
+    def cov(self) -> NDArray[np.float64]:
+        """Sandwich covariance of θ̂ (on each component's sum-to-zero subspace):
+        H⁻¹ L_V H⁻¹ with H = L_W + 2λI, W = nσ'(d̂), V = nσ'(d̂) + Σ e^ε/(e^ε−1)²
+        (Lemma 2). Rows of never-compared items are 0."""
+        from .inference import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
+
+        m = self.theta.size
+        if self.data is None or m > MAX_ITEMS_COVARIANCE:
+            raise ValueError(f"cov needs the fit's data and at most {MAX_ITEMS_COVARIANCE} items")
+        d = self.data
+        sig = expit(self.theta[d.i] - self.theta[d.j])
+        w = d.n * sig * (1.0 - sig)
+        lap_w = laplacian(m, d.i, d.j, w)
+        if self.lam > 0:
+            h_inv = np.linalg.inv(lap_w + 2.0 * self.lam * np.eye(m))
+        else:
+            h_inv = laplacian_pinv(lap_w, self.component)
+        cov = h_inv @ laplacian(m, d.i, d.j, w + d.v) @ h_inv
+        return 0.5 * (cov + cov.T)
+
+    @cached_property
+    def se(self) -> NDArray[np.float64]:
+        """Standard errors of θ̂: the square roots of ``cov``'s diagonal."""
+        return np.sqrt(np.maximum(np.diag(self.cov), 0.0))
 
 
 def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
@@ -332,6 +387,9 @@ def fit_btl(
     tol: float = 1e-10,
     max_iter: int = 100,
     solver: str = "auto",
+    v: ArrayLike | None = None,
+    s2: ArrayLike | None = None,
+    estimator: str = "custom",
 ) -> BTLFit:
     """Minimize J(θ) for per-pair counts ``n`` and sums ``s`` (the engine of every fit).
 
@@ -359,6 +417,11 @@ def fit_btl(
     solver : {"auto", "dense", "cg"}
         "auto": dense Cholesky up to 200 items, and up to 2,000 items when at least
         a quarter of all pairs are observed; CG otherwise.
+    v, s2 : arrays, optional
+        Per pair: Σ of the privacy mechanism's added variance, and Σ of squared
+        values; only used for uncertainty (``BTLFit.cov``, :mod:`.inference`).
+    estimator : str
+        A label recorded in the result.
     """
     m = item_count(n_items)
     ia, ja = validate_comparisons(m, i, j)
@@ -368,7 +431,11 @@ def fit_btl(
         raise ValueError("n and s need one value per pair")
     if np.any(n_arr <= 0) or not np.all(np.isfinite(n_arr)) or not np.all(np.isfinite(s_arr)):
         raise ValueError("n must be positive and n, s finite")
-    ia, ja, n_arr, s_arr = _canonical_pairs(m, ia, ja, n_arr, s_arr)
+    v_arr = np.zeros_like(n_arr) if v is None else np.asarray(v, dtype=np.float64).reshape(-1)
+    s2_arr = None if s2 is None else np.asarray(s2, dtype=np.float64).reshape(-1)
+    if v_arr.shape != n_arr.shape or (s2_arr is not None and s2_arr.shape != n_arr.shape):
+        raise ValueError("v and s2 need one value per pair")
+    ia, ja, n_arr, s_arr, v_arr, s2_arr = _canonical_pairs(m, ia, ja, n_arr, s_arr, v_arr, s2_arr)
     lam = float(lam)
     if not lam >= 0 or not math.isfinite(lam):
         raise ValueError("lambda must be a finite number >= 0")
@@ -439,6 +506,8 @@ def fit_btl(
         n_comparisons=round(float(n_arr.sum())),
         n_pairs=int(ia.size),
         solver=lin.name,
+        estimator=estimator,
+        data=FitData(ia, ja, n_arr, s_arr, v_arr, s2_arr),
     )
 
 
@@ -529,17 +598,21 @@ def _check_mle_exists(m, ia, ja, n_arr, s_arr, labels, n_comp) -> None:
         )
 
 
-def _canonical_pairs(m, ia, ja, n_arr, s_arr):
-    """Orient every pair i < j (S → n − S when swapped) and merge repeated pairs,
-    so that each pair is one Laplacian edge; a no-op for :class:`PairStats` data."""
+def _canonical_pairs(m, ia, ja, n_arr, s_arr, v_arr, s2_arr):
+    """Orient every pair i < j (S → n − S, S² → Σ(1 − x)² when swapped) and merge
+    repeated pairs, so that each pair is one Laplacian edge; a no-op for
+    :class:`PairStats` data."""
     key = np.minimum(ia, ja) * m + np.maximum(ia, ja)
     if np.all(ia < ja) and np.all(key[1:] > key[:-1]):
-        return ia, ja, n_arr, s_arr
+        return ia, ja, n_arr, s_arr, v_arr, s2_arr
     swap = ia > ja
     lo, hi = np.where(swap, ja, ia), np.where(swap, ia, ja)
+    if s2_arr is not None:  # Σ(1 − x)² = n − 2Σx + Σx²
+        s2_arr = np.where(swap, n_arr - 2.0 * s_arr + s2_arr, s2_arr)
     s_arr = np.where(swap, n_arr - s_arr, s_arr)
-    lo, hi, _, (n_arr, s_arr) = reduce_by_pair(lo, hi, m, (n_arr, s_arr))
-    return lo, hi, n_arr, s_arr
+    weights = (n_arr, s_arr, v_arr) if s2_arr is None else (n_arr, s_arr, v_arr, s2_arr)
+    lo, hi, _, sums = reduce_by_pair(lo, hi, m, weights)
+    return lo, hi, sums[0], sums[1], sums[2], (sums[3] if s2_arr is not None else None)
 
 
 def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
@@ -549,7 +622,18 @@ def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options
     :func:`fit_btl` (``theta0``, ``tol``, ``max_iter``, ``solver``).
     """
     lam = default_lambda(stats) if lam is None else lam
-    return fit_btl(stats.n_items, stats.i, stats.j, stats.n, stats.sum_z, lam, **options)
+    return fit_btl(
+        stats.n_items,
+        stats.i,
+        stats.j,
+        stats.n,
+        stats.sum_z,
+        lam,
+        v=stats.sum_v,
+        s2=stats.sum_z2,
+        estimator="debiased",
+        **options,
+    )
 
 
 def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
@@ -561,7 +645,18 @@ def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -
     homogeneous designs). Same default λ as the debiased fit.
     """
     lam = default_lambda(stats) if lam is None else lam
-    return fit_btl(stats.n_items, stats.i, stats.j, stats.n, stats.sum_y, lam, **options)
+    # ỹ² = ỹ; the classic-RR model treats ỹ as BTL data, so it adds no variance term.
+    return fit_btl(
+        stats.n_items,
+        stats.i,
+        stats.j,
+        stats.n,
+        stats.sum_y,
+        lam,
+        s2=stats.sum_y,
+        estimator="naive",
+        **options,
+    )
 
 
 def fit_debiased_mle(
@@ -630,4 +725,15 @@ def fit_laplace_mle(
     y = np.broadcast_to(np.asarray(y_noisy, dtype=np.float64), ia.shape)
     stats = PairStats.from_values(n_items, ia, ja, y, y, np.broadcast_to(2.0 / eps**2, ia.shape))
     lam = default_lambda(np.broadcast_to(eps, ia.shape)) if lam is None else lam
-    return fit_btl(stats.n_items, stats.i, stats.j, stats.n, stats.sum_z, lam, **options)
+    return fit_btl(
+        stats.n_items,
+        stats.i,
+        stats.j,
+        stats.n,
+        stats.sum_z,
+        lam,
+        v=stats.sum_v,
+        s2=stats.sum_z2,
+        estimator="laplace",
+        **options,
+    )
