@@ -41,6 +41,18 @@ class Settings(BaseSettings):
     max_batch: int = Field(default=1000, validation_alias="PRIVRANK_MAX_BATCH", ge=1, le=100_000)
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
     db_pool_size: int = Field(default=10, validation_alias="PRIVRANK_DB_POOL_SIZE", ge=1)
+    max_body_bytes: int = Field(
+        default=8 * 2**20,
+        validation_alias="PRIVRANK_MAX_BODY_BYTES",
+        ge=1024,
+        description="Largest request body accepted (413 above), except for CSV imports.",
+    )
+    max_import_bytes: int = Field(
+        default=256 * 2**20,
+        validation_alias="PRIVRANK_MAX_IMPORT_BYTES",
+        ge=1024,
+        description="Largest CSV import body accepted.",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .api import analysis, errors, health, keys, plan, respondents, surveys
+from .api.limits import BodyLimit
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory
 from .services.analysis import FitCache
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         return response
 
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
     for module in (surveys, respondents, analysis, plan, keys, health):
         app.include_router(module.router)

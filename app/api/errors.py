@@ -8,6 +8,7 @@ is and what is wrong with it.
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,9 +22,38 @@ log = logging.getLogger("privrank.api")
 
 
 def _sanitize(errors: list[dict]) -> list[dict]:
-    return [
-        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")} for e in errors
-    ]
+    """Keep where and what; drop the input (and the name of an unexpected field,
+    which a client might have used to carry an answer)."""
+    out = []
+    for e in errors:
+        loc = list(e.get("loc", ()))
+        if e.get("type") == "extra_forbidden" and loc:
+            loc[-1] = "<extra field>"
+        out.append({"loc": loc, "msg": e.get("msg", ""), "type": e.get("type", "")})
+    return out
+
+
+#: Messages of connection-level failures (the database is down or unreachable).
+_UNAVAILABLE = re.compile(
+    r"connection|connect|server closed|terminating|database is locked|unable to open database|timeout|"
+    r"could not receive|could not send|no route",
+    re.IGNORECASE,
+)
+
+
+def _unavailable(exc: Exception) -> bool:
+    if isinstance(exc, PoolTimeout):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError) and bool(_UNAVAILABLE.search(str(exc.orig)))
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
 
 
 def install(app: FastAPI) -> None:
@@ -36,22 +66,34 @@ def install(app: FastAPI) -> None:
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": _sanitize(list(exc.errors()))}, status_code=422)
 
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(PoolTimeout)
-    async def _database_down(request: Request, exc: Exception) -> JSONResponse:
-        # Connection-level failures: fail fast with 503 so clients retry.
-        log.warning(
-            "database unavailable during %s %s: %s", request.method, request.url.path, type(exc).__name__
-        )
-        return JSONResponse(
-            {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "1"}
-        )
-
     @app.exception_handler(DBAPIError)
-    async def _database_error(request: Request, exc: DBAPIError) -> JSONResponse:
-        if exc.connection_invalidated:
+    @app.exception_handler(PoolTimeout)
+    async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+        if _unavailable(exc):
+            # The database is unreachable: fail fast so that clients retry.
+            log.warning(
+                "database unavailable during %s %s: %s", request.method, request.url.path, type(exc).__name__
+            )
             return JSONResponse(
                 {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "1"}
             )
-        log.error("database error during %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        log.error(
+            "database error during %s %s: %s at %s",
+            request.method,
+            request.url.path,
+            type(exc).__name__,
+            _where(exc),
+        )
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # The type and place only: an exception's message could carry request data.
+        log.error(
+            "unexpected %s during %s %s at %s",
+            type(exc).__name__,
+            request.method,
+            request.url.path,
+            _where(exc),
+        )
         return JSONResponse({"detail": "internal error"}, status_code=500)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ..db.session import begin_write
@@ -44,7 +44,8 @@ def list_keys(session: Session = Depends(get_session)) -> list[KeyOut]:
     return [KeyOut(**_out(r)) for r in auth.list_keys(session)]
 
 
-@router.delete("/{key_id}", status_code=204, responses=errors(401, 403, 404), summary="Revoke a key")
-def revoke_key(key_id: str, session: Session = Depends(get_session)) -> Response:
-    auth.revoke_key(session, key_id)
+@router.delete("/{key_id}", status_code=204, responses=errors(401, 403, 404, 409), summary="Revoke a key")
+def revoke_key(key_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
+    """Revoke an analyst or admin key (not the last admin key)."""
+    auth.revoke_key(session, key_id, request.app.state.settings.admin_key)
     return Response(status_code=204)

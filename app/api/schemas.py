@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _printable(value: str) -> str:
+    # Control characters (NUL above all) are never meaningful in labels, titles or ids,
+    # and PostgreSQL text cannot hold NUL: refuse them up front with a 422.
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError("control characters are not allowed")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_printable)]
 
 ItemId = Field(min_length=1, max_length=40, examples=["itm_u7x2k9q4m3c8d1ze"])
 
@@ -37,9 +48,9 @@ class PrivacyIn(_Model):
 
 
 class SurveyCreate(_Model):
-    title: str = Field(min_length=1, max_length=500)
+    title: Text = Field(min_length=1, max_length=500)
     kind: Literal["pairwise", "ranking"] = "pairwise"
-    items: list[str] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
+    items: list[Text] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
     privacy: PrivacyIn = Field(default_factory=PrivacyIn)
 
     model_config = ConfigDict(
@@ -65,13 +76,13 @@ class SurveyCreate(_Model):
 
 class SurveyUpdate(_Model):
     status: Literal["open", "closed"] | None = None
-    title: str | None = Field(None, min_length=1, max_length=500)
+    title: Text | None = Field(None, min_length=1, max_length=500)
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
 
 
 class ItemsAdd(_Model):
-    items: list[str] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
+    items: list[Text] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
 
@@ -222,9 +233,9 @@ class PairsOut(BaseModel):
 
 
 class ComparisonIn(_Model):
-    a: str = ItemId
-    b: str = ItemId
-    winner: str = Field(min_length=1, max_length=40, description="a or b: the item preferred (or reported).")
+    a: Text = ItemId
+    b: Text = ItemId
+    winner: Text = Field(min_length=1, max_length=40, description="a or b: the item preferred (or reported).")
 
 
 class ResponsesIn(_Model):
@@ -233,7 +244,7 @@ class ResponsesIn(_Model):
         "true: the client already did, with the declared epsilon."
     )
     epsilon: float | None = Field(None, description="Required when privatized is true.")
-    comparisons: list[ComparisonIn] = Field(min_length=1, max_length=100_000)
+    comparisons: list[ComparisonIn] = Field(min_length=1, max_length=10_000)
 
     model_config = ConfigDict(
         extra="forbid",
@@ -597,7 +608,7 @@ class PlanOut(BaseModel):
 
 
 class KeyCreate(_Model):
-    label: str | None = Field(None, max_length=200)
+    label: Text | None = Field(None, max_length=200)
     role: Literal["analyst"] = "analyst"
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"label": "data team"}]})

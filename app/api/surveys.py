@@ -43,7 +43,7 @@ def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -
 )
 def list_surveys(
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=1_000_000),
     session: Session = Depends(get_session),
 ) -> SurveyList:
     """Surveys, newest first."""

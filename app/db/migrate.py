@@ -28,6 +28,32 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+#: PostgreSQL advisory lock held while migrating, so that several processes
+#: starting at once (workers, replicas) migrate one after the other.
+MIGRATION_LOCK = 0x70726976  # "priv"
+
+
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at ``url`` to ``revision``; a no-op when already there."""
-    command.upgrade(alembic_config(url), revision)
+    cfg = alembic_config(url)
+    if not url.startswith("postgresql"):
+        command.upgrade(cfg, revision)
+        return
+    from sqlalchemy import text
+
+    from .session import make_engine
+
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
+            conn.commit()
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, revision)
+                conn.commit()
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
+                conn.commit()
+    finally:
+        engine.dispose()

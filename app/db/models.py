@@ -107,7 +107,7 @@ class Survey(Base):
         CheckConstraint("status IN ('open', 'closed')", name="ck_surveys_status"),
         CheckConstraint("privacy_model IN ('local', 'central')", name="ck_surveys_privacy_model"),
         CheckConstraint(
-            "epsilon_min > 0 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
+            "epsilon_min >= 0.001 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
             name="ck_surveys_epsilon_bounds",
         ),
     )
@@ -145,7 +145,7 @@ class Respondent(Base):
 
     __table_args__ = (
         UniqueConstraint("survey_id", "external_ref", name="uq_respondents_survey_external_ref"),
-        CheckConstraint("epsilon > 0", name="ck_respondents_epsilon"),
+        CheckConstraint("epsilon >= 0.001", name="ck_respondents_epsilon"),
     )
 
 

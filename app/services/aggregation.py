@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from ..db.models import PairStat, PendingBatch, SurveyStats, utcnow
 from ..db.session import begin_write
 from ..stats import PairStats, pair_stats
+from .errors import Conflict
 
 __all__ = ["Snapshot", "decode_batch", "encode_batch", "fold_pending", "read_snapshot"]
 
@@ -155,7 +156,7 @@ def read_snapshot(
     version is read before and after the pairs and the read is retried if a fold
     committed in between.
     """
-    while True:
+    for _ in range(20):
         state = _state(session, survey_id)
         version = state.version
         if not need_stats(version):
@@ -176,6 +177,8 @@ def read_snapshot(
         again = _state(session, survey_id)
         if again.version == version:
             break
+    else:
+        raise Conflict("the survey's data changed too quickly to read consistently; retry")
     eps_min = state.epsilon_min if state.epsilon_min is not None else float("inf")
     if rows:
         cols = list(zip(*rows, strict=True))

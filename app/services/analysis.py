@@ -32,7 +32,7 @@ from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
-from .errors import Invalid
+from .errors import Conflict, Invalid
 from .surveys import survey_items
 
 __all__ = [
@@ -112,21 +112,34 @@ def _check(method: str, lam: float | None, level: float, uncertainty: str) -> No
 
 
 def _fit(
-    session: Session, survey: Survey, cache: FitCache, method: str, lam: float | None, items: list[Item]
-) -> tuple[_Entry, int]:
-    """The cached fit at the current data version (folding pending answers first)."""
+    session: Session, survey: Survey, cache: FitCache, method: str, lam: float | None
+) -> tuple[_Entry, int, list[Item]]:
+    """The cached fit at the current data version (folding pending answers first),
+    with the version and the survey's items."""
     fold_pending(session, survey.id, wait=True)
-    m = len(items)
-    base_key = (survey.id, method, lam, m)
-    snap = read_snapshot(session, survey.id, m, need_stats=lambda v: cache.get((*base_key, v)) is None)
-    key = (*base_key, snap.version)
-    entry = cache.get(key)
-    if entry is None:
-        assert snap.stats is not None
-        fit = METHODS[method](snap.stats, lam, theta0=cache.warm_start(key, m))
-        entry = _Entry(fit, snap.stats)
-        cache.put(key, entry)
-    return entry, snap.version
+    for _ in range(10):
+        items = survey_items(session, survey.id)
+        m = len(items)
+        base_key = (survey.id, method, lam, m)
+        found: dict[int, _Entry | None] = {}
+
+        def need_stats(version: int, base_key=base_key, found=found) -> bool:
+            found[version] = cache.get((*base_key, version))
+            return found[version] is None
+
+        snap = read_snapshot(session, survey.id, m, need_stats=need_stats)
+        if snap.stats is not None and snap.stats.n_pairs and int(snap.stats.j.max()) >= m:
+            continue  # items were added (and answered) after we read them: read them again
+        # The entry found while reading (not a second lookup: it may be evicted meanwhile).
+        entry = found.get(snap.version) if snap.stats is None else None
+        if entry is None:
+            stats = snap.stats if snap.stats is not None else read_snapshot(session, survey.id, m).stats
+            key = (*base_key, snap.version)
+            fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, m))
+            entry = _Entry(fit, stats)
+            cache.put(key, entry)
+        return entry, snap.version, items
+    raise Conflict("the survey's items changed while reading; retry")
 
 
 def _seed(*parts) -> int:
@@ -307,11 +320,11 @@ def ranking(
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
     groups, and diagnostics."""
     _check(method, lam, level, uncertainty)
-    items = survey_items(session, survey.id)
+    n_before = len(survey_items(session, survey.id))
+    if k is not None and not 1 <= k <= n_before:
+        raise Invalid(f"k must be between 1 and the number of items ({n_before})")
+    entry, version, items = _fit(session, survey, cache, method, lam)
     m = len(items)
-    if k is not None and not 1 <= k <= m:
-        raise Invalid(f"k must be between 1 and the number of items ({m})")
-    entry, version = _fit(session, survey, cache, method, lam, items)
     fit, stats = entry.fit, entry.stats
     conf, ranks, reason = _summaries(session, survey, entry, version, method, level, k, uncertainty)
     theta = fit.theta
@@ -405,11 +418,10 @@ def pairwise(
 ) -> dict:
     """Estimated P(row item beats column item) with confidence intervals."""
     _check(method, lam, level, "sandwich")
-    items = survey_items(session, survey.id)
-    m = len(items)
-    if m > PAIRWISE_MAX_ITEMS:
+    if len(survey_items(session, survey.id)) > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
-    entry, version = _fit(session, survey, cache, method, lam, items)
+    entry, version, items = _fit(session, survey, cache, method, lam)
+    m = len(items)
     conf, _, reason = _summaries(session, survey, entry, version, method, level, None, "sandwich")
     if conf is None:
         nan = np.full((m, m), np.nan)

@@ -65,7 +65,9 @@ def next_pairs(
         ).all()
         if stats:
             s = np.array(stats, dtype=np.int64)
+            s = s[s[:, 1] < m]  # items added after we read the list are not served yet
             counts[row_start[s[:, 0]] + s[:, 1] - s[:, 0] - 1] = s[:, 2]
+        answered = answered[answered[:, 1] < m]
         if answered.size:
             counts[row_start[answered[:, 0]] + answered[:, 1] - answered[:, 0] - 1] = np.inf
         # Random tie-break: a uniform fraction < 1 added to integer counts.

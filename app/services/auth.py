@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from ..db.models import ApiKey, Respondent, new_id, utcnow
 from ..db.session import begin_write
-from .errors import NotFound
+from .errors import Conflict, NotFound
 
 __all__ = [
     "ADMIN",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 ADMIN, ANALYST, RESPONDENT = "admin", "analyst", "respondent"
+#: Shape of the ids :func:`~app.db.models.new_id` makes.
+_ID = re.compile(r"(key|rsp)_[a-z2-7]{16}")
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,26 @@ def list_keys(session: Session) -> list[ApiKey]:
     return list(session.scalars(select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)))
 
 
-def revoke_key(session: Session, key_id: str) -> ApiKey:
+def revoke_key(session: Session, key_id: str, env_admin_key: str | None = None) -> ApiKey:
+    """Revoke a key; the last active admin key cannot go (without
+    ``PRIVRANK_ADMIN_KEY`` nobody could administer the service any more)."""
+    if not _ID.fullmatch(key_id):
+        raise NotFound(f"no key {key_id!r}")
     begin_write(session)
-    row = session.get(ApiKey, key_id)
+    row = session.get(ApiKey, key_id, with_for_update=True)
     if row is None:
         raise NotFound(f"no key {key_id!r}")
     if row.revoked_at is None:
+        if row.role == ADMIN and not env_admin_key:
+            others = session.scalar(
+                select(func.count())
+                .select_from(ApiKey)
+                .where(ApiKey.role == ADMIN, ApiKey.revoked_at.is_(None), ApiKey.id != row.id)
+            )
+            if not others:
+                raise Conflict(
+                    "this is the last admin key; mint another admin key or set PRIVRANK_ADMIN_KEY first"
+                )
         row.revoked_at = utcnow()
     session.commit()
     return row
@@ -88,6 +105,9 @@ def ensure_admin_key(session: Session, env_admin_key: str | None) -> str | None:
     if env_admin_key:
         return None
     begin_write(session)
+    if session.get_bind().dialect.name == "postgresql":
+        # Two processes starting together must not both mint (and print) a key.
+        session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": 0x6B6579})
     exists = session.scalar(
         select(ApiKey.id).where(ApiKey.role == ADMIN, ApiKey.revoked_at.is_(None)).limit(1)
     )
@@ -110,7 +130,7 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
     if env_admin_key and hmac.compare_digest(hash_secret(token), hash_secret(env_admin_key)):
         return Principal(ADMIN)
     ident, sep, secret = token.partition(".")
-    if not sep or not secret or len(ident) > 40:
+    if not sep or not secret or not _ID.fullmatch(ident):
         return None
     if ident.startswith("key_"):
         key = session.get(ApiKey, ident)

@@ -5,7 +5,7 @@ Messages are shown to clients. They must never contain a submitted answer.
 
 from __future__ import annotations
 
-__all__ = ["Conflict", "Forbidden", "Invalid", "NotFound", "ServiceError", "Unauthorized"]
+__all__ = ["Conflict", "Forbidden", "Invalid", "NotFound", "ServiceError", "TooLarge", "Unauthorized"]
 
 
 class ServiceError(Exception):
@@ -38,3 +38,7 @@ class Unauthorized(ServiceError):
 
 class Forbidden(ServiceError):
     status_code = 403
+
+
+class TooLarge(ServiceError):
+    status_code = 413

@@ -16,11 +16,10 @@ from collections.abc import Iterator
 
 import numpy as np
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
-from ..db.models import Comparison, Respondent
+from ..db.models import Comparison, Item, Respondent
 from ..stats import debias
-from .surveys import survey_items
 
 __all__ = ["CSV_COLUMNS", "iter_comparisons_csv"]
 
@@ -34,8 +33,7 @@ def _iso(ts) -> str:
 
 def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[str]:
     """Yield the CSV in chunks of rows, streaming from the database."""
-    items = survey_items(session, survey_id)
-    ids = [item.id for item in items]
+    item_a, item_b = aliased(Item), aliased(Item)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -43,27 +41,29 @@ def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) ->
         select(
             Comparison.respondent_id,
             Respondent.external_ref,
-            Comparison.i,
-            Comparison.j,
+            item_a.id,
+            item_b.id,
             Comparison.y_tilde,
             Comparison.epsilon,
             Comparison.created_at,
         )
         .join(Respondent, Respondent.id == Comparison.respondent_id)
+        # Item ids by position in the same statement, so items added meanwhile cannot break it.
+        .join(item_a, (item_a.survey_id == Comparison.survey_id) & (item_a.position == Comparison.i))
+        .join(item_b, (item_b.survey_id == Comparison.survey_id) & (item_b.position == Comparison.j))
         .where(Comparison.survey_id == survey_id)
         .order_by(Comparison.id)
         .execution_options(yield_per=chunk)
     )
-    rows = session.execute(query)
-    for part in rows.partitions():
-        rid, ext, i, j, y, eps, created = zip(*part, strict=True)
+    for part in session.execute(query).partitions():
+        rid, ext, a_ids, b_ids, y, eps, created = zip(*part, strict=True)
         z = debias(np.asarray(y), np.asarray(eps, dtype=float)).tolist()
         writer.writerows(
             (
                 ext[k] or rid[k],
-                ids[i[k]],
-                ids[j[k]],
-                ids[i[k]] if y[k] == 1 else ids[j[k]],
+                a_ids[k],
+                b_ids[k],
+                a_ids[k] if y[k] == 1 else b_ids[k],
                 repr(float(eps[k])),
                 repr(z[k]),
                 _iso(created[k]),

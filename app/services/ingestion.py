@@ -18,11 +18,12 @@ import io
 import json
 import logging
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -59,18 +60,36 @@ class IngestResult:
 
 
 def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[ComparisonIn]) -> str:
-    # The request's shape only — never its answers, which a hash would not
-    # protect (there are only two possible winners per pair).
-    shape = {"privatized": privatized, "epsilon": epsilon, "pairs": [[c.a, c.b] for c in comparisons]}
+    """What identifies a request for Idempotency-Key: its mode, ε and *set* of pairs.
+
+    Never its answers — nor anything a client might correlate with them, such as
+    the order of the comparisons or which item it put first (a hash cannot hide
+    a one-bit answer): the pairs are taken unordered and sorted.
+    """
+    pairs = sorted(sorted((c.a, c.b)) for c in comparisons)
+    shape = {"privatized": privatized, "epsilon": epsilon, "pairs": pairs}
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 
 
-def _check_open_pairwise(survey: Survey) -> None:
-    if survey.status != "open":
+def _lock_survey_open(session: Session, survey_id: str) -> None:
+    """Inside a write transaction: re-read the survey with a shared row lock
+    (PostgreSQL ``FOR SHARE``; SQLite's write lock already excludes others) and
+    check it still takes pairwise answers. Closing takes the conflicting lock, so
+    once ``PATCH status=closed`` has answered, no answer can be stored."""
+    row = session.execute(
+        select(Survey.status, Survey.kind, Survey.privacy_model)
+        .where(Survey.id == survey_id)
+        .with_for_update(read=True)
+    ).one()
+    _check_open_pairwise(row.status, row.kind, row.privacy_model)
+
+
+def _check_open_pairwise(status: str, kind: str, model: str) -> None:
+    if status != "open":
         raise Conflict("the survey is closed")
-    if survey.kind != "pairwise":
+    if kind != "pairwise":
         raise Conflict("this survey asks for rankings, not pairwise comparisons")
-    if survey.privacy_model != "local":  # pragma: no cover - central surveys cannot be created yet
+    if model != "local":  # pragma: no cover - central surveys cannot be created yet
         raise Conflict("this survey does not use the local privacy model")
 
 
@@ -142,7 +161,7 @@ def submit_responses(
         replay = _replay(session, respondent.id, idempotency_key, fingerprint)
         if replay is not None:
             return replay
-    _check_open_pairwise(survey)
+    _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
     if not 1 <= len(comparisons) <= max_batch:
         raise Invalid(f"send between 1 and {max_batch} comparisons per request")
     if privatized:
@@ -173,8 +192,18 @@ def submit_responses(
     body: dict | None = None
     try:
         begin_write(session)
-        # Lock the respondent's row first (conditional update): concurrent requests of
-        # the same respondent then serialize, and the repeat check below sees theirs.
+        # Serialize with the respondent's other requests (row lock), then decide
+        # with everything they committed in view: a concurrent copy of this very
+        # request (same Idempotency-Key) is replayed, not refused.
+        session.execute(
+            select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
+        )
+        if idempotency_key is not None:
+            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            if replay is not None:
+                session.rollback()
+                return replay
+        _lock_survey_open(session, survey.id)
         spend = update(Respondent).where(Respondent.id == respondent.id)
         if survey.respondent_budget is not None:
             spend = spend.where(Respondent.epsilon_spent + cost <= survey.respondent_budget + BUDGET_SLACK)
@@ -184,11 +213,10 @@ def submit_responses(
                 n_comparisons=Respondent.n_comparisons + n,
             ).returning(Respondent.epsilon_spent)
         ).scalar_one_or_none()
-        if spent is not None:
-            spent = float(spent)  # SQLite may hand back an integral REAL as int
         if spent is None:
             left = budget_remaining(survey, session.get(Respondent, respondent.id, populate_existing=True))
             raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")
+        spent = float(spent)  # SQLite may hand back an integral REAL as int
         answered = set(
             map(
                 tuple,
@@ -253,6 +281,66 @@ def submit_responses(
 # -- bulk import ---------------------------------------------------------------
 
 _REQUIRED = ("respondent", "item_a", "item_b", "winner", "epsilon")
+#: Pseudonyms in imported CSVs: plain identifiers (no spreadsheet formulas, no control characters).
+_PSEUDONYM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}")
+#: Bound parameters per IN list (PostgreSQL allows at most 65,535 per statement).
+_IN_CHUNK = 10_000
+
+
+def _chunks(values: list, size: int = _IN_CHUNK):
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str, str]):
+    """Rows of the CSV as (comparisons, pseudonyms, ε's, line numbers); Invalid on bad content."""
+    reader = csv.DictReader(io.StringIO(csv_text))
+    try:
+        fieldnames = list(reader.fieldnames or [])
+    except csv.Error:
+        raise Invalid("the CSV cannot be parsed") from None
+    names = [name.strip().lower() for name in fieldnames]
+    if len(set(names)) != len(names):
+        raise Invalid("the CSV header repeats a column")
+    header = dict(zip(names, fieldnames, strict=True))
+    missing = [c for c in _REQUIRED if c not in header]
+    if missing:
+        raise Invalid(f"CSV header lacks column(s) {missing}; need {list(_REQUIRED)}")
+    rows: list[ComparisonIn] = []
+    refs: list[str] = []
+    eps_list: list[float] = []
+    lines: list[int] = []
+    try:
+        for rec in reader:
+            line = reader.line_num
+            if len(rows) >= max_rows:
+                raise Invalid(f"at most {max_rows} rows per import")
+            ref = (rec.get(header["respondent"]) or "").strip()
+            if not _PSEUDONYM.fullmatch(ref):
+                raise Invalid(
+                    f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
+                    "(starting with a letter or digit)"
+                )
+            try:
+                eps = float(rec.get(header["epsilon"]) or "nan")
+            except ValueError:
+                raise Invalid(f"row {line}: epsilon is not a number") from None
+            try:
+                check_epsilon(survey, eps)
+            except Invalid as exc:
+                raise Invalid(f"row {line}: {exc.detail}") from None
+            a = (rec.get(header["item_a"]) or "").strip()
+            b = (rec.get(header["item_b"]) or "").strip()
+            winner = (rec.get(header["winner"]) or "").strip()
+            rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
+            refs.append(ref)
+            eps_list.append(eps)
+            lines.append(line)
+    except csv.Error:
+        raise Invalid(f"the CSV cannot be parsed after line {reader.line_num}") from None
+    if not rows:
+        raise Invalid("the CSV has no data rows")
+    return rows, refs, eps_list, lines
 
 
 def import_comparisons(
@@ -263,49 +351,21 @@ def import_comparisons(
     CSV columns ``respondent, item_a, item_b, winner, epsilon`` (others, such as the
     export's ``z`` and ``created_at``, are ignored), items given by id or label.
     ``privatized=True``: winners are already randomized with the row's ε;
-    ``False``: the server randomizes each row with its ε (OS CSPRNG). Respondent
-    pseudonyms become respondents of this survey (matched on later imports);
-    every rule of the API applies: ε within bounds, one answer per respondent and
-    pair, the respondent budget.
+    ``False``: the server randomizes each row with its ε (OS CSPRNG). A pseudonym
+    that is the id of one of this survey's respondents (as in the service's own
+    export) is that respondent; any other becomes a respondent of the survey,
+    matched again by later imports. Every rule of the API applies: ε within
+    bounds, one answer per respondent and pair, the respondent budget. Imports
+    into one survey run one at a time.
     """
-    _check_open_pairwise(survey)
-    reader = csv.DictReader(io.StringIO(csv_text))
-    header = {name.strip().lower(): name for name in (reader.fieldnames or [])}
-    missing = [c for c in _REQUIRED if c not in header]
-    if missing:
-        raise Invalid(f"CSV header lacks column(s) {missing}; need {list(_REQUIRED)}")
+    _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
     items = survey_items(session, survey.id)
     lookup: dict[str, str] = {item.label: item.id for item in items}
     lookup.update({item.id: item.id for item in items})
     positions = {item.id: item.position for item in items}
-    rows: list[ComparisonIn] = []
-    refs: list[str] = []
-    eps_list: list[float] = []
-    for line, rec in enumerate(reader, start=2):
-        if len(rows) >= max_rows:
-            raise Invalid(f"at most {max_rows} rows per import")
-        ref = (rec.get(header["respondent"]) or "").strip()
-        if not ref or len(ref) > 200:
-            raise Invalid(f"row {line}: respondent must be 1 to 200 characters")
-        try:
-            eps = float(rec.get(header["epsilon"]) or "nan")
-        except ValueError:
-            raise Invalid(f"row {line}: epsilon is not a number") from None
-        try:
-            check_epsilon(survey, eps)
-        except Invalid as exc:
-            raise Invalid(f"row {line}: {exc.detail}") from None
-        a = (rec.get(header["item_a"]) or "").strip()
-        b = (rec.get(header["item_b"]) or "").strip()
-        winner = (rec.get(header["winner"]) or "").strip()
-        rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
-        refs.append(ref)
-        eps_list.append(eps)
-    if not rows:
-        raise Invalid("the CSV has no data rows")
-    # Data rows start on line 2 of the file; errors name the line.
+    rows, refs, eps_list, lines = _parse_import(csv_text, max_rows, survey, lookup)
     i, j, y = _canonical(
-        rows, positions, where=lambda k: f"row {k + 2}", fields=("item_a", "item_b", "winner")
+        rows, positions, where=lambda k: f"row {lines[k]}", fields=("item_a", "item_b", "winner")
     )
     eps_arr = np.asarray(eps_list)
     ref_index = {ref: k for k, ref in enumerate(dict.fromkeys(refs))}
@@ -313,64 +373,85 @@ def import_comparisons(
     m = len(items)
     k = _first_repeat((who * m + i) * m + j)
     if k is not None:
-        raise Conflict(f"row {k + 2}: respondent {refs[k]!r} answers the same pair twice")
-    y_tilde = y if privatized else privatize(y, eps_arr)
+        raise Conflict(f"row {lines[k]}: respondent {refs[k]!r} answers the same pair twice")
+    y_tilde = y if privatized else privatize(y, eps_arr)  # OS CSPRNG
     del y
     cost = np.bincount(who, weights=eps_arr)
+    n_rows = np.bincount(who)
     try:
         begin_write(session)
-        existing = {
-            r.external_ref: r
-            for r in session.scalars(
-                select(Respondent).where(
-                    Respondent.survey_id == survey.id, Respondent.external_ref.in_(list(ref_index))
-                )
+        if session.get_bind().dialect.name == "postgresql":
+            # One import per survey at a time (SQLite's write lock already serializes).
+            digest = hashlib.sha256(f"import:{survey.id}".encode()).digest()[:8]
+            session.execute(
+                text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest, "big", signed=True)}
             )
-        }
-        respondent_ids = []
-        created = 0
-        for ref, k in ref_index.items():
-            r = existing.get(ref)
-            n_new = int(np.sum(who == k))
-            spent_before = r.epsilon_spent if r is not None else 0.0
-            if (
-                survey.respondent_budget is not None
-                and spent_before + cost[k] > survey.respondent_budget + BUDGET_SLACK
+        _lock_survey_open(session, survey.id)
+        known: dict[str, Respondent] = {}
+        for part in _chunks(list(ref_index)):
+            for r in session.scalars(
+                select(Respondent)
+                .where(Respondent.survey_id == survey.id)
+                .where(or_(Respondent.external_ref.in_(part), Respondent.id.in_(part)))
+                .order_by(Respondent.id)
+                .with_for_update()
             ):
-                raise Conflict(f"respondent {ref!r} would exceed the privacy budget")
+                known[r.external_ref if r.external_ref in ref_index else r.id] = r
+        respondent_ids: list[str] = []
+        created = 0
+        for ref, idx in ref_index.items():
+            r = known.get(ref)
+            over = f"respondent {ref!r} would exceed the privacy budget"
             if r is None:
-                first = int(np.flatnonzero(who == k)[0])
+                if (
+                    survey.respondent_budget is not None
+                    and cost[idx] > survey.respondent_budget + BUDGET_SLACK
+                ):
+                    raise Conflict(over)
+                first = int(np.flatnonzero(who == idx)[0])
                 r = Respondent(
                     id=new_id("rsp"),
                     survey_id=survey.id,
                     token_hash=None,
                     epsilon=eps_list[first],
-                    epsilon_spent=float(cost[k]),
-                    n_comparisons=n_new,
+                    epsilon_spent=float(cost[idx]),
+                    n_comparisons=int(n_rows[idx]),
                     external_ref=ref,
                 )
                 session.add(r)
                 created += 1
             else:
-                r.epsilon_spent = spent_before + float(cost[k])
-                r.n_comparisons += n_new
+                spend = update(Respondent).where(Respondent.id == r.id)
+                if survey.respondent_budget is not None:
+                    spend = spend.where(
+                        Respondent.epsilon_spent + float(cost[idx]) <= survey.respondent_budget + BUDGET_SLACK
+                    )
+                done = session.execute(
+                    spend.values(
+                        epsilon_spent=Respondent.epsilon_spent + float(cost[idx]),
+                        n_comparisons=Respondent.n_comparisons + int(n_rows[idx]),
+                    ).returning(Respondent.id)
+                ).scalar_one_or_none()
+                if done is None:
+                    raise Conflict(over)
             respondent_ids.append(r.id)
         session.flush()
-        if existing:
-            known = [r.id for r in existing.values()]
-            answered = set(
-                map(
-                    tuple,
-                    session.execute(
-                        select(Comparison.respondent_id, Comparison.i, Comparison.j).where(
-                            Comparison.respondent_id.in_(known)
-                        )
-                    ),
+        if known:
+            answered: set[tuple] = set()
+            for part in _chunks(sorted(r.id for r in known.values())):
+                answered.update(
+                    map(
+                        tuple,
+                        session.execute(
+                            select(Comparison.respondent_id, Comparison.i, Comparison.j).where(
+                                Comparison.respondent_id.in_(part)
+                            )
+                        ),
+                    )
                 )
-            )
-            for k in range(len(rows)):
-                if (respondent_ids[who[k]], int(i[k]), int(j[k])) in answered:
-                    raise Conflict(f"row {k + 2}: respondent {refs[k]!r} already answered this pair")
+            for row in range(len(rows)):
+                if (respondent_ids[who[row]], int(i[row]), int(j[row])) in answered:
+                    raise Conflict(f"row {lines[row]}: respondent {refs[row]!r} already answered this pair")
         session.execute(
             insert(Comparison),
             [
@@ -396,6 +477,11 @@ def import_comparisons(
                 )
             )
         session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise Conflict(
+            "the import conflicts with answers stored concurrently; nothing was imported"
+        ) from None
     except BaseException:
         session.rollback()
         raise

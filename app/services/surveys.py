@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
@@ -12,9 +13,13 @@ from ..db.models import Item, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, Invalid, NotFound
 
+#: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
+_ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
+
 __all__ = [
     "MAX_EPSILON",
     "MAX_ITEMS",
+    "MIN_EPSILON",
     "PrivacyPolicy",
     "add_items",
     "create_survey",
@@ -26,6 +31,10 @@ __all__ = [
 
 #: ε above this is not privacy (the flip probability e^{-30} ≈ 1e-13).
 MAX_EPSILON = 30.0
+#: ε below this carries no usable information (the flip probability is within
+#: 0.00025 of a coin toss); it also keeps every stored ε far above the
+#: statistics core's numerical floor.
+MIN_EPSILON = 0.001
 #: Most items a survey may hold (the estimator scales further; the pair picker is tuned to this).
 MAX_ITEMS = 10_000
 
@@ -65,8 +74,8 @@ def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None
     lo = p.epsilon_min if p.epsilon_min is not None else min(0.1, default)
     hi = p.epsilon_max if p.epsilon_max is not None else max(5.0, default)
     for name, value in (("epsilon_default", default), ("epsilon_min", lo), ("epsilon_max", hi)):
-        if not (math.isfinite(value) and 0 < value <= MAX_EPSILON):
-            raise Invalid(f"privacy.{name} must be a number in (0, {MAX_EPSILON:g}]")
+        if not (math.isfinite(value) and MIN_EPSILON <= value <= MAX_EPSILON):
+            raise Invalid(f"privacy.{name} must be a number in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if not lo <= default <= hi:
         raise Invalid("privacy bounds must satisfy epsilon_min <= epsilon_default <= epsilon_max")
     budget = p.respondent_budget
@@ -111,8 +120,17 @@ def create_survey(
 
 
 def get_survey(session: Session, survey_id: str, lock: bool = False) -> Survey:
-    """The survey, or NotFound; ``lock`` takes a row lock (PostgreSQL) for updates."""
-    survey = session.get(Survey, survey_id, with_for_update=lock or None, populate_existing=lock)
+    """The survey, or NotFound; ``lock`` takes a row lock (PostgreSQL) for updates.
+
+    The lock is ``FOR NO KEY UPDATE``: it waits for writers holding the survey
+    ``FOR SHARE`` (answers in flight when a survey is closed) but not for the key
+    locks every answer's foreign key takes.
+    """
+    if not _ID.fullmatch(survey_id):
+        raise NotFound(f"no survey {survey_id!r}")
+    survey = session.get(
+        Survey, survey_id, with_for_update={"key_share": True} if lock else None, populate_existing=lock
+    )
     if survey is None:
         raise NotFound(f"no survey {survey_id!r}")
     return survey

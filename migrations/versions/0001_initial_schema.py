@@ -47,7 +47,7 @@ def upgrade() -> None:
         sa.CheckConstraint("privacy_model IN ('local', 'central')", name="ck_surveys_privacy_model"),
         sa.CheckConstraint("status IN ('open', 'closed')", name="ck_surveys_status"),
         sa.CheckConstraint(
-            "epsilon_min > 0 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
+            "epsilon_min >= 0.001 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
             name="ck_surveys_epsilon_bounds",
         ),
         sa.PrimaryKeyConstraint("id"),
@@ -104,7 +104,7 @@ def upgrade() -> None:
         sa.Column("n_comparisons", sa.Integer(), nullable=False),
         sa.Column("external_ref", sa.String(length=200), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint("epsilon > 0", name="ck_respondents_epsilon"),
+        sa.CheckConstraint("epsilon >= 0.001", name="ck_respondents_epsilon"),
         sa.ForeignKeyConstraint(["survey_id"], ["surveys.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("survey_id", "external_ref", name="uq_respondents_survey_external_ref"),

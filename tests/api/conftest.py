@@ -7,13 +7,14 @@ against a fresh database created on that server for this run and dropped after.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from app.config import Settings, normalize_database_url
 from app.db import models
@@ -78,25 +79,29 @@ def db(app):
         yield session
 
 
-def row_counts(app) -> dict[str, int]:
-    """Rows in every table: a rejected request must leave these unchanged."""
+def database_state(app) -> dict[str, str]:
+    """A digest of every row of every table: a rejected request must leave it unchanged
+    (not merely the row counts: an UPDATE or a delete-and-insert would pass those)."""
     with app.state.session_factory() as session:
-        return {
-            table.name: session.scalar(select(func.count()).select_from(table))
-            for table in models.Base.metadata.sorted_tables
-        }
+        state = {}
+        for table in models.Base.metadata.sorted_tables:
+            rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
+            state[table.name] = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
+        return state
 
 
 @pytest.fixture
 def unchanged(app):
-    """``with unchanged(): …`` asserts that the block stored nothing."""
+    """``with unchanged(): …`` asserts that the block changed nothing in the database."""
     from contextlib import contextmanager
 
     @contextmanager
     def check():
-        before = row_counts(app)
+        before = database_state(app)
         yield
-        assert row_counts(app) == before, "a rejected request changed the database"
+        after = database_state(app)
+        changed = [name for name in before if before[name] != after[name]]
+        assert not changed, f"a rejected request changed the database: {changed}"
 
     return check
 

@@ -47,9 +47,22 @@ def test_openapi_documents_the_whole_contract_with_examples(client):
     ops = {(method, path) for path, item in spec["paths"].items() for method in item}
     assert ops >= CONTRACT
     schemas = spec["components"]["schemas"]
-    for name in ("SurveyCreate", "ResponsesIn", "RespondentCreate", "SurveyUpdate", "ItemsAdd", "KeyCreate",
-                 "SurveyOut", "RespondentCreated", "PairsOut", "ResponsesOut", "RankingOut", "KeyCreated",
-                 "RespondentStatus", "ImportOut"):
+    for name in (
+        "SurveyCreate",
+        "ResponsesIn",
+        "RespondentCreate",
+        "SurveyUpdate",
+        "ItemsAdd",
+        "KeyCreate",
+        "SurveyOut",
+        "RespondentCreated",
+        "PairsOut",
+        "ResponsesOut",
+        "RankingOut",
+        "KeyCreated",
+        "RespondentStatus",
+        "ImportOut",
+    ):
         assert schemas[name].get("examples"), name
     responses = spec["paths"]["/v1/surveys/{survey_id}/responses"]["post"]
     assert {"201", "401", "403", "404", "409", "422"} <= set(responses["responses"])

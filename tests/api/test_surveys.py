@@ -71,7 +71,10 @@ def test_privacy_defaults(client):
             "budget",
         ),
         ({"title": "t", "items": ["a", "b"], "privacy": {"model": "central"}}, "central"),
-        ({"title": "t", "items": ["a", "b"], "surprise": 1}, "surprise"),
+        ({"title": "t", "items": ["a", "b"], "surprise": 1}, "extra field"),
+        ({"title": "t\u0000", "items": ["a", "b"]}, "control characters"),
+        ({"title": "t", "items": ["a", "b\u0000"]}, "control characters"),
+        ({"title": "t", "items": ["a", "b"], "privacy": {"epsilon_min": 1e-7}}, "epsilon_min"),
     ],
 )
 def test_invalid_survey_is_rejected_and_stores_nothing(client, unchanged, body, fragment):

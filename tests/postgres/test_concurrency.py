@@ -111,3 +111,90 @@ def test_every_acknowledged_comparison_is_stored_exactly_once(postgres_url):
     finally:
         out = server.stop()
     assert "Traceback" not in out, out
+
+
+def test_concurrent_imports_and_retries_on_postgres(postgres_url):
+    """Imports for the same pseudonym and copies of one request, racing on PostgreSQL."""
+    from fastapi.testclient import TestClient
+
+    from app.config import Settings
+    from app.db.migrate import upgrade
+    from app.db.models import Respondent
+    from app.main import create_app
+
+    upgrade(postgres_url)
+    app = create_app(Settings(DATABASE_URL=postgres_url, PRIVRANK_ADMIN_KEY="k"))
+    admin = {"Authorization": "Bearer k"}
+    try:
+        with TestClient(app) as c:
+            s = c.post(
+                "/v1/surveys",
+                json={
+                    "title": "t",
+                    "items": [f"i{k}" for k in range(8)],
+                    "privacy": {"respondent_budget": 5},
+                },
+                headers=admin,
+            ).json()
+        ids = [it["id"] for it in s["items"]]
+        pairs = [(a, b) for x, a in enumerate(ids) for b in ids[x + 1 :]]
+        bodies = []
+        for t in range(4):  # each import: 3 distinct pairs for respondent "r", ε = 1 each → cost 3
+            rows = "".join(f"r,{a},{b},{a},1.0\n" for a, b in pairs[3 * t : 3 * t + 3])
+            bodies.append("respondent,item_a,item_b,winner,epsilon\n" + rows)
+        results: list = []
+        gate = threading.Barrier(4)
+
+        def run(body):
+            with TestClient(app) as c:
+                gate.wait()
+                results.append(
+                    c.post(
+                        f"/v1/surveys/{s['id']}/comparisons/import?privatized=true",
+                        content=body,
+                        headers={**admin, "Content-Type": "text/csv"},
+                    )
+                )
+
+        threads = [threading.Thread(target=run, args=(b,)) for b in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = sorted(r.status_code for r in results)
+        assert codes == [201, 409, 409, 409], [r.text for r in results]
+        with app.state.session_factory() as session:
+            r = session.scalar(
+                select(Respondent).where(Respondent.survey_id == s["id"], Respondent.external_ref == "r")
+            )
+            stored = session.scalars(select(Comparison.epsilon).where(Comparison.respondent_id == r.id)).all()
+            assert sum(stored) == r.epsilon_spent == 3.0 and r.n_comparisons == len(stored) == 3
+
+        # Four copies of one request with one Idempotency-Key, at once: one store, four equal answers.
+        with TestClient(app) as c:
+            reg = c.post(f"/v1/surveys/{s['id']}/respondents", json={}).json()
+        h = {"Authorization": f"Bearer {reg['token']}", "Idempotency-Key": "same"}
+        body = {"privatized": False, "comparisons": [{"a": a, "b": b, "winner": a} for a, b in pairs[:5]]}
+        answers: list = []
+        gate = threading.Barrier(4)
+
+        def retry():
+            with TestClient(app) as c:
+                gate.wait()
+                answers.append(c.post(f"/v1/surveys/{s['id']}/responses", json=body, headers=h))
+
+        threads = [threading.Thread(target=retry) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [a.status_code for a in answers] == [201] * 4 and len({a.text for a in answers}) == 1
+        with app.state.session_factory() as session:
+            n = session.scalar(
+                select(func.count())
+                .select_from(Comparison)
+                .where(Comparison.respondent_id == reg["respondent_id"])
+            )
+            assert n == 5
+    finally:
+        app.state.engine.dispose()

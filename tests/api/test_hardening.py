@@ -1,0 +1,288 @@
+"""Races, hostile input and privacy details found in review, each pinned by a test."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import Counter
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.db.models import Comparison, IdempotencyRecord, Item, new_id
+from app.services import analysis, ingestion
+from app.stats import mechanisms
+from tests.api.conftest import ADMIN, create_survey, register
+
+
+def post(client, sid, headers, comparisons, key=None, privatized=False, epsilon=None):
+    body = {"privatized": privatized, "comparisons": comparisons}
+    if epsilon is not None:
+        body["epsilon"] = epsilon
+    h = {**headers, "Idempotency-Key": key} if key else headers
+    return client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h)
+
+
+def test_epsilon_floor_is_enforced_everywhere(client, unchanged):
+    with unchanged():
+        r = client.post(
+            "/v1/surveys",
+            json={"title": "t", "items": ["a", "b"], "privacy": {"epsilon_default": 1e-7}},
+            headers=ADMIN,
+        )
+        assert r.status_code == 422 and "epsilon_default" in r.text
+    s = create_survey(client, items=("a", "b"), epsilon_default=0.01, epsilon_min=0.001, epsilon_max=1.0)
+    _, h = register(client, s["id"], 0.001)
+    a, b = (it["id"] for it in s["items"])
+    with unchanged():
+        assert (
+            post(
+                client, s["id"], h, [{"a": a, "b": b, "winner": a}], privatized=True, epsilon=1e-7
+            ).status_code
+            == 422
+        )
+    assert post(client, s["id"], h, [{"a": a, "b": b, "winner": a}]).status_code == 201
+    assert client.get(f"/v1/surveys/{s['id']}/ranking", headers=ADMIN).status_code == 200
+    assert client.get("/v1/surveys", headers=ADMIN).status_code == 200
+
+
+def test_concurrent_copies_of_a_request_all_get_the_first_answer(app, client, db):
+    """A client retrying while its first attempt is still in flight."""
+    s = create_survey(client, items=[f"i{k}" for k in range(6)], respondent_budget=3.0)
+    ids = [it["id"] for it in s["items"]]
+    body = [
+        {"a": ids[0], "b": ids[1], "winner": ids[0]},
+        {"a": ids[2], "b": ids[3], "winner": ids[3]},
+        {"a": ids[4], "b": ids[5], "winner": ids[4]},
+    ]  # the whole budget
+    for _ in range(3):
+        rid, h = register(client, s["id"], 1.0)
+        answers: list = []
+        start = threading.Barrier(4)
+
+        def send(h=h, answers=answers, start=start):
+            with TestClient(app) as c:
+                start.wait()
+                answers.append(post(c, s["id"], h, body, key="retry"))
+
+        threads = [threading.Thread(target=send) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [r.status_code for r in answers] == [201] * 4, [r.text for r in answers]
+        assert len({r.text for r in answers}) == 1
+        assert sum(r.headers.get("idempotent-replayed") == "true" for r in answers) == 3
+        db.rollback()  # a fresh snapshot
+        stored = db.scalar(
+            select(func.count()).select_from(Comparison).where(Comparison.respondent_id == rid)
+        )
+        assert stored == 3
+
+
+def test_idempotency_fingerprint_does_not_depend_on_the_answers(client, db):
+    s = create_survey(client, items=("A", "B", "C"))
+    a, b, c = (it["id"] for it in s["items"])
+    prints = []
+    for winners, orient in (((a, b), False), ((b, c), True)):
+        rid, h = register(client, s["id"], 1.0)
+        first = [{"a": a, "b": b, "winner": winners[0]}, {"a": b, "b": c, "winner": winners[1]}]
+        if orient:  # the same pairs, listed in another order and orientation
+            first = [{"a": c, "b": b, "winner": winners[1]}, {"a": b, "b": a, "winner": winners[0]}]
+        assert post(client, s["id"], h, first, key="k").status_code == 201
+        db.rollback()  # a fresh snapshot
+        prints.append(db.get(IdempotencyRecord, (rid, "k")).fingerprint)
+    assert prints[0] == prints[1]
+
+
+def test_no_answer_is_stored_once_closing_has_returned(client, db, monkeypatch):
+    """Close the survey in the window between validation and the write: the write
+    must see it (it re-reads the survey under a lock) and refuse."""
+    s = create_survey(client, items=("A", "B"))
+    a, b = (it["id"] for it in s["items"])
+    _, h = register(client, s["id"], 1.0)
+    real = ingestion.privatize
+
+    def close_meanwhile(*args, **kwargs):
+        assert (
+            client.patch(f"/v1/surveys/{s['id']}", json={"status": "closed"}, headers=ADMIN).status_code
+            == 200
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingestion, "privatize", close_meanwhile)
+    r = post(client, s["id"], h, [{"a": a, "b": b, "winner": a}])
+    assert r.status_code == 409 and "closed" in r.text
+    assert db.scalar(select(func.count()).select_from(Comparison).where(Comparison.survey_id == s["id"])) == 0
+
+
+def test_items_added_while_a_ranking_is_computed(app, client, monkeypatch):
+    s = create_survey(client, items=("A", "B", "C", "D"))
+    ids = [it["id"] for it in s["items"]]
+    _, h = register(client, s["id"], 1.0)
+    assert post(client, s["id"], h, [{"a": ids[0], "b": ids[1], "winner": ids[0]}]).status_code == 201
+    real = analysis.read_snapshot
+    done = []
+
+    def add_item_and_answer_first(session, survey_id, n_items, need_stats=lambda v: True):
+        if not done:
+            done.append(1)
+            with app.state.session_factory() as other:  # another request, committed meanwhile
+                other.add(Item(id=new_id("itm"), survey_id=s["id"], position=4, label="E"))
+                other.commit()
+            new = client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()["items"][-1]["id"]
+            assert post(client, s["id"], h, [{"a": new, "b": ids[2], "winner": new}]).status_code == 201
+            with app.state.session_factory() as other:
+                from app.services.aggregation import fold_pending
+
+                fold_pending(other, s["id"])
+        return real(session, survey_id, n_items, need_stats)
+
+    monkeypatch.setattr(analysis, "read_snapshot", add_item_and_answer_first)
+    r = client.get(f"/v1/surveys/{s['id']}/ranking", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    # A consistent answer either way: SQLite reads the request's snapshot (4 items,
+    # 1 comparison); PostgreSQL sees the new rows and re-reads the items (5, 2).
+    n_items, n_comp = len(r.json()["items"]), r.json()["diagnostics"]["comparisons"]
+    assert (n_items, n_comp) in ((4, 1), (5, 2))
+    assert (n_items, n_comp) == ((5, 2) if app.state.engine.dialect.name == "postgresql" else (4, 1))
+    after = client.get(f"/v1/surveys/{s['id']}/ranking", headers=ADMIN).json()
+    assert len(after["items"]) == 5 and after["diagnostics"]["comparisons"] == 2
+
+
+def test_reimporting_the_own_export_is_refused(client, unchanged):
+    s = create_survey(client, items=("A", "B", "C"))
+    a, b, c = (it["id"] for it in s["items"])
+    _, h = register(client, s["id"], 1.0)
+    assert (
+        post(client, s["id"], h, [{"a": a, "b": b, "winner": a}, {"a": b, "b": c, "winner": c}]).status_code
+        == 201
+    )
+    csv_text = client.get(f"/v1/surveys/{s['id']}/comparisons.csv", headers=ADMIN).text
+    with unchanged():
+        r = client.post(
+            f"/v1/surveys/{s['id']}/comparisons/import?privatized=true",
+            content=csv_text,
+            headers={**ADMIN, "Content-Type": "text/csv"},
+        )
+    assert r.status_code == 409 and "already answered" in r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("respondent,item_a,item_b,winner,epsilon\n=HYPERLINK(x),A,B,A,1\n", "respondent must be"),
+        ("respondent,item_a,item_b,winner,epsilon\np,A,B,A,1\n\np,Z,B,A,1\n", "row 4"),
+        ("respondent,respondent,item_a,item_b,winner,epsilon\np,p,A,B,A,1\n", "repeats a column"),
+        (
+            'respondent,item_a,item_b,winner,epsilon\np,A,B,A,1\n"' + "x" * 140_000 + '",A,B,A,1\n',
+            "cannot be parsed",
+        ),
+    ],
+)
+def test_hostile_csv_imports(client, unchanged, body, fragment):
+    s = create_survey(client, items=("A", "B", "C"))
+    with unchanged():
+        r = client.post(
+            f"/v1/surveys/{s['id']}/comparisons/import?privatized=true",
+            content=body,
+            headers={**ADMIN, "Content-Type": "text/csv"},
+        )
+    assert r.status_code == 422, r.text
+    assert fragment in r.text
+
+
+def test_hostile_paths_queries_and_bodies(client, unchanged):
+    with unchanged():
+        assert client.post("/v1/surveys/a%00b/respondents", json={}).status_code == 404
+        assert client.get("/v1/surveys/a%00b", headers=ADMIN).status_code == 404
+        assert client.get(f"/v1/surveys?offset={10**30}", headers=ADMIN).status_code == 422
+        r = client.post("/v1/keys", json={"label": "x\u0000y"}, headers=ADMIN)
+        assert r.status_code == 422 and r.headers["content-type"] == "application/json"
+        huge = "x" * (9 * 2**20)
+        r = client.post("/v1/surveys", content=huge, headers={**ADMIN, "Content-Type": "application/json"})
+        assert r.status_code == 413 and r.json()["detail"].startswith("the request body exceeds")
+
+
+def test_unexpected_errors_are_json_500_without_details(app, monkeypatch):
+    from app.api import surveys as routes
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret detail SECRET-XYZ")
+
+    monkeypatch.setattr(routes.svc, "list_surveys", boom)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/v1/surveys", headers=ADMIN)
+    assert r.status_code == 500 and r.json() == {"detail": "internal error"}
+    assert "SECRET-XYZ" not in r.text
+
+
+def test_the_last_admin_key_cannot_be_revoked(tmp_path):
+    from app.config import Settings
+    from app.db.migrate import upgrade
+    from app.main import create_app
+    from app.services.auth import ensure_admin_key
+
+    url = f"sqlite:///{tmp_path}/keys.db"
+    upgrade(url)
+    app = create_app(Settings(DATABASE_URL=url))  # no PRIVRANK_ADMIN_KEY
+    with app.state.session_factory() as session:
+        key = ensure_admin_key(session, None)
+        assert ensure_admin_key(session, None) is None  # only once
+    h = {"Authorization": f"Bearer {key}"}
+    with TestClient(app) as c:
+        key_id = key.split(".")[0]
+        r = c.delete(f"/v1/keys/{key_id}", headers=h)
+        assert r.status_code == 409 and "last admin key" in r.text
+        assert c.get("/v1/keys", headers=h).status_code == 200
+    app.state.engine.dispose()
+
+
+def test_server_side_randomization_draws_from_the_os_csprng(client, monkeypatch):
+    calls = Counter()
+    real = mechanisms.system_uniform
+
+    def spy(size):
+        calls["system_uniform"] += 1
+        return real(size)
+
+    monkeypatch.setattr(mechanisms, "system_uniform", spy)
+    s = create_survey(client, items=("A", "B"))
+    a, b = (it["id"] for it in s["items"])
+    _, h = register(client, s["id"], 1.0)
+    assert post(client, s["id"], h, [{"a": a, "b": b, "winner": a}]).status_code == 201
+    assert calls["system_uniform"] == 1
+
+
+def test_least_answered_pairs_first_with_many_items(client):
+    m = 8
+    s = create_survey(client, items=[f"i{k}" for k in range(m)])
+    ids = [it["id"] for it in s["items"]]
+    pairs = list(itertools.combinations(ids, 2))
+    answered, fresh = pairs[:20], pairs[20:]  # 8 pairs stay unanswered
+    for chunk in (answered[:10], answered[10:]):
+        _, h = register(client, s["id"])
+        assert post(client, s["id"], h, [{"a": x, "b": y, "winner": x} for x, y in chunk]).status_code == 201
+    _, h = register(client, s["id"])
+    got = client.get(f"/v1/surveys/{s['id']}/pairs?count=8", headers=h).json()["pairs"]
+    assert {frozenset((p["a"], p["b"])) for p in got} == {frozenset(p) for p in fresh}
+
+
+def test_large_surveys_use_the_sparse_pair_picker(client):
+    from app.services.assignment import DENSE_PAIR_LIMIT
+
+    m = 2001
+    assert m * (m - 1) // 2 > DENSE_PAIR_LIMIT
+    s = create_survey(client, items=[f"item {k}" for k in range(m)])
+    _, h = register(client, s["id"])
+    got = client.get(f"/v1/surveys/{s['id']}/pairs?count=50", headers=h).json()["pairs"]
+    assert len(got) == 50 and len({frozenset((p["a"], p["b"])) for p in got}) == 50
+    assert all(p["a"] != p["b"] for p in got)
+    first = got[:3]
+    assert (
+        post(client, s["id"], h, [{"a": p["a"], "b": p["b"], "winner": p["a"]} for p in first]).status_code
+        == 201
+    )
+    again = client.get(f"/v1/surveys/{s['id']}/pairs?count=100", headers=h).json()["pairs"]
+    assert not {frozenset((p["a"], p["b"])) for p in again} & {frozenset((p["a"], p["b"])) for p in first}
