@@ -1,0 +1,259 @@
+"""Uncertainty, the pairwise matrix, diagnostics and the planner over the API."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from app.stats import fit_debiased_mle
+from app.stats.inference import confidence, rank_confidence
+from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+
+
+@pytest.fixture(scope="module")
+def survey(app):
+    """6 items with clearly separated true scores; 120 respondents, 10 pairs each."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as client:
+        return _make_survey(client)
+
+
+def _make_survey(client):
+    s = create_survey(
+        client, items=[f"opt {k}" for k in range(6)], epsilon_default=1.0, epsilon_min=0.5, epsilon_max=2.0
+    )
+    ids = [it["id"] for it in s["items"]]
+    theta = np.array([1.5, 1.0, 0.5, -0.5, -1.0, -1.5])
+    rng = np.random.default_rng(7)
+    for r in range(120):
+        _, h = register(client, s["id"], [0.5, 1.0, 2.0][r % 3])
+        pairs = client.get(f"/v1/surveys/{s['id']}/pairs?count=10", headers=h).json()["pairs"]
+        comps = []
+        for p in pairs:
+            a, b = ids.index(p["a"]), ids.index(p["b"])
+            won = rng.random() < 1 / (1 + math.exp(theta[b] - theta[a]))
+            comps.append({"a": p["a"], "b": p["b"], "winner": p["a"] if won else p["b"]})
+        r_ = client.post(
+            f"/v1/surveys/{s['id']}/responses", json={"privatized": False, "comparisons": comps}, headers=h
+        )
+        assert r_.status_code == 201
+    return s["id"], ids
+
+
+def export_fit(client, sid, ids):
+    import csv
+    import io
+
+    rows = list(
+        csv.DictReader(io.StringIO(client.get(f"/v1/surveys/{sid}/comparisons.csv", headers=ADMIN).text))
+    )
+    pos = {x: k for k, x in enumerate(ids)}
+    i = np.array([pos[r["item_a"]] for r in rows])
+    j = np.array([pos[r["item_b"]] for r in rows])
+    y = np.array([r["winner"] == r["item_a"] for r in rows], dtype=int)
+    eps = np.array([float(r["epsilon"]) for r in rows])
+    return fit_debiased_mle(len(ids), i, j, y, eps)
+
+
+def test_ranking_reports_intervals_matching_the_library(client, survey):
+    sid, ids = survey
+    r = client.get(f"/v1/surveys/{sid}/ranking?k=2&confidence=0.9", headers=ADMIN)
+    assert r.status_code == 200
+    data = r.json()
+    fit = export_fit(client, sid, ids)
+    conf = confidence(fit, 0.9)
+    by_id = {it["item_id"]: it for it in data["items"]}
+    for k, x in enumerate(ids):
+        item = by_id[x]
+        assert item["se"] == pytest.approx(conf.se[k], rel=1e-6)
+        assert item["ci"] == pytest.approx([conf.lower[k], conf.upper[k]], rel=1e-6)
+        assert 1 <= item["rank_ci"][0] <= item["rank_ci"][1] <= 6
+        lo, hi = item["rank_ci_simultaneous"]
+        assert lo <= item["rank_ci"][0] and item["rank_ci"][1] <= hi  # joint intervals are wider
+    assert sum(it["p_top_k"] for it in data["items"]) == pytest.approx(2.0)
+    assert data["uncertainty"] == {
+        "available": True,
+        "method": "sandwich",
+        "level": 0.9,
+        "reason": None,
+        "critical_value": pytest.approx(data["uncertainty"]["critical_value"]),
+    }
+    # Simultaneous intervals from pairwise decisions at the reported critical value.
+    c = data["uncertainty"]["critical_value"]
+    above = (conf.estimate[:, None] - conf.estimate[None, :]) > c * conf.difference_se()
+    expected = np.column_stack((1 + above.sum(axis=0), 6 - above.sum(axis=1)))
+    np.testing.assert_array_equal([by_id[x]["rank_ci_simultaneous"] for x in ids], expected)
+    ranks = rank_confidence(conf.estimate, conf.cov, 0.9, 2, rng=np.random.default_rng(0))
+    assert c == pytest.approx(ranks.critical_value, rel=0.05)  # Monte Carlo estimate of the same quantile
+    assert set(data["top_k_certain"]) <= set(data["top_k"])
+    assert [x for g in data["tiers"] for x in g] == [it["item_id"] for it in data["items"]]
+    assert all(len(g) >= 1 for g in data["tied_groups"])
+    # Repeated reads at the same data version give the very same answer (seeded draws, cache).
+    assert client.get(f"/v1/surveys/{sid}/ranking?k=2&confidence=0.9", headers=ADMIN).json() == data
+
+
+def test_diagnostics_report_privacy_and_connectivity(client, survey):
+    sid, _ = survey
+    d = client.get(f"/v1/surveys/{sid}/ranking", headers=ADMIN).json()["diagnostics"]
+    assert d["algebraic_connectivity"] > 0 and 0 < d["algebraic_connectivity_normalized"] <= 2
+    spend = d["respondent_epsilon_total"]
+    assert spend["respondents"] == 120 and spend["min"] == 5.0 and spend["max"] == 20.0
+    assert spend["median"] == 10.0
+    regime = d["privacy_regime"]
+    assert regime["verdict"] == "above" and "more respondents keep sharpening" in regime["explanation"]
+    # G = mean coth²(ε/2) over comparisons; the effective ε solves coth²(ε/2) = G.
+    assert 1 / math.tanh(regime["effective_epsilon"] / 2) ** 2 == pytest.approx(d["G"])
+    assert regime["dividing_line_epsilon"] == pytest.approx(1 / math.sqrt(6 * 1200 / 15))
+
+
+def test_privacy_regime_below_the_dividing_line(client):
+    from app.services.analysis import privacy_regime
+
+    g = 1 / math.tanh(0.01 / 2) ** 2  # ε = 0.01
+    below = privacy_regime(10, 4500, g)  # L = 100 per pair: 1/√(mL) ≈ 0.032
+    assert below["verdict"] == "below" and "raise ε" in below["explanation"]
+    near = privacy_regime(10, 4500, 1 / math.tanh(0.1 / 2) ** 2)
+    assert near["verdict"] == "near"
+
+
+def test_bootstrap_and_no_uncertainty_options(client, survey):
+    sid, _ = survey
+    b = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=bootstrap", headers=ADMIN).json()
+    assert b["uncertainty"]["method"] == "bootstrap"
+    assert all(it["ci"][0] < it["ci"][1] for it in b["items"])
+    n = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=none", headers=ADMIN).json()
+    assert n["uncertainty"]["available"] is False and n["items"][0]["se"] is None and n["tied_groups"] is None
+    for query in (
+        "uncertainty=magic",
+        "confidence=1",
+        "confidence=0.2",
+        "method=naive_mle&uncertainty=bootstrap",
+    ):
+        assert client.get(f"/v1/surveys/{sid}/ranking?{query}", headers=ADMIN).status_code == 422, query
+
+
+def test_pairwise_matrix(client, survey):
+    sid, ids = survey
+    r = client.get(f"/v1/surveys/{sid}/pairwise?confidence=0.95", headers=analyst_headers(client))
+    assert r.status_code == 200
+    data = r.json()
+    p, lo, hi = (np.array(data[k], dtype=float) for k in ("probability", "lower", "upper"))
+    assert [it["item_id"] for it in data["items"]] == ids
+    assert np.all(np.isnan(np.diag(p)))
+    off = ~np.eye(6, dtype=bool)
+    assert np.all((lo[off] <= p[off]) & (p[off] <= hi[off]))
+    np.testing.assert_allclose((p + p.T)[off], 1.0, atol=2e-6)
+    conf = confidence(export_fit(client, sid, ids))
+    pp, plo, phi = conf.win_probability()
+    np.testing.assert_allclose(p[off], pp[off], atol=2e-6)
+    np.testing.assert_allclose(lo[off], plo[off], atol=2e-6)
+    np.testing.assert_allclose(hi[off], phi[off], atol=2e-6)
+    assert p[0, 5] > 0.8  # the best beats the worst most of the time
+    _, h = register(client, sid)
+    assert client.get(f"/v1/surveys/{sid}/pairwise", headers=h).status_code == 403
+
+
+def test_plan_endpoint_and_solvers(client):
+    h = analyst_headers(client)
+    r = client.get(
+        "/v1/plan?items=10&respondents=200&pairs_per_respondent=10&epsilon=1&k=3&replications=50", headers=h
+    )
+    assert r.status_code == 200, r.text
+    data = r.json()
+    p = data["plan"]
+    assert data["solve"] == "none" and p["respondent_epsilon_total"] == [10.0]
+    assert 0 <= p["p_exact_top_k"]["mean"] <= 1 and p["p_exact_top_k"]["se"] > 0
+    assert p["comparisons_per_pair"] == pytest.approx(2000 / 45)
+    r = client.get(
+        "/v1/plan?items=6&pairs_per_respondent=5&epsilon=0.5,2&epsilon_weights=1,1&k=2"
+        "&solve=respondents&target=0.6&replications=40",
+        headers=h,
+    )
+    assert r.status_code == 200 and r.json()["reached"] and r.json()["solution"] >= 1
+    r = client.get(
+        "/v1/plan?items=6&respondents=300&pairs_per_respondent=5&k=2&solve=epsilon&target=0.6"
+        "&replications=40",
+        headers=h,
+    )
+    assert r.status_code == 200 and 0 < r.json()["solution"] <= 10
+    for query in (
+        "items=6&pairs_per_respondent=5&k=2&epsilon=1",  # respondents missing
+        "items=6&respondents=10&pairs_per_respondent=99&k=2&epsilon=1",
+        "items=6&respondents=10&pairs_per_respondent=5&k=2&epsilon=a",
+        "items=6&respondents=10&pairs_per_respondent=5&k=2&epsilon=1&solve=respondents",
+        "items=6&respondents=10&pairs_per_respondent=5&k=2&epsilon=1&epsilon_weights=1,2",
+    ):
+        assert client.get(f"/v1/plan?{query}", headers=h).status_code == 422, query
+    assert (
+        client.get("/v1/plan?items=6&respondents=10&pairs_per_respondent=5&k=2&epsilon=1").status_code == 401
+    )
+
+
+def test_plan_command_line():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "plan",
+            "-m",
+            "8",
+            "-L",
+            "100",
+            "-p",
+            "6",
+            "-e",
+            "1",
+            "-k",
+            "2",
+            "-r",
+            "40",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["plan"]["n_items"] == 8 and data["plan"]["replications"] == 40
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "plan",
+            "-m",
+            "8",
+            "-p",
+            "6",
+            "-e",
+            "1",
+            "-k",
+            "2",
+            "-r",
+            "40",
+            "--solve",
+            "respondents",
+            "--target",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    assert "respondents needed" in text and "P(exact top-2 recovered)" in text
+    bad = subprocess.run(
+        [sys.executable, "-m", "app.cli", "plan", "-m", "8", "-p", "6", "-k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "give respondents and epsilon" in bad.stderr

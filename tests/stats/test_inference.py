@@ -1,0 +1,240 @@
+"""Uncertainty under privacy: coverage, rank intervals, top-K probabilities, bootstrap.
+
+Coverage is checked over 400 replicates × 10 items = 4,000 intervals per setting.
+Intervals in one replicate are correlated (they share one fit), so the Monte
+Carlo standard error of a coverage near 0.95 is about 0.0035 to 0.005; the
+required band [0.93, 0.97] is ≥ 4 standard errors away from 0.95 on either side.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+from app.stats import fit_debiased_mle, fit_debiased_mle_stats, fit_naive_mle
+from app.stats.inference import (
+    bootstrap_confidence,
+    confidence,
+    laplacian,
+    laplacian_pinv,
+    rank_confidence,
+)
+from app.stats.simulation import (
+    complete_design,
+    evenly_spaced_theta,
+    random_pairs_design,
+    simulate_pair_stats,
+    simulate_survey,
+    uniform_theta,
+)
+
+M = 10
+REPS = 400
+Z95 = float(ndtri(0.975))
+
+
+def _stats(design, heterogeneous, theta, L, eps, rng):
+    if design == "complete" and not heterogeneous:
+        return simulate_pair_stats(theta, L, eps, rng)
+    d = complete_design(M, L) if design == "complete" else random_pairs_design(M, L, 15, rng)
+    e = rng.choice([eps / 2, eps, 2 * eps], size=L) if heterogeneous else eps
+    return simulate_survey(theta, d, e, rng).stats()
+
+
+@pytest.mark.parametrize("heterogeneous", [False, True], ids=["homogeneous", "heterogeneous"])
+@pytest.mark.parametrize("design", ["complete", "incomplete"])
+@pytest.mark.parametrize("L", [200, 800])
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+def test_sandwich_intervals_cover_at_the_nominal_rate(design, heterogeneous, L, eps):
+    rng = np.random.default_rng([L, int(eps * 10), design == "complete", heterogeneous])
+    hits = naive_hits = 0
+    for _ in range(REPS):
+        theta = uniform_theta(M, rng)
+        fit = fit_debiased_mle_stats(_stats(design, heterogeneous, theta, L, eps, rng))
+        conf = confidence(fit)
+        hits += np.sum((conf.lower <= theta) & (theta <= conf.upper))
+        # The naive interval: inverse Fisher information as if the answers were not randomized.
+        d = fit.data
+        sig = 1 / (1 + np.exp(-(fit.theta[d.i] - fit.theta[d.j])))
+        w = d.n * sig * (1 - sig)
+        naive_se = np.sqrt(np.diag(laplacian_pinv(laplacian(M, d.i, d.j, w), fit.component)))
+        naive_hits += np.sum(np.abs(conf.estimate - theta) <= Z95 * naive_se)
+    coverage = hits / (REPS * M)
+    naive = naive_hits / (REPS * M)
+    assert 0.93 <= coverage <= 0.97, coverage
+    # Ignoring the privacy noise is badly wrong; the gap is largest at small ε
+    # (extra variance e^ε/(e^ε−1)² per answer: 3.9 at ε = 0.5, 0.18 at ε = 2).
+    assert naive < {0.5: 0.45, 1.0: 0.65, 2.0: 0.88}[eps], naive
+
+
+def test_intervals_without_bias_correction_undercover():
+    """Why the centre is corrected: at L = 200, ε = 0.5 the ridge's shrinkage and the
+    estimator's second-order bias make θ̂ ± z·se cover far below 95%."""
+    rng = np.random.default_rng(7)
+    plain = corrected = 0
+    for _ in range(REPS):
+        theta = uniform_theta(M, rng)
+        fit = fit_debiased_mle_stats(_stats("incomplete", False, theta, 200, 0.5, rng))
+        plain += np.sum(np.abs(fit.theta - theta) <= Z95 * fit.se)
+        conf = confidence(fit)
+        corrected += np.sum((conf.lower <= theta) & (theta <= conf.upper))
+    assert plain / (REPS * M) < 0.87 < 0.93 <= corrected / (REPS * M)
+
+
+def test_empirical_variance_agrees_with_the_model_variance():
+    rng = np.random.default_rng(3)
+    theta = uniform_theta(M, rng)
+    fit = fit_debiased_mle_stats(_stats("complete", True, theta, 800, 1.0, rng))
+    model, empirical = confidence(fit, variance="model"), confidence(fit, variance="empirical")
+    # Both estimate the same variance; with 800 answers per pair they agree closely.
+    np.testing.assert_allclose(empirical.se, model.se, rtol=0.1)
+
+
+def test_covariance_is_on_the_sum_to_zero_subspace_and_symmetric():
+    rng = np.random.default_rng(4)
+    theta = uniform_theta(M, rng)
+    fit = fit_debiased_mle_stats(simulate_pair_stats(theta, 100, 1.0, rng))
+    for cov in (fit.cov, confidence(fit).cov):
+        np.testing.assert_allclose(cov, cov.T, atol=1e-12)
+        np.testing.assert_allclose(cov.sum(axis=1), 0.0, atol=1e-10)
+        assert np.all(np.linalg.eigvalsh(cov) > -1e-12)
+    np.testing.assert_allclose(fit.se, np.sqrt(np.diag(fit.cov)))
+
+
+def test_disconnected_components_and_unidentified_items():
+    rng = np.random.default_rng(5)
+    theta = uniform_theta(7, rng)
+    i = np.array([0, 1, 0, 3, 4, 3] * 60)
+    j = np.array([1, 2, 2, 4, 5, 5] * 60)  # items 0-2, 3-5, and 6 never compared
+    y = (rng.random(i.size) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(int)
+    fit = fit_debiased_mle(7, i, j, y, 1.0)
+    conf = confidence(fit)
+    assert np.isnan(conf.se[6]) and np.all(np.isfinite(conf.se[:6]))
+    dse = conf.difference_se()
+    assert np.isinf(dse[0, 3]) and np.isfinite(dse[0, 1])
+    p, lo, hi = conf.win_probability()
+    assert np.isnan(p[0, 3]) and (lo[0, 3], hi[0, 3]) == (0.0, 1.0)
+    assert 0 < lo[0, 1] < p[0, 1] < hi[0, 1] < 1
+    finite = np.isfinite(p)
+    np.testing.assert_allclose((p + p.T)[finite], 1.0)
+    ranks = rank_confidence(conf.estimate[:6], conf.cov[:6, :6], component=fit.component[:6])
+    assert ranks.p_top_k is None
+    # No pair across components is ever significant.
+    assert all(set(g) <= {0, 1, 2} or set(g) <= {3, 4, 5} or len(g) > 1 for g in ranks.tiers)
+
+
+def test_rank_intervals_on_clear_and_tied_orders():
+    # Well separated scores with tiny variance: every interval is the point rank.
+    est = np.array([3.0, 1.0, -1.0, -3.0])
+    cov = np.eye(4) * 1e-4 - 1e-4 / 4
+    r = rank_confidence(est, cov, k=2, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(r.rank_ci, [[1, 1], [2, 2], [3, 3], [4, 4]])
+    np.testing.assert_array_equal(r.rank_ci_simultaneous, r.rank_ci)
+    np.testing.assert_allclose(r.p_top_k, [1, 1, 0, 0])
+    assert r.top_k_certain.tolist() == [True, True, False, False]
+    assert [g.tolist() for g in r.tied_groups] == [[0], [1], [2], [3]]
+    # Two clusters of indistinguishable items.
+    est = np.array([2.0, 2.01, -2.0, -2.01])
+    cov = np.eye(4) * 0.01 - 0.0025
+    r = rank_confidence(est, cov, k=2, rng=np.random.default_rng(0))
+    assert [sorted(g.tolist()) for g in r.tiers] == [[0, 1], [2, 3]]
+    assert [sorted(g.tolist()) for g in r.tied_groups] == [[0, 1], [2, 3]]
+    np.testing.assert_array_equal(r.rank_ci_simultaneous, [[1, 2], [1, 2], [3, 4], [3, 4]])
+    assert r.top_k_certain.tolist() == [True, True, False, False]
+    np.testing.assert_allclose(r.p_top_k, [1, 1, 0, 0])
+    r1 = rank_confidence(est, cov, k=1, rng=np.random.default_rng(0))
+    assert r1.p_top_k.sum() == pytest.approx(1.0) and 0.3 < r1.p_top_k[0] < 0.7
+    assert not r1.top_k_certain.any()
+    # A chain A > B > C with only A vs C significant: overlapping groups, one tier.
+    est = np.array([0.6, 0.0, -0.6])  # se of each difference 0.42: t = 1.4 and 2.8
+    cov = np.eye(3) * 0.09 - 0.03
+    r = rank_confidence(est, cov, rng=np.random.default_rng(0))
+    assert [g.tolist() for g in r.tied_groups] == [[0, 1], [1, 2]]
+    assert [g.tolist() for g in r.tiers] == [[0, 1, 2]]
+    with pytest.raises(ValueError, match="k must be"):
+        rank_confidence(est, cov, k=4)
+
+
+def test_simultaneous_rank_intervals_hold_jointly():
+    """Across replicates, all true ranks lie in their simultaneous intervals at least
+    95% of the time (binomial check at z = 4.5 below 0.95)."""
+    rng = np.random.default_rng(11)
+    reps, joint, marginal = 300, 0, 0
+    theta = evenly_spaced_theta(M, 0.25)
+    true_rank = np.arange(1, M + 1)
+    for _ in range(reps):
+        fit = fit_debiased_mle_stats(simulate_pair_stats(theta, 200, 1.0, rng))
+        conf = confidence(fit)
+        r = rank_confidence(conf.estimate, conf.cov, rng=rng, n_draws=2000)
+        lo, hi = r.rank_ci_simultaneous.T
+        joint += np.all((lo <= true_rank) & (true_rank <= hi))
+        lo, hi = r.rank_ci.T
+        marginal += np.sum((lo <= true_rank) & (true_rank <= hi))
+    se = math.sqrt(0.95 * 0.05 / reps)
+    assert joint / reps >= 0.95 - 4.5 * se
+    assert marginal / (reps * M) >= 0.93  # marginal rank intervals cover each rank
+
+
+def test_p_top_k_is_calibrated():
+    """Among items given p_top_k in [a, b), the share truly in the top-K lies in
+    [a, b] up to its binomial Monte Carlo error (z = 4.5)."""
+    rng = np.random.default_rng(12)
+    k, probs, truth = 3, [], []
+    for _ in range(400):
+        theta = uniform_theta(M, rng)
+        fit = fit_debiased_mle_stats(simulate_pair_stats(theta, 100, 1.0, rng))
+        conf = confidence(fit)
+        r = rank_confidence(conf.estimate, conf.cov, k=k, rng=rng, n_draws=1000)
+        probs.append(r.p_top_k)
+        truth.append(np.argsort(np.argsort(-theta)) < k)
+    p, t = np.concatenate(probs), np.concatenate(truth)
+    bins = [(0.0, 0.05), (0.05, 0.3), (0.3, 0.7), (0.7, 0.95), (0.95, 1.0001)]
+    populated = 0
+    for a, b in bins:
+        sel = (p >= a) & (p < b)
+        n = int(sel.sum())
+        if n < 30:
+            continue
+        populated += 1
+        share = t[sel].mean()
+        centre = min(max(share, a), b)
+        se = math.sqrt(max(centre * (1 - centre), 0.01) / n)
+        assert a - 4.5 * se <= share <= b + 4.5 * se, (a, b, share, n)
+    assert populated == len(bins)
+
+
+def test_bootstrap_intervals_for_small_samples():
+    rng = np.random.default_rng(13)
+    m, L, eps = 6, 50, 0.5
+    d = complete_design(m, L)
+    hits = total = 0
+    for _ in range(60):
+        theta = uniform_theta(m, rng)
+        s = simulate_survey(theta, d, eps, rng)
+        fit = fit_debiased_mle(m, d.i, d.j, s.y_tilde, eps)
+        conf = bootstrap_confidence(m, d.i, d.j, eps, fit, n_boot=60, rng=rng)
+        assert conf.method == "bootstrap"
+        np.testing.assert_allclose(conf.cov.sum(axis=1), 0.0, atol=1e-10)
+        hits += np.sum((conf.lower <= theta) & (theta <= conf.upper))
+        total += m
+    # 360 intervals: a correct 95% procedure covers in [0.90, 0.99] with overwhelming probability.
+    assert 0.90 <= hits / total <= 0.99
+    naive = fit_naive_mle(m, d.i, d.j, s.y_tilde, eps)
+    with pytest.raises(ValueError, match="debiased"):
+        bootstrap_confidence(m, d.i, d.j, eps, naive, n_boot=20)
+    # rng=None runs on the OS CSPRNG.
+    assert np.all(np.isfinite(bootstrap_confidence(m, d.i, d.j, eps, fit, n_boot=20).se))
+
+
+def test_invalid_arguments():
+    rng = np.random.default_rng(0)
+    fit = fit_debiased_mle_stats(simulate_pair_stats(uniform_theta(4, rng), 10, 1.0, rng))
+    with pytest.raises(ValueError, match="level"):
+        confidence(fit, level=1.0)
+    with pytest.raises(ValueError, match="variance"):
+        confidence(fit, variance="magic")
+    with pytest.raises(ValueError, match="m×m"):
+        rank_confidence(np.zeros(3), np.eye(2))
