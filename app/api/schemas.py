@@ -553,58 +553,8 @@ class PlanOut(BaseModel):
         }
     )
 
-    # -- keys ---------------------------------------------------------------------------
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
-                    "method": "debiased_mle",
-                    "items": [
-                        {
-                            "item_id": "itm_p2w8c4r7n5t1y6qa",
-                            "label": "Transit",
-                            "position": 1,
-                            "score": 0.41,
-                            "rank": 1,
-                            "comparisons": 812,
-                        },
-                        {
-                            "item_id": "itm_u7x2k9q4m3c8d1ze",
-                            "label": "Housing",
-                            "position": 0,
-                            "score": -0.41,
-                            "rank": 2,
-                            "comparisons": 812,
-                        },
-                    ],
-                    "top_k": ["itm_p2w8c4r7n5t1y6qa"],
-                    "diagnostics": {
-                        "respondents": 406,
-                        "comparisons": 812,
-                        "pairs_observed": 1,
-                        "pairs_total": 1,
-                        "connected": True,
-                        "n_components": 1,
-                        "components": None,
-                        "lambda": 2.17,
-                        "lambda_source": "default: G(epsilon)",
-                        "iterations": 4,
-                        "converged": True,
-                        "gradient_norm": 3.1e-12,
-                        "solver": "dense",
-                        "G": 2.17,
-                        "H": 1.39,
-                        "epsilon_min": 1.0,
-                        "ties": False,
-                        "top_k_boundary_tied": False,
-                        "data_version": 57,
-                    },
-                }
-            ]
-        }
-    )
+# -- keys ---------------------------------------------------------------------------
 
 
 class KeyCreate(_Model):

@@ -615,25 +615,20 @@ def _canonical_pairs(m, ia, ja, n_arr, s_arr, v_arr, s2_arr):
     return lo, hi, sums[0], sums[1], sums[2], (sums[3] if s2_arr is not None else None)
 
 
+def _fit_stats(stats: PairStats, sums, lam, estimator: str, v, s2, options: dict) -> BTLFit:
+    lam = default_lambda(stats) if lam is None else lam
+    return fit_btl(
+        stats.n_items, stats.i, stats.j, stats.n, sums, lam, v=v, s2=s2, estimator=estimator, **options
+    )
+
+
 def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
     """The debiased regularized MLE (eq. (3)) from sufficient statistics.
 
     ``lam=None`` uses :func:`default_lambda` (λ = G(ε)). ``options`` go to
     :func:`fit_btl` (``theta0``, ``tol``, ``max_iter``, ``solver``).
     """
-    lam = default_lambda(stats) if lam is None else lam
-    return fit_btl(
-        stats.n_items,
-        stats.i,
-        stats.j,
-        stats.n,
-        stats.sum_z,
-        lam,
-        v=stats.sum_v,
-        s2=stats.sum_z2,
-        estimator="debiased",
-        **options,
-    )
+    return _fit_stats(stats, stats.sum_z, lam, "debiased", stats.sum_v, stats.sum_z2, options)
 
 
 def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
@@ -644,19 +639,8 @@ def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -
     tanh(ε/2), so it is inconsistent for θ* (its ranking is not, in complete
     homogeneous designs). Same default λ as the debiased fit.
     """
-    lam = default_lambda(stats) if lam is None else lam
     # ỹ² = ỹ; the classic-RR model treats ỹ as BTL data, so it adds no variance term.
-    return fit_btl(
-        stats.n_items,
-        stats.i,
-        stats.j,
-        stats.n,
-        stats.sum_y,
-        lam,
-        s2=stats.sum_y,
-        estimator="naive",
-        **options,
-    )
+    return _fit_stats(stats, stats.sum_y, lam, "naive", None, stats.sum_y, options)
 
 
 def fit_debiased_mle(
@@ -725,15 +709,4 @@ def fit_laplace_mle(
     y = np.broadcast_to(np.asarray(y_noisy, dtype=np.float64), ia.shape)
     stats = PairStats.from_values(n_items, ia, ja, y, y, np.broadcast_to(2.0 / eps**2, ia.shape))
     lam = default_lambda(np.broadcast_to(eps, ia.shape)) if lam is None else lam
-    return fit_btl(
-        stats.n_items,
-        stats.i,
-        stats.j,
-        stats.n,
-        stats.sum_z,
-        lam,
-        v=stats.sum_v,
-        s2=stats.sum_z2,
-        estimator="laplace",
-        **options,
-    )
+    return _fit_stats(stats, stats.sum_z, lam, "laplace", stats.sum_v, stats.sum_z2, options)

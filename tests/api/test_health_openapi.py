@@ -113,3 +113,22 @@ def test_pages_are_served_at_the_root(client):
     r = client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "privrank" in r.text and 'href="/docs"' in r.text
+
+
+def test_every_documented_example_is_valid_for_its_own_schema():
+    """Examples are part of the contract: each must parse as the model it illustrates."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    from app.api import schemas
+
+    checked = 0
+    for name, model in inspect.getmembers(schemas, inspect.isclass):
+        if not issubclass(model, BaseModel) or model.__module__ != schemas.__name__:
+            continue
+        extra = model.model_config.get("json_schema_extra") or {}
+        for example in extra.get("examples", []):
+            model.model_validate(example)
+            checked += 1
+    assert checked >= 15
