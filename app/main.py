@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .api import analysis, errors, health, keys, plan, respondents, surveys
+from .api import analysis, errors, health, keys, plan, releases, respondents, surveys
 from .api.limits import BodyLimit
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "surveys", "description": "Create and manage surveys (admin)."},
             {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},
             {"name": "analysis", "description": "Rankings and the releasable data (analysts)."},
+            {"name": "releases", "description": "Differentially private releases of central-model surveys."},
             {"name": "planner", "description": "Predict a design's accuracy before the survey runs."},
             {"name": "keys", "description": "Analyst keys (admin)."},
             {"name": "health", "description": "Liveness and readiness probes."},
@@ -84,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
-    for module in (surveys, respondents, analysis, plan, keys, health):
+    for module in (surveys, respondents, analysis, releases, plan, keys, health):
         app.include_router(module.router)
     # Pages last: API routes take precedence over files.
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="static")

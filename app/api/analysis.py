@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from ..services import analysis, ingestion
 from ..services.errors import Invalid
 from ..services.export import iter_comparisons_csv
-from ..services.surveys import get_survey
+from ..services.surveys import get_survey, require_local
 from .common import errors
 from .deps import admin, get_session, reader
 from .schemas import ImportOut, PairwiseOut, RankingOut
@@ -28,7 +28,7 @@ _CSV_EXAMPLE = (
     "/ranking",
     response_model=RankingOut,
     response_model_by_alias=True,
-    responses=errors(401, 403, 404, 422),
+    responses=errors(401, 403, 404, 409, 422),
     dependencies=[Depends(reader)],
     summary="The ranking",
 )
@@ -70,7 +70,7 @@ def ranking(
 @router.get(
     "/pairwise",
     response_model=PairwiseOut,
-    responses=errors(401, 403, 404, 422),
+    responses=errors(401, 403, 404, 409, 422),
     dependencies=[Depends(reader)],
     summary="Estimated win probabilities with intervals",
 )
@@ -98,7 +98,7 @@ def pairwise(
             "content": {"text/csv": {"example": _CSV_EXAMPLE}},
             "description": "The privatized comparisons.",
         },
-        **errors(401, 403, 404),
+        **errors(401, 403, 404, 409),
     },
     dependencies=[Depends(reader)],
     summary="Export the releasable (privatized) data",
@@ -107,7 +107,7 @@ def comparisons_csv(request: Request, survey_id: str, session: Session = Depends
     """CSV columns: respondent, item_a, item_b, winner, epsilon, z, created_at.
     Winners are the privatized answers; z is eq. (1)'s debiased value towards
     item_a. ``app.stats.fit_debiased_mle`` on these rows reproduces the ranking."""
-    get_survey(session, survey_id)
+    require_local(get_survey(session, survey_id))
     factory = request.app.state.session_factory
 
     def body():

@@ -34,7 +34,11 @@ def survey_out(session, survey: Survey) -> SurveyOut:
             epsilon_min=survey.epsilon_min,
             epsilon_max=survey.epsilon_max,
             respondent_budget=survey.respondent_budget,
-            flip_probability_default=float(flip_probability(survey.epsilon_default)),
+            flip_probability_default=None
+            if survey.epsilon_default is None
+            else float(flip_probability(survey.epsilon_default)),
+            total_budget=survey.total_budget,
+            max_comparisons_per_respondent=survey.max_comparisons,
         ),
         items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
         created_at=survey.created_at,

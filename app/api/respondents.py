@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from ..config import Settings
 from ..services import ingestion
 from ..services.assignment import next_pairs
-from ..services.respondents import budget_remaining, register_respondent
+from ..services.respondents import budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..stats import flip_probability
 from .common import errors
@@ -37,16 +37,19 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
 def register(
     survey_id: str, body: RespondentCreate | None = None, session: Session = Depends(get_session)
 ) -> RespondentCreated:
-    """Anyone may register with an open survey. The respondent's ε (default: the
-    survey's) fixes how often each of its answers is flipped: 1/(1+e^ε)."""
+    """Anyone may register with an open survey. In a local-model survey the
+    respondent's ε (default: the survey's) fixes how often each of its answers is
+    flipped, 1/(1+e^ε); central-model surveys take no ε (their answers are stored
+    as given and only differentially private releases leave the service)."""
     survey = get_survey(session, survey_id)
     respondent, token = register_respondent(session, survey, body.epsilon if body else None)
     return RespondentCreated(
         respondent_id=respondent.id,
         token=token,
         epsilon=respondent.epsilon,
-        flip_probability=float(flip_probability(respondent.epsilon)),
+        flip_probability=None if respondent.epsilon is None else float(flip_probability(respondent.epsilon)),
         budget_remaining=budget_remaining(survey, respondent),
+        comparisons_remaining=comparisons_remaining(survey, respondent),
     )
 
 
@@ -63,8 +66,9 @@ def me(ctx=Depends(respondent_of_survey)) -> RespondentStatus:
         survey_id=survey.id,
         epsilon=respondent.epsilon,
         comparisons=respondent.n_comparisons,
-        epsilon_total=respondent.epsilon_spent,
+        epsilon_total=None if respondent.epsilon is None else respondent.epsilon_spent,
         budget_remaining=budget_remaining(survey, respondent),
+        comparisons_remaining=comparisons_remaining(survey, respondent),
     )
 
 

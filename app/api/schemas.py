@@ -31,19 +31,27 @@ class _Model(BaseModel):
 class PrivacyIn(_Model):
     model: Literal["local", "central"] = Field(
         "local",
-        description="local: every answer is randomized before it is stored (the only model available now).",
+        description="local: every answer is randomized before it is stored. central: true answers are stored "
+        "(the operator is trusted) and results leave only as differentially private releases.",
     )
-    epsilon_default: float = Field(1.0, gt=0, description="ε given to respondents who do not choose one.")
+    epsilon_default: float | None = Field(
+        None, description="Local: ε given to respondents who do not choose one (default 1)."
+    )
     epsilon_min: float | None = Field(
-        None, gt=0, description="Smallest ε a respondent may choose (default min(0.1, default))."
+        None,
+        description="Local: smallest ε a respondent may choose (default min(0.1, default); at least 0.001).",
     )
     epsilon_max: float | None = Field(
-        None, gt=0, description="Largest ε a respondent may choose (default max(5, default))."
+        None, description="Local: largest ε (default max(5, default); at most 30)."
     )
     respondent_budget: float | None = Field(
-        None,
-        gt=0,
-        description="Cap on a respondent's total ε over all answers (basic composition); null: no cap.",
+        None, gt=0, description="Local: cap on a respondent's total ε over all answers (basic composition)."
+    )
+    total_budget: float | None = Field(
+        None, description="Central: the total ε all releases together may spend (person-level)."
+    )
+    max_comparisons_per_respondent: int | None = Field(
+        None, description="Central: the most comparisons one respondent may contribute (L of individual DP)."
     )
 
 
@@ -68,7 +76,13 @@ class SurveyCreate(_Model):
                         "epsilon_max": 3.0,
                         "respondent_budget": 20.0,
                     },
-                }
+                },
+                {
+                    "title": "Internal priorities (trusted operator)",
+                    "kind": "pairwise",
+                    "items": ["Hiring", "Tooling", "Training"],
+                    "privacy": {"model": "central", "total_budget": 5.0, "max_comparisons_per_respondent": 3},
+                },
             ]
         },
     )
@@ -95,11 +109,13 @@ class ItemOut(BaseModel):
 
 class PrivacyOut(BaseModel):
     model: str
-    epsilon_default: float
-    epsilon_min: float
-    epsilon_max: float
+    epsilon_default: float | None
+    epsilon_min: float | None
+    epsilon_max: float | None
     respondent_budget: float | None
-    flip_probability_default: float = Field(description="1/(1+e^ε) at epsilon_default.")
+    flip_probability_default: float | None = Field(description="Local: 1/(1+e^ε) at epsilon_default.")
+    total_budget: float | None = None
+    max_comparisons_per_respondent: int | None = None
 
 
 class SurveyOut(BaseModel):
@@ -159,9 +175,14 @@ class RespondentCreate(_Model):
 class RespondentCreated(BaseModel):
     respondent_id: str
     token: str = Field(description="Bearer token for this respondent's calls; shown once.")
-    epsilon: float
-    flip_probability: float = Field(description="Chance that each answer is reported flipped: 1/(1+e^ε).")
+    epsilon: float | None = Field(description="Local: the respondent's ε. Central: null.")
+    flip_probability: float | None = Field(
+        description="Local: chance that each answer is reported flipped, 1/(1+e^ε). Central: null."
+    )
     budget_remaining: float | None
+    comparisons_remaining: int | None = Field(
+        None, description="Central: answers this respondent may still give."
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -181,10 +202,13 @@ class RespondentCreated(BaseModel):
 class RespondentStatus(BaseModel):
     respondent_id: str
     survey_id: str
-    epsilon: float
+    epsilon: float | None
     comparisons: int
-    epsilon_total: float = Field(description="Privacy spent so far: the sum of ε over stored answers.")
+    epsilon_total: float | None = Field(
+        description="Local: privacy spent so far, the sum of ε over stored answers. Central: null."
+    )
     budget_remaining: float | None
+    comparisons_remaining: int | None = None
 
     # -- pairs and responses ---------------------------------------------------------
 
@@ -263,9 +287,14 @@ class ResponsesIn(_Model):
 
 class ResponsesOut(BaseModel):
     accepted: int
-    epsilon_spent: float = Field(description="Privacy spent by this request: Σ ε over its comparisons.")
-    epsilon_total: float = Field(description="The respondent's total spent so far.")
+    epsilon_spent: float | None = Field(
+        description="Local: privacy spent by this request, Σ ε over its answers."
+    )
+    epsilon_total: float | None = Field(description="Local: the respondent's total spent so far.")
     budget_remaining: float | None
+    comparisons_remaining: int | None = Field(
+        None, description="Central: answers this respondent may still give."
+    )
 
     # -- analysis ----------------------------------------------------------------------
 
@@ -552,6 +581,95 @@ class PlanOut(BaseModel):
             ]
         }
     )
+
+
+# -- releases (central model) ----------------------------------------------------------
+
+
+class ReleaseCreate(_Model):
+    method: Literal["perturbed_mle", "noisy_counts"] = Field(
+        description="perturbed_mle: objective-perturbed BTL MLE (scores); noisy_counts: win counts plus "
+        "Laplace noise (better for top-K)."
+    )
+    unit: Literal["edge", "individual"] = Field(
+        description="What is protected: one comparison (edge) or everything one respondent answered "
+        "(individual)."
+    )
+    epsilon: float = Field(gt=0, description="The release's ε in its unit.")
+    k: int | None = Field(None, ge=1, description="Size of the top-K set to report.")
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"method": "noisy_counts", "unit": "individual", "epsilon": 1.0, "k": 2}]
+        },
+    )
+
+
+class ReleasedItem(BaseModel):
+    item_id: str
+    label: str
+    rank: int
+    score: float | None = Field(None, description="perturbed_mle: the private score (centred).")
+    noisy_wins: int | None = Field(
+        None, description="noisy_counts: comparisons won plus discrete Laplace noise."
+    )
+
+
+class ReleaseResult(BaseModel):
+    items: list[ReleasedItem]
+    top_k: list[str] | None
+
+
+class Budget(BaseModel):
+    total: float
+    spent: float
+    remaining: float
+
+
+class ReleaseOut(BaseModel):
+    id: str
+    survey_id: str
+    method: str
+    unit: str
+    epsilon: float
+    cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
+    k: int | None
+    created_at: datetime
+    parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
+    result: ReleaseResult
+    budget: Budget | None = None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "rel_a1b2c3d4e5f6g7h8",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "noisy_counts",
+                    "unit": "individual",
+                    "epsilon": 1.0,
+                    "cost": 1.0,
+                    "k": 1,
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "parameters": {"scale": 6.0, "sensitivity_l1": 6.0, "noise": "discrete Laplace"},
+                    "result": {
+                        "items": [
+                            {"item_id": "itm_a", "label": "Tooling", "rank": 1, "noisy_wins": 131},
+                            {"item_id": "itm_b", "label": "Hiring", "rank": 2, "noisy_wins": 97},
+                        ],
+                        "top_k": ["itm_a"],
+                    },
+                    "budget": {"total": 5.0, "spent": 1.0, "remaining": 4.0},
+                }
+            ]
+        }
+    )
+
+
+class ReleaseList(BaseModel):
+    releases: list[ReleaseOut]
+    budget: Budget
 
 
 # -- keys ---------------------------------------------------------------------------

@@ -29,7 +29,15 @@ def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -
         body.title,
         body.kind,
         body.items,
-        svc.PrivacyPolicy(p.model, p.epsilon_default, p.epsilon_min, p.epsilon_max, p.respondent_budget),
+        svc.PrivacyPolicy(
+            p.model,
+            p.epsilon_default,
+            p.epsilon_min,
+            p.epsilon_max,
+            p.respondent_budget,
+            p.total_budget,
+            p.max_comparisons_per_respondent,
+        ),
     )
     return survey_out(session, survey)
 

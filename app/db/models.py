@@ -44,6 +44,7 @@ __all__ = [
     "Item",
     "PairStat",
     "PendingBatch",
+    "Release",
     "Respondent",
     "Survey",
     "SurveyStats",
@@ -95,10 +96,15 @@ class Survey(Base):
     kind: Mapped[str] = mapped_column(String(16), default="pairwise")
     status: Mapped[str] = mapped_column(String(16), default="open")
     privacy_model: Mapped[str] = mapped_column(String(16), default="local")
-    epsilon_default: Mapped[float] = mapped_column(Float)
-    epsilon_min: Mapped[float] = mapped_column(Float)
-    epsilon_max: Mapped[float] = mapped_column(Float)
+    #: Local model: the bounds of respondents' ε. NULL for central surveys.
+    epsilon_default: Mapped[float | None] = mapped_column(Float, nullable=True)
+    epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    epsilon_max: Mapped[float | None] = mapped_column(Float, nullable=True)
     respondent_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Central model: the total ε all releases may spend, and the most comparisons
+    #: one respondent may contribute (L of individual DP). NULL for local surveys.
+    total_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_comparisons: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -107,8 +113,10 @@ class Survey(Base):
         CheckConstraint("status IN ('open', 'closed')", name="ck_surveys_status"),
         CheckConstraint("privacy_model IN ('local', 'central')", name="ck_surveys_privacy_model"),
         CheckConstraint(
-            "epsilon_min >= 0.001 AND epsilon_min <= epsilon_default AND epsilon_default <= epsilon_max",
-            name="ck_surveys_epsilon_bounds",
+            "(privacy_model = 'local' AND epsilon_min >= 0.001 AND epsilon_min <= epsilon_default "
+            "AND epsilon_default <= epsilon_max) OR "
+            "(privacy_model = 'central' AND total_budget > 0 AND max_comparisons >= 1)",
+            name="ck_surveys_privacy",
         ),
     )
 
@@ -136,7 +144,8 @@ class Respondent(Base):
     survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
     #: SHA-256 of the token's secret part; NULL for respondents created by an import.
     token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    epsilon: Mapped[float] = mapped_column(Float)
+    #: The respondent's ε (local model); NULL in central surveys.
+    epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_spent: Mapped[float] = mapped_column(Float, default=0.0)
     n_comparisons: Mapped[int] = mapped_column(Integer, default=0)
     #: The pseudonym a bulk import gave this respondent (unique per survey).
@@ -145,15 +154,17 @@ class Respondent(Base):
 
     __table_args__ = (
         UniqueConstraint("survey_id", "external_ref", name="uq_respondents_survey_external_ref"),
-        CheckConstraint("epsilon >= 0.001", name="ck_respondents_epsilon"),
+        CheckConstraint("epsilon IS NULL OR epsilon >= 0.001", name="ck_respondents_epsilon"),
     )
 
 
 class Comparison(Base):
-    """One privatized answer, canonically oriented: item i < item j (positions).
+    """One answer, canonically oriented: item i < item j (positions).
 
-    ``y_tilde`` = 1 when item i was the reported winner. The true answer is never
-    stored in the local model.
+    ``y_tilde`` = 1 when item i was the reported winner. Local model: the
+    randomized answer (the true one is never stored), with its ε. Central model
+    (``source = 'central'``, ``epsilon`` NULL): the true answer, which no endpoint
+    returns; only differentially private releases leave the service.
     """
 
     __tablename__ = "comparisons"
@@ -164,8 +175,9 @@ class Comparison(Base):
     i: Mapped[int] = mapped_column(Integer)
     j: Mapped[int] = mapped_column(Integer)
     y_tilde: Mapped[int] = mapped_column(SmallInteger)
-    epsilon: Mapped[float] = mapped_column(Float)
-    #: "server" (flipped on arrival), "client" (flipped on the device) or "import".
+    epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: "server" (flipped on arrival), "client" (flipped on the device), "import", or
+    #: "central" (a true answer of a central-model survey).
     source: Mapped[str] = mapped_column(String(8))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -219,6 +231,35 @@ class SurveyStats(Base):
     n_comparisons: Mapped[int] = mapped_column(BigInteger, default=0)
     epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Release(Base):
+    """A differentially private release of a central-model survey (immutable)."""
+
+    __tablename__ = "releases"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    method: Mapped[str] = mapped_column(String(32))
+    unit: Mapped[str] = mapped_column(String(16))
+    epsilon: Mapped[float] = mapped_column(Float)
+    #: What the release charged to the survey's budget (person-level ε).
+    cost: Mapped[float] = mapped_column(Float)
+    k: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    data_version: Mapped[int] = mapped_column(BigInteger)
+    parameters: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(40))
+    #: A retried request with the same key returns this release and spends nothing.
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("survey_id", "idempotency_key", name="uq_releases_survey_idempotency_key"),
+        CheckConstraint("method IN ('perturbed_mle', 'noisy_counts')", name="ck_releases_method"),
+        CheckConstraint("unit IN ('edge', 'individual')", name="ck_releases_unit"),
+        CheckConstraint("epsilon > 0 AND cost > 0", name="ck_releases_epsilon"),
+    )
 
 
 class ApiKey(Base):

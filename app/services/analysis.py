@@ -33,7 +33,7 @@ from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
 from .errors import Conflict, Invalid
-from .surveys import survey_items
+from .surveys import require_local, survey_items
 
 __all__ = [
     "BOOTSTRAP_MAX_COMPARISONS",
@@ -320,6 +320,7 @@ def ranking(
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
     groups, and diagnostics."""
     _check(method, lam, level, uncertainty)
+    require_local(survey)
     n_before = len(survey_items(session, survey.id))
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
@@ -418,6 +419,7 @@ def pairwise(
 ) -> dict:
     """Estimated P(row item beats column item) with confidence intervals."""
     _check(method, lam, level, "sandwich")
+    require_local(survey)
     if len(survey_items(session, survey.id)) > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam)

@@ -45,8 +45,11 @@ def next_pairs(
     m = len(items)
     n_pairs = m * (m - 1) // 2
     if survey.respondent_budget is not None:
+        # Affordability at the registered ε (a client-privatized batch may declare another).
         affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // respondent.epsilon)
         count = min(count, max(0, affordable))
+    if survey.max_comparisons is not None:  # central model: at most L answers each
+        count = min(count, max(0, survey.max_comparisons - respondent.n_comparisons))
     if survey.status != "open" or survey.kind != "pairwise" or count <= 0 or m < 2:
         return []
     answered = np.array(

@@ -32,7 +32,7 @@ from ..db.session import begin_write
 from ..stats import privatize
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
-from .respondents import budget_remaining, check_epsilon
+from .respondents import budget_remaining, check_epsilon, comparisons_remaining
 from .surveys import survey_items
 
 __all__ = ["ComparisonIn", "IngestResult", "import_comparisons", "submit_responses"]
@@ -89,8 +89,8 @@ def _check_open_pairwise(status: str, kind: str, model: str) -> None:
         raise Conflict("the survey is closed")
     if kind != "pairwise":
         raise Conflict("this survey asks for rankings, not pairwise comparisons")
-    if model != "local":  # pragma: no cover - central surveys cannot be created yet
-        raise Conflict("this survey does not use the local privacy model")
+    if model not in ("local", "central"):  # pragma: no cover - the schema allows no other
+        raise Conflict("unknown privacy model")
 
 
 def _canonical(
@@ -164,7 +164,15 @@ def submit_responses(
     _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
     if not 1 <= len(comparisons) <= max_batch:
         raise Invalid(f"send between 1 and {max_batch} comparisons per request")
-    if privatized:
+    central = survey.privacy_model == "central"
+    if central:
+        if privatized or epsilon is not None:
+            raise Invalid(
+                "this survey uses the central privacy model: send the true answers (privatized=false, no "
+                "epsilon); they are never returned, and results leave only as differentially private releases"
+            )
+        eps = None
+    elif privatized:
         if epsilon is None:
             raise Invalid("epsilon is required when privatized is true")
         eps = check_epsilon(survey, epsilon)
@@ -182,13 +190,15 @@ def submit_responses(
         raise Conflict(
             f"comparisons[{k}] repeats a pair already in this request ({items[i[k]].id}, {items[j[k]].id})"
         )
-    if privatized:
+    if central:
+        y_tilde, source = y, "central"  # the operator is trusted with true answers
+    elif privatized:
         y_tilde, source = y, "client"
     else:
         y_tilde, source = privatize(y, eps), "server"  # OS CSPRNG
     del y
     n = len(comparisons)
-    cost = eps * n
+    cost = 0.0 if central else eps * n
     body: dict | None = None
     try:
         begin_write(session)
@@ -207,16 +217,25 @@ def submit_responses(
         spend = update(Respondent).where(Respondent.id == respondent.id)
         if survey.respondent_budget is not None:
             spend = spend.where(Respondent.epsilon_spent + cost <= survey.respondent_budget + BUDGET_SLACK)
-        spent = session.execute(
+        if survey.max_comparisons is not None:  # central: the contribution bound L
+            spend = spend.where(Respondent.n_comparisons + n <= survey.max_comparisons)
+        row = session.execute(
             spend.values(
                 epsilon_spent=Respondent.epsilon_spent + cost,
                 n_comparisons=Respondent.n_comparisons + n,
-            ).returning(Respondent.epsilon_spent)
-        ).scalar_one_or_none()
-        if spent is None:
-            left = budget_remaining(survey, session.get(Respondent, respondent.id, populate_existing=True))
+            ).returning(Respondent.epsilon_spent, Respondent.n_comparisons)
+        ).one_or_none()
+        if row is None:
+            now = session.get(Respondent, respondent.id, populate_existing=True)
+            if central:
+                raise Conflict(
+                    f"a respondent may give at most {survey.max_comparisons} comparisons; "
+                    f"{comparisons_remaining(survey, now)} remain"
+                )
+            left = budget_remaining(survey, now)
             raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")
-        spent = float(spent)  # SQLite may hand back an integral REAL as int
+        spent = float(row[0])  # SQLite may hand back an integral REAL as int
+        answered_total = int(row[1])
         answered = set(
             map(
                 tuple,
@@ -247,11 +266,28 @@ def submit_responses(
                 for a, b, t in zip(i, j, y_tilde, strict=True)
             ],
         )
-        session.add(
-            PendingBatch(survey_id=survey.id, n=n, payload=encode_batch(i, j, y_tilde, np.full(n, eps)))
-        )
-        remaining = None if survey.respondent_budget is None else max(0.0, survey.respondent_budget - spent)
-        body = {"accepted": n, "epsilon_spent": cost, "epsilon_total": spent, "budget_remaining": remaining}
+        # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
+        batch_eps = np.full(n, np.inf if central else eps)
+        session.add(PendingBatch(survey_id=survey.id, n=n, payload=encode_batch(i, j, y_tilde, batch_eps)))
+        if central:
+            body = {
+                "accepted": n,
+                "epsilon_spent": None,
+                "epsilon_total": None,
+                "budget_remaining": None,
+                "comparisons_remaining": survey.max_comparisons - answered_total,
+            }
+        else:
+            remaining = (
+                None if survey.respondent_budget is None else max(0.0, survey.respondent_budget - spent)
+            )
+            body = {
+                "accepted": n,
+                "epsilon_spent": cost,
+                "epsilon_total": spent,
+                "budget_remaining": remaining,
+                "comparisons_remaining": None,
+            }
         if idempotency_key is not None:
             session.add(
                 IdempotencyRecord(
@@ -303,9 +339,11 @@ def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str
     if len(set(names)) != len(names):
         raise Invalid("the CSV header repeats a column")
     header = dict(zip(names, fieldnames, strict=True))
-    missing = [c for c in _REQUIRED if c not in header]
+    central = survey.privacy_model == "central"
+    required = [c for c in _REQUIRED if not (central and c == "epsilon")]
+    missing = [c for c in required if c not in header]
     if missing:
-        raise Invalid(f"CSV header lacks column(s) {missing}; need {list(_REQUIRED)}")
+        raise Invalid(f"CSV header lacks column(s) {missing}; need {required}")
     rows: list[ComparisonIn] = []
     refs: list[str] = []
     eps_list: list[float] = []
@@ -321,14 +359,17 @@ def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str
                     f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
                     "(starting with a letter or digit)"
                 )
-            try:
-                eps = float(rec.get(header["epsilon"]) or "nan")
-            except ValueError:
-                raise Invalid(f"row {line}: epsilon is not a number") from None
-            try:
-                check_epsilon(survey, eps)
-            except Invalid as exc:
-                raise Invalid(f"row {line}: {exc.detail}") from None
+            if central:
+                eps = math.inf  # true answers (an epsilon column, if any, is ignored)
+            else:
+                try:
+                    eps = float(rec.get(header["epsilon"]) or "nan")
+                except ValueError:
+                    raise Invalid(f"row {line}: epsilon is not a number") from None
+                try:
+                    check_epsilon(survey, eps)
+                except Invalid as exc:
+                    raise Invalid(f"row {line}: {exc.detail}") from None
             a = (rec.get(header["item_a"]) or "").strip()
             b = (rec.get(header["item_b"]) or "").strip()
             winner = (rec.get(header["winner"]) or "").strip()
@@ -359,6 +400,9 @@ def import_comparisons(
     into one survey run one at a time.
     """
     _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
+    central = survey.privacy_model == "central"
+    if central and privatized:
+        raise Invalid("a central-model survey imports true answers: use privatized=false")
     items = survey_items(session, survey.id)
     lookup: dict[str, str] = {item.label: item.id for item in items}
     lookup.update({item.id: item.id for item in items})
@@ -374,9 +418,9 @@ def import_comparisons(
     k = _first_repeat((who * m + i) * m + j)
     if k is not None:
         raise Conflict(f"row {lines[k]}: respondent {refs[k]!r} answers the same pair twice")
-    y_tilde = y if privatized else privatize(y, eps_arr)  # OS CSPRNG
+    y_tilde = y if (privatized or central) else privatize(y, eps_arr)  # OS CSPRNG
     del y
-    cost = np.bincount(who, weights=eps_arr)
+    cost = np.zeros(len(ref_index)) if central else np.bincount(who, weights=eps_arr)
     n_rows = np.bincount(who)
     try:
         begin_write(session)
@@ -402,7 +446,11 @@ def import_comparisons(
         for ref, idx in ref_index.items():
             r = known.get(ref)
             over = f"respondent {ref!r} would exceed the privacy budget"
+            cap = survey.max_comparisons
+            too_many = f"respondent {ref!r} would give more than {cap} comparisons (the survey's bound)"
             if r is None:
+                if cap is not None and n_rows[idx] > cap:
+                    raise Conflict(too_many)
                 if (
                     survey.respondent_budget is not None
                     and cost[idx] > survey.respondent_budget + BUDGET_SLACK
@@ -413,7 +461,7 @@ def import_comparisons(
                     id=new_id("rsp"),
                     survey_id=survey.id,
                     token_hash=None,
-                    epsilon=eps_list[first],
+                    epsilon=None if central else eps_list[first],
                     epsilon_spent=float(cost[idx]),
                     n_comparisons=int(n_rows[idx]),
                     external_ref=ref,
@@ -426,6 +474,8 @@ def import_comparisons(
                     spend = spend.where(
                         Respondent.epsilon_spent + float(cost[idx]) <= survey.respondent_budget + BUDGET_SLACK
                     )
+                if cap is not None:
+                    spend = spend.where(Respondent.n_comparisons + int(n_rows[idx]) <= cap)
                 done = session.execute(
                     spend.values(
                         epsilon_spent=Respondent.epsilon_spent + float(cost[idx]),
@@ -433,7 +483,7 @@ def import_comparisons(
                     ).returning(Respondent.id)
                 ).scalar_one_or_none()
                 if done is None:
-                    raise Conflict(over)
+                    raise Conflict(too_many if central else over)
             respondent_ids.append(r.id)
         session.flush()
         if known:
@@ -461,8 +511,8 @@ def import_comparisons(
                     "i": int(a),
                     "j": int(b),
                     "y_tilde": int(t),
-                    "epsilon": float(e),
-                    "source": "import",
+                    "epsilon": None if central else float(e),
+                    "source": "central" if central else "import",
                 }
                 for w, a, b, t, e in zip(who, i, j, y_tilde, eps_arr, strict=True)
             ],

@@ -1,4 +1,4 @@
-"""Respondents: registration with a personal ε and a bearer token."""
+"""Respondents: registration with a personal ε (local model) and a bearer token."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from ..db.session import begin_write
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid
 
-__all__ = ["budget_remaining", "check_epsilon", "register_respondent"]
+__all__ = ["budget_remaining", "check_epsilon", "comparisons_remaining", "register_respondent"]
 
 
 def check_epsilon(survey: Survey, epsilon: float) -> float:
     """ε within the survey's bounds, or Invalid (422)."""
+    if survey.privacy_model != "local":
+        raise Invalid("central-model surveys take true answers: there is no respondent epsilon")
     if not (math.isfinite(epsilon) and survey.epsilon_min <= epsilon <= survey.epsilon_max):
         raise Invalid(
             f"epsilon must lie within the survey's bounds [{survey.epsilon_min:g}, {survey.epsilon_max:g}]"
@@ -30,11 +32,23 @@ def budget_remaining(survey: Survey, respondent: Respondent) -> float | None:
     return max(0.0, survey.respondent_budget - respondent.epsilon_spent)
 
 
+def comparisons_remaining(survey: Survey, respondent: Respondent) -> int | None:
+    """Central model: answers the respondent may still give (at most L in all)."""
+    if survey.max_comparisons is None:
+        return None
+    return max(0, survey.max_comparisons - respondent.n_comparisons)
+
+
 def register_respondent(session: Session, survey: Survey, epsilon: float | None) -> tuple[Respondent, str]:
     """Create a respondent of an open survey; returns it and its token (shown once)."""
     if survey.status != "open":
         raise Conflict("the survey is closed")
-    eps = check_epsilon(survey, survey.epsilon_default if epsilon is None else epsilon)
+    if survey.privacy_model == "central":
+        if epsilon is not None:
+            raise Invalid("central-model surveys take true answers: there is no respondent epsilon")
+        eps = None
+    else:
+        eps = check_epsilon(survey, survey.epsilon_default if epsilon is None else epsilon)
     secret = new_secret()
     begin_write(session)
     respondent = Respondent(

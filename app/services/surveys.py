@@ -19,12 +19,14 @@ _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
 __all__ = [
     "MAX_EPSILON",
     "MAX_ITEMS",
+    "MAX_TOTAL_BUDGET",
     "MIN_EPSILON",
     "PrivacyPolicy",
     "add_items",
     "create_survey",
     "get_survey",
     "list_surveys",
+    "require_local",
     "survey_items",
     "update_survey",
 ]
@@ -42,10 +44,16 @@ MAX_ITEMS = 10_000
 @dataclass(frozen=True)
 class PrivacyPolicy:
     model: str = "local"
-    epsilon_default: float = 1.0
+    epsilon_default: float | None = None
     epsilon_min: float | None = None
     epsilon_max: float | None = None
     respondent_budget: float | None = None
+    total_budget: float | None = None
+    max_comparisons_per_respondent: int | None = None
+
+
+#: Largest total budget a central survey may hold (beyond it releases protect nothing).
+MAX_TOTAL_BUDGET = 100.0
 
 
 def _clean_labels(labels: list[str]) -> list[str]:
@@ -65,12 +73,31 @@ def _clean_labels(labels: list[str]) -> list[str]:
     return cleaned
 
 
+def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
+    if any(v is not None for v in (p.epsilon_default, p.epsilon_min, p.epsilon_max, p.respondent_budget)):
+        raise Invalid(
+            "central surveys take total_budget and max_comparisons_per_respondent; the epsilon bounds "
+            "and respondent_budget belong to local surveys"
+        )
+    budget, cap = p.total_budget, p.max_comparisons_per_respondent
+    if budget is None or not (math.isfinite(budget) and 0 < budget <= MAX_TOTAL_BUDGET):
+        raise Invalid(
+            f"privacy.total_budget must be a number in (0, {MAX_TOTAL_BUDGET:g}] for a central survey"
+        )
+    n_pairs = n_items * (n_items - 1) // 2
+    if cap is None or not 1 <= cap <= n_pairs:
+        raise Invalid(
+            f"privacy.max_comparisons_per_respondent must be between 1 and the number of pairs ({n_pairs})"
+        )
+    return float(budget), int(cap)
+
+
 def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None]:
-    if p.model == "central":
-        raise Invalid("the central privacy model is not available yet; use 'local'")
     if p.model != "local":
         raise Invalid("privacy.model must be 'local' or 'central'")
-    default = p.epsilon_default
+    if p.total_budget is not None or p.max_comparisons_per_respondent is not None:
+        raise Invalid("total_budget and max_comparisons_per_respondent belong to central surveys")
+    default = 1.0 if p.epsilon_default is None else p.epsilon_default
     lo = p.epsilon_min if p.epsilon_min is not None else min(0.1, default)
     hi = p.epsilon_max if p.epsilon_max is not None else max(5.0, default)
     for name, value in (("epsilon_default", default), ("epsilon_min", lo), ("epsilon_max", hi)):
@@ -95,18 +122,22 @@ def create_survey(
     cleaned = _clean_labels(labels)
     if not 2 <= len(cleaned) <= MAX_ITEMS:
         raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
-    default, lo, hi, budget = _resolve_policy(policy)
+    if policy.model == "central":
+        if kind != "pairwise":
+            raise Invalid("central-model surveys are pairwise")
+        total, cap = _resolve_central(policy, len(cleaned))
+        fields = {"total_budget": total, "max_comparisons": cap}
+    else:
+        default, lo, hi, budget = _resolve_policy(policy)
+        fields = {
+            "epsilon_default": default,
+            "epsilon_min": lo,
+            "epsilon_max": hi,
+            "respondent_budget": budget,
+        }
     begin_write(session)
     survey = Survey(
-        id=new_id("srv"),
-        title=title,
-        kind=kind,
-        status="open",
-        privacy_model=policy.model,
-        epsilon_default=default,
-        epsilon_min=lo,
-        epsilon_max=hi,
-        respondent_budget=budget,
+        id=new_id("srv"), title=title, kind=kind, status="open", privacy_model=policy.model, **fields
     )
     session.add(survey)
     session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0))
@@ -189,3 +220,12 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
     survey.updated_at = utcnow()
     session.commit()
     return new
+
+
+def require_local(survey: Survey) -> None:
+    """Refuse direct access to a central-model survey's answers or statistics (409)."""
+    if survey.privacy_model == "central":
+        raise Conflict(
+            "this survey uses the central privacy model: its answers are true answers, so results leave the "
+            "service only as differentially private releases (POST /v1/surveys/{id}/releases)"
+        )

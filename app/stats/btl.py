@@ -225,6 +225,7 @@ class _Problem:
         lam: float,
     ) -> None:
         self.m, self.i, self.j, self.n, self.s, self.lam = m, i, j, n, s, lam
+        self.linear: NDArray[np.float64] | None = None  # an optional term bᵀθ
         size = i.size
         self._tmp = np.empty(size)
         self._tmp2 = np.empty(size)
@@ -249,7 +250,8 @@ class _Problem:
         np.log1p(e, out=tmp)
         np.maximum(d, 0.0, out=tmp2)
         tmp += tmp2
-        return float(self.n @ tmp - self.s @ d + self.lam * (theta @ theta))
+        value = float(self.n @ tmp - self.s @ d + self.lam * (theta @ theta))
+        return value if self.linear is None else value + float(self.linear @ theta)
 
     def derivatives(
         self, theta: NDArray[np.float64], cache: tuple[NDArray[np.float64], NDArray[np.float64]]
@@ -267,6 +269,8 @@ class _Problem:
         g = np.bincount(self.i, sig, self.m).astype(np.float64, copy=False)  # int64 when empty
         g -= np.bincount(self.j, sig, self.m)
         g += 2.0 * self.lam * theta
+        if self.linear is not None:
+            g += self.linear
         np.multiply(r, r, out=w)
         w *= e
         w *= self.n  # n σ'(d) = n e^{−|d|} r²
@@ -390,6 +394,7 @@ def fit_btl(
     v: ArrayLike | None = None,
     s2: ArrayLike | None = None,
     estimator: str = "custom",
+    linear: ArrayLike | None = None,
 ) -> BTLFit:
     """Minimize J(θ) for per-pair counts ``n`` and sums ``s`` (the engine of every fit).
 
@@ -422,6 +427,11 @@ def fit_btl(
         values; only used for uncertainty (``BTLFit.cov``, :mod:`.inference`).
     estimator : str
         A label recorded in the result.
+    linear : array (m,), optional
+        Adds bᵀθ to J (objective perturbation, :mod:`app.stats.central`). With
+        λ > 0 the minimizer's component means are −1_cᵀb/(2λ|c|); θ̂ is returned
+        centred per component, i.e. only b's part orthogonal to each component's
+        constant vector is used (the means do not change any comparison of items).
     """
     m = item_count(n_items)
     ia, ja = validate_comparisons(m, i, j)
@@ -448,6 +458,12 @@ def fit_btl(
     sizes = np.bincount(labels, minlength=n_comp).astype(np.float64)
 
     prob = _Problem(m, ia, ja, n_arr, s_arr, lam)
+    if linear is not None:
+        b = np.array(linear, dtype=np.float64).reshape(-1)
+        if b.shape != (m,) or not np.all(np.isfinite(b)):
+            raise ValueError("linear must be a finite vector of length n_items")
+        # Keep b's part orthogonal to the component constants: the centred minimizer.
+        prob.linear = b - (np.bincount(labels, b, n_comp) / sizes)[labels]
     # Cholesky costs m³/3 per step whatever the design; a CG step costs a few dozen
     # passes over the P observed pairs. Measured here: CG wins on sparse designs
     # (m = 2,000, P = 97k: 0.04 s vs 0.46 s) and dense wins on complete ones

@@ -124,7 +124,7 @@ def test_every_documented_example_is_valid_for_its_own_schema():
     from app.api import schemas
 
     checked = 0
-    for name, model in inspect.getmembers(schemas, inspect.isclass):
+    for _name, model in inspect.getmembers(schemas, inspect.isclass):
         if not issubclass(model, BaseModel) or model.__module__ != schemas.__name__:
             continue
         extra = model.model_config.get("json_schema_extra") or {}

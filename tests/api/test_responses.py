@@ -38,7 +38,13 @@ def test_server_privatized_batch_is_stored_canonically(client, db, survey):
     rid, h = register(client, sid, 1.0)
     r = post(client, sid, h, [{"a": b, "b": a, "winner": b}, {"a": c, "b": d, "winner": d}])
     assert r.status_code == 201
-    assert r.json() == {"accepted": 2, "epsilon_spent": 2.0, "epsilon_total": 2.0, "budget_remaining": 1.0}
+    assert r.json() == {
+        "accepted": 2,
+        "epsilon_spent": 2.0,
+        "epsilon_total": 2.0,
+        "budget_remaining": 1.0,
+        "comparisons_remaining": None,
+    }
     rows = db.scalars(select(Comparison).where(Comparison.respondent_id == rid).order_by(Comparison.i)).all()
     assert [(x.i, x.j, x.source, x.epsilon) for x in rows] == [(0, 1, "server", 1.0), (2, 3, "server", 1.0)]
     assert all(x.y_tilde in (0, 1) for x in rows)

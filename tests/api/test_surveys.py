@@ -50,6 +50,8 @@ def test_privacy_defaults(client):
         "epsilon_max": 5.0,
         "respondent_budget": None,
         "flip_probability_default": pytest.approx(0.2689414),
+        "total_budget": None,
+        "max_comparisons_per_respondent": None,
     }
     s = create_survey(client, items=("x", "y"), epsilon_default=8.0)
     assert (s["privacy"]["epsilon_min"], s["privacy"]["epsilon_max"]) == (0.1, 8.0)

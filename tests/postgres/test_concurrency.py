@@ -198,3 +198,58 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
             assert n == 5
     finally:
         app.state.engine.dispose()
+
+
+def test_concurrent_releases_never_overspend_the_budget(postgres_url):
+    from fastapi.testclient import TestClient
+
+    from app.config import Settings
+    from app.db.migrate import upgrade
+    from app.main import create_app
+
+    upgrade(postgres_url)
+    app = create_app(Settings(DATABASE_URL=postgres_url, PRIVRANK_ADMIN_KEY="k"))
+    admin = {"Authorization": "Bearer k"}
+    try:
+        with TestClient(app) as c:
+            s = c.post(
+                "/v1/surveys",
+                json={
+                    "title": "t",
+                    "items": ["A", "B", "C"],
+                    "privacy": {"model": "central", "total_budget": 4.0, "max_comparisons_per_respondent": 3},
+                },
+                headers=admin,
+            ).json()
+            ids = [it["id"] for it in s["items"]]
+            for _ in range(10):
+                reg = c.post(f"/v1/surveys/{s['id']}/respondents", json={}).json()
+                c.post(
+                    f"/v1/surveys/{s['id']}/responses",
+                    headers={"Authorization": f"Bearer {reg['token']}"},
+                    json={"privatized": False, "comparisons": [{"a": ids[0], "b": ids[1], "winner": ids[0]}]},
+                )
+        codes: list = []
+        gate = threading.Barrier(5)
+
+        def release():
+            with TestClient(app) as c:
+                gate.wait()
+                codes.append(
+                    c.post(
+                        f"/v1/surveys/{s['id']}/releases",
+                        headers=admin,
+                        json={"method": "noisy_counts", "unit": "individual", "epsilon": 1.5},
+                    ).status_code
+                )
+
+        threads = [threading.Thread(target=release) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(codes) == [201, 201, 409, 409, 409]  # 2 × 1.5 ≤ 4 < 3 × 1.5
+        with TestClient(app) as c:
+            assert c.get(f"/v1/surveys/{s['id']}/releases", headers=admin).json()["budget"]["spent"] == 3.0
+    finally:
+        app.state.engine.dispose()

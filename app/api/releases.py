@@ -1,0 +1,79 @@
+"""Differentially private releases of central-model surveys."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Header
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from ..services import auth
+from ..services import releases as svc
+from .common import errors
+from .deps import get_session, reader
+from .schemas import ReleaseCreate, ReleaseList, ReleaseOut
+
+router = APIRouter(prefix="/v1/surveys/{survey_id}/releases", tags=["releases"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ReleaseOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Make a differentially private release (spends budget)",
+)
+def create_release(
+    survey_id: str,
+    body: ReleaseCreate,
+    who: auth.Principal = Depends(reader),
+    session: Session = Depends(get_session),
+    idempotency_key: str | None = Header(
+        None,
+        alias="Idempotency-Key",
+        max_length=200,
+        description="A retry with the same key returns the release, unspent.",
+    ),
+):
+    """Run the mechanism on the survey's true answers and store its output.
+
+    Costs ``epsilon`` of the survey's person-level budget for ``unit=individual``
+    and ``L·epsilon`` for ``unit=edge`` (a person's L answers, by group privacy).
+    409 when that exceeds what remains — nothing is spent then. The stored release
+    can be read again for free (``GET …/releases/{id}``)."""
+    out, replayed = svc.create_release(
+        session,
+        survey_id,
+        body.method,
+        body.unit,
+        body.epsilon,
+        body.k,
+        created_by=who.key_id or "admin (PRIVRANK_ADMIN_KEY)",
+        idempotency_key=idempotency_key,
+    )
+    headers = {"Idempotent-Replayed": "true"} if replayed else None
+    return JSONResponse(
+        jsonable_encoder(ReleaseOut(**out)), status_code=200 if replayed else 201, headers=headers
+    )
+
+
+@router.get(
+    "",
+    response_model=ReleaseList,
+    responses=errors(401, 403, 404, 409),
+    dependencies=[Depends(reader)],
+    summary="The ledger: every release and the budget",
+)
+def list_releases(survey_id: str, session: Session = Depends(get_session)):
+    return svc.list_releases(session, survey_id)
+
+
+@router.get(
+    "/{release_id}",
+    response_model=ReleaseOut,
+    responses=errors(401, 403, 404, 409),
+    dependencies=[Depends(reader)],
+    summary="A stored release (free: nothing is spent)",
+)
+def get_release(survey_id: str, release_id: str, session: Session = Depends(get_session)):
+    return svc.get_release(session, survey_id, release_id)

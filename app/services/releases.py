@@ -1,0 +1,218 @@
+"""Differentially private releases of central-model surveys, against a budget.
+
+A release runs one mechanism of :mod:`app.stats.central` on the survey's folded
+statistics and stores its output; the stored output can be read again any number
+of times at no cost (post-processing). The ledger is the table of releases: the
+survey's ``total_budget`` caps the sum of their costs (basic composition of pure
+ε-DP releases). Releases are serialized per survey by a lock on the survey row, so
+two concurrent requests cannot both fit into the same remaining budget.
+
+The budget is in **person-level** ε. An individual-DP release of ε costs ε. An
+edge-DP release of ε protects each single comparison at ε, but a person's L
+comparisons only at L·ε (group privacy), so it costs L·ε.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..db.models import Release, Respondent, Survey, new_id
+from ..db.session import begin_write
+from ..stats.central import noisy_counts, perturbed_mle, win_counts
+from .aggregation import fold_pending, read_snapshot
+from .errors import Conflict, Invalid, NotFound
+from .surveys import get_survey, survey_items
+
+__all__ = ["MAX_RELEASE_EPSILON", "budget", "create_release", "get_release", "list_releases", "release_out"]
+
+MAX_RELEASE_EPSILON = 20.0
+#: Floating-point slack when comparing a sum of costs with the budget.
+SLACK = 1e-9
+
+
+def _require_central(survey: Survey) -> None:
+    if survey.privacy_model != "central":
+        raise Conflict(
+            "releases are for central-model surveys; a local-model survey's data are already randomized "
+            "(use GET …/ranking and …/comparisons.csv)"
+        )
+
+
+def budget(session: Session, survey: Survey) -> dict:
+    spent = float(
+        session.scalar(
+            select(func.coalesce(func.sum(Release.cost), 0.0)).where(Release.survey_id == survey.id)
+        )
+        or 0.0
+    )
+    return {"total": survey.total_budget, "spent": spent, "remaining": max(0.0, survey.total_budget - spent)}
+
+
+def release_out(row: Release, survey: Survey, ledger: dict | None = None) -> dict:
+    out = {
+        "id": row.id,
+        "survey_id": row.survey_id,
+        "method": row.method,
+        "unit": row.unit,
+        "epsilon": row.epsilon,
+        "cost": row.cost,
+        "k": row.k,
+        "created_at": row.created_at,
+        "parameters": row.parameters,
+        "result": row.result,
+    }
+    if ledger is not None:
+        out["budget"] = ledger
+    return out
+
+
+def _existing(session: Session, survey_id: str, key: str | None) -> Release | None:
+    if key is None:
+        return None
+    return session.scalar(
+        select(Release).where(Release.survey_id == survey_id, Release.idempotency_key == key)
+    )
+
+
+def create_release(
+    session: Session,
+    survey_id: str,
+    method: str,
+    unit: str,
+    epsilon: float,
+    k: int | None,
+    created_by: str,
+    idempotency_key: str | None = None,
+) -> tuple[dict, bool]:
+    """Run and store a release; returns (its JSON, whether it was a replay)."""
+    if method not in ("perturbed_mle", "noisy_counts"):
+        raise Invalid("method must be 'perturbed_mle' or 'noisy_counts'")
+    if unit not in ("edge", "individual"):
+        raise Invalid("unit must be 'edge' or 'individual'")
+    if not (math.isfinite(epsilon) and 0 < epsilon <= MAX_RELEASE_EPSILON):
+        raise Invalid(f"epsilon must be in (0, {MAX_RELEASE_EPSILON:g}]")
+    survey = get_survey(session, survey_id)
+    _require_central(survey)
+    replay = _existing(session, survey.id, idempotency_key)
+    if replay is not None:
+        return release_out(replay, survey, budget(session, survey)), True
+    items = survey_items(session, survey.id)
+    m = len(items)
+    if k is not None and not 1 <= k <= m:
+        raise Invalid(f"k must be between 1 and the number of items ({m})")
+    L = int(survey.max_comparisons)
+    cost = epsilon if unit == "individual" else L * epsilon
+    fold_pending(session, survey.id, wait=True)
+    try:
+        begin_write(session)
+        # The survey row lock serializes releases (and so the budget check) per survey.
+        survey = get_survey(session, survey.id, lock=True)
+        replay = _existing(session, survey.id, idempotency_key)
+        if replay is not None:
+            ledger = budget(session, survey)
+            session.rollback()
+            return release_out(replay, survey, ledger), True
+        ledger = budget(session, survey)
+        if ledger["spent"] + cost > survey.total_budget + SLACK:
+            raise Conflict(
+                f"this release would cost epsilon {cost:g} (person-level"
+                f"{'' if unit == 'individual' else f', {L} comparisons × {epsilon:g}'}) but only "
+                f"{ledger['remaining']:g} of the survey's budget {survey.total_budget:g} remains; "
+                "nothing was spent"
+            )
+        snap = read_snapshot(session, survey.id, m)
+        stats = snap.stats
+        if unit == "individual":
+            n_respondents = session.scalar(
+                select(func.count()).select_from(Respondent).where(Respondent.survey_id == survey.id)
+            )
+        else:
+            n_respondents = 0
+        if method == "noisy_counts":
+            wins = win_counts(m, stats.i, stats.j, stats.n, stats.sum_y)
+            out = noisy_counts(wins, epsilon, unit, L)
+            value_key = "noisy_wins"
+        else:
+            out = perturbed_mle(
+                m,
+                stats.i,
+                stats.j,
+                stats.n,
+                stats.sum_y,
+                epsilon,
+                unit,
+                L=L,
+                n_respondents=int(n_respondents or 0),
+            )
+            value_key = "score"
+        ranks = out.ranks()
+        result_items = [
+            {
+                "item_id": items[x].id,
+                "label": items[x].label,
+                "rank": int(ranks[x]),
+                value_key: float(out.values[x]) if value_key == "score" else int(out.values[x]),
+            }
+            for x in out.order
+        ]
+        result = {"items": result_items, "top_k": None if k is None else [items[x].id for x in out.top_k(k)]}
+        parameters = {key: v for key, v in out.parameters.items() if key != "gradient_norm"}
+        row = Release(
+            id=new_id("rel"),
+            survey_id=survey.id,
+            method=method,
+            unit=unit,
+            epsilon=float(epsilon),
+            cost=float(cost),
+            k=k,
+            data_version=int(snap.version),
+            parameters=_jsonable(parameters),
+            result=result,
+            created_by=created_by,
+            idempotency_key=idempotency_key,
+        )
+        session.add(row)
+        session.flush()
+        ledger = {
+            "total": survey.total_budget,
+            "spent": ledger["spent"] + cost,
+            "remaining": max(0.0, survey.total_budget - ledger["spent"] - cost),
+        }
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        replay = _existing(session, survey.id, idempotency_key)
+        if replay is None:
+            raise
+        return release_out(replay, survey, budget(session, survey)), True
+    except BaseException:
+        session.rollback()
+        raise
+    return release_out(row, survey, ledger), False
+
+
+def _jsonable(params: dict) -> dict:
+    return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items()}
+
+
+def list_releases(session: Session, survey_id: str) -> dict:
+    survey = get_survey(session, survey_id)
+    _require_central(survey)
+    rows = session.scalars(
+        select(Release).where(Release.survey_id == survey.id).order_by(Release.created_at, Release.id)
+    )
+    return {"releases": [release_out(r, survey) for r in rows], "budget": budget(session, survey)}
+
+
+def get_release(session: Session, survey_id: str, release_id: str) -> dict:
+    survey = get_survey(session, survey_id)
+    _require_central(survey)
+    row = session.get(Release, release_id) if release_id.startswith("rel_") else None
+    if row is None or row.survey_id != survey.id:
+        raise NotFound(f"no release {release_id!r} in this survey")
+    return release_out(row, survey, budget(session, survey))

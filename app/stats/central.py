@@ -1,0 +1,299 @@
+"""Central-model differentially private releases from pairwise comparisons.
+
+Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
+Comparisons* (design note ``cai_dp_ranking.md``). The operator holds the true
+answers; every release is an (ε, 0)-differentially private function of them, under
+one of two units of privacy:
+
+* **edge** — neighbouring datasets differ in one comparison (its outcome, or
+  which pair it compared; replace-one adjacency, §2.1);
+* **individual** — neighbouring datasets differ in all of one person's at most L
+  comparisons (§3.1). L is a public contribution bound the service enforces.
+
+Mechanisms (all pure ε-DP):
+
+* :func:`noisy_counts` — Algorithm 2 (edge) / Algorithm 3 (individual): each
+  item's number of comparisons won plus Laplace noise of scale 2/ε (edge: one
+  comparison moves one win, ℓ1 sensitivity 2) or **2L/ε** (individual: ℓ1
+  sensitivity 2L). The paper prints L/ε for Algorithm 3, which is only 2ε-DP
+  (note §5.2, P2); the corrected scale is used.
+* :func:`perturbed_mle` — Algorithm 1 (edge) / estimator (3.2) (individual):
+  θ̃ = argmin 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ with w ~ Laplace(λ)ⁿ, for the logistic
+  (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
+  (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; note §1.4, P4). Edge DP needs
+  λ ≥ 8κ₁/ε and γ ≥ 4κ₂/ε (Prop. 2.1); individual DP λ ≥ 8Lκ₁/ε and
+  γ ≥ 8Lκ₂/ε (Prop. 3.1). γ is the larger of that floor and the accuracy choice
+  c₀√(d log n) (Thm 2.1; d the mean comparisons per item), computed only from
+  quantities invariant under the adjacency: n, the number of comparisons (edge)
+  or of respondents and L (individual). The minimizer is computed exactly (to
+  ‖∇‖∞ ≤ 1e-10 relative, as the proof requires); scores are then centred, which
+  is post-processing.
+
+Noise. ``rng=None`` (the service) draws from OpenDP's Laplace samplers, which
+sample the discrete Laplace exactly from a CSPRNG and so resist floating-point
+attacks (Mironov 2012): integer noise for integer counts, and for the real-valued
+perturbation vector OpenDP's float Laplace (discrete sampling on a fine grid).
+A NumPy ``Generator`` may be passed for reproducible simulations only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .btl import fit_btl
+from .pairs import validate_comparisons
+
+__all__ = [
+    "KAPPA1",
+    "KAPPA2",
+    "Release",
+    "discrete_laplace",
+    "laplace",
+    "noisy_counts",
+    "noisy_counts_scale",
+    "perturbed_mle",
+    "perturbed_mle_parameters",
+    "solve_perturbed",
+    "win_counts",
+]
+
+#: (A1) and (A2) constants of the logistic link that the privacy proofs use.
+KAPPA1 = 1.0
+KAPPA2 = 0.25
+UNITS = ("edge", "individual")
+
+
+def _check(epsilon: float, unit: str, L: int | None) -> int:
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError("epsilon must be a positive finite number")
+    if unit not in UNITS:
+        raise ValueError("unit must be 'edge' or 'individual'")
+    if unit == "individual":
+        if L is None or int(L) != L or L < 1:
+            raise ValueError("individual DP needs the contribution bound L ≥ 1 (comparisons per person)")
+        return int(L)
+    return 1
+
+
+def _opendp():
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
+    """Integer noise with P(k) ∝ exp(−|k|/scale) (the discrete Laplace / two-sided geometric).
+
+    Adding it to integer-valued statistics of ℓ1 sensitivity Δ with scale = Δ/ε is
+    ε-DP (Ghosh, Roughgarden & Sundararajan 2012). Its variance is
+    2e^{−1/s}/(1 − e^{−1/s})², which is 2s² − 1/6 + O(s⁻²). ``rng=None``: OpenDP's
+    exact sampler on a CSPRNG.
+    """
+    if not scale > 0:
+        raise ValueError("scale must be positive")
+    if size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if rng is not None:
+        q = 1.0 - math.exp(-1.0 / scale)
+        return (rng.geometric(q, size) - rng.geometric(q, size)).astype(np.int64)
+    dp = _opendp()
+    meas = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(scale)
+    )
+    return np.asarray(meas([0] * size), dtype=np.int64)
+
+
+def laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
+    """Real noise ~ Laplace(0, scale). ``rng=None``: OpenDP's float Laplace sampler
+    (exact discrete sampling on a fine grid, CSPRNG), immune to the floating-point
+    attacks on inverse-CDF samplers."""
+    if not scale > 0:
+        raise ValueError("scale must be positive")
+    if size == 0:
+        return np.zeros(0)
+    if rng is not None:
+        return rng.laplace(0.0, scale, size)
+    dp = _opendp()
+    meas = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float), scale=float(scale)
+    )
+    return np.asarray(meas([0.0] * size), dtype=np.float64)
+
+
+def win_counts(
+    n_items: int, i: ArrayLike, j: ArrayLike, n: ArrayLike, wins_i: ArrayLike
+) -> NDArray[np.int64]:
+    """N_a: comparisons won by each item, from per-pair counts n_ij and wins of i."""
+    ia, ja = validate_comparisons(n_items, i, j)
+    n_arr = np.asarray(n, dtype=np.int64)
+    w_arr = np.rint(np.asarray(wins_i, dtype=np.float64)).astype(np.int64)
+    return np.bincount(ia, w_arr, n_items).astype(np.int64) + np.bincount(ja, n_arr - w_arr, n_items).astype(
+        np.int64
+    )
+
+
+def noisy_counts_scale(epsilon: float, unit: str, L: int | None = None) -> float:
+    """Laplace scale of the noisy counts: 2/ε (edge), 2L/ε (individual)."""
+    return 2.0 * _check(epsilon, unit, L) / epsilon
+
+
+@dataclass(frozen=True)
+class Release:
+    """A differentially private release: per-item values, their order, and how."""
+
+    values: NDArray[np.float64]  # noisy win counts, or centred perturbed-MLE scores
+    order: NDArray[np.int64]  # item indices, best first
+    method: str
+    unit: str
+    epsilon: float
+    parameters: dict
+
+    def ranks(self) -> NDArray[np.int64]:
+        r = np.empty(self.order.size, dtype=np.int64)
+        r[self.order] = np.arange(1, self.order.size + 1)
+        return r
+
+    def top_k(self, k: int) -> NDArray[np.int64]:
+        return self.order[:k]
+
+
+def _order(values: NDArray, tiebreak: NDArray) -> NDArray[np.int64]:
+    return np.lexsort((tiebreak, -values)).astype(np.int64)
+
+
+def _tiebreak(m: int, rng: np.random.Generator | None) -> NDArray:
+    # Data-independent random tie-break (post-processing): noisy integer counts can tie.
+    if rng is not None:
+        return rng.permutation(m)
+    from .mechanisms import system_uniform
+
+    return np.argsort(system_uniform(m))
+
+
+def noisy_counts(
+    wins: ArrayLike,
+    epsilon: float,
+    unit: str = "edge",
+    L: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> Release:
+    """Algorithms 2 and 3: integer win counts plus discrete Laplace(2/ε or 2L/ε) noise.
+
+    The order is by noisy count, ties broken uniformly at random.
+    """
+    counts = np.asarray(wins, dtype=np.int64)
+    scale = noisy_counts_scale(epsilon, unit, L)
+    noisy = counts + discrete_laplace(scale, counts.size, rng)
+    return Release(
+        noisy.astype(np.float64),
+        _order(noisy, _tiebreak(counts.size, rng)),
+        "noisy_counts",
+        unit,
+        float(epsilon),
+        {
+            "scale": scale,
+            "sensitivity_l1": 2.0 * (1 if unit == "edge" else int(L)),
+            "noise": "discrete Laplace",
+        },
+    )
+
+
+def perturbed_mle_parameters(
+    n_items: int,
+    epsilon: float,
+    unit: str,
+    *,
+    n_comparisons: int = 0,
+    n_respondents: int = 0,
+    L: int | None = None,
+    c0: float = 1.0,
+) -> dict:
+    """λ (noise scale) and γ (ridge) of the perturbed MLE, with the privacy floors.
+
+    Edge: λ = 8κ₁/ε, γ = max(4κ₂/ε, c₀√(d log n)), d = 2·(comparisons)/n.
+    Individual: λ = 8Lκ₁/ε, γ = max(8Lκ₂/ε, c₀√(S log n)), S = 2·(respondents)·L/n.
+    Only adjacency-invariant counts enter (replace-one keeps the number of
+    comparisons, and of respondents, fixed); never anything else about the data.
+    """
+    L_ = _check(epsilon, unit, L)
+    n = max(int(n_items), 2)
+    if unit == "edge":
+        lam = 8.0 * KAPPA1 / epsilon
+        floor = 4.0 * KAPPA2 / epsilon
+        degree = 2.0 * n_comparisons / n
+    else:
+        lam = 8.0 * L_ * KAPPA1 / epsilon
+        floor = 8.0 * L_ * KAPPA2 / epsilon
+        degree = 2.0 * n_respondents * L_ / n
+    accuracy = c0 * math.sqrt(max(degree, 0.0) * math.log(n))
+    return {
+        "lambda": lam,
+        "gamma": max(floor, accuracy),
+        "gamma_privacy_floor": floor,
+        "gamma_accuracy": accuracy,
+        "kappa1": KAPPA1,
+        "kappa2": KAPPA2,
+        "c0": c0,
+        "L": L_ if unit == "individual" else None,
+    }
+
+
+def perturbed_mle(
+    n_items: int,
+    i: ArrayLike,
+    j: ArrayLike,
+    n: ArrayLike,
+    wins_i: ArrayLike,
+    epsilon: float,
+    unit: str = "edge",
+    *,
+    L: int | None = None,
+    n_respondents: int = 0,
+    c0: float = 1.0,
+    rng: np.random.Generator | None = None,
+) -> Release:
+    """Algorithm 1 / estimator (3.2): the objective-perturbed BTL MLE.
+
+    Solves min_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ exactly. 𝓛 is the BTL negative
+    log-likelihood of the per-pair counts (each comparison once), so this is
+    :func:`~app.stats.btl.fit_btl` with ridge γ/2 and linear term w. The
+    objective is γ-strongly convex and its minimizer splits into a part on each
+    component's sum-to-zero subspace (driven by the projected w) and component
+    means −1ᵀw/(γ|c|); the released scores are the centred part (the mean shift is
+    post-processing and changes no ranking).
+    """
+    m = int(n_items)
+    n_arr = np.asarray(n, dtype=np.float64)
+    n_comparisons = round(float(n_arr.sum()))
+    params = perturbed_mle_parameters(
+        m, epsilon, unit, n_comparisons=n_comparisons, n_respondents=n_respondents, L=L, c0=c0
+    )
+    w = laplace(params["lambda"], m, rng)
+    theta, gradient_norm = solve_perturbed(m, i, j, n_arr, wins_i, params["gamma"], w)
+    return Release(
+        theta,
+        _order(theta, _tiebreak(m, rng)),
+        "perturbed_mle",
+        unit,
+        float(epsilon),
+        {**params, "noise": "Laplace", "gradient_norm": gradient_norm},
+    )
+
+
+def solve_perturbed(
+    n_items: int, i: ArrayLike, j: ArrayLike, n: ArrayLike, wins_i: ArrayLike, gamma: float, w: ArrayLike
+) -> tuple[NDArray[np.float64], float]:
+    """argmin_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ, centred per component; and ‖∇‖∞ there.
+
+    Raises when the solver did not reach its tolerance: the privacy proof assumes
+    the exact minimizer, so an inexact one is never released.
+    """
+    fit = fit_btl(n_items, i, j, n, wins_i, gamma / 2.0, linear=w, tol=1e-10, max_iter=200)
+    if not fit.converged:  # pragma: no cover - Newton on a strongly convex objective
+        raise RuntimeError("the perturbed objective was not solved exactly; the release is withheld")
+    return fit.theta, fit.gradient_norm

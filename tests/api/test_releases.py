@@ -1,0 +1,232 @@
+"""Central-model surveys: true answers stay inside; results leave only as releases."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db.models import Comparison, Release
+from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+
+CENTRAL = {"model": "central", "total_budget": 3.0, "max_comparisons_per_respondent": 3}
+
+
+def central_survey(client, items=("A", "B", "C", "D"), **privacy):
+    body = {"title": "Trusted", "items": list(items), "privacy": {**CENTRAL, **privacy}}
+    r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def answer(client, sid, h, triples):
+    body = {"privatized": False, "comparisons": [{"a": a, "b": b, "winner": w} for a, b, w in triples]}
+    return client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h)
+
+
+@pytest.fixture
+def filled(client):
+    """A central survey where item A beats everyone (every respondent answers 3 pairs)."""
+    s = central_survey(client, total_budget=4.0)
+    ids = [it["id"] for it in s["items"]]
+    for r in range(40):
+        _, h = register(client, s["id"])
+        pairs = [(ids[0], ids[1]), (ids[0], ids[2]), (ids[(r % 3) + 1], ids[((r + 1) % 3) + 1])]
+        assert answer(client, s["id"], h, [(a, b, a) for a, b in pairs]).status_code == 201
+    return s["id"], ids
+
+
+def test_create_central_survey_and_validation(client, unchanged):
+    s = central_survey(client)
+    p = s["privacy"]
+    assert (p["model"], p["total_budget"], p["max_comparisons_per_respondent"]) == ("central", 3.0, 3)
+    assert p["epsilon_default"] is None and p["flip_probability_default"] is None
+    bad = [
+        {"model": "central", "max_comparisons_per_respondent": 3},
+        {"model": "central", "total_budget": 0, "max_comparisons_per_respondent": 3},
+        {"model": "central", "total_budget": 3},
+        {"model": "central", "total_budget": 3, "max_comparisons_per_respondent": 7},  # > 6 pairs
+        {"model": "central", "total_budget": 3, "max_comparisons_per_respondent": 3, "epsilon_default": 1},
+        {"model": "local", "total_budget": 3},
+    ]
+    with unchanged():
+        for privacy in bad:
+            r = client.post(
+                "/v1/surveys",
+                json={"title": "t", "items": ["A", "B", "C", "D"], "privacy": privacy},
+                headers=ADMIN,
+            )
+            assert r.status_code == 422, (privacy, r.text)
+
+
+def test_central_respondents_answer_truthfully_up_to_L(client, db, unchanged):
+    s = central_survey(client)
+    a, b, c, d = (it["id"] for it in s["items"])
+    r = client.post(f"/v1/surveys/{s['id']}/respondents", json={})
+    assert r.status_code == 201
+    data = r.json()
+    assert data["epsilon"] is None and data["flip_probability"] is None and data["comparisons_remaining"] == 3
+    h = {"Authorization": f"Bearer {data['token']}"}
+    with unchanged():
+        assert client.post(f"/v1/surveys/{s['id']}/respondents", json={"epsilon": 1.0}).status_code == 422
+        r = client.post(
+            f"/v1/surveys/{s['id']}/responses",
+            headers=h,
+            json={"privatized": True, "epsilon": 1.0, "comparisons": [{"a": a, "b": b, "winner": a}]},
+        )
+        assert r.status_code == 422 and "central" in r.text
+    r = answer(client, s["id"], h, [(a, b, b), (c, a, c)])
+    assert (
+        r.status_code == 201 and r.json()["comparisons_remaining"] == 1 and r.json()["epsilon_spent"] is None
+    )
+    # Stored as given: true answers, no ε, source "central".
+    rows = db.scalars(select(Comparison).where(Comparison.survey_id == s["id"]).order_by(Comparison.j)).all()
+    assert [(x.i, x.j, x.y_tilde, x.epsilon, x.source) for x in rows] == [
+        (0, 1, 0, None, "central"),
+        (0, 2, 0, None, "central"),
+    ]
+    with unchanged():
+        r = answer(client, s["id"], h, [(a, d, a), (b, c, b)])  # 4 > L = 3
+        assert r.status_code == 409 and "at most 3" in r.json()["detail"]
+    assert len(client.get(f"/v1/surveys/{s['id']}/pairs?count=5", headers=h).json()["pairs"]) == 1
+    assert answer(client, s["id"], h, [(a, d, a)]).status_code == 201
+    assert client.get(f"/v1/surveys/{s['id']}/pairs?count=5", headers=h).json()["pairs"] == []
+
+
+def test_true_answers_are_never_returned(client, filled):
+    sid, _ = filled
+    analyst = analyst_headers(client)
+    for url in (
+        f"/v1/surveys/{sid}/ranking",
+        f"/v1/surveys/{sid}/comparisons.csv",
+        f"/v1/surveys/{sid}/pairwise",
+    ):
+        for h in (ADMIN, analyst):
+            r = client.get(url, headers=h)
+            assert r.status_code == 409 and "releases" in r.json()["detail"], url
+
+
+def test_releases_spend_the_budget_and_are_stored(client, db, filled, unchanged):
+    sid, ids = filled
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "noisy_counts", "unit": "individual", "epsilon": 1.0, "k": 1},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    rel = r.json()
+    assert rel["cost"] == 1.0 and rel["budget"] == {"total": 4.0, "spent": 1.0, "remaining": 3.0}
+    assert rel["parameters"]["scale"] == pytest.approx(2 * 3 / 1.0)  # 2L/ε with L = 3
+    items = rel["result"]["items"]
+    assert [it["rank"] for it in items] == [1, 2, 3, 4] and all(
+        isinstance(it["noisy_wins"], int) for it in items
+    )
+    assert set(rel["result"]["top_k"]) <= set(ids) and len(rel["result"]["top_k"]) == 1
+    assert all("comparisons" not in it for it in items)  # nothing un-noised leaves the service
+    # Edge releases cost L·ε (person-level, by group privacy): 3 × 0.5.
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "perturbed_mle", "unit": "edge", "epsilon": 0.5},
+        headers=analyst_headers(client),
+    )
+    assert r.status_code == 201 and r.json()["cost"] == pytest.approx(1.5)
+    second = r.json()["id"]
+    assert r.json()["parameters"]["lambda"] == pytest.approx(16.0)  # 8κ₁/ε
+    assert r.json()["parameters"]["gamma"] >= 2.0  # ≥ 4κ₂/ε
+    assert all(isinstance(it["score"], float) for it in r.json()["result"]["items"])
+    # Over budget: 409, nothing spent, nothing stored.
+    with unchanged():
+        r = client.post(
+            f"/v1/surveys/{sid}/releases",
+            json={"method": "noisy_counts", "unit": "individual", "epsilon": 2.0},
+            headers=ADMIN,
+        )
+    assert r.status_code == 409 and "nothing was spent" in r.json()["detail"]
+    ledger = client.get(f"/v1/surveys/{sid}/releases", headers=ADMIN).json()
+    assert ledger["budget"] == {"total": 4.0, "spent": 2.5, "remaining": 1.5}
+    assert [x["id"] for x in ledger["releases"]] == [rel["id"], second]
+    # Reading a release again is free and returns the same result.
+    with unchanged():
+        again = client.get(f"/v1/surveys/{sid}/releases/{rel['id']}", headers=ADMIN).json()
+    assert again["result"] == rel["result"] and again["budget"]["spent"] == 2.5
+    assert client.get(f"/v1/surveys/{sid}/releases/rel_aaaaaaaaaaaaaaaa", headers=ADMIN).status_code == 404
+    # Immutable: no way to change or delete one.
+    assert client.put(f"/v1/surveys/{sid}/releases/{rel['id']}", json={}, headers=ADMIN).status_code == 405
+    assert client.delete(f"/v1/surveys/{sid}/releases/{rel['id']}", headers=ADMIN).status_code == 405
+    assert db.scalar(select(func.count()).select_from(Release).where(Release.survey_id == sid)) == 2
+
+
+def test_release_idempotency_and_exhaustion(client, filled):
+    sid, _ = filled
+    body = {"method": "noisy_counts", "unit": "individual", "epsilon": 2.0}
+    first = client.post(f"/v1/surveys/{sid}/releases", json=body, headers={**ADMIN, "Idempotency-Key": "r1"})
+    again = client.post(f"/v1/surveys/{sid}/releases", json=body, headers={**ADMIN, "Idempotency-Key": "r1"})
+    assert first.status_code == 201 and again.status_code == 200
+    assert again.headers["idempotent-replayed"] == "true" and again.json()["id"] == first.json()["id"]
+    assert again.json()["budget"]["spent"] == 2.0
+    assert client.post(f"/v1/surveys/{sid}/releases", json=body, headers=ADMIN).status_code == 201
+    r = client.post(f"/v1/surveys/{sid}/releases", json={**body, "epsilon": 0.01}, headers=ADMIN)
+    assert r.status_code == 409  # exhausted: 4.0 of 4.0 spent
+
+
+def test_release_validation_and_authorization(client, filled, unchanged):
+    sid, _ = filled
+    _, h = register(client, sid)
+    local = create_survey(client)
+    ok = {"method": "noisy_counts", "unit": "edge", "epsilon": 1.0}
+    with unchanged():
+        for body in (
+            {**ok, "method": "borda"},
+            {**ok, "unit": "group"},
+            {**ok, "epsilon": 0},
+            {**ok, "epsilon": 50},
+            {**ok, "k": 0},
+            {**ok, "k": 5},
+            {"method": "noisy_counts"},
+        ):
+            assert client.post(f"/v1/surveys/{sid}/releases", json=body, headers=ADMIN).status_code == 422, (
+                body
+            )
+        assert client.post(f"/v1/surveys/{sid}/releases", json=ok).status_code == 401
+        assert client.post(f"/v1/surveys/{sid}/releases", json=ok, headers=h).status_code == 403
+        r = client.post(f"/v1/surveys/{local['id']}/releases", json=ok, headers=ADMIN)
+        assert r.status_code == 409 and "central-model" in r.json()["detail"]
+        assert client.post("/v1/surveys/srv_nope/releases", json=ok, headers=ADMIN).status_code == 404
+    assert client.get(f"/v1/surveys/{sid}/releases", headers=h).status_code == 403
+
+
+def test_large_epsilon_release_recovers_the_true_order(client, filled):
+    sid, ids = filled
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "noisy_counts", "unit": "individual", "epsilon": 4.0, "k": 1},
+        headers=ADMIN,
+    )
+    # A won all 80 of its comparisons; the noise scale is 2L/ε = 1.5.
+    assert r.json()["result"]["top_k"] == [ids[0]]
+
+
+def test_import_into_a_central_survey(client, db, unchanged):
+    s = central_survey(client)
+    url = f"/v1/surveys/{s['id']}/comparisons/import"
+    csv_text = "respondent,item_a,item_b,winner\np1,A,B,A\np1,A,C,C\np2,B,C,B\n"
+    with unchanged():
+        assert (
+            client.post(
+                url + "?privatized=true", content=csv_text, headers={**ADMIN, "Content-Type": "text/csv"}
+            ).status_code
+            == 422
+        )
+        too_many = "respondent,item_a,item_b,winner\n" + "".join(
+            f"p3,{a},{b},{a}\n" for a, b in (("A", "B"), ("A", "C"), ("A", "D"), ("B", "C"))
+        )
+        r = client.post(
+            url + "?privatized=false", content=too_many, headers={**ADMIN, "Content-Type": "text/csv"}
+        )
+        assert r.status_code == 409 and "more than 3" in r.text
+    r = client.post(
+        url + "?privatized=false", content=csv_text, headers={**ADMIN, "Content-Type": "text/csv"}
+    )
+    assert r.status_code == 201 and r.json()["imported"] == 3
+    rows = db.scalars(select(Comparison).where(Comparison.survey_id == s["id"])).all()
+    assert {x.source for x in rows} == {"central"} and all(x.epsilon is None for x in rows)
+    assert sorted((x.i, x.j, x.y_tilde) for x in rows) == [(0, 1, 1), (0, 2, 0), (1, 2, 1)]
