@@ -1,0 +1,408 @@
+"""Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA.
+
+Sima, Rana & Milenkovic, *Federated Aggregation of Mallows Rankings: A
+Comparative Analysis of Borda and Lehmer Coding* (design note
+``federated_borda_lehmer.md``). L sites each hold rankings of the same N items;
+each sends one message; the server learns only the sum of the messages
+(secure aggregation) and turns it into a consensus ordering.
+
+* **Borda FRA** (Algorithm 2): a site sends, per item, the index of the
+  quantization centroid E_j nearest to its items' mean position; the server
+  orders items by the sum.
+* **Lehmer FRA** (Algorithm 3, with the note's fixes): a site sends, per
+  coordinate of the Lehmer code, its local majority value split into high bits
+  (summed) and a one-hot histogram of the low ``I`` bits; the server takes the
+  rounded mean of the high bits and the plurality of the low bits and decodes.
+
+Corrections to the printed paper (note §7): the outputs are orderings; the
+high-bit modulus must exceed the largest sum (the paper's 2^{k_i} loses it);
+the reconstruction is 2^I·V + Maj (not 2^{k_i}·V + Maj); the one-hot vector is
+indexed by value 0..2^I−1; decoded coordinates are clamped to [0, i].
+
+Secure aggregation (the paper defers to Bonawitz et al. without details; our
+choice): every message entry k lives in Z_{2^{b_k}} with 2^{b_k} above the
+largest possible sum, so the masked sum never wraps. Each pair of sites shares a
+32-byte seed (agreed by X25519 through the server, :mod:`app.site`); SHAKE-256
+expands it into a mask stream; site a adds the streams of peers after it and
+subtracts those of peers before it, so the masks cancel exactly in the sum of
+all L messages and each masked message is uniform on Π_k Z_{2^{b_k}} to anyone
+without the seeds. This module is pure arithmetic: no network, no keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .rankings import (
+    borda_aggregate,
+    kendall_distance,
+    lehmer_aggregate,
+    lehmer_code,
+    lehmer_decode,
+    mallows_sample,
+    orders_from_positions,
+    positions_from_orders,
+    ranking_stats,
+    validate_orders,
+)
+
+__all__ = [
+    "MAX_MESSAGE_BITS",
+    "FederatedScheme",
+    "borda_centroids",
+    "borda_client_message",
+    "borda_quantize",
+    "borda_server_order",
+    "fra_experiment",
+    "lehmer_client_message",
+    "lehmer_concentration",
+    "lehmer_low_bits",
+    "lehmer_mean_aggregate",
+    "lehmer_server_order",
+    "mask_message",
+    "mask_stream",
+    "pairwise_mask",
+    "secure_sum",
+]
+
+#: Message entries are at most this many bits (uint64 arithmetic with headroom).
+MAX_MESSAGE_BITS = 62
+
+
+# -- Borda FRA -------------------------------------------------------------------------
+
+
+def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
+    """E_j = E[σ(σ₀⁻¹(j))], j = 1..N: the expected position, under Mallows(σ₀, φ), of
+    the item σ₀ puts at position j (note §2.7; independent of σ₀).
+
+    Exact closed form (note §2.7 [DERIVED]; the paper's Remark 1 recursion is
+    wrong): E_j = j − Σ_{d<j} q(d) + Σ_{d ≤ N−j} q(d), with
+    q(d) = dφ^d/(1−φ^d) − (d+1)φ^{d+1}/(1−φ^{d+1}) the probability that two items
+    at centroid distance d appear inverted. φ ≤ 0.95 (cancellation beyond).
+    """
+    if not 0 < phi <= 0.95:
+        raise ValueError("phi must be in (0, 0.95]")
+    d = np.arange(1, n_items + 1, dtype=np.float64)
+    g = d * phi**d / -np.expm1(d * math.log(phi))  # dφ^d/(1−φ^d)
+    q = g[:-1] - g[1:] if n_items > 1 else np.zeros(0)  # q(1..N−1)
+    cq = np.concatenate(([0.0], np.cumsum(q)))  # cq[k] = Σ_{d ≤ k} q(d)
+    j = np.arange(1, n_items + 1)
+    return j - cq[j - 1] + cq[n_items - j]
+
+
+def borda_quantize(mean_position: ArrayLike, centroids: ArrayLike) -> NDArray[np.int64]:
+    """Q(a) = argmin_j |a − E_j| ∈ 1..N, an exact midpoint going to the larger j (note §2.7,
+    from eq. (30) of the proof of Theorem 2)."""
+    e = np.asarray(centroids, dtype=np.float64)
+    thresholds = (e[:-1] + e[1:]) / 2.0  # t_2..t_N
+    return np.searchsorted(thresholds, np.asarray(mean_position, dtype=np.float64), side="right") + 1
+
+
+def borda_client_message(orders: ArrayLike, phi: float) -> NDArray[np.int64]:
+    """Algorithm 2, client: σ̂_ℓ(i) = Q(A_ℓ(i)), A_ℓ(i) = mean 1-based position of item i in
+    the site's rankings. Not a permutation in general (repeats are intended)."""
+    arr = validate_orders(orders)
+    if arr.shape[0] == 0:
+        raise ValueError("a site needs at least one ranking")
+    mean_pos = positions_from_orders(arr).mean(axis=0) + 1.0
+    return borda_quantize(mean_pos, borda_centroids(arr.shape[1], phi))
+
+
+def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None = None) -> NDArray[np.int64]:
+    """Algorithm 2, server: items by Σ_ℓ σ̂_ℓ(i) ascending (every site weighs 1/L), exact ties
+    uniformly at random; returns the ordering (note §3.2 FIX)."""
+    s = np.asarray(total, dtype=np.int64)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return np.lexsort((gen.random(s.size), s)).astype(np.int64)
+
+
+# -- Lehmer FRA ------------------------------------------------------------------------
+
+
+def lehmer_concentration(n_items: int, phi: float) -> float:
+    """p = Σ_{u=1}^{N−1} φ^u / (1 + Σ_{u=3}^{N} φ^u) (note §2.8); Lehmer FRA's guarantees
+    need p < 1, i.e. φ + φ² < 1 + φ^N (about φ ≤ 0.618)."""
+    u = np.arange(1, n_items + 1, dtype=np.float64)
+    powers = phi**u
+    return float(powers[: n_items - 1].sum() / (1.0 + powers[2:].sum()))
+
+
+def lehmer_low_bits(n_items: int, phi: float, max_rankings: int, failure_probability: float) -> int:
+    """I = ⌈log₂(2·log(M N²/ε)/log(1/p) + 1)⌉ of eq. (5), with M a public upper bound on the
+    total number of rankings (note pitfall 12) and ε = ``failure_probability``."""
+    p = lehmer_concentration(n_items, phi)
+    if not p < 1:
+        raise ValueError(
+            f"Lehmer FRA needs phi + phi^2 < 1 + phi^N (phi <= ~0.618); phi = {phi:g} gives p = {p:.3f}"
+        )
+    if not 0 < failure_probability < 1 or max_rankings < 1:
+        raise ValueError("failure_probability must be in (0, 1) and max_rankings >= 1")
+    a = 2.0 * math.log(max_rankings * n_items**2 / failure_probability) / math.log(1.0 / p)
+    return max(1, math.ceil(math.log2(a + 1.0)))
+
+
+def _coordinate_split(n_items: int, low_bits: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Per coordinate i (0-based): k_i high bits, and the one-hot length min(2^I, i+1)."""
+    i = np.arange(n_items)
+    b = np.array([int(x).bit_length() for x in i], dtype=np.int64)  # bits for the values 0..i
+    k = np.maximum(b - low_bits, 0)
+    h = np.minimum(1 << low_bits, i + 1)
+    return k, h
+
+
+def _lehmer_mode(codes: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
+    _n, m = codes.shape
+    hist = np.zeros((m, m), dtype=np.int64)
+    np.add.at(hist, (np.broadcast_to(np.arange(m), codes.shape), codes), 1)
+    hist = np.where(np.tri(m, dtype=bool), hist, -1)
+    top = hist == hist.max(axis=1, keepdims=True)
+    return np.where(top, rng.random(hist.shape), -1.0).argmax(axis=1)
+
+
+def lehmer_client_message(
+    orders: ArrayLike, low_bits: int, rng: np.random.Generator | None = None
+) -> NDArray[np.int64]:
+    """Algorithm 3, client: v(i) = mode of the site's Lehmer codes at coordinate i (ties at
+    random); per coordinate, the high part ⌊v/2^I⌋ (only when k_i > 0) followed by the
+    one-hot vector of v mod 2^I (length min(2^I, i+1), indexed by value)."""
+    arr = validate_orders(orders)
+    if arr.shape[0] == 0:
+        raise ValueError("a site needs at least one ranking")
+    gen = rng if rng is not None else np.random.default_rng()
+    m = arr.shape[1]
+    v = _lehmer_mode(lehmer_code(positions_from_orders(arr)), gen)
+    k, h = _coordinate_split(m, low_bits)
+    parts: list[NDArray[np.int64]] = []
+    for i in range(m):
+        if k[i] > 0:
+            parts.append(np.array([v[i] >> low_bits], dtype=np.int64))
+        onehot = np.zeros(h[i], dtype=np.int64)
+        onehot[v[i] & ((1 << low_bits) - 1)] = 1
+        parts.append(onehot)
+    return np.concatenate(parts)
+
+
+def lehmer_server_order(
+    total: ArrayLike,
+    n_items: int,
+    n_sites: int,
+    low_bits: int,
+    rng: np.random.Generator | int | None = None,
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Algorithm 3, server: per coordinate, V = round(S/L) (half up) and Maj = the most frequent
+    low part (ties at random), L̂(i) = 2^I·V + Maj clamped to [0, i] (note §3.4 FIX); decode.
+    Returns (ordering, consensus Lehmer code)."""
+    s = np.asarray(total, dtype=np.int64)
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    k, h = _coordinate_split(n_items, low_bits)
+    if s.size != int((k > 0).sum() + h.sum()):
+        raise ValueError("the aggregate does not fit this scheme's layout")
+    code = np.empty(n_items, dtype=np.int64)
+    at = 0
+    for i in range(n_items):
+        high = 0
+        if k[i] > 0:
+            high = math.floor(s[at] / n_sites + 0.5)
+            at += 1
+        hist = s[at : at + h[i]]
+        at += h[i]
+        top = np.flatnonzero(hist == hist.max())
+        low = int(top[gen.integers(top.size)])
+        code[i] = min(max((high << low_bits) + low, 0), i)
+    return orders_from_positions(lehmer_decode(code)), code
+
+
+def lehmer_mean_aggregate(orders: ArrayLike) -> NDArray[np.int64]:
+    """Centralized Lehmer *mean* (rounded, clamped): the variant the paper reports as
+    clearly worse than the majority (note §5.4 S4)."""
+    arr = validate_orders(orders)
+    m = arr.shape[1]
+    mean = lehmer_code(positions_from_orders(arr)).mean(axis=0)
+    code = np.minimum(np.floor(mean + 0.5).astype(np.int64), np.arange(m))
+    return orders_from_positions(lehmer_decode(code))
+
+
+# -- the scheme both sides agree on --------------------------------------------------------
+
+
+def _bits_for(max_sum: NDArray[np.int64] | int) -> NDArray[np.int64]:
+    x = np.atleast_1d(np.asarray(max_sum, dtype=np.int64))
+    return np.array([max(1, int(v).bit_length()) for v in x], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class FederatedScheme:
+    """Public parameters of one federated round: method, N items, L sites, φ and (Lehmer)
+    the number of low bits I. Both sides derive the message layout from them."""
+
+    method: str
+    n_items: int
+    n_sites: int
+    phi: float
+    low_bits: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in ("borda", "lehmer"):
+            raise ValueError("method must be 'borda' or 'lehmer'")
+        if self.n_items < 2 or self.n_sites < 1:
+            raise ValueError("a round needs at least 2 items and 1 site")
+        if self.method == "lehmer" and (self.low_bits is None or self.low_bits < 1):
+            raise ValueError("Lehmer FRA needs low_bits >= 1")
+        if self.method == "borda":
+            borda_centroids(self.n_items, self.phi)  # validates φ
+        if int(self.bits.max()) > MAX_MESSAGE_BITS:
+            raise ValueError("too many sites for 64-bit message arithmetic")
+
+    @property
+    def exact_histogram(self) -> bool:
+        """Lehmer: every k_i = 0, so the server sees exact histograms of the local majorities."""
+        return self.method == "lehmer" and (self.n_items - 1).bit_length() <= self.low_bits
+
+    @cached_property
+    def bits(self) -> NDArray[np.int64]:
+        """b_k per message entry: 2^{b_k} exceeds the largest possible sum over the L sites."""
+        big_l = self.n_sites
+        if self.method == "borda":
+            return np.full(self.n_items, _bits_for(self.n_items * big_l)[0], dtype=np.int64)
+        k, h = _coordinate_split(self.n_items, int(self.low_bits))
+        out: list[int] = []
+        onehot_bits = int(_bits_for(big_l)[0])
+        for i in range(self.n_items):
+            if k[i] > 0:
+                out.append(int(_bits_for(big_l * ((1 << int(k[i])) - 1))[0]))
+            out.extend([onehot_bits] * int(h[i]))
+        return np.asarray(out, dtype=np.int64)
+
+    @property
+    def length(self) -> int:
+        return int(self.bits.size)
+
+    def message(self, orders: ArrayLike, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
+        """The site's plain message for its rankings (orderings of 0..N−1)."""
+        arr = validate_orders(orders, self.n_items)
+        if self.method == "borda":
+            return borda_client_message(arr, self.phi)
+        return lehmer_client_message(arr, int(self.low_bits), rng)
+
+    def consensus(self, total: ArrayLike, rng: np.random.Generator | int | None = None) -> dict:
+        """The server's output from the sum of all L messages: ordering and per-item statistics."""
+        s = np.asarray(total, dtype=np.int64)
+        if s.size != self.length:
+            raise ValueError("the aggregate does not fit this scheme's layout")
+        if self.method == "borda":
+            order = borda_server_order(s, rng)
+            return {"order": order, "mean_quantized_position": s / self.n_sites}
+        order, code = lehmer_server_order(s, self.n_items, self.n_sites, int(self.low_bits), rng)
+        return {"order": order, "lehmer_code": code}
+
+
+# -- secure-aggregation masks ----------------------------------------------------------------
+
+
+def _modulus_mask(bits: NDArray[np.int64]) -> NDArray[np.uint64]:
+    b = np.asarray(bits, dtype=np.uint64)
+    return (np.uint64(1) << b) - np.uint64(1)
+
+
+def mask_stream(seed: bytes, bits: ArrayLike) -> NDArray[np.uint64]:
+    """Pseudorandom mask: entry k uniform on Z_{2^{b_k}}, the low b_k bits of the k-th
+    64-bit little-endian word of SHAKE-256(seed)."""
+    b = np.asarray(bits, dtype=np.int64)
+    if len(seed) < 16:
+        raise ValueError("a mask seed needs at least 128 bits")
+    words = np.frombuffer(hashlib.shake_256(seed).digest(8 * b.size), dtype="<u8")
+    return words & _modulus_mask(b)
+
+
+def pairwise_mask(own: int, seeds: dict[int, bytes], bits: ArrayLike) -> NDArray[np.uint64]:
+    """z_own = Σ_{p > own} PRG(s_{own,p}) − Σ_{p < own} PRG(s_{p,own}) mod 2^{b_k}: the masks of
+    all sites sum to 0 because every pair's stream is added once and subtracted once.
+    ``seeds`` maps each peer's index to the seed shared with it."""
+    b = np.asarray(bits, dtype=np.int64)
+    mod = _modulus_mask(b)
+    z = np.zeros(b.size, dtype=np.uint64)
+    for peer, seed in seeds.items():
+        if peer == own:
+            raise ValueError("a site shares no seed with itself")
+        stream = mask_stream(seed, b)
+        z = (z + stream) & mod if peer > own else (z - stream) & mod
+    return z
+
+
+def mask_message(message: ArrayLike, mask: ArrayLike, bits: ArrayLike) -> NDArray[np.uint64]:
+    """(y + z) mod 2^{b_k}; ``ValueError`` if y does not fit its entry."""
+    y = np.asarray(message, dtype=np.int64)
+    b = np.asarray(bits, dtype=np.int64)
+    if y.shape != b.shape or np.any(y < 0) or np.any(y >= (np.int64(1) << b)):
+        raise ValueError("the message does not fit the scheme's layout")
+    return (y.astype(np.uint64) + np.asarray(mask, dtype=np.uint64)) & _modulus_mask(b)
+
+
+def secure_sum(masked: list[ArrayLike], bits: ArrayLike) -> NDArray[np.int64]:
+    """Σ_ℓ (y_ℓ + z_ℓ) mod 2^{b_k} = Σ_ℓ y_ℓ once every site's masked message is in."""
+    b = np.asarray(bits, dtype=np.int64)
+    mod = _modulus_mask(b)
+    total = np.zeros(b.size, dtype=np.uint64)
+    for x in masked:
+        arr = np.asarray(x, dtype=np.uint64)
+        if arr.shape != b.shape:
+            raise ValueError("a masked message does not fit the scheme's layout")
+        total = (total + arr) & mod
+    return total.astype(np.int64)
+
+
+# -- the paper's synthetic experiments ---------------------------------------------------------
+
+
+def fra_experiment(
+    n_items: int,
+    n_sites: int,
+    per_site: int,
+    phi: float,
+    reps: int,
+    random_center: bool,
+    rng: np.random.Generator,
+    low_bits: int | None = None,
+) -> dict[str, NDArray[np.int64]]:
+    """Kendall distances K(σ₀, σ̂) over ``reps`` replicates (note §5.1, Set A/B): each replicate
+    draws σ₀ (identity, or uniform when ``random_center``), ``per_site`` Mallows(σ₀, φ)
+    rankings per site, and runs Borda FRA and Lehmer FRA through the masked protocol
+    (fresh random seeds) next to their centralized versions and the Lehmer mean.
+    ``low_bits`` defaults to exact-histogram mode."""
+    bits_needed = (n_items - 1).bit_length()
+    lb = bits_needed if low_bits is None else low_bits
+    schemes = {
+        "borda_fra": FederatedScheme("borda", n_items, n_sites, phi),
+        "lehmer_fra": FederatedScheme("lehmer", n_items, n_sites, phi, lb),
+    }
+    out = {
+        name: np.empty(reps, dtype=np.int64)
+        for name in ("borda_fra", "lehmer_fra", "borda_central", "lehmer_central", "lehmer_mean")
+    }
+    for r in range(reps):
+        center = rng.permutation(n_items) if random_center else np.arange(n_items)
+        sites = [mallows_sample(center, phi, per_site, rng) for _ in range(n_sites)]
+        for name, scheme in schemes.items():
+            bits = scheme.bits
+            seeds = {
+                (a, b): rng.bytes(32) for a in range(n_sites) for b in range(a + 1, n_sites)
+            }  # stands in for the X25519 agreement
+            masked = []
+            for a, orders in enumerate(sites):
+                peers = {b: seeds[min(a, b), max(a, b)] for b in range(n_sites) if b != a}
+                masked.append(mask_message(scheme.message(orders, rng), pairwise_mask(a, peers, bits), bits))
+            est = scheme.consensus(secure_sum(masked, bits), rng)["order"]
+            out[name][r] = kendall_distance(center, est)
+        pooled = np.concatenate(sites)
+        stats = ranking_stats(pooled)
+        out["borda_central"][r] = kendall_distance(center, borda_aggregate(stats, rng))
+        out["lehmer_central"][r] = kendall_distance(center, lehmer_aggregate(stats, rng))
+        out["lehmer_mean"][r] = kendall_distance(center, lehmer_mean_aggregate(pooled))
+    return out
