@@ -88,6 +88,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory for the PNG figures (default %(default)s)",
     )
     sim.add_argument("--no-figures", action="store_true", help="print tables only")
+
+    site = sub.add_parser(
+        "site",
+        help="take part in a federated round as a site (rankings never leave this machine)",
+        description="A federated site's side of a round opened by an admin (POST /v1/surveys/{id}/rounds). "
+        "The credential comes from --token or PRIVRANK_SITE_TOKEN.",
+    )
+    site_sub = site.add_subparsers(dest="site_command", required=True, metavar="ACTION")
+    site_common = argparse.ArgumentParser(add_help=False)
+    site_common.add_argument(
+        "--server", required=True, help="the service's base URL, e.g. https://rank.example.org"
+    )
+    site_common.add_argument("--token", help="the site's credential (default: $PRIVRANK_SITE_TOKEN)")
+    contrib = site_sub.add_parser(
+        "contribute",
+        parents=[site_common],
+        help="compute, mask and upload this site's message",
+        description="Read the local rankings, register this site's X25519 key, wait until every site has "
+        "joined, then upload the masked Borda/Lehmer message. Exit status 3: still waiting for other sites "
+        "(run again later; the key is kept in the state file).",
+    )
+    contrib.add_argument(
+        "rankings", type=Path, help="rankings file: PrefLib .soc/.soi, or CSV with a 'ranking' column"
+    )
+    contrib.add_argument(
+        "--format", choices=["soc", "soi", "csv"], help="file format (default: by extension)"
+    )
+    contrib.add_argument(
+        "--state",
+        type=Path,
+        help="file holding this site's private key (default ./.privrank-site-ROUND-SITE.json)",
+    )
+    contrib.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for other sites to join"
+    )
+    contrib.add_argument(
+        "--epsilon",
+        type=float,
+        help="also privatize each local ranking with the Mallows mechanism at this epsilon "
+        "(epsilon-ranking DP)",
+    )
+    site_sub.add_parser(
+        "status", parents=[site_common], help="show this site's round: peers, status and result"
+    )
     return parser
 
 
@@ -146,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "plan":
         return _plan(args)
+    if args.command == "site":
+        return _site(args)
     if args.command == "simulate":
         from . import simulate
 
@@ -158,6 +204,35 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _site(args) -> int:
+    import json
+    import os
+
+    from .site import SiteError, contribute
+
+    token = args.token or os.environ.get("PRIVRANK_SITE_TOKEN")
+    if not token:
+        print(
+            "privrank site: give the site's credential with --token or PRIVRANK_SITE_TOKEN", file=sys.stderr
+        )
+        return 2
+    try:
+        if args.site_command == "status":
+            from .site import _Client
+
+            print(json.dumps(_Client(args.server, token).call("GET", "/v1/site"), indent=2))
+            return 0
+        if args.epsilon is not None and not (args.epsilon > 0):
+            print("privrank site: --epsilon must be positive", file=sys.stderr)
+            return 2
+        return contribute(
+            args.server, token, args.rankings, args.format, args.state, args.wait, epsilon=args.epsilon
+        )
+    except SiteError as exc:
+        print(f"privrank site: {exc}", file=sys.stderr)
+        return 1
 
 
 def _plan(args) -> int:

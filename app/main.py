@@ -13,11 +13,12 @@ from fastapi.staticfiles import StaticFiles
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .api import analysis, errors, health, keys, plan, releases, respondents, surveys
+from .api import analysis, errors, federation, health, keys, plan, releases, respondents, surveys
 from .api.limits import BodyLimit
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory
 from .services.analysis import FitCache
+from .services.ranking_surveys import ConsensusCache
 
 __all__ = ["create_app"]
 
@@ -25,12 +26,17 @@ log = logging.getLogger("privrank.access")
 
 DESCRIPTION = """
 privrank runs privacy-preserving ranking surveys. Respondents compare items two
-at a time; each answer is randomized with the respondent's own ε before it is
-stored (local differential privacy), and analysts get the debiased regularized
-MLE of the Bradley–Terry–Luce model (Xu, Sun & Cheng).
+at a time, or rank a short list; each answer is randomized with the respondent's
+own ε before it is stored (local differential privacy: randomized response for
+pairs, the Mallows mechanism for whole rankings), and analysts get the debiased
+regularized MLE of the Bradley–Terry–Luce model (Xu, Sun & Cheng) or a consensus
+ranking (Borda, Lehmer, Kemeny). Trusted operators can store true answers and
+release only differentially private results; federated sites can aggregate
+rankings they never pool.
 
 Authentication: `Authorization: Bearer <key>` — an admin key, an analyst key
-(`POST /v1/keys`), or a respondent token (`POST /v1/surveys/{id}/respondents`).
+(`POST /v1/keys`), a respondent token (`POST /v1/surveys/{id}/respondents`), or
+a federated site's credential (`POST /v1/surveys/{id}/rounds`).
 Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 """
 
@@ -49,6 +55,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},
             {"name": "analysis", "description": "Rankings and the releasable data (analysts)."},
             {"name": "releases", "description": "Differentially private releases of central-model surveys."},
+            {
+                "name": "federated",
+                "description": "Federated rounds: sites aggregate their rankings under secure aggregation.",
+            },
             {"name": "planner", "description": "Predict a design's accuracy before the survey runs."},
             {"name": "keys", "description": "Analyst keys (admin)."},
             {"name": "health", "description": "Liveness and readiness probes."},
@@ -59,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.fit_cache = FitCache()
+    app.state.consensus_cache = ConsensusCache()
 
     if settings.cors_origin_list:
         app.add_middleware(
@@ -85,7 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
-    for module in (surveys, respondents, analysis, releases, plan, keys, health):
+    for module in (surveys, respondents, analysis, releases, federation, plan, keys, health):
         app.include_router(module.router)
     # Pages last: API routes take precedence over files.
     app.mount("/", StaticFiles(directory=static_dir(), html=True), name="static")

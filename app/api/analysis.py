@@ -7,13 +7,13 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from ..services import analysis, ingestion
+from ..services import analysis, ingestion, ranking_surveys
 from ..services.errors import Invalid
 from ..services.export import iter_comparisons_csv
-from ..services.surveys import get_survey, require_local
+from ..services.surveys import get_survey, require_local, require_pairwise
 from .common import errors
 from .deps import admin, get_session, reader
-from .schemas import ImportOut, PairwiseOut, RankingOut
+from .schemas import ConsensusOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
 
@@ -26,7 +26,7 @@ _CSV_EXAMPLE = (
 
 @router.get(
     "/ranking",
-    response_model=RankingOut,
+    response_model=RankingOut | ConsensusOut,
     response_model_by_alias=True,
     responses=errors(401, 403, 404, 409, 422),
     dependencies=[Depends(reader)],
@@ -35,10 +35,13 @@ _CSV_EXAMPLE = (
 def ranking(
     request: Request,
     survey_id: str,
-    method: str = Query(
-        "debiased_mle",
-        description="debiased_mle (the paper's estimator) or naive_mle "
-        "(classic RR without debiasing, the paper's baseline).",
+    method: str | None = Query(
+        None,
+        description="Pairwise surveys: debiased_mle (default; the paper's estimator) or naive_mle "
+        "(classic RR without debiasing, the paper's baseline). Ranking surveys: borda (default; mean "
+        "position), lehmer (coordinate-wise majority of Lehmer codes), kemeny (the consensus closest in "
+        "Kendall distance: exact up to 16 items, certified local search beyond) or btl (BTL fit of the "
+        "pairs the rankings imply).",
     ),
     lambda_: float | None = Query(None, alias="lambda", description="Ridge λ > 0; default G(ε)."),
     k: int | None = Query(None, ge=1, description="Size of the top-K set to return."),
@@ -60,10 +63,28 @@ def ranking(
     grow with the number of stored answers; fits are cached per data version and
     warm-started from the previous fit. Intervals account for the privacy noise
     (Lemma 2 of the paper) and are centred on a bias-corrected estimate; see the
-    README's "Reading a ranking"."""
+    README's "Reading a ranking".
+
+    Ranking surveys answer with the consensus of the stored synthetic rankings
+    (``ConsensusOut``): the ordering, each item's mean position, and — for borda
+    and btl — standard errors, rank intervals and top-K probabilities that treat
+    each respondent's ranking as the independent unit."""
     survey = get_survey(session, survey_id)
+    if survey.kind == "ranking":
+        if uncertainty not in ("sandwich", "none"):
+            raise Invalid("ranking surveys compute their own intervals; uncertainty=bootstrap is not offered")
+        return ranking_surveys.consensus(
+            session, survey, request.app.state.consensus_cache, method or "borda", lambda_, k, confidence
+        )
     return analysis.ranking(
-        session, survey, request.app.state.fit_cache, method, lambda_, k, confidence, uncertainty
+        session,
+        survey,
+        request.app.state.fit_cache,
+        method or "debiased_mle",
+        lambda_,
+        k,
+        confidence,
+        uncertainty,
     )
 
 
@@ -87,6 +108,7 @@ def pairwise(
     interval of the score difference. Null on the diagonal; pairs in different
     components of the comparison graph are not comparable (null, interval [0, 1])."""
     survey = get_survey(session, survey_id)
+    require_pairwise(survey)
     return analysis.pairwise(session, survey, request.app.state.fit_cache, confidence, method, lambda_)
 
 
@@ -107,7 +129,9 @@ def comparisons_csv(request: Request, survey_id: str, session: Session = Depends
     """CSV columns: respondent, item_a, item_b, winner, epsilon, z, created_at.
     Winners are the privatized answers; z is eq. (1)'s debiased value towards
     item_a. ``app.stats.fit_debiased_mle`` on these rows reproduces the ranking."""
-    require_local(get_survey(session, survey_id))
+    survey = get_survey(session, survey_id)
+    require_local(survey)
+    require_pairwise(survey)
     factory = request.app.state.session_factory
 
     def body():
@@ -159,3 +183,43 @@ async def import_csv(
         raise Invalid("the CSV must be UTF-8") from None
     survey = await run_in_threadpool(get_survey, session, survey_id)
     return await run_in_threadpool(ingestion.import_comparisons, session, survey, text, privatized)
+
+
+_RANKINGS_CSV_EXAMPLE = (
+    "respondent,epsilon,source,ranking,created_at\n"
+    "rsp_q2x7…,2.0,server,itm_c…>itm_a…>itm_b…,2026-11-21T10:00:00Z\n"
+)
+
+
+@router.get(
+    "/rankings.csv",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/csv": {"example": _RANKINGS_CSV_EXAMPLE}},
+            "description": "The synthetic rankings.",
+        },
+        **errors(401, 403, 404, 409),
+    },
+    dependencies=[Depends(reader)],
+    summary="Export the releasable (synthetic) rankings of a ranking survey",
+)
+def rankings_csv(request: Request, survey_id: str, session: Session = Depends(get_session)):
+    """CSV columns: respondent, epsilon, source (server or client privatized),
+    ranking (item ids best → worst, joined by ``>``), created_at. Each row is the
+    Mallows mechanism's output, never the ranking the respondent gave;
+    ``app.stats.rankings`` on these rows reproduces every consensus method."""
+    survey = get_survey(session, survey_id)
+    if survey.kind != "ranking":
+        raise Invalid("this survey collects pairwise comparisons: GET /v1/surveys/{id}/comparisons.csv")
+    factory = request.app.state.session_factory
+
+    def body():
+        with factory() as stream_session:
+            yield from ranking_surveys.iter_rankings_csv(stream_session, survey_id)
+
+    return StreamingResponse(
+        body(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{survey_id}-rankings.csv"'},
+    )

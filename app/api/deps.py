@@ -9,7 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from ..config import Settings
-from ..db.models import Respondent, Survey
+from ..db.models import Respondent, RoundSite, Survey
 from ..services import auth
 from ..services.errors import Forbidden, Unauthorized
 from ..services.surveys import get_survey
@@ -21,9 +21,13 @@ __all__ = [
     "principal",
     "reader",
     "respondent_of_survey",
+    "site",
 ]
 
-_bearer = HTTPBearer(auto_error=False, description="Admin or analyst key, or a respondent token.")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="Admin or analyst key, a respondent token, or a federated site's credential.",
+)
 
 
 def get_settings(request: Request) -> Settings:
@@ -78,3 +82,12 @@ def respondent_of_survey(
     respondent = session.get(Respondent, who.respondent_id)
     assert respondent is not None
     return survey, respondent
+
+
+def site(who: auth.Principal = Depends(principal), session: Session = Depends(get_session)) -> RoundSite:
+    """The calling federated site (its credential names exactly one site of one round)."""
+    if who.role != auth.SITE:
+        raise Forbidden("this call needs a federated site's credential")
+    row = session.get(RoundSite, who.site_id)
+    assert row is not None
+    return row

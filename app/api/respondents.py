@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..config import Settings
-from ..services import ingestion
+from ..db.models import Ranking
+from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
+from ..services.errors import Conflict
 from ..services.respondents import budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..stats import flip_probability
@@ -17,6 +20,7 @@ from .deps import get_session, get_settings, respondent_of_survey
 from .schemas import (
     PairOut,
     PairsOut,
+    QuestionOut,
     RespondentCreate,
     RespondentCreated,
     RespondentStatus,
@@ -59,8 +63,11 @@ def register(
     responses=errors(401, 403, 404),
     summary="The calling respondent's own privacy account",
 )
-def me(ctx=Depends(respondent_of_survey)) -> RespondentStatus:
+def me(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session)) -> RespondentStatus:
     survey, respondent = ctx
+    ranked = None
+    if survey.kind == "ranking":
+        ranked = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
     return RespondentStatus(
         respondent_id=respondent.id,
         survey_id=survey.id,
@@ -69,13 +76,29 @@ def me(ctx=Depends(respondent_of_survey)) -> RespondentStatus:
         epsilon_total=None if respondent.epsilon is None else respondent.epsilon_spent,
         budget_remaining=budget_remaining(survey, respondent),
         comparisons_remaining=comparisons_remaining(survey, respondent),
+        ranked=ranked,
     )
+
+
+@router.get(
+    "/question",
+    response_model=QuestionOut,
+    responses=errors(401, 403, 404, 409),
+    summary="Ranking surveys: the items to rank",
+)
+def question(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session)) -> QuestionOut:
+    """The survey's items in a fresh uniformly random order (so that presentation order
+    biases no item), whether this respondent already answered, and the privacy its
+    ranking will get: the Mallows mechanism with weight ε/(m−1) per pair, which swaps
+    two adjacent items with probability 1/(1+e^{ε/(m−1)}). Pairwise surveys: 409."""
+    survey, respondent = ctx
+    return QuestionOut(**ranking_surveys.question(session, survey, respondent))
 
 
 @router.get(
     "/pairs",
     response_model=PairsOut,
-    responses=errors(401, 403, 404),
+    responses=errors(401, 403, 404, 409),
     summary="Pairs for the calling respondent to compare",
 )
 def pairs(
@@ -85,8 +108,11 @@ def pairs(
 ) -> PairsOut:
     """Pairs this respondent has not answered, least-answered first (random among
     ties), in random orientation. Fewer than ``count`` (or none) when the pairs or
-    the respondent's privacy budget run out, or the survey is closed."""
+    the respondent's privacy budget run out, or the survey is closed. Ranking
+    surveys: 409 (see ``GET …/question``)."""
     survey, respondent = ctx
+    if survey.kind != "pairwise":
+        raise Conflict("this survey asks for a ranking of its items: GET /v1/surveys/{id}/question")
     chosen = next_pairs(session, survey, respondent, count)
     return PairsOut(pairs=[PairOut(a=a.id, b=b.id, a_label=a.label, b_label=b.label) for a, b in chosen])
 
@@ -110,14 +136,34 @@ def responses(
         description="Retries with the same key return the first answer and store nothing new.",
     ),
 ):
-    """Store a batch of up to 1,000 comparisons, all or nothing.
-
+    """Pairwise surveys: store a batch of up to 1,000 comparisons, all or nothing.
     ``privatized: false`` — the server flips each answer with probability
     1/(1+e^ε) using the respondent's ε and the OS CSPRNG before storing it; the
     true answer is never stored, logged or echoed. ``privatized: true`` — the
     answers were flipped on the device with the declared ``epsilon``.
+
+    Ranking surveys: store the respondent's one ranking (``ranking``: item ids,
+    best first). ``privatized: false`` — the server completes a partial ranking
+    (unranked items below, uniformly shuffled) and replaces it by a synthetic
+    ranking from the Mallows mechanism at the respondent's ε (ε-ranking DP; OS
+    CSPRNG); only that is stored. ``privatized: true`` — the device did both and
+    sends the full synthetic ranking with its ``epsilon``. A second ranking → 409.
     """
     survey, respondent = ctx
+    if body.ranking is not None:
+        result = ranking_surveys.submit_ranking(
+            session,
+            survey,
+            respondent,
+            body.ranking,
+            privatized=body.privatized,
+            epsilon=body.epsilon,
+            idempotency_key=idempotency_key,
+        )
+        headers = {"Idempotent-Replayed": "true"} if result.replayed else None
+        return JSONResponse(result.body, status_code=result.status_code, headers=headers)
+    if survey.kind != "pairwise":
+        raise Conflict('this survey asks for rankings, not pairwise comparisons: send {"ranking": [...]}')
     result = ingestion.submit_responses(
         session,
         survey,

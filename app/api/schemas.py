@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 
 def _printable(value: str) -> str:
@@ -209,6 +209,7 @@ class RespondentStatus(BaseModel):
     )
     budget_remaining: float | None
     comparisons_remaining: int | None = None
+    ranked: bool | None = Field(None, description="Ranking surveys: whether the respondent has submitted.")
 
     # -- pairs and responses ---------------------------------------------------------
 
@@ -264,11 +265,27 @@ class ComparisonIn(_Model):
 
 class ResponsesIn(_Model):
     privatized: bool = Field(
-        description="false: the server randomizes each answer with the respondent's ε on arrival; "
+        description="false: the server randomizes the answers with the respondent's ε on arrival; "
         "true: the client already did, with the declared epsilon."
     )
     epsilon: float | None = Field(None, description="Required when privatized is true.")
-    comparisons: list[ComparisonIn] = Field(min_length=1, max_length=10_000)
+    comparisons: list[ComparisonIn] | None = Field(
+        None, min_length=1, max_length=10_000, description="Pairwise surveys: the answers."
+    )
+    ranking: list[Text] | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Ranking surveys: item ids, best first. With privatized=false it may list only the "
+        "top items (the server puts the rest below, in uniformly random order, then applies the Mallows "
+        "mechanism); with privatized=true it is the full synthetic ranking made on the device.",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if (self.comparisons is None) == (self.ranking is None):
+            raise ValueError("send either comparisons (pairwise surveys) or ranking (ranking surveys)")
+        return self
 
     model_config = ConfigDict(
         extra="forbid",
@@ -280,6 +297,8 @@ class ResponsesIn(_Model):
                     "epsilon": 1.0,
                     "comparisons": [{"a": "itm_a", "b": "itm_c", "winner": "itm_c"}],
                 },
+                {"privatized": False, "ranking": ["itm_c", "itm_a"]},
+                {"privatized": True, "epsilon": 2.0, "ranking": ["itm_b", "itm_c", "itm_a"]},
             ]
         },
     )
@@ -726,3 +745,290 @@ class ErrorOut(BaseModel):
 class Health(BaseModel):
     status: str
     database: str | None = None
+
+
+# -- ranking surveys -------------------------------------------------------------
+
+
+class QuestionItem(BaseModel):
+    id: str
+    label: str
+
+
+class QuestionOut(BaseModel):
+    survey_id: str
+    kind: Literal["ranking"]
+    status: str
+    items: list[QuestionItem] = Field(description="The items to rank, in a fresh random order.")
+    answered: bool = Field(description="Whether this respondent already submitted its (one) ranking.")
+    epsilon: float
+    mallows_b: float = Field(description="Weight per pair of the Mallows mechanism, ε/(m−1).")
+    adjacent_swap_probability: float = Field(
+        description="Chance that two items adjacent in the given ranking appear swapped, 1/(1+e^{ε/(m−1)})."
+    )
+    budget_remaining: float | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "kind": "ranking",
+                    "status": "open",
+                    "items": [
+                        {"id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit"},
+                        {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing"},
+                    ],
+                    "answered": False,
+                    "epsilon": 2.0,
+                    "mallows_b": 2.0,
+                    "adjacent_swap_probability": 0.1192,
+                    "budget_remaining": None,
+                }
+            ]
+        }
+    )
+
+
+class ConsensusItem(BaseModel):
+    item_id: str
+    label: str
+    position: int
+    rank: int = Field(description="Place in the consensus ordering, 1 = best (exact ties broken at random).")
+    score: float | None = Field(
+        description="borda: mean Borda points m − mean position; btl: θ̂ of the implied-pairs fit; "
+        "lehmer, kemeny: null (they order without scores)."
+    )
+    mean_position: float = Field(description="Mean 1-based position in the stored (synthetic) rankings.")
+    se: float | None = None
+    ci: list[float] | None = None
+    rank_ci: list[int] | None = None
+    rank_ci_simultaneous: list[int] | None = None
+    p_top_k: float | None = None
+
+
+class ConsensusOut(BaseModel):
+    survey_id: str
+    method: Literal["borda", "lehmer", "kemeny", "btl"]
+    items: list[ConsensusItem]
+    order: list[str] = Field(description="The consensus ordering, best first.")
+    top_k: list[str] | None
+    top_k_certain: list[str] | None
+    tied_groups: list[list[str]] | None
+    tiers: list[list[str]] | None
+    uncertainty: UncertaintyInfo
+    diagnostics: dict = Field(
+        description="rankings, items, data_version, epsilon_min, the Kendall objective of the consensus "
+        "(total and mean distance to the stored rankings), and per method: kemeny's exactness certificate "
+        "(lower_bound, optimality_gap, optimal_orders), borda's exact ties, btl's fit."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "kemeny",
+                    "items": [
+                        {
+                            "item_id": "itm_p2w8c4r7n5t1y6qa",
+                            "label": "Transit",
+                            "position": 1,
+                            "rank": 1,
+                            "score": None,
+                            "mean_position": 1.31,
+                        },
+                        {
+                            "item_id": "itm_u7x2k9q4m3c8d1ze",
+                            "label": "Housing",
+                            "position": 0,
+                            "rank": 2,
+                            "score": None,
+                            "mean_position": 1.69,
+                        },
+                    ],
+                    "order": ["itm_p2w8c4r7n5t1y6qa", "itm_u7x2k9q4m3c8d1ze"],
+                    "top_k": None,
+                    "top_k_certain": None,
+                    "tied_groups": None,
+                    "tiers": None,
+                    "uncertainty": {
+                        "available": False,
+                        "method": None,
+                        "level": 0.95,
+                        "reason": "the Kemeny consensus has no standard errors",
+                        "critical_value": None,
+                    },
+                    "diagnostics": {
+                        "rankings": 200,
+                        "items": 2,
+                        "data_version": 12,
+                        "epsilon_min": 1.0,
+                        "kendall_objective": 62,
+                        "mean_kendall_distance": 0.31,
+                        "exact": True,
+                        "lower_bound": 62,
+                        "optimality_gap": 0.0,
+                        "optimal_orders": 1,
+                    },
+                }
+            ]
+        }
+    )
+
+
+# -- federated rounds ------------------------------------------------------------
+
+SiteName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
+class RoundCreate(_Model):
+    method: Literal["borda", "lehmer"] = Field(
+        description="borda: Borda FRA (Algorithm 2); lehmer: Lehmer FRA (Algorithm 3)."
+    )
+    sites: list[SiteName] = Field(
+        min_length=2, max_length=100, description="The participating sites' names (unique)."
+    )
+    phi: float = Field(
+        0.6,
+        gt=0,
+        le=0.95,
+        description="Public Mallows dispersion φ: Borda's quantization centroids, Lehmer's number of low "
+        "bits (Lehmer needs φ + φ² < 1 + φ^N, about φ ≤ 0.618). The paper uses 0.6 on real data.",
+    )
+    max_rankings: int = Field(
+        1_000_000,
+        ge=1,
+        le=10**12,
+        description="Lehmer: public upper bound M on the total number of rankings.",
+    )
+    failure_probability: float = Field(
+        0.01, gt=0, lt=1, description="Lehmer: ε of eq. (5), the allowed failure probability."
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"method": "borda", "sites": ["north", "south", "east"], "phi": 0.6}]
+        },
+    )
+
+
+class RoundSiteOut(BaseModel):
+    name: str
+    position: int
+    joined: bool = Field(description="The site registered its public key.")
+    contributed: bool
+    token: str | None = Field(None, description="The site's credential: shown once, when the round opens.")
+
+
+class RoundOut(BaseModel):
+    id: str
+    survey_id: str
+    method: str
+    status: Literal["open", "complete", "cancelled"]
+    parameters: dict = Field(description="The public parameters every site uses (items, φ, layout).")
+    sites: list[RoundSiteOut]
+    result: dict | None = Field(description="When complete: the consensus ordering and the aggregate.")
+    created_at: datetime
+    ended_at: datetime | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "rnd_a2b3c4d5e6f7g2h3",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "borda",
+                    "status": "open",
+                    "parameters": {"method": "borda", "n_items": 3, "n_sites": 2, "phi": 0.6},
+                    "sites": [
+                        {
+                            "name": "north",
+                            "position": 0,
+                            "joined": False,
+                            "contributed": False,
+                            "token": "sit_a2b3c4d5e6f7g2h3.Xy…",
+                        },
+                        {
+                            "name": "south",
+                            "position": 1,
+                            "joined": False,
+                            "contributed": False,
+                            "token": "sit_h3g2f7e6d5c4b3a2.Qz…",
+                        },
+                    ],
+                    "result": None,
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "ended_at": None,
+                }
+            ]
+        }
+    )
+
+
+class RoundList(BaseModel):
+    rounds: list[RoundOut]
+
+
+class SitePeer(BaseModel):
+    name: str
+    position: int
+    public_key: str | None
+    contributed: bool
+
+
+class SiteView(BaseModel):
+    round_id: str
+    survey_id: str
+    site: str
+    position: int
+    status: Literal["open", "complete", "cancelled"]
+    parameters: dict
+    peers: list[SitePeer] = Field(description="Every site of the round, with its public key once joined.")
+    ready: bool = Field(description="Every site has joined: contributions are accepted.")
+    contributed: bool
+    result: dict | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "round_id": "rnd_a2b3c4d5e6f7g2h3",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "site": "north",
+                    "position": 0,
+                    "status": "open",
+                    "parameters": {"method": "borda", "n_items": 3, "n_sites": 2, "phi": 0.6},
+                    "peers": [
+                        {"name": "north", "position": 0, "public_key": "q83v…", "contributed": False},
+                        {"name": "south", "position": 1, "public_key": None, "contributed": False},
+                    ],
+                    "ready": False,
+                    "contributed": False,
+                    "result": None,
+                }
+            ]
+        }
+    )
+
+
+class SiteKeyIn(_Model):
+    public_key: str = Field(
+        min_length=43, max_length=44, description="The site's X25519 public key, base64url (32 bytes)."
+    )
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"public_key": "q83vEjVL0m6ZpTz1yqXlG9rE2wV4a1hB8cDf3kLmN0o"}]},
+    )
+
+
+class ContributionIn(_Model):
+    masked: list[Annotated[int, Field(ge=0)]] = Field(
+        min_length=1,
+        max_length=1_000_000,
+        description="The masked message: entry k is (y_k + z_k) mod 2^{b_k} (see parameters.layout).",
+    )
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"masked": [91, 7, 412]}]})

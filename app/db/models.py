@@ -40,12 +40,16 @@ __all__ = [
     "ApiKey",
     "Base",
     "Comparison",
+    "FederatedRound",
     "IdempotencyRecord",
     "Item",
     "PairStat",
     "PendingBatch",
+    "Ranking",
+    "RankingStatsRow",
     "Release",
     "Respondent",
+    "RoundSite",
     "Survey",
     "SurveyStats",
     "new_id",
@@ -190,10 +194,102 @@ class Comparison(Base):
     )
 
 
-class PendingBatch(Base):
-    """The comparisons of one accepted request, waiting to be folded into ``pair_stats``.
+class Ranking(Base):
+    """One respondent's synthetic ranking (ranking surveys; append-only).
 
-    ``payload`` packs the batch's (i, j, ỹ, ε) arrays (privatized data only; see
+    ``ordering`` lists item positions best → worst: the output of the Mallows
+    mechanism with the respondent's ε (on the server at arrival, or on the
+    client). The ranking the respondent gave is never stored.
+    """
+
+    __tablename__ = "rankings"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"))
+    respondent_id: Mapped[str] = mapped_column(ForeignKey("respondents.id", ondelete="CASCADE"))
+    ordering: Mapped[list] = mapped_column(JSON)
+    epsilon: Mapped[float] = mapped_column(Float)
+    #: "server" (privatized on arrival) or "client" (privatized on the device).
+    source: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        # One ranking per respondent (a second synthetic copy would compose: note pitfall 8).
+        UniqueConstraint("respondent_id", name="uq_rankings_respondent"),
+        CheckConstraint("epsilon >= 0.001", name="ck_rankings_epsilon"),
+        Index("ix_rankings_survey_id_id", "survey_id", "id"),
+    )
+
+
+class RankingStatsRow(Base):
+    """Folded sufficient statistics of a ranking survey (:class:`app.stats.rankings.RankingStats`),
+    packed; updated under the ``survey_stats`` lock like ``pair_stats``."""
+
+    __tablename__ = "ranking_stats"
+
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
+    n_items: Mapped[int] = mapped_column(Integer)
+    n: Mapped[int] = mapped_column(BigInteger)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class FederatedRound(Base):
+    """A federated aggregation round of a ranking survey (Borda FRA or Lehmer FRA).
+
+    Sites contribute masked messages; the server only ever holds masked vectors
+    and, once every site is in, their sum (``result``).
+    """
+
+    __tablename__ = "federated_rounds"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    method: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    n_sites: Mapped[int] = mapped_column(Integer)
+    #: The public parameters every site needs (items, φ, I, message layout).
+    parameters: Mapped[dict] = mapped_column(JSON)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    created_by: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("method IN ('borda', 'lehmer')", name="ck_federated_rounds_method"),
+        CheckConstraint("status IN ('open', 'complete', 'cancelled')", name="ck_federated_rounds_status"),
+        CheckConstraint("n_sites >= 2", name="ck_federated_rounds_sites"),
+    )
+
+
+class RoundSite(Base):
+    """A participating site of a round: its credential, public key and masked message."""
+
+    __tablename__ = "round_sites"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    round_id: Mapped[str] = mapped_column(ForeignKey("federated_rounds.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    #: 0-based index of the site in the round: fixes the sign of its pairwise masks.
+    position: Mapped[int] = mapped_column(Integer)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    #: X25519 public key (base64url), registered once.
+    public_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    joined_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: The masked message (little-endian uint64 per entry) until the round ends.
+    masked: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    contributed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        UniqueConstraint("round_id", "name", name="uq_round_sites_round_name"),
+        UniqueConstraint("round_id", "position", name="uq_round_sites_round_position"),
+    )
+
+
+class PendingBatch(Base):
+    """The answers of one accepted request, waiting to be folded into the survey's statistics.
+
+    ``payload`` packs the batch's (i, j, ỹ, ε) arrays, or for a ranking survey its
+    synthetic orderings and ε (privatized data only; see
     :mod:`app.services.aggregation`), so a request adds one row here whatever its size.
     """
 

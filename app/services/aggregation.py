@@ -13,6 +13,7 @@ CSV — so the service's ranking and the library's agree to rounding.
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,15 +23,30 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..db.models import PairStat, PendingBatch, SurveyStats, utcnow
+from ..db.models import PairStat, PendingBatch, RankingStatsRow, SurveyStats, utcnow
 from ..db.session import begin_write
 from ..stats import PairStats, pair_stats
+from ..stats.rankings import RankingStats, ranking_stats
 from .errors import Conflict
 
-__all__ = ["Snapshot", "decode_batch", "encode_batch", "fold_pending", "read_snapshot"]
+__all__ = [
+    "RankingSnapshot",
+    "Snapshot",
+    "decode_batch",
+    "decode_rankings",
+    "encode_batch",
+    "encode_rankings",
+    "fold_pending",
+    "read_ranking_snapshot",
+    "read_snapshot",
+]
 
 _HEADER = struct.Struct("<4sI")
 _MAGIC = b"PRB1"
+_RANKINGS_HEADER = struct.Struct("<4sII")
+_RANKINGS_MAGIC = b"PRR1"
+_STATS_HEADER = struct.Struct("<4sIQ")
+_STATS_MAGIC = b"PRS1"
 
 
 def encode_batch(
@@ -64,6 +80,44 @@ def decode_batch(payload: bytes) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     return i.astype(np.int64), j.astype(np.int64), y, eps
 
 
+def encode_rankings(orderings: NDArray[np.integer], epsilon: NDArray[np.floating]) -> bytes:
+    """Pack synthetic orderings (n × m item positions, best first) and their ε."""
+    arr = np.atleast_2d(np.asarray(orderings, dtype="<i4"))
+    n, m = arr.shape
+    return b"".join(
+        (
+            _RANKINGS_HEADER.pack(_RANKINGS_MAGIC, n, m),
+            arr.tobytes(),
+            np.asarray(epsilon, dtype="<f8").reshape(n).tobytes(),
+        )
+    )
+
+
+def decode_rankings(payload: bytes) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    magic, n, m = _RANKINGS_HEADER.unpack_from(payload)
+    if magic != _RANKINGS_MAGIC or len(payload) != _RANKINGS_HEADER.size + (4 * m + 8) * n:
+        raise ValueError("corrupt pending rankings")
+    off = _RANKINGS_HEADER.size
+    orders = np.frombuffer(payload, "<i4", n * m, off).reshape(n, m).astype(np.int64)
+    eps = np.frombuffer(payload, "<f8", n, off + 4 * n * m)
+    return orders, eps
+
+
+def _pack_stats(stats: RankingStats) -> bytes:
+    body = b"".join(np.asarray(getattr(stats, f), dtype="<i8").tobytes() for f in RankingStats.FIELDS)
+    return _STATS_HEADER.pack(_STATS_MAGIC, stats.n_items, stats.n) + zlib.compress(body, 1)
+
+
+def _unpack_stats(payload: bytes) -> RankingStats:
+    magic, m, n = _STATS_HEADER.unpack_from(payload)
+    body = zlib.decompress(payload[_STATS_HEADER.size :])
+    if magic != _STATS_MAGIC or len(body) != 8 * (m + 3 * m * m):
+        raise ValueError("corrupt ranking statistics")
+    arr = np.frombuffer(body, "<i8").astype(np.int64)
+    mats = arr[m:].reshape(3, m, m)
+    return RankingStats(m, n, arr[:m], mats[0], mats[1], mats[2])
+
+
 def _upsert(session: Session):
     return pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
 
@@ -90,6 +144,8 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     if not payloads:
         session.rollback()
         return 0
+    if payloads[0][:4] == _RANKINGS_MAGIC:  # a ranking survey's batches are all rankings
+        return _fold_rankings(session, survey_id, state, payloads)
     parts = [decode_batch(p) for p in payloads]
     i, j, y, eps = (np.concatenate([p[k] for p in parts]) for k in range(4))
     batch = pair_stats(int(max(i.max(), j.max())) + 1, i, j, y, eps)
@@ -127,6 +183,52 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     state.updated_at = utcnow()
     session.commit()
     return int(i.size)
+
+
+def _fold_rankings(session: Session, survey_id: str, state: SurveyStats, payloads: list[bytes]) -> int:
+    """Add pending synthetic rankings to the survey's ``ranking_stats`` (caller holds the lock)."""
+    parts = [decode_rankings(p) for p in payloads]
+    orders = np.concatenate([p[0] for p in parts])
+    eps = np.concatenate([p[1] for p in parts])
+    m = orders.shape[1]
+    batch = ranking_stats(orders, m)
+    row = session.get(RankingStatsRow, survey_id, populate_existing=True)
+    if row is None:
+        session.add(RankingStatsRow(survey_id=survey_id, n_items=m, n=batch.n, payload=_pack_stats(batch)))
+    else:
+        total = _unpack_stats(row.payload) + batch
+        row.n, row.payload = total.n, _pack_stats(total)
+    state.version += 1
+    state.n_comparisons += int(orders.shape[0])  # ranking surveys count rankings here
+    low = float(eps.min())
+    state.epsilon_min = low if state.epsilon_min is None else min(state.epsilon_min, low)
+    state.updated_at = utcnow()
+    session.commit()
+    return int(orders.shape[0])
+
+
+@dataclass(frozen=True)
+class RankingSnapshot:
+    """A ranking survey's folded statistics at one data version."""
+
+    version: int
+    epsilon_min: float | None
+    stats: RankingStats
+
+
+def read_ranking_snapshot(session: Session, survey_id: str, n_items: int) -> RankingSnapshot:
+    """The folded ranking statistics and their version, read consistently (cf. :func:`read_snapshot`)."""
+    for _ in range(20):
+        state = _state(session, survey_id)
+        version = state.version
+        row = session.get(RankingStatsRow, survey_id, populate_existing=True)
+        again = _state(session, survey_id)
+        if again.version == version:
+            break
+    else:
+        raise Conflict("the survey's data changed too quickly to read consistently; retry")
+    stats = RankingStats.empty(n_items) if row is None else _unpack_stats(row.payload)
+    return RankingSnapshot(version, state.epsilon_min, stats)
 
 
 @dataclass(frozen=True)

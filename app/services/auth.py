@@ -3,8 +3,9 @@
 Secrets are ``<id>.<secret>``: the id selects the row, and only SHA-256 of the
 secret is stored and compared with :func:`hmac.compare_digest` (constant time).
 Admin and analyst keys have ids ``key_…``; respondent tokens carry the
-respondent id (``rsp_…``). The optional ``PRIVRANK_ADMIN_KEY`` is any string,
-compared the same way.
+respondent id (``rsp_…``); federated sites' credentials the site id
+(``sit_…``). The optional ``PRIVRANK_ADMIN_KEY`` is any string, compared the
+same way.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from ..db.models import ApiKey, Respondent, new_id, utcnow
+from ..db.models import ApiKey, Respondent, RoundSite, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, NotFound
 
@@ -26,6 +27,7 @@ __all__ = [
     "ADMIN",
     "ANALYST",
     "RESPONDENT",
+    "SITE",
     "Principal",
     "authenticate",
     "ensure_admin_key",
@@ -36,9 +38,9 @@ __all__ = [
     "revoke_key",
 ]
 
-ADMIN, ANALYST, RESPONDENT = "admin", "analyst", "respondent"
+ADMIN, ANALYST, RESPONDENT, SITE = "admin", "analyst", "respondent", "site"
 #: Shape of the ids :func:`~app.db.models.new_id` makes.
-_ID = re.compile(r"(key|rsp)_[a-z2-7]{16}")
+_ID = re.compile(r"(key|rsp|sit)_[a-z2-7]{16}")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Principal:
     key_id: str | None = None
     respondent_id: str | None = None
     survey_id: str | None = None
+    site_id: str | None = None
 
 
 def hash_secret(secret: str) -> str:
@@ -141,4 +144,8 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
         resp = session.get(Respondent, ident)
         if resp is not None and _matches(resp.token_hash, secret):
             return Principal(RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id)
+    if ident.startswith("sit_"):
+        site = session.get(RoundSite, ident)
+        if site is not None and _matches(site.token_hash, secret):
+            return Principal(SITE, site_id=site.id)
     return None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, Survey, SurveyStats, new_id, utcnow
+from ..db.models import Item, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, Invalid, NotFound
 
@@ -19,6 +19,7 @@ _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
 __all__ = [
     "MAX_EPSILON",
     "MAX_ITEMS",
+    "MAX_RANKING_ITEMS",
     "MAX_TOTAL_BUDGET",
     "MIN_EPSILON",
     "PrivacyPolicy",
@@ -27,6 +28,7 @@ __all__ = [
     "get_survey",
     "list_surveys",
     "require_local",
+    "require_pairwise",
     "survey_items",
     "update_survey",
 ]
@@ -39,6 +41,9 @@ MAX_EPSILON = 30.0
 MIN_EPSILON = 0.001
 #: Most items a survey may hold (the estimator scales further; the pair picker is tuned to this).
 MAX_ITEMS = 10_000
+#: Most items of a ranking survey: a person ranks a short list, the Mallows mechanism's
+#: per-pair privacy weakens as ε/(m−1), and the folded statistics are O(m²).
+MAX_RANKING_ITEMS = 256
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,8 @@ def create_survey(
     cleaned = _clean_labels(labels)
     if not 2 <= len(cleaned) <= MAX_ITEMS:
         raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
+    if kind == "ranking" and len(cleaned) > MAX_RANKING_ITEMS:
+        raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
     if policy.model == "central":
         if kind != "pairwise":
             raise Invalid("central-model surveys are pairwise")
@@ -211,6 +218,14 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
         raise Invalid(f"item labels must be unique; already in the survey: {clash}")
     if len(existing) + len(cleaned) > MAX_ITEMS:
         raise Invalid(f"a survey holds at most {MAX_ITEMS} items")
+    if survey.kind == "ranking":
+        if len(existing) + len(cleaned) > MAX_RANKING_ITEMS:
+            raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
+        if session.scalar(select(Ranking.id).where(Ranking.survey_id == survey_id).limit(1)) is not None:
+            raise Conflict(
+                "this ranking survey already has rankings of its current items; items cannot be added "
+                "(create a new survey)"
+            )
     start = len(existing)
     new = [
         Item(id=new_id("itm"), survey_id=survey_id, position=start + k, label=label)
@@ -220,6 +235,15 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
     survey.updated_at = utcnow()
     session.commit()
     return new
+
+
+def require_pairwise(survey: Survey) -> None:
+    """Refuse pairwise-only endpoints for ranking surveys (409)."""
+    if survey.kind != "pairwise":
+        raise Conflict(
+            "this survey collects rankings: see GET /v1/surveys/{id}/ranking?method=borda|lehmer|kemeny|btl "
+            "and GET /v1/surveys/{id}/rankings.csv"
+        )
 
 
 def require_local(survey: Survey) -> None:

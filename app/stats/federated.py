@@ -260,6 +260,18 @@ class FederatedScheme:
         if int(self.bits.max()) > MAX_MESSAGE_BITS:
             raise ValueError("too many sites for 64-bit message arithmetic")
 
+    @classmethod
+    def from_parameters(cls, parameters: dict) -> FederatedScheme:
+        """The scheme of a round's public parameters (``method``, ``n_items``, ``n_sites``,
+        ``phi``, ``low_bits``): what the server and every site derive the layout from."""
+        return cls(
+            str(parameters["method"]),
+            int(parameters["n_items"]),
+            int(parameters["n_sites"]),
+            float(parameters["phi"]),
+            None if parameters.get("low_bits") is None else int(parameters["low_bits"]),
+        )
+
     @property
     def exact_histogram(self) -> bool:
         """Lehmer: every k_i = 0, so the server sees exact histograms of the local majorities."""

@@ -440,7 +440,9 @@ class RankingStats:
     ``n`` rankings; ``position_sum[i]`` = Σ 0-based positions of item i (Borda);
     ``before[i, j]`` = number of rankings with i above j (Kemeny, BTL);
     ``lehmer[i, v]`` = number of rankings whose Lehmer code has ``L[i] = v``
-    (Lehmer majority). Statistics of two sets of rankings add up.
+    (Lehmer majority); ``position_outer`` = Σ pos pos^T over the rankings (the
+    spread of positions, for standard errors). Statistics of two sets of rankings
+    add up.
     """
 
     n_items: int
@@ -448,11 +450,15 @@ class RankingStats:
     position_sum: NDArray[np.int64]
     before: NDArray[np.int64]
     lehmer: NDArray[np.int64]
+    position_outer: NDArray[np.int64]
+
+    FIELDS = ("position_sum", "before", "lehmer", "position_outer")
 
     @classmethod
     def empty(cls, n_items: int) -> RankingStats:
         m = n_items
-        return cls(m, 0, np.zeros(m, np.int64), np.zeros((m, m), np.int64), np.zeros((m, m), np.int64))
+        z = np.zeros((m, m), np.int64)
+        return cls(m, 0, np.zeros(m, np.int64), z, z.copy(), z.copy())
 
     def __add__(self, other: RankingStats) -> RankingStats:
         if self.n_items != other.n_items:
@@ -460,9 +466,7 @@ class RankingStats:
         return RankingStats(
             self.n_items,
             self.n + other.n,
-            self.position_sum + other.position_sum,
-            self.before + other.before,
-            self.lehmer + other.lehmer,
+            *(getattr(self, f) + getattr(other, f) for f in self.FIELDS),
         )
 
     @property
@@ -492,7 +496,7 @@ def ranking_stats(orders: ArrayLike, n_items: int | None = None) -> RankingStats
         before += (p[:, :, None] < p[:, None, :]).sum(axis=0)
     code = lehmer_code(pos)
     lehmer = np.bincount((np.arange(m) * m + code).ravel(), minlength=m * m).reshape(m, m)
-    return RankingStats(m, n, pos.sum(axis=0), before, lehmer.astype(np.int64))
+    return RankingStats(m, n, pos.sum(axis=0), before, lehmer.astype(np.int64), pos.T @ pos)
 
 
 def _stats(data: ArrayLike | RankingStats) -> RankingStats:

@@ -56,6 +56,7 @@ def test_me_reports_own_account_only(client):
         "epsilon_total": 0.0,
         "budget_remaining": 5.0,
         "comparisons_remaining": None,
+        "ranked": None,
     }
     other = create_survey(client)
     assert client.get(f"/v1/surveys/{other['id']}/respondents/me", headers=headers).status_code == 403

@@ -1,0 +1,124 @@
+"""Federated rounds: the admin's side (open, watch, cancel) and the sites' side."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from ..db.models import RoundSite
+from ..services import auth
+from ..services import federation as svc
+from ..services.surveys import get_survey
+from .common import errors
+from .deps import admin, get_session, reader, site
+from .schemas import ContributionIn, RoundCreate, RoundList, RoundOut, SiteKeyIn, SiteView
+
+router = APIRouter(tags=["federated"])
+
+
+@router.post(
+    "/v1/surveys/{survey_id}/rounds",
+    status_code=201,
+    response_model=RoundOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Open a federated round (returns each site's credential, once)",
+)
+def open_round(
+    survey_id: str,
+    body: RoundCreate,
+    who: auth.Principal = Depends(admin),
+    session: Session = Depends(get_session),
+):
+    """Sites aggregate their local rankings of this survey's items by Borda FRA or
+    Lehmer FRA under secure aggregation: each runs ``privrank site contribute``
+    with its credential; the server sees only masked messages and publishes the
+    consensus when every site is in. Hand each site its own ``token``."""
+    survey = get_survey(session, survey_id)
+    rnd, _, tokens = svc.open_round(
+        session,
+        survey,
+        body.method,
+        body.sites,
+        body.phi,
+        body.max_rankings,
+        body.failure_probability,
+        created_by=who.key_id or "admin (PRIVRANK_ADMIN_KEY)",
+    )
+    return svc.round_view(session, rnd, tokens)
+
+
+@router.get(
+    "/v1/surveys/{survey_id}/rounds",
+    response_model=RoundList,
+    responses=errors(401, 403, 404),
+    dependencies=[Depends(reader)],
+    summary="The survey's federated rounds",
+)
+def list_rounds(survey_id: str, session: Session = Depends(get_session)):
+    get_survey(session, survey_id)
+    return {"rounds": [svc.round_view(session, r) for r in svc.list_rounds(session, survey_id)]}
+
+
+@router.get(
+    "/v1/surveys/{survey_id}/rounds/{round_id}",
+    response_model=RoundOut,
+    responses=errors(401, 403, 404),
+    dependencies=[Depends(reader)],
+    summary="A federated round: who joined, who contributed, and the result",
+)
+def get_round(survey_id: str, round_id: str, session: Session = Depends(get_session)):
+    return svc.round_view(session, svc.get_round(session, survey_id, round_id))
+
+
+@router.post(
+    "/v1/surveys/{survey_id}/rounds/{round_id}/cancel",
+    response_model=RoundOut,
+    responses=errors(401, 403, 404, 409),
+    dependencies=[Depends(admin)],
+    summary="Cancel an open round (e.g. a site will never contribute)",
+)
+def cancel_round(survey_id: str, round_id: str, session: Session = Depends(get_session)):
+    return svc.round_view(session, svc.cancel_round(session, survey_id, round_id))
+
+
+# -- sites -------------------------------------------------------------------------------------
+
+
+@router.get(
+    "/v1/site",
+    response_model=SiteView,
+    responses=errors(401, 403),
+    summary="The calling site's round: parameters, peers' public keys, status, result",
+)
+def site_round(me: RoundSite = Depends(site), session: Session = Depends(get_session)):
+    return svc.site_view(session, me)
+
+
+@router.put(
+    "/v1/site/key",
+    response_model=SiteView,
+    responses=errors(401, 403, 409, 422),
+    summary="Register the site's X25519 public key (once)",
+)
+def site_key(body: SiteKeyIn, me: RoundSite = Depends(site), session: Session = Depends(get_session)):
+    """Idempotent for the same key; a different key after the first is refused (409)."""
+    svc.register_key(session, me, body.public_key)
+    return svc.site_view(session, me)
+
+
+@router.post(
+    "/v1/site/contribution",
+    status_code=201,
+    response_model=SiteView,
+    responses=errors(401, 403, 409, 422),
+    summary="Upload the site's masked message",
+)
+def site_contribution(
+    body: ContributionIn, me: RoundSite = Depends(site), session: Session = Depends(get_session)
+):
+    """Accepted once every site has joined. The last contribution completes the
+    round. Sending the same message again returns 200 and changes nothing."""
+    view, created = svc.contribute(session, me, body.masked)
+    return JSONResponse(jsonable_encoder(SiteView(**view)), status_code=201 if created else 200)

@@ -1,0 +1,337 @@
+"""Federated rounds: sites aggregate their rankings without pooling them (Borda / Lehmer FRA).
+
+Protocol (secure aggregation after Bonawitz et al., without dropout recovery):
+
+1. An admin opens a round for a ranking survey: method, sites, φ. Each site gets
+   a credential (shown once) and everyone gets the public parameters — the
+   survey's items, N, L, φ, I and the message layout (:class:`app.stats.federated.FederatedScheme`).
+2. Each site registers an X25519 public key. The server stores and relays the
+   public keys only; it never holds a private key or a shared secret.
+3. Once every site has joined, each site derives one seed per peer
+   (X25519 + HKDF, :mod:`app.site`), computes its message from its local
+   rankings, adds its pairwise masks and uploads the **masked** message.
+4. When the last masked message arrives the server adds them mod 2^{b_k} — the
+   masks cancel — decodes the consensus, publishes it and deletes the masked
+   messages. A site that never contributes leaves the round open; an admin can
+   cancel it.
+
+This module is the server side: it only ever handles masked vectors and their
+sum (a test traces every local variable of this code path to show it).
+Threat model: an honest-but-curious server and sites; the server is trusted to
+relay public keys faithfully (a key-substituting server could unmask — sites
+can compare key fingerprints out of band); a dropped site stalls the round.
+With L = 2 each site can subtract its own message from the published aggregate.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import FederatedRound, RoundSite, Survey, new_id, utcnow
+from ..db.session import begin_write
+from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
+from .auth import hash_secret, new_secret
+from .errors import Conflict, Invalid, NotFound
+from .surveys import survey_items
+
+__all__ = [
+    "PROTOCOL",
+    "cancel_round",
+    "contribute",
+    "get_round",
+    "list_rounds",
+    "open_round",
+    "register_key",
+    "round_view",
+    "scheme_of",
+    "site_view",
+]
+
+log = logging.getLogger("privrank.federation")
+
+#: Names the key agreement, seed derivation and mask expansion (see app.site).
+PROTOCOL = "privrank-fra-v1: X25519, HKDF-SHA256 (salt = round id), SHAKE-256 masks mod 2^b"
+_ROUND_ID = re.compile(r"rnd_[a-z2-7]{16}")
+_SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def scheme_of(parameters: dict) -> FederatedScheme:
+    """The message scheme a round's public parameters define (the sites derive the same)."""
+    return FederatedScheme.from_parameters(parameters)
+
+
+def open_round(
+    session: Session,
+    survey: Survey,
+    method: str,
+    sites: list[str],
+    phi: float,
+    max_rankings: int,
+    failure_probability: float,
+    created_by: str,
+) -> tuple[FederatedRound, list[RoundSite], dict[str, str]]:
+    """Open a round; returns it, its sites and each site's credential (shown once)."""
+    if survey.kind != "ranking":
+        raise Conflict("federated rounds aggregate rankings: open them on a ranking survey")
+    if survey.status != "open":
+        raise Conflict("the survey is closed")
+    names = [s.strip() for s in sites]
+    if len(names) < 2:
+        raise Invalid("a round needs at least two sites")
+    if any(not _SITE_NAME.fullmatch(n) for n in names):
+        raise Invalid("site names are 1 to 100 letters, digits or ._- (starting with a letter or digit)")
+    if len(set(names)) != len(names):
+        raise Invalid("site names must be unique")
+    items = survey_items(session, survey.id)
+    m = len(items)
+    low_bits = None
+    try:
+        if method == "lehmer":
+            low_bits = lehmer_low_bits(m, phi, max_rankings, failure_probability)
+        scheme = FederatedScheme(method, m, len(names), phi, low_bits)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    parameters = {
+        "protocol": PROTOCOL,
+        "method": method,
+        "n_items": m,
+        "n_sites": len(names),
+        "phi": phi,
+        "items": [{"id": it.id, "label": it.label, "position": it.position} for it in items],
+        "sites": names,
+        "message_length": scheme.length,
+        "max_entry_bits": int(scheme.bits.max()),
+    }
+    if method == "lehmer":
+        parameters.update(
+            {
+                "low_bits": low_bits,
+                "exact_histogram": scheme.exact_histogram,
+                "max_rankings": max_rankings,
+                "failure_probability": failure_probability,
+            }
+        )
+    begin_write(session)
+    rnd = FederatedRound(
+        id=new_id("rnd"),
+        survey_id=survey.id,
+        method=method,
+        status="open",
+        n_sites=len(names),
+        parameters=parameters,
+        created_by=created_by,
+    )
+    session.add(rnd)
+    session.flush()
+    tokens: dict[str, str] = {}
+    rows = []
+    for k, name in enumerate(names):
+        secret = new_secret()
+        row = RoundSite(
+            id=new_id("sit"), round_id=rnd.id, name=name, position=k, token_hash=hash_secret(secret)
+        )
+        rows.append(row)
+        tokens[name] = f"{row.id}.{secret}"
+    session.add_all(rows)
+    session.commit()
+    log.info("survey %s: opened federated round %s (%s, %d sites)", survey.id, rnd.id, method, len(names))
+    return rnd, rows, tokens
+
+
+def _sites(session: Session, round_id: str) -> list[RoundSite]:
+    return list(
+        session.scalars(select(RoundSite).where(RoundSite.round_id == round_id).order_by(RoundSite.position))
+    )
+
+
+def get_round(session: Session, survey_id: str, round_id: str) -> FederatedRound:
+    rnd = session.get(FederatedRound, round_id) if _ROUND_ID.fullmatch(round_id) else None
+    if rnd is None or rnd.survey_id != survey_id:
+        raise NotFound(f"no round {round_id!r} in this survey")
+    return rnd
+
+
+def list_rounds(session: Session, survey_id: str) -> list[FederatedRound]:
+    return list(
+        session.scalars(
+            select(FederatedRound)
+            .where(FederatedRound.survey_id == survey_id)
+            .order_by(FederatedRound.created_at.desc(), FederatedRound.id)
+        )
+    )
+
+
+def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | None = None) -> dict:
+    return {
+        "id": rnd.id,
+        "survey_id": rnd.survey_id,
+        "method": rnd.method,
+        "status": rnd.status,
+        "parameters": rnd.parameters,
+        "sites": [
+            {
+                "name": s.name,
+                "position": s.position,
+                "joined": s.public_key is not None,
+                "contributed": s.contributed_at is not None,
+                "token": None if tokens is None else tokens[s.name],
+            }
+            for s in _sites(session, rnd.id)
+        ],
+        "result": rnd.result,
+        "created_at": rnd.created_at,
+        "ended_at": rnd.ended_at,
+    }
+
+
+def cancel_round(session: Session, survey_id: str, round_id: str) -> FederatedRound:
+    """Cancel an open round (a site dropped out, say); its masked messages are deleted."""
+    begin_write(session)
+    rnd = get_round(session, survey_id, round_id)
+    session.refresh(rnd, with_for_update=True)
+    if rnd.status != "open":
+        raise Conflict(f"the round is already {rnd.status}")
+    rnd.status = "cancelled"
+    rnd.ended_at = utcnow()
+    for site in _sites(session, rnd.id):
+        site.masked = None
+    session.commit()
+    log.info("federated round %s cancelled", rnd.id)
+    return rnd
+
+
+# -- the site's side of the API ------------------------------------------------------------
+
+
+def site_view(session: Session, site: RoundSite) -> dict:
+    rnd = session.get(FederatedRound, site.round_id)
+    peers = _sites(session, rnd.id)
+    return {
+        "round_id": rnd.id,
+        "survey_id": rnd.survey_id,
+        "site": site.name,
+        "position": site.position,
+        "status": rnd.status,
+        "parameters": rnd.parameters,
+        "peers": [
+            {
+                "name": p.name,
+                "position": p.position,
+                "public_key": p.public_key,
+                "contributed": p.contributed_at is not None,
+            }
+            for p in peers
+        ],
+        "ready": all(p.public_key is not None for p in peers),
+        "contributed": site.contributed_at is not None,
+        "result": rnd.result,
+    }
+
+
+def _lock_open_round(session: Session, site: RoundSite) -> tuple[FederatedRound, RoundSite]:
+    rnd = session.get(FederatedRound, site.round_id, with_for_update=True, populate_existing=True)
+    if rnd.status != "open":
+        raise Conflict(f"the round is {rnd.status}")
+    me = session.get(RoundSite, site.id, populate_existing=True)
+    return rnd, me
+
+
+def register_key(session: Session, site: RoundSite, public_key: str) -> bool:
+    """Record the site's X25519 public key; True when newly set. The same key again is a no-op;
+    a different one is refused (peers may already have derived their masks from the first)."""
+    try:
+        raw = base64.urlsafe_b64decode(public_key + "=" * (-len(public_key) % 4))
+    except (ValueError, TypeError):
+        raw = b""
+    if len(raw) != 32:
+        raise Invalid("public_key must be a 32-byte X25519 key in base64url")
+    canonical = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    begin_write(session)
+    _, me = _lock_open_round(session, site)
+    if me.public_key is not None:
+        session.rollback()
+        if me.public_key == canonical:
+            return False
+        raise Conflict("this site already registered a different public key")
+    me.public_key = canonical
+    me.joined_at = utcnow()
+    session.commit()
+    return True
+
+
+def _pack(masked: np.ndarray) -> bytes:
+    return np.asarray(masked, dtype="<u8").tobytes()
+
+
+def _unpack(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype="<u8")
+
+
+def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[dict, bool]:
+    """Store the site's masked message; the last one completes the round.
+
+    Returns the site's view and whether the message is new (False: the same message
+    was already stored — a retry)."""
+    begin_write(session)
+    rnd, me = _lock_open_round(session, site)
+    peers = _sites(session, rnd.id)
+    waiting = [p.name for p in peers if p.public_key is None]
+    if waiting:
+        raise Conflict(f"not every site has joined yet (waiting for {', '.join(waiting)})")
+    scheme = scheme_of(rnd.parameters)
+    bits = scheme.bits
+    if len(masked) != bits.size:
+        raise Invalid(f"masked must have {bits.size} entries (this round's message length)")
+    if max(masked) >= 1 << 63 or np.any(np.asarray(masked, dtype=np.uint64) >> bits.astype(np.uint64)):
+        raise Invalid("every masked entry k must be below 2^b_k (this round's layout)")
+    packed = _pack(np.asarray(masked, dtype=np.uint64))
+    if me.contributed_at is not None:
+        session.rollback()
+        if me.masked == packed:
+            return site_view(session, me), False
+        raise Conflict("this site already contributed a different message")
+    me.masked = packed
+    me.contributed_at = utcnow()
+    session.flush()
+    done = [p for p in peers if p.id == me.id or p.contributed_at is not None]
+    if len(done) == len(peers):
+        _complete(rnd, scheme, [me.masked if p.id == me.id else p.masked for p in peers], peers)
+    session.commit()
+    log.info("federated round %s: site %s contributed", rnd.id, me.name)
+    return site_view(session, me), True
+
+
+def _complete(
+    rnd: FederatedRound, scheme: FederatedScheme, masked: list[bytes], peers: list[RoundSite]
+) -> None:
+    """Sum the masked messages (the masks cancel), decode, publish, and forget the messages."""
+    total = secure_sum([_unpack(x) for x in masked], scheme.bits)
+    seed = int.from_bytes(hashlib.sha256(f"tie-break:{rnd.id}".encode()).digest()[:16], "little")
+    out = scheme.consensus(total, np.random.default_rng(seed))
+    items = rnd.parameters["items"]
+    order = [int(x) for x in out["order"]]
+    rank = {x: r + 1 for r, x in enumerate(order)}
+    result: dict = {
+        "order": [items[x]["id"] for x in order],
+        "items": [],
+        "aggregate": [int(v) for v in total],
+    }
+    for x in order:
+        row = {"item_id": items[x]["id"], "label": items[x]["label"], "rank": rank[x]}
+        if scheme.method == "borda":
+            row["mean_quantized_position"] = float(out["mean_quantized_position"][x])
+        else:
+            row["lehmer_code"] = int(out["lehmer_code"][x])
+        result["items"].append(row)
+    rnd.result = result
+    rnd.status = "complete"
+    rnd.ended_at = utcnow()
+    for p in peers:
+        p.masked = None

@@ -1,0 +1,481 @@
+"""Ranking surveys: one ε-ranking-DP synthetic ranking per respondent, and consensus rankings.
+
+A respondent submits one ordering of the survey's items (best → worst). With
+``privatized: false`` the server completes a partial ranking (the unranked
+items go below the ranked ones, in uniformly random order) and privatizes it
+with the Mallows mechanism at the respondent's ε (:func:`app.stats.rankings.mallows_privatize`,
+OS CSPRNG); with ``privatized: true`` the device already did both and sends a
+full synthetic ranking with its ε. Only the synthetic ranking is stored; the
+given one exists in memory for the duration of the request and never reaches
+a log line or an error message (errors name no submitted item).
+
+The privacy unit is the whole ranking (ε-ranking DP, Definition 3 of *Ranking
+Differential Privacy*): a respondent may submit once (a second synthetic copy
+would compose, design note pitfall 8), and the ranking costs ε of the
+respondent budget.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..db.models import IdempotencyRecord, Item, PendingBatch, Ranking, Respondent, Survey
+from ..db.session import begin_write
+from ..stats.consensus import borda_confidence, btl_confidence, fit_ranking_btl
+from ..stats.inference import rank_confidence
+from ..stats.rankings import (
+    RankingStats,
+    adjacent_flip_probability,
+    borda_aggregate,
+    complete_ranking,
+    kemeny_consensus,
+    kemeny_objective,
+    lehmer_aggregate,
+    mallows_privatize,
+    random_permutation,
+)
+from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
+from .errors import Conflict, Invalid
+from .ingestion import BUDGET_SLACK, IngestResult
+from .respondents import budget_remaining, check_epsilon
+from .surveys import survey_items
+
+__all__ = [
+    "CONSENSUS_METHODS",
+    "RANKINGS_CSV_COLUMNS",
+    "ConsensusCache",
+    "consensus",
+    "iter_rankings_csv",
+    "question",
+    "submit_ranking",
+]
+
+log = logging.getLogger("privrank.rankings")
+
+CONSENSUS_METHODS = ("borda", "lehmer", "kemeny", "btl")
+RANKINGS_CSV_COLUMNS = ("respondent", "epsilon", "source", "ranking", "created_at")
+#: Separator of item ids in the ``ranking`` column of rankings.csv (ids never contain it).
+RANKING_SEPARATOR = ">"
+
+
+def _check_ranking_survey(survey_status: str, kind: str, model: str) -> None:
+    if survey_status != "open":
+        raise Conflict("the survey is closed")
+    if kind != "ranking":
+        raise Conflict("this survey asks for pairwise comparisons, not rankings")
+    if model != "local":  # pragma: no cover - creation refuses central ranking surveys
+        raise Conflict("ranking surveys use the local privacy model")
+
+
+def _fingerprint(privatized: bool, epsilon: float | None) -> str:
+    """Idempotency fingerprint: the mode and ε only — never the ranking, nor which or how
+    many items it lists (a partial ranking's item set is itself a preference)."""
+    shape = {"kind": "ranking", "privatized": privatized, "epsilon": epsilon}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
+
+
+def _replay(session: Session, respondent_id: str, key: str, fingerprint: str) -> IngestResult | None:
+    record = session.get(IdempotencyRecord, (respondent_id, key))
+    if record is None:
+        return None
+    if record.fingerprint != fingerprint:
+        raise Conflict("this Idempotency-Key was already used for a different request")
+    return IngestResult(record.status_code, dict(record.response), replayed=True)
+
+
+def _positions(ranking: Sequence[str], items: list[Item], complete: bool) -> np.ndarray:
+    """Item positions of the submitted ids; Invalid without naming any submitted item."""
+    index = {item.id: item.position for item in items}
+    m = len(items)
+    if not ranking:
+        raise Invalid("ranking must list at least one item")
+    if len(ranking) > m:
+        raise Invalid(f"ranking lists more entries than the survey's {m} items")
+    try:
+        pos = np.fromiter((index[x] for x in ranking), dtype=np.int64, count=len(ranking))
+    except KeyError:
+        raise Invalid("ranking contains an id that is not an item of this survey") from None
+    if np.unique(pos).size != pos.size:
+        raise Invalid("ranking lists an item more than once")
+    if complete and pos.size != m:
+        raise Invalid(
+            f"a privatized ranking must list all {m} items: complete it on the device before "
+            "privatizing (unranked items below, in random order)"
+        )
+    return pos
+
+
+def submit_ranking(
+    session: Session,
+    survey: Survey,
+    respondent: Respondent,
+    ranking: Sequence[str],
+    privatized: bool,
+    epsilon: float | None,
+    idempotency_key: str | None = None,
+) -> IngestResult:
+    """Validate, complete and privatize (unless the client did) and store one ranking."""
+    fingerprint = _fingerprint(privatized, epsilon)
+    if idempotency_key is not None:
+        replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+        if replay is not None:
+            return replay
+    _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
+    if privatized:
+        if epsilon is None:
+            raise Invalid("epsilon is required when privatized is true")
+        eps = check_epsilon(survey, epsilon)
+    else:
+        if epsilon is not None and not math.isclose(epsilon, respondent.epsilon, rel_tol=1e-12):
+            raise Invalid(
+                "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
+            )
+        eps = float(respondent.epsilon)
+    items = survey_items(session, survey.id)
+    m = len(items)
+    pos = _positions(ranking, items, complete=privatized)
+    if privatized:
+        synthetic, source = pos, "client"
+    else:
+        # Completion and the Mallows draw both use the OS CSPRNG.
+        synthetic, source = mallows_privatize(complete_ranking(pos, m), eps), "server"
+    del pos
+    try:
+        begin_write(session)
+        session.execute(
+            select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
+        )
+        if idempotency_key is not None:
+            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            if replay is not None:
+                session.rollback()
+                return replay
+        row = session.execute(
+            select(Survey.status, Survey.kind, Survey.privacy_model)
+            .where(Survey.id == survey.id)
+            .with_for_update(read=True)
+        ).one()
+        _check_ranking_survey(row.status, row.kind, row.privacy_model)
+        if session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id)) != m:
+            raise Conflict("the survey's items changed while the ranking was sent; fetch them and retry")
+        if session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None:
+            raise Conflict("this respondent already submitted a ranking (one per respondent)")
+        spend = update(Respondent).where(Respondent.id == respondent.id)
+        if survey.respondent_budget is not None:
+            spend = spend.where(Respondent.epsilon_spent + eps <= survey.respondent_budget + BUDGET_SLACK)
+        done = session.execute(
+            spend.values(epsilon_spent=Respondent.epsilon_spent + eps).returning(Respondent.epsilon_spent)
+        ).one_or_none()
+        if done is None:
+            now = session.get(Respondent, respondent.id, populate_existing=True)
+            left = budget_remaining(survey, now)
+            raise Conflict(f"over the privacy budget: a ranking costs epsilon {eps:g}, {left:g} remains")
+        spent = float(done[0])
+        session.execute(
+            insert(Ranking),
+            [
+                {
+                    "survey_id": survey.id,
+                    "respondent_id": respondent.id,
+                    "ordering": [int(x) for x in synthetic],
+                    "epsilon": eps,
+                    "source": source,
+                }
+            ],
+        )
+        session.add(
+            PendingBatch(
+                survey_id=survey.id, n=1, payload=encode_rankings(synthetic[None, :], np.array([eps]))
+            )
+        )
+        body = {
+            "accepted": 1,
+            "epsilon_spent": eps,
+            "epsilon_total": spent,
+            "budget_remaining": (
+                None if survey.respondent_budget is None else max(0.0, survey.respondent_budget - spent)
+            ),
+            "comparisons_remaining": None,
+        }
+        if idempotency_key is not None:
+            session.add(
+                IdempotencyRecord(
+                    respondent_id=respondent.id,
+                    key=idempotency_key,
+                    fingerprint=fingerprint,
+                    status_code=201,
+                    response=body,
+                )
+            )
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        if idempotency_key is not None:
+            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            if replay is not None:
+                return replay
+        raise Conflict("this respondent already submitted a ranking (one per respondent)") from None
+    except BaseException:
+        session.rollback()
+        raise
+    log.info("survey %s: stored a ranking (%s-privatized)", survey.id, source)
+    return IngestResult(201, body)
+
+
+def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
+    """What a respondent of a ranking survey is asked: the items in a fresh uniformly random
+    order (so the presentation order carries no systematic bias), and what privacy it gets."""
+    if survey.kind != "ranking":
+        raise Conflict("this survey asks for pairwise comparisons: GET /v1/surveys/{id}/pairs")
+    items = survey_items(session, survey.id)
+    shown = [items[k] for k in random_permutation(len(items))]
+    answered = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
+    eps = float(respondent.epsilon)
+    m = len(items)
+    return {
+        "survey_id": survey.id,
+        "kind": "ranking",
+        "status": survey.status,
+        "items": [{"id": it.id, "label": it.label} for it in shown],
+        "answered": answered,
+        "epsilon": eps,
+        "mallows_b": eps / (m - 1),
+        "adjacent_swap_probability": adjacent_flip_probability(m, eps),
+        "budget_remaining": budget_remaining(survey, respondent),
+    }
+
+
+# -- consensus ---------------------------------------------------------------------------
+
+
+class ConsensusCache:
+    """Consensus computations per (survey, method, λ, data version); per process."""
+
+    def __init__(self, size: int = 128) -> None:
+        self._store: OrderedDict[tuple, dict] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> dict | None:
+        with self._lock:
+            hit = self._store.get(key)
+            if hit is not None:
+                self._store.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple, value: dict) -> None:
+        with self._lock:
+            self._store[key] = value
+            self._store.move_to_end(key)
+            while len(self._store) > self._size:
+                self._store.popitem(last=False)
+
+
+def _seed(*parts) -> np.random.Generator:
+    """Tie-breaking seeded by (survey, data version, method): the same data always gives
+    the same consensus, on every worker."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "little"))
+
+
+def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Generator, level: float) -> dict:
+    m = stats.n_items
+    out: dict = {"score": None, "conf": None, "extra": {}, "reason": None}
+    if method == "borda":
+        order = borda_aggregate(stats, rng)
+        out["score"] = m - stats.mean_position
+        sums = stats.position_sum
+        groups = [np.flatnonzero(sums == v) for v in np.unique(sums)]
+        out["extra"]["exact_ties"] = [g.tolist() for g in groups if g.size > 1]
+    elif method == "lehmer":
+        order = lehmer_aggregate(stats, rng)
+        out["reason"] = "the Lehmer majority has no standard errors"
+    elif method == "kemeny":
+        res = kemeny_consensus(stats, rng)
+        order = res.order
+        out["extra"].update(
+            {
+                "exact": res.exact,
+                "algorithm": res.method,
+                "optimal_orders": res.n_optima,
+                "lower_bound": res.lower_bound,
+                "optimality_gap": res.gap,
+            }
+        )
+        out["reason"] = "the Kemeny consensus has no standard errors"
+    else:
+        fit = fit_ranking_btl(stats, lam)
+        out["score"] = fit.theta
+        order = np.lexsort((rng.random(m), -fit.theta))
+        out["extra"].update(
+            {
+                "lambda": float(fit.lam),
+                "iterations": int(fit.iterations),
+                "converged": bool(fit.converged),
+                "gradient_norm": float(fit.gradient_norm),
+            }
+        )
+        out["fit"] = fit
+    out["order"] = np.asarray(order, dtype=np.int64)
+    out["objective"] = kemeny_objective(out["order"], stats)
+    if method in ("borda", "btl"):
+        if stats.n < 2:
+            out["reason"] = "intervals need at least two rankings"
+        else:
+            out["conf"] = (
+                borda_confidence(stats, level)
+                if method == "borda"
+                else btl_confidence(stats, out["fit"], level)
+            )
+    return out
+
+
+def consensus(
+    session: Session,
+    survey: Survey,
+    cache: ConsensusCache,
+    method: str = "borda",
+    lam: float | None = None,
+    k: int | None = None,
+    level: float = 0.95,
+) -> dict:
+    """The ``GET …/ranking`` answer of a ranking survey."""
+    if method not in CONSENSUS_METHODS:
+        raise Invalid(f"method must be one of {list(CONSENSUS_METHODS)} for a ranking survey")
+    if lam is not None and (method != "btl" or not (math.isfinite(lam) and 0 < lam <= 1e9)):
+        raise Invalid("lambda applies to method=btl and must be in (0, 1e9]")
+    if not (math.isfinite(level) and 0.5 <= level < 1):
+        raise Invalid("confidence must be in [0.5, 1)")
+    items = survey_items(session, survey.id)
+    m = len(items)
+    if k is not None and not 1 <= k <= m:
+        raise Invalid(f"k must be between 1 and the number of items ({m})")
+    fold_pending(session, survey.id, wait=True)
+    snap = read_ranking_snapshot(session, survey.id, m)
+    stats = snap.stats
+    if stats.n == 0:
+        raise Conflict("no rankings yet")
+    lam_used = 1.0 if lam is None else float(lam)
+    key = (survey.id, method, lam_used, level, snap.version)
+    core = cache.get(key)
+    if core is None:
+        core = _compute(stats, method, lam_used, _seed(survey.id, snap.version, method), level)
+        cache.put(key, core)
+    order = core["order"]
+    rank = np.empty(m, dtype=np.int64)
+    rank[order] = np.arange(1, m + 1)
+    conf = core["conf"]
+    ranks = None
+    if conf is not None:
+        ranks = rank_confidence(
+            conf.estimate, conf.cov, level, k, rng=_seed(survey.id, snap.version, method, level, k)
+        )
+    mean_pos = stats.mean_position
+    score = core["score"]
+    rows = []
+    for x in order:
+        row = {
+            "item_id": items[x].id,
+            "label": items[x].label,
+            "position": items[x].position,
+            "rank": int(rank[x]),
+            "score": None if score is None else float(score[x]),
+            "mean_position": float(mean_pos[x]),
+        }
+        if conf is not None:
+            row["se"] = float(conf.se[x])
+            row["ci"] = [float(conf.lower[x]), float(conf.upper[x])]
+            row["rank_ci"] = [int(v) for v in ranks.rank_ci[x]]
+            row["rank_ci_simultaneous"] = [int(v) for v in ranks.rank_ci_simultaneous[x]]
+            if ranks.p_top_k is not None:
+                row["p_top_k"] = float(ranks.p_top_k[x])
+        rows.append(row)
+    top_k = certain = None
+    if k is not None:
+        top_k = [items[x].id for x in order[:k]]
+        if ranks is not None and ranks.top_k_certain is not None:
+            certain = [items[x].id for x in order[:k] if ranks.top_k_certain[x]]
+    pairs = m * (m - 1) // 2
+    eps_min = snap.epsilon_min
+    diagnostics = {
+        "rankings": int(stats.n),
+        "items": m,
+        "data_version": int(snap.version),
+        "epsilon_min": eps_min,
+        "mechanism": "Mallows (epsilon-ranking DP), b = epsilon/(m-1) per pair",
+        "adjacent_swap_probability_max": None if eps_min is None else adjacent_flip_probability(m, eps_min),
+        "kendall_objective": int(core["objective"]),
+        "mean_kendall_distance": core["objective"] / stats.n,
+        "normalized_kendall_distance": core["objective"] / (stats.n * pairs) if pairs else 0.0,
+        "tie_break": "uniformly random, seeded by the survey and its data version",
+        **{k2: v for k2, v in core["extra"].items() if k2 != "exact_ties"},
+    }
+    if "exact_ties" in core["extra"]:
+        diagnostics["exact_ties"] = [[items[x].id for x in g] for g in core["extra"]["exact_ties"]]
+    if method == "lehmer":
+        diagnostics["label_dependent"] = (
+            "Lehmer codes are taken in the survey's item order; relabelling items can change the result"
+        )
+    return {
+        "survey_id": survey.id,
+        "method": method,
+        "items": rows,
+        "order": [items[x].id for x in order],
+        "top_k": top_k,
+        "top_k_certain": certain,
+        "tied_groups": None if ranks is None else [[items[x].id for x in g] for g in ranks.tied_groups],
+        "tiers": None if ranks is None else [[items[x].id for x in g] for g in ranks.tiers],
+        "uncertainty": {
+            "available": conf is not None,
+            "method": None if conf is None else conf.method,
+            "level": level,
+            "reason": core["reason"] if conf is None else None,
+            "critical_value": None if ranks is None else float(ranks.critical_value),
+        },
+        "diagnostics": diagnostics,
+    }
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+def _iso(ts) -> str:
+    text = ts.isoformat()
+    return text.replace("+00:00", "Z") if "+" in text else text + "Z"
+
+
+def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> Iterator[str]:
+    """The synthetic rankings as CSV: respondent, epsilon, source, ranking (item ids best → worst,
+    joined by ``>``), created_at. ``app.stats.rankings`` on these rows reproduces the consensus."""
+    ids = [it.id for it in survey_items(session, survey_id)]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(RANKINGS_CSV_COLUMNS)
+    query = (
+        select(Ranking.respondent_id, Ranking.epsilon, Ranking.source, Ranking.ordering, Ranking.created_at)
+        .where(Ranking.survey_id == survey_id)
+        .order_by(Ranking.id)
+        .execution_options(yield_per=chunk)
+    )
+    for part in session.execute(query).partitions():
+        writer.writerows(
+            (rid, repr(float(eps)), src, RANKING_SEPARATOR.join(ids[p] for p in order), _iso(ts))
+            for rid, eps, src, order, ts in part
+        )
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+    yield buf.getvalue()

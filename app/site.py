@@ -1,0 +1,315 @@
+"""The federated site's client: ``privrank site contribute``.
+
+A site holds rankings of a ranking survey's items that never leave it. Given the
+credential an admin handed it (``POST /v1/surveys/{id}/rounds``), it:
+
+1. reads the round's public parameters (``GET /v1/site``);
+2. loads its rankings file (PrefLib ``.soc``/``.soi``, or CSV), maps the
+   alternatives to the survey's items by label or id, and completes partial
+   rankings (unranked items below, uniformly shuffled; OS CSPRNG);
+3. creates an X25519 key pair (kept in a local state file, mode 0600, so a
+   re-run resumes) and registers the public key (``PUT /v1/site/key``);
+4. waits until every site has joined, derives one 32-byte seed per peer —
+   HKDF-SHA256 over the X25519 shared secret, salted with the round id and bound
+   to both site names — and expands the seeds into pairwise masks
+   (:func:`app.stats.federated.pairwise_mask`);
+5. computes its Borda or Lehmer message locally, adds the masks and uploads
+   only the masked message (``POST /v1/site/contribution``).
+
+The server sees public keys and masked messages; the masks cancel only in the
+sum over all sites. Optionally (``--epsilon``) each local ranking is first
+replaced by a Mallows synthetic ranking (ε-ranking DP), so that even the
+published consensus is a function of privatized data.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .stats.federated import FederatedScheme, mask_message, pairwise_mask
+from .stats.preflib import read_preflib
+from .stats.rankings import complete_ranking, mallows_privatize
+
+__all__ = [
+    "SiteError",
+    "contribute",
+    "derive_seed",
+    "load_rankings",
+    "masked_message",
+]
+
+HKDF_INFO = b"privrank fra mask seed v1"
+
+
+class SiteError(Exception):
+    """A failure to report to the site's operator (exit status 1)."""
+
+
+@dataclass(frozen=True)
+class _Item:
+    id: str
+    label: str
+    position: int
+
+
+def _items(parameters: dict) -> list[_Item]:
+    return [_Item(it["id"], it["label"], int(it["position"])) for it in parameters["items"]]
+
+
+def _resolver(items: list[_Item]):
+    by_key = {it.label: it.position for it in items}
+    by_key.update({it.id: it.position for it in items})
+
+    def resolve(name: str) -> int | None:
+        return by_key.get(name.strip())
+
+    return resolve
+
+
+def load_rankings(
+    path: str | Path, parameters: dict, fmt: str | None = None, rng: np.random.Generator | None = None
+) -> NDArray[np.int64]:
+    """The site's rankings as orderings of the survey's item positions, one row per voter.
+
+    ``.soc``/``.soi`` (PrefLib): alternatives are matched to the survey's items by
+    name (label or id). CSV: a header with a ``ranking`` column — item labels or ids
+    best first, separated by ``>`` (as in the service's rankings.csv) — and an
+    optional ``count`` column. Partial rankings are completed at random (OS CSPRNG
+    unless ``rng``); a file naming an item the survey lacks is refused.
+    """
+    p = Path(path)
+    kind = (fmt or p.suffix.lstrip(".")).lower()
+    items = _items(parameters)
+    m = len(items)
+    resolve = _resolver(items)
+    partial: list[tuple[list[int], int]] = []
+    if kind in ("soc", "soi"):
+        try:
+            ballots = read_preflib(p)
+        except (OSError, ValueError) as exc:
+            raise SiteError(f"{p}: {exc}") from None
+        mapping = [resolve(name) for name in ballots.names]
+        unknown = [name for name, pos in zip(ballots.names, mapping, strict=True) if pos is None]
+        if unknown:
+            raise SiteError(
+                f"{p}: alternatives not among the survey's items (match labels or ids): {unknown[:5]}"
+            )
+        partial = [
+            ([mapping[a] for a in order], c) for order, c in zip(ballots.orders, ballots.counts, strict=True)
+        ]
+    elif kind == "csv":
+        try:
+            text = p.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            raise SiteError(f"{p}: {exc}") from None
+        reader = csv.DictReader(io.StringIO(text))
+        fields = {f.strip().lower(): f for f in reader.fieldnames or []}
+        if "ranking" not in fields:
+            raise SiteError(f"{p}: the CSV needs a 'ranking' column (items best first, separated by '>')")
+        for rec in reader:
+            names = [x for x in (rec.get(fields["ranking"]) or "").split(">") if x.strip()]
+            pos = [resolve(x) for x in names]
+            if not names or any(x is None for x in pos):
+                raise SiteError(f"{p}, line {reader.line_num}: a ranking names no item or an unknown item")
+            count = 1
+            if "count" in fields:
+                try:
+                    count = int(rec.get(fields["count"]) or "1")
+                except ValueError:
+                    count = 0
+                if count < 1:
+                    raise SiteError(f"{p}, line {reader.line_num}: count must be a positive integer")
+            partial.append((pos, count))
+    else:
+        raise SiteError(f"{p}: unknown format {kind!r} (use .soc, .soi or .csv, or --format)")
+    if not partial:
+        raise SiteError(f"{p}: no rankings")
+    rows = []
+    for pos, count in partial:
+        if len(set(pos)) != len(pos):
+            raise SiteError(f"{p}: a ranking lists an item twice")
+        for _ in range(count):
+            rows.append(complete_ranking(np.asarray(pos, dtype=np.int64), m, rng))
+    return np.vstack(rows)
+
+
+# -- keys and masks -------------------------------------------------------------------------
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def new_private_key() -> bytes:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    return X25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+
+
+def public_key(private: bytes) -> str:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = X25519PrivateKey.from_private_bytes(private)
+    return _b64(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def derive_seed(private: bytes, peer_public: str, round_id: str, site_a: str, site_b: str) -> bytes:
+    """The 32-byte seed two sites share: HKDF-SHA256(X25519(own private, peer public)),
+    salt = the round id, info binding both names (order-independent)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    shared = X25519PrivateKey.from_private_bytes(private).exchange(
+        X25519PublicKey.from_public_bytes(_unb64(peer_public))
+    )
+    names = "|".join(sorted((site_a, site_b))).encode()
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=round_id.encode(), info=HKDF_INFO + b"|" + names
+    ).derive(shared)
+
+
+def masked_message(
+    view: dict, private: bytes, orders: NDArray[np.int64], rng: np.random.Generator | None = None
+) -> list[int]:
+    """The site's message for ``orders``, masked with seeds shared with every peer."""
+    params = view["parameters"]
+    scheme = FederatedScheme.from_parameters(params)
+    message = scheme.message(orders, rng)
+    me = int(view["position"])
+    seeds = {
+        int(peer["position"]): derive_seed(
+            private, peer["public_key"], view["round_id"], view["site"], peer["name"]
+        )
+        for peer in view["peers"]
+        if int(peer["position"]) != me
+    }
+    return [int(v) for v in mask_message(message, pairwise_mask(me, seeds, scheme.bits), scheme.bits)]
+
+
+# -- the HTTP side ------------------------------------------------------------------------------
+
+
+class _Client:
+    def __init__(self, server: str, token: str, timeout: float = 30.0) -> None:
+        self.base = server.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            try:
+                detail = json.loads(exc.read()).get("detail")
+            except ValueError:
+                detail = exc.reason
+            raise SiteError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise SiteError(f"cannot reach {self.base}: {exc}") from None
+
+
+def _load_state(path: Path, round_id: str, site: str) -> bytes:
+    """The site's private key for this round, created (mode 0600) on first use."""
+    if path.exists():
+        state = json.loads(path.read_text())
+        if state.get("round_id") != round_id or state.get("site") != site:
+            raise SiteError(f"{path} holds the key of another round or site")
+        return _unb64(state["private_key"])
+    private = new_private_key()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump({"round_id": round_id, "site": site, "private_key": _b64(private)}, fh)
+    return private
+
+
+WAITING = 3  # exit status: not every site has joined yet; run again later
+
+
+def contribute(
+    server: str,
+    token: str,
+    rankings_path: str | Path,
+    fmt: str | None = None,
+    state_path: str | Path | None = None,
+    wait: float = 0.0,
+    poll: float = 2.0,
+    epsilon: float | None = None,
+    say=print,
+) -> int:
+    """The whole client flow (module doc). Returns an exit status: 0 contributed (or already),
+    3 still waiting for other sites to join (re-run later: the key is kept), 1 failure."""
+    client = _Client(server, token)
+    view = client.call("GET", "/v1/site")
+    round_id, site = view["round_id"], view["site"]
+    if view["status"] == "cancelled":
+        raise SiteError(f"round {round_id} was cancelled")
+    if view["contributed"]:
+        say(f"site {site} already contributed to round {round_id} ({view['status']})")
+        _report(view, say)
+        return 0
+    orders = load_rankings(rankings_path, view["parameters"], fmt)
+    if epsilon is not None:
+        orders = mallows_privatize(orders, epsilon)  # OS CSPRNG
+    state = Path(state_path) if state_path else Path(f".privrank-site-{round_id}-{site}.json")
+    private = _load_state(state, round_id, site)
+    mine = public_key(private)
+    registered = next(p for p in view["peers"] if p["name"] == site)["public_key"]
+    if registered is None:
+        view = client.call("PUT", "/v1/site/key", {"public_key": mine})
+    elif registered != mine:
+        raise SiteError(
+            f"site {site} registered a different public key; its private key (state file {state}) is lost, "
+            "so the round must be cancelled and reopened"
+        )
+    deadline = time.monotonic() + max(0.0, wait)
+    while not view["ready"]:
+        if time.monotonic() >= deadline:
+            missing = [p["name"] for p in view["peers"] if p["public_key"] is None]
+            say(f"waiting for sites to join round {round_id}: {', '.join(missing)}; run again later")
+            return WAITING
+        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+        view = client.call("GET", "/v1/site")
+    masked = masked_message(view, private, orders)
+    view = client.call("POST", "/v1/site/contribution", {"masked": masked})
+    say(
+        f"site {site}: contributed {orders.shape[0]} rankings to round {round_id} "
+        f"(masked; {len(masked)} entries)"
+    )
+    _report(view, say)
+    return 0
+
+
+def _report(view: dict, say) -> None:
+    if view.get("result"):
+        labels = [it["label"] for it in view["result"]["items"]]
+        say("round complete; consensus (best first): " + " > ".join(labels))
+    else:
+        left = [p["name"] for p in view["peers"] if not p["contributed"]]
+        if left:
+            say(f"round open; waiting for contributions from: {', '.join(left)}")
