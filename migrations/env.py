@@ -36,9 +36,26 @@ def run_migrations_online() -> None:
 
 def _run(connection) -> None:
     # render_as_batch: SQLite cannot ALTER most constraints in place.
-    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
-    with context.begin_transaction():
-        context.run_migrations()
+    sqlite = connection.dialect.name == "sqlite"
+    if sqlite:
+        # A batch migration rebuilds a table by copy, drop and rename; with foreign keys
+        # on, the drop would cascade into every child row. The pragma is a no-op inside
+        # a transaction, so it goes to the driver before Alembic begins one; integrity
+        # is checked with foreign_key_check before the migration commits.
+        if connection.in_transaction():  # pragma: no cover - env always gets a fresh connection
+            raise RuntimeError("SQLite migrations need a connection outside any transaction")
+        connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")
+    try:
+        context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"the migration left rows with dangling foreign keys: {broken[:5]}")
+    finally:
+        if sqlite:
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

@@ -72,3 +72,66 @@ def test_every_migration_downgrades_and_upgrades_again(database_url, tmp_path):
     finally:
         if drop:
             drop()
+
+
+def test_sqlite_migrations_keep_existing_data(tmp_path):
+    """Batch migrations rebuild tables on SQLite; with foreign keys on, dropping the old
+    table would cascade into its children. A database with a survey, its items, a
+    respondent and answers keeps every row across the upgrade, and across a downgrade
+    back to the first revision."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/data.db"
+    upgrade(url, "0001")
+    engine = make_engine(url)
+    now = "2026-01-01 00:00:00"
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO surveys VALUES ('srv_aaaaaaaaaaaaaaaa', 't', 'pairwise', 'open', 'local', "
+                "1.0, 0.1, 5.0, NULL, :t, :t)"
+            ),
+            {"t": now},
+        )
+        for k, label in enumerate("abc"):
+            conn.execute(
+                text("INSERT INTO items VALUES (:id, 'srv_aaaaaaaaaaaaaaaa', :k, :label, :t)"),
+                {"id": f"itm_{label * 16}", "k": k, "label": label, "t": now},
+            )
+        conn.execute(
+            text(
+                "INSERT INTO respondents VALUES ('rsp_aaaaaaaaaaaaaaaa', 'srv_aaaaaaaaaaaaaaaa', NULL, 1.0, "
+                "1.0, 1, NULL, :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO comparisons (survey_id, respondent_id, i, j, y_tilde, epsilon, source, created_at) "
+                "VALUES ('srv_aaaaaaaaaaaaaaaa', 'rsp_aaaaaaaaaaaaaaaa', 0, 1, 1, 1.0, 'server', :t)"
+            ),
+            {"t": now},
+        )
+        conn.execute(
+            text("INSERT INTO survey_stats VALUES ('srv_aaaaaaaaaaaaaaaa', 0, 0, NULL, :t)"), {"t": now}
+        )
+    tables = ("surveys", "items", "respondents", "comparisons", "survey_stats")
+
+    def counts() -> dict:
+        with engine.connect() as conn:
+            return {t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in tables}
+
+    before = counts()
+    assert before == {"surveys": 1, "items": 3, "respondents": 1, "comparisons": 1, "survey_stats": 1}
+    upgrade(url)
+    assert counts() == before
+    command.downgrade(alembic_config(url), "0001")
+    assert counts() == before
+    upgrade(url)
+    assert counts() == before
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
+    engine.dispose()
