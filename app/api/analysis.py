@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from ..services import analysis, ingestion, ranking_surveys
-from ..services.errors import Invalid
+from ..services.errors import Conflict, Invalid
 from ..services.export import iter_comparisons_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
 from .common import errors
@@ -211,7 +211,9 @@ def rankings_csv(request: Request, survey_id: str, session: Session = Depends(ge
     ``app.stats.rankings`` on these rows reproduces every consensus method."""
     survey = get_survey(session, survey_id)
     if survey.kind != "ranking":
-        raise Invalid("this survey collects pairwise comparisons: GET /v1/surveys/{id}/comparisons.csv")
+        raise Conflict(
+            f"this survey collects pairwise comparisons: GET /v1/surveys/{survey.id}/comparisons.csv"
+        )
     factory = request.app.state.session_factory
 
     def body():

@@ -112,7 +112,7 @@ def pairs(
     surveys: 409 (see ``GET …/question``)."""
     survey, respondent = ctx
     if survey.kind != "pairwise":
-        raise Conflict("this survey asks for a ranking of its items: GET /v1/surveys/{id}/question")
+        raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
     chosen = next_pairs(session, survey, respondent, count)
     return PairsOut(pairs=[PairOut(a=a.id, b=b.id, a_label=a.label, b_label=b.label) for a, b in chosen])
 

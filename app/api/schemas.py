@@ -614,7 +614,7 @@ class ReleaseCreate(_Model):
         description="What is protected: one comparison (edge) or everything one respondent answered "
         "(individual)."
     )
-    epsilon: float = Field(gt=0, description="The release's ε in its unit.")
+    epsilon: float = Field(ge=0.001, le=20, description="The release's ε in its unit, in [0.001, 20].")
     k: int | None = Field(None, ge=1, description="Size of the top-K set to report.")
 
     model_config = ConfigDict(
@@ -625,19 +625,27 @@ class ReleaseCreate(_Model):
     )
 
 
-class ReleasedItem(BaseModel):
+class ReleasedScore(BaseModel):
     item_id: str
     label: str
     rank: int
-    score: float | None = Field(None, description="perturbed_mle: the private score (centred).")
-    noisy_wins: int | None = Field(
-        None, description="noisy_counts: comparisons won plus discrete Laplace noise."
-    )
+    score: float = Field(description="perturbed_mle: the private score (centred over all items).")
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReleasedWins(BaseModel):
+    item_id: str
+    label: str
+    rank: int
+    noisy_wins: int = Field(description="noisy_counts: comparisons won plus discrete Laplace noise.")
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class ReleaseResult(BaseModel):
-    items: list[ReleasedItem]
-    top_k: list[str] | None
+    items: list[ReleasedScore] | list[ReleasedWins]
+    top_k: list[str] | None = Field(description="The k best item ids (null when no k was asked).")
 
 
 class Budget(BaseModel):

@@ -319,8 +319,8 @@ def ranking(
 ) -> dict:
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
     groups, and diagnostics."""
-    _check(method, lam, level, uncertainty)
     require_local(survey)
+    _check(method, lam, level, uncertainty)
     n_before = len(survey_items(session, survey.id))
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
@@ -418,8 +418,8 @@ def pairwise(
     lam: float | None = None,
 ) -> dict:
     """Estimated P(row item beats column item) with confidence intervals."""
-    _check(method, lam, level, "sandwich")
     require_local(survey)
+    _check(method, lam, level, "sandwich")
     if len(survey_items(session, survey.id)) > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam)

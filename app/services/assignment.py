@@ -11,6 +11,12 @@ of pending answers, so they may lag a concurrent fold by a moment; that only
 affects balance, never correctness. Above 2,000,000 possible pairs (m > 2,000)
 a dense count vector is too costly per request: pairs are then drawn uniformly
 among those not yet answered, which balances coverage in expectation.
+
+Central-model surveys hold true answers, and which pairs were answered is
+itself protected there (edge and individual DP cover it): serving least-answered
+pairs first would let anyone who registers read the per-pair counts. Their pairs
+are drawn uniformly among those the respondent has not answered, from nothing
+but the respondent's own history.
 """
 
 from __future__ import annotations
@@ -63,9 +69,14 @@ def next_pairs(
         pi, pj = np.triu_indices(m, k=1)
         row_start = np.arange(m) * m - np.arange(m) * (np.arange(m) + 1) // 2
         counts = np.zeros(n_pairs)
-        stats = session.execute(
-            select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
-        ).all()
+        central = survey.privacy_model == "central"
+        stats = (
+            []
+            if central
+            else session.execute(
+                select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
+            ).all()
+        )
         if stats:
             s = np.array(stats, dtype=np.int64)
             s = s[s[:, 1] < m]  # items added after we read the list are not served yet

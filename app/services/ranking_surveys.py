@@ -239,7 +239,7 @@ def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
     """What a respondent of a ranking survey is asked: the items in a fresh uniformly random
     order (so the presentation order carries no systematic bias), and what privacy it gets."""
     if survey.kind != "ranking":
-        raise Conflict("this survey asks for pairwise comparisons: GET /v1/surveys/{id}/pairs")
+        raise Conflict(f"this survey asks for pairwise comparisons: GET /v1/surveys/{survey.id}/pairs")
     items = survey_items(session, survey.id)
     shown = [items[k] for k in random_permutation(len(items))]
     answered = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None

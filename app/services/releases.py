@@ -9,7 +9,10 @@ two concurrent requests cannot both fit into the same remaining budget.
 
 The budget is in **person-level** ε. An individual-DP release of ε costs ε. An
 edge-DP release of ε protects each single comparison at ε, but a person's L
-comparisons only at L·ε (group privacy), so it costs L·ε.
+comparisons only at L·ε (group privacy), so it costs L·ε. Every tuning value a
+mechanism uses (λ, γ) is a function of public configuration only (ε, L), so the
+group-privacy argument holds for a person who changes how many answers they
+gave, and the published ``parameters`` reveal nothing about the data.
 """
 
 from __future__ import annotations
@@ -21,16 +24,26 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import Release, Respondent, Survey, new_id
+from ..db.models import Release, Survey, new_id
 from ..db.session import begin_write
 from ..stats.central import noisy_counts, perturbed_mle, win_counts
 from .aggregation import fold_pending, read_snapshot
 from .errors import Conflict, Invalid, NotFound
 from .surveys import get_survey, survey_items
 
-__all__ = ["MAX_RELEASE_EPSILON", "budget", "create_release", "get_release", "list_releases", "release_out"]
+__all__ = [
+    "MAX_RELEASE_EPSILON",
+    "MIN_RELEASE_EPSILON",
+    "budget",
+    "create_release",
+    "get_release",
+    "list_releases",
+    "release_out",
+]
 
 MAX_RELEASE_EPSILON = 20.0
+#: Below this a release carries no information worth its noise (scales of 2L/ε reach 1e11).
+MIN_RELEASE_EPSILON = 0.001
 #: Floating-point slack when comparing a sum of costs with the budget.
 SLACK = 1e-9
 
@@ -71,12 +84,18 @@ def release_out(row: Release, survey: Survey, ledger: dict | None = None) -> dic
     return out
 
 
-def _existing(session: Session, survey_id: str, key: str | None) -> Release | None:
+def _existing(
+    session: Session, survey_id: str, key: str | None, request: tuple[str, str, float, int | None]
+) -> Release | None:
+    """The release made earlier with this Idempotency-Key; 409 if it was a different request."""
     if key is None:
         return None
-    return session.scalar(
+    row = session.scalar(
         select(Release).where(Release.survey_id == survey_id, Release.idempotency_key == key)
     )
+    if row is not None and (row.method, row.unit, row.epsilon, row.k) != request:
+        raise Conflict("this Idempotency-Key was already used for a different release")
+    return row
 
 
 def create_release(
@@ -94,17 +113,18 @@ def create_release(
         raise Invalid("method must be 'perturbed_mle' or 'noisy_counts'")
     if unit not in ("edge", "individual"):
         raise Invalid("unit must be 'edge' or 'individual'")
-    if not (math.isfinite(epsilon) and 0 < epsilon <= MAX_RELEASE_EPSILON):
-        raise Invalid(f"epsilon must be in (0, {MAX_RELEASE_EPSILON:g}]")
+    if not (math.isfinite(epsilon) and MIN_RELEASE_EPSILON <= epsilon <= MAX_RELEASE_EPSILON):
+        raise Invalid(f"epsilon must be in [{MIN_RELEASE_EPSILON:g}, {MAX_RELEASE_EPSILON:g}]")
+    request = (method, unit, float(epsilon), k)
     survey = get_survey(session, survey_id)
     _require_central(survey)
-    replay = _existing(session, survey.id, idempotency_key)
+    replay = _existing(session, survey.id, idempotency_key, request)
     if replay is not None:
         return release_out(replay, survey, budget(session, survey)), True
-    items = survey_items(session, survey.id)
-    m = len(items)
-    if k is not None and not 1 <= k <= m:
-        raise Invalid(f"k must be between 1 and the number of items ({m})")
+    if k is not None and not 1 <= k <= len(survey_items(session, survey.id)):
+        raise Invalid(
+            f"k must be between 1 and the number of items ({len(survey_items(session, survey.id))})"
+        )
     L = int(survey.max_comparisons)
     cost = epsilon if unit == "individual" else L * epsilon
     fold_pending(session, survey.id, wait=True)
@@ -112,7 +132,7 @@ def create_release(
         begin_write(session)
         # The survey row lock serializes releases (and so the budget check) per survey.
         survey = get_survey(session, survey.id, lock=True)
-        replay = _existing(session, survey.id, idempotency_key)
+        replay = _existing(session, survey.id, idempotency_key, request)
         if replay is not None:
             ledger = budget(session, survey)
             session.rollback()
@@ -125,30 +145,19 @@ def create_release(
                 f"{ledger['remaining']:g} of the survey's budget {survey.total_budget:g} remains; "
                 "nothing was spent"
             )
+        # Items under the lock: adding items takes the same lock, so these match the snapshot.
+        items = survey_items(session, survey.id)
+        m = len(items)
+        if k is not None and k > m:  # pragma: no cover - items are only ever added
+            raise Invalid(f"k must be between 1 and the number of items ({m})")
         snap = read_snapshot(session, survey.id, m)
         stats = snap.stats
-        if unit == "individual":
-            n_respondents = session.scalar(
-                select(func.count()).select_from(Respondent).where(Respondent.survey_id == survey.id)
-            )
-        else:
-            n_respondents = 0
         if method == "noisy_counts":
             wins = win_counts(m, stats.i, stats.j, stats.n, stats.sum_y)
             out = noisy_counts(wins, epsilon, unit, L)
             value_key = "noisy_wins"
         else:
-            out = perturbed_mle(
-                m,
-                stats.i,
-                stats.j,
-                stats.n,
-                stats.sum_y,
-                epsilon,
-                unit,
-                L=L,
-                n_respondents=int(n_respondents or 0),
-            )
+            out = perturbed_mle(m, stats.i, stats.j, stats.n, stats.sum_y, epsilon, unit, L=L)
             value_key = "score"
         ranks = out.ranks()
         result_items = [
@@ -161,7 +170,7 @@ def create_release(
             for x in out.order
         ]
         result = {"items": result_items, "top_k": None if k is None else [items[x].id for x in out.top_k(k)]}
-        parameters = {key: v for key, v in out.parameters.items() if key != "gradient_norm"}
+        parameters = dict(out.parameters)  # public values only (ε, L, κ): see the module doc
         row = Release(
             id=new_id("rel"),
             survey_id=survey.id,
@@ -186,7 +195,7 @@ def create_release(
         session.commit()
     except IntegrityError:
         session.rollback()
-        replay = _existing(session, survey.id, idempotency_key)
+        replay = _existing(session, survey.id, idempotency_key, request)
         if replay is None:
             raise
         return release_out(replay, survey, budget(session, survey)), True

@@ -241,8 +241,8 @@ def require_pairwise(survey: Survey) -> None:
     """Refuse pairwise-only endpoints for ranking surveys (409)."""
     if survey.kind != "pairwise":
         raise Conflict(
-            "this survey collects rankings: see GET /v1/surveys/{id}/ranking?method=borda|lehmer|kemeny|btl "
-            "and GET /v1/surveys/{id}/rankings.csv"
+            f"this survey collects rankings: see GET /v1/surveys/{survey.id}/ranking"
+            f"?method=borda|lehmer|kemeny|btl and GET /v1/surveys/{survey.id}/rankings.csv"
         )
 
 
@@ -251,5 +251,5 @@ def require_local(survey: Survey) -> None:
     if survey.privacy_model == "central":
         raise Conflict(
             "this survey uses the central privacy model: its answers are true answers, so results leave the "
-            "service only as differentially private releases (POST /v1/surveys/{id}/releases)"
+            f"service only as differentially private releases (POST /v1/surveys/{survey.id}/releases)"
         )

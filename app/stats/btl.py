@@ -395,6 +395,7 @@ def fit_btl(
     s2: ArrayLike | None = None,
     estimator: str = "custom",
     linear: ArrayLike | None = None,
+    atol: float | None = None,
 ) -> BTLFit:
     """Minimize J(θ) for per-pair counts ``n`` and sums ``s`` (the engine of every fit).
 
@@ -417,6 +418,9 @@ def fit_btl(
         Warm start (e.g. the previous fit's θ̂ after new answers arrived).
     tol : float
         Stop when ‖∇J‖∞ ≤ tol · max(1, max_k Σ_j n_kj).
+    atol : float, optional
+        Stop when ‖∇J‖∞ ≤ atol instead: a threshold that does not depend on the
+        data (the central-model releases need one).
     max_iter : int
         Newton iteration cap.
     solver : {"auto", "dense", "cg"}
@@ -488,7 +492,7 @@ def fit_btl(
     if start.shape != (m,) or not np.all(np.isfinite(start)):
         raise ValueError("theta0 must be a finite vector of length n_items")
     scale = max(1.0, float((np.bincount(ia, n_arr, m) + np.bincount(ja, n_arr, m)).max(initial=0.0)))
-    threshold = tol * scale
+    threshold = tol * scale if atol is None else float(atol)
 
     def run(theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], int, float]:
         if (

@@ -22,12 +22,15 @@ Mechanisms (all pure ε-DP):
   (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
   (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; note §1.4, P4). Edge DP needs
   λ ≥ 8κ₁/ε and γ ≥ 4κ₂/ε (Prop. 2.1); individual DP λ ≥ 8Lκ₁/ε and
-  γ ≥ 8Lκ₂/ε (Prop. 3.1). γ is the larger of that floor and the accuracy choice
-  c₀√(d log n) (Thm 2.1; d the mean comparisons per item), computed only from
-  quantities invariant under the adjacency: n, the number of comparisons (edge)
-  or of respondents and L (individual). The minimizer is computed exactly (to
-  ‖∇‖∞ ≤ 1e-10 relative, as the proof requires); scores are then centred, which
-  is post-processing.
+  γ ≥ 8Lκ₂/ε (Prop. 3.1). By default γ is exactly that floor, a function of
+  public values only (ε, L, κ₂); the accuracy term c₀√(d log n) of Theorem 2.1
+  (c₀ > 0) would use the number of comparisons or respondents, which are
+  invariant only under replace-one adjacency — and a person-level guarantee
+  (or a published γ) must not depend on them. The exact minimizer is computed
+  (to an absolute ‖∇‖∞ ≤ 1e-9, a data-independent threshold, as the proof
+  requires) and then centred over all items — post-processing of the minimizer,
+  unlike a centring per connected component of the comparison graph, which would
+  reveal the graph (an uncompared item would score exactly 0).
 
 Noise. ``rng=None`` (the service) draws from OpenDP's Laplace samplers, which
 sample the discrete Laplace exactly from a CSPRNG and so resist floating-point
@@ -48,9 +51,11 @@ from .btl import fit_btl
 from .pairs import validate_comparisons
 
 __all__ = [
+    "EPSILON_MIN",
     "KAPPA1",
     "KAPPA2",
     "Release",
+    "add_discrete_laplace",
     "discrete_laplace",
     "laplace",
     "noisy_counts",
@@ -67,9 +72,15 @@ KAPPA2 = 0.25
 UNITS = ("edge", "individual")
 
 
+#: Smallest ε a release accepts (below it the noise scales are astronomically large).
+EPSILON_MIN = 1e-6
+#: Largest integer-noise scale: i64 noise of this scale reaches ±2⁶³ with probability e^{-8192}.
+MAX_INTEGER_SCALE = 2.0**50
+
+
 def _check(epsilon: float, unit: str, L: int | None) -> int:
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError("epsilon must be a positive finite number")
+    if not (math.isfinite(epsilon) and epsilon >= EPSILON_MIN):
+        raise ValueError(f"epsilon must be a finite number >= {EPSILON_MIN:g}")
     if unit not in UNITS:
         raise ValueError("unit must be 'edge' or 'individual'")
     if unit == "individual":
@@ -86,26 +97,44 @@ def _opendp():
     return dp
 
 
+def _integer_laplace(scale: float):
+    dp = _opendp()
+    return dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=float(scale)
+    )
+
+
+def add_discrete_laplace(
+    values: ArrayLike, scale: float, rng: np.random.Generator | None = None
+) -> NDArray[np.int64]:
+    """``values`` + discrete Laplace noise, P(k) ∝ exp(−|k|/scale), as one OpenDP measurement.
+
+    The integers are handed *to* OpenDP's 64-bit mechanism, so any clamping at the
+    type's bounds applies to the noisy sum and can never expose a value (adding
+    clamped noise outside the mechanism would: noise saturated at a known bound
+    subtracts back out). Scale ≤ 2⁵⁰. ``rng``: NumPy geometric differences, for
+    reproducible simulations only.
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if not 0 < scale <= MAX_INTEGER_SCALE:
+        raise ValueError(f"scale must be in (0, {MAX_INTEGER_SCALE:g}]")
+    if v.size == 0:
+        return v.copy()
+    if rng is not None:
+        q = -math.expm1(-1.0 / scale)
+        return v + (rng.geometric(q, v.size) - rng.geometric(q, v.size)).astype(np.int64)
+    return np.asarray(_integer_laplace(scale)(v.tolist()), dtype=np.int64)
+
+
 def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
     """Integer noise with P(k) ∝ exp(−|k|/scale) (the discrete Laplace / two-sided geometric).
 
     Adding it to integer-valued statistics of ℓ1 sensitivity Δ with scale = Δ/ε is
     ε-DP (Ghosh, Roughgarden & Sundararajan 2012). Its variance is
-    2e^{−1/s}/(1 − e^{−1/s})², which is 2s² − 1/6 + O(s⁻²). ``rng=None``: OpenDP's
-    exact sampler on a CSPRNG.
+    2e^{−1/s}/(1 − e^{−1/s})², which is 2s² − 1/6 + O(s⁻²). Releases use
+    :func:`add_discrete_laplace`, which adds it inside the mechanism.
     """
-    if not scale > 0:
-        raise ValueError("scale must be positive")
-    if size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if rng is not None:
-        q = 1.0 - math.exp(-1.0 / scale)
-        return (rng.geometric(q, size) - rng.geometric(q, size)).astype(np.int64)
-    dp = _opendp()
-    meas = dp.m.make_laplace(
-        dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=float(scale)
-    )
-    return np.asarray(meas([0] * size), dtype=np.int64)
+    return add_discrete_laplace(np.zeros(size, dtype=np.int64), scale, rng)
 
 
 def laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
@@ -137,9 +166,15 @@ def win_counts(
     )
 
 
+def _up(x: float) -> float:
+    """x rounded up by two ulps: a noise scale computed as Δ/ε in floating point may land
+    an ulp below the exact quotient (a privacy loss an ulp above ε); never below it here."""
+    return float(np.nextafter(np.nextafter(x, np.inf), np.inf))
+
+
 def noisy_counts_scale(epsilon: float, unit: str, L: int | None = None) -> float:
-    """Laplace scale of the noisy counts: 2/ε (edge), 2L/ε (individual)."""
-    return 2.0 * _check(epsilon, unit, L) / epsilon
+    """Laplace scale of the noisy counts: 2/ε (edge), 2L/ε (individual), rounded up."""
+    return _up(2.0 * _check(epsilon, unit, L) / epsilon)
 
 
 @dataclass(frozen=True)
@@ -152,6 +187,8 @@ class Release:
     unit: str
     epsilon: float
     parameters: dict
+    #: Perturbed MLE: the exact minimizer before centring (for verification; not released).
+    minimizer: NDArray[np.float64] | None = None
 
     def ranks(self) -> NDArray[np.int64]:
         r = np.empty(self.order.size, dtype=np.int64)
@@ -188,7 +225,7 @@ def noisy_counts(
     """
     counts = np.asarray(wins, dtype=np.int64)
     scale = noisy_counts_scale(epsilon, unit, L)
-    noisy = counts + discrete_laplace(scale, counts.size, rng)
+    noisy = add_discrete_laplace(counts, scale, rng)
     return Release(
         noisy.astype(np.float64),
         _order(noisy, _tiebreak(counts.size, rng)),
@@ -211,36 +248,47 @@ def perturbed_mle_parameters(
     n_comparisons: int = 0,
     n_respondents: int = 0,
     L: int | None = None,
-    c0: float = 1.0,
+    c0: float = 0.0,
 ) -> dict:
     """λ (noise scale) and γ (ridge) of the perturbed MLE, with the privacy floors.
 
     Edge: λ = 8κ₁/ε, γ = max(4κ₂/ε, c₀√(d log n)), d = 2·(comparisons)/n.
     Individual: λ = 8Lκ₁/ε, γ = max(8Lκ₂/ε, c₀√(S log n)), S = 2·(respondents)·L/n.
-    Only adjacency-invariant counts enter (replace-one keeps the number of
-    comparisons, and of respondents, fixed); never anything else about the data.
+    The default c₀ = 0 makes γ the floor: public values only. With c₀ > 0 the
+    counts enter γ; they are invariant under replace-one adjacency (of a
+    comparison, or of a respondent) but not under a person adding or removing
+    answers, so the service never uses them.
     """
     L_ = _check(epsilon, unit, L)
     n = max(int(n_items), 2)
     if unit == "edge":
-        lam = 8.0 * KAPPA1 / epsilon
-        floor = 4.0 * KAPPA2 / epsilon
+        lam = _up(8.0 * KAPPA1 / epsilon)
+        floor = _up(4.0 * KAPPA2 / epsilon)
         degree = 2.0 * n_comparisons / n
     else:
-        lam = 8.0 * L_ * KAPPA1 / epsilon
-        floor = 8.0 * L_ * KAPPA2 / epsilon
+        lam = _up(8.0 * L_ * KAPPA1 / epsilon)
+        floor = _up(8.0 * L_ * KAPPA2 / epsilon)
         degree = 2.0 * n_respondents * L_ / n
-    accuracy = c0 * math.sqrt(max(degree, 0.0) * math.log(n))
-    return {
+    out = {
         "lambda": lam,
-        "gamma": max(floor, accuracy),
+        "gamma": floor,
         "gamma_privacy_floor": floor,
-        "gamma_accuracy": accuracy,
         "kappa1": KAPPA1,
         "kappa2": KAPPA2,
         "c0": c0,
         "L": L_ if unit == "individual" else None,
     }
+    if c0 > 0:
+        accuracy = c0 * math.sqrt(max(degree, 0.0) * math.log(n))
+        out.update({"gamma": max(floor, accuracy), "gamma_accuracy": accuracy})
+    return out
+
+
+#: Stopping threshold on ‖∇‖∞ of the perturbed objective, relative to max(1, λ): public
+#: values only (w's entries are of order λ, so this is ~1e-10 of the gradient's terms).
+SOLVE_RTOL = 1e-10
+#: Released scores are rounded to this many decimals (far below their noise).
+SCORE_DECIMALS = 6
 
 
 def perturbed_mle(
@@ -254,18 +302,15 @@ def perturbed_mle(
     *,
     L: int | None = None,
     n_respondents: int = 0,
-    c0: float = 1.0,
+    c0: float = 0.0,
     rng: np.random.Generator | None = None,
 ) -> Release:
     """Algorithm 1 / estimator (3.2): the objective-perturbed BTL MLE.
 
-    Solves min_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ exactly. 𝓛 is the BTL negative
-    log-likelihood of the per-pair counts (each comparison once), so this is
-    :func:`~app.stats.btl.fit_btl` with ridge γ/2 and linear term w. The
-    objective is γ-strongly convex and its minimizer splits into a part on each
-    component's sum-to-zero subspace (driven by the projected w) and component
-    means −1ᵀw/(γ|c|); the released scores are the centred part (the mean shift is
-    post-processing and changes no ranking).
+    Solves min_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ exactly (𝓛 the BTL negative
+    log-likelihood of the per-pair counts, each comparison once) and releases the
+    minimizer centred over all items, rounded to 1e-6 (post-processing). The
+    uncentred minimizer stays in ``Release.minimizer`` for verification.
     """
     m = int(n_items)
     n_arr = np.asarray(n, dtype=np.float64)
@@ -274,26 +319,43 @@ def perturbed_mle(
         m, epsilon, unit, n_comparisons=n_comparisons, n_respondents=n_respondents, L=L, c0=c0
     )
     w = laplace(params["lambda"], m, rng)
-    theta, gradient_norm = solve_perturbed(m, i, j, n_arr, wins_i, params["gamma"], w)
+    atol = SOLVE_RTOL * max(1.0, params["lambda"])
+    theta, _ = solve_perturbed(m, i, j, n_arr, wins_i, params["gamma"], w, atol=atol)
+    released = np.round(theta - theta.mean(), SCORE_DECIMALS) + 0.0  # + 0.0: no negative zeros
     return Release(
-        theta,
-        _order(theta, _tiebreak(m, rng)),
+        released,
+        _order(released, _tiebreak(m, rng)),
         "perturbed_mle",
         unit,
         float(epsilon),
-        {**params, "noise": "Laplace", "gradient_norm": gradient_norm},
+        {**params, "noise": "Laplace", "solver_tolerance": atol},
+        minimizer=theta,
     )
 
 
 def solve_perturbed(
-    n_items: int, i: ArrayLike, j: ArrayLike, n: ArrayLike, wins_i: ArrayLike, gamma: float, w: ArrayLike
+    n_items: int,
+    i: ArrayLike,
+    j: ArrayLike,
+    n: ArrayLike,
+    wins_i: ArrayLike,
+    gamma: float,
+    w: ArrayLike,
+    atol: float = 1e-9,
 ) -> tuple[NDArray[np.float64], float]:
-    """argmin_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ, centred per component; and ‖∇‖∞ there.
+    """The exact argmin_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ, and ‖∇‖∞ there.
 
-    Raises when the solver did not reach its tolerance: the privacy proof assumes
-    the exact minimizer, so an inexact one is never released.
+    :func:`~app.stats.btl.fit_btl` solves on each connected component's
+    sum-to-zero subspace; since 1_cᵀ∇𝓛 = 0 on a component c, the minimizer's mean
+    there is −1_cᵀw/(γ|c|), added back here (an item never compared gets −w_a/γ).
+    Raises when the solver did not reach the absolute tolerance ``atol`` on ‖∇‖∞: the
+    privacy proof assumes the exact minimizer, so an inexact one is never released.
     """
-    fit = fit_btl(n_items, i, j, n, wins_i, gamma / 2.0, linear=w, tol=1e-10, max_iter=200)
+    wv = np.asarray(w, dtype=np.float64)
+    fit = fit_btl(n_items, i, j, n, wins_i, gamma / 2.0, linear=wv, atol=atol, max_iter=200)
     if not fit.converged:  # pragma: no cover - Newton on a strongly convex objective
         raise RuntimeError("the perturbed objective was not solved exactly; the release is withheld")
-    return fit.theta, fit.gradient_norm
+    labels = fit.component
+    sizes = np.bincount(labels, minlength=fit.n_components).astype(np.float64)
+    means = -np.bincount(labels, wv, fit.n_components) / (gamma * sizes)
+    return fit.theta + means[labels], fit.gradient_norm

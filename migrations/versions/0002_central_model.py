@@ -73,6 +73,23 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Delete central surveys with their dependent rows explicitly: SQLite migrations run
+    # with foreign keys off (table rebuilds would otherwise cascade), so nothing cascades.
+    central = "(SELECT id FROM surveys WHERE privacy_model = 'central')"
+    op.execute(
+        "DELETE FROM idempotency_keys WHERE respondent_id IN "
+        f"(SELECT id FROM respondents WHERE survey_id IN {central})"
+    )
+    for table in (
+        "releases",
+        "comparisons",
+        "pending_batches",
+        "pair_stats",
+        "survey_stats",
+        "respondents",
+        "items",
+    ):
+        op.execute(f"DELETE FROM {table} WHERE survey_id IN {central}")
     op.execute("DELETE FROM surveys WHERE privacy_model = 'central'")
     with op.batch_alter_table("surveys", schema=None) as batch_op:
         batch_op.drop_constraint("ck_surveys_privacy", type_="check")

@@ -110,8 +110,9 @@ def test_sqlite_migrations_keep_existing_data(tmp_path):
         )
         conn.execute(
             text(
-                "INSERT INTO comparisons (survey_id, respondent_id, i, j, y_tilde, epsilon, source, created_at) "
-                "VALUES ('srv_aaaaaaaaaaaaaaaa', 'rsp_aaaaaaaaaaaaaaaa', 0, 1, 1, 1.0, 'server', :t)"
+                "INSERT INTO comparisons (survey_id, respondent_id, i, j, y_tilde, epsilon, source, "
+                "created_at) VALUES ('srv_aaaaaaaaaaaaaaaa', 'rsp_aaaaaaaaaaaaaaaa', 0, 1, 1, 1.0, "
+                "'server', :t)"
             ),
             {"t": now},
         )
@@ -133,5 +134,84 @@ def test_sqlite_migrations_keep_existing_data(tmp_path):
     upgrade(url)
     assert counts() == before
     with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
+    engine.dispose()
+
+
+def test_sqlite_downgrade_removes_central_surveys_with_their_rows(tmp_path):
+    """Downgrading below 0002 deletes central surveys (0001 cannot hold them) and every row
+    that depends on them, and nothing of the local surveys; no dangling foreign keys."""
+    from alembic import command
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.db import models
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/central.db"
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as s:
+        for sid, central in (("srv_aaaaaaaaaaaaaaaa", False), ("srv_bbbbbbbbbbbbbbbb", True)):
+            privacy = (
+                {"total_budget": 2.0, "max_comparisons": 2}
+                if central
+                else {"epsilon_default": 1.0, "epsilon_min": 0.1, "epsilon_max": 5.0}
+            )
+            s.add(
+                models.Survey(
+                    id=sid,
+                    title="t",
+                    kind="pairwise",
+                    privacy_model="central" if central else "local",
+                    **privacy,
+                )
+            )
+            s.add(models.SurveyStats(survey_id=sid, version=0, n_comparisons=0))
+            s.flush()
+            s.add_all(
+                models.Item(id=f"itm_{sid[4]}{k}" + "a" * 14, survey_id=sid, position=k, label=str(k))
+                for k in range(2)
+            )
+            rid = f"rsp_{sid[4] * 16}"
+            s.add(models.Respondent(id=rid, survey_id=sid, epsilon=None if central else 1.0))
+            s.flush()
+            s.add(
+                models.Comparison(
+                    survey_id=sid,
+                    respondent_id=rid,
+                    i=0,
+                    j=1,
+                    y_tilde=1,
+                    epsilon=None if central else 1.0,
+                    source="central" if central else "server",
+                )
+            )
+            s.add(
+                models.IdempotencyRecord(
+                    respondent_id=rid, key="k", fingerprint="f", status_code=201, response={}
+                )
+            )
+        s.add(
+            models.Release(
+                id="rel_aaaaaaaaaaaaaaaa",
+                survey_id="srv_bbbbbbbbbbbbbbbb",
+                method="noisy_counts",
+                unit="edge",
+                epsilon=1.0,
+                cost=2.0,
+                data_version=0,
+                parameters={},
+                result={},
+                created_by="x",
+            )
+        )
+        s.commit()
+    command.downgrade(alembic_config(url), "0001")
+    with engine.connect() as conn:
+        for table in ("surveys", "items", "respondents", "comparisons", "survey_stats", "idempotency_keys"):
+            left = conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
+            assert left == (2 if table == "items" else 1), table  # the local survey's rows only
+        assert conn.execute(text("SELECT id FROM surveys")).scalar_one() == "srv_aaaaaaaaaaaaaaaa"
         assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
     engine.dispose()

@@ -178,6 +178,8 @@ def test_release_validation_and_authorization(client, filled, unchanged):
             {**ok, "method": "borda"},
             {**ok, "unit": "group"},
             {**ok, "epsilon": 0},
+            {**ok, "epsilon": 1e-12},  # tiny ε: refused (it bought exact counts through clamped noise)
+            {**ok, "epsilon": 0.0009},
             {**ok, "epsilon": 50},
             {**ok, "k": 0},
             {**ok, "k": 5},
@@ -230,3 +232,86 @@ def test_import_into_a_central_survey(client, db, unchanged):
     rows = db.scalars(select(Comparison).where(Comparison.survey_id == s["id"])).all()
     assert {x.source for x in rows} == {"central"} and all(x.epsilon is None for x in rows)
     assert sorted((x.i, x.j, x.y_tilde) for x in rows) == [(0, 1, 1), (0, 2, 0), (1, 2, 1)]
+
+
+def test_release_idempotency_key_reused_for_another_request_is_refused(client, filled, unchanged):
+    sid, _ = filled
+    body = {"method": "noisy_counts", "unit": "individual", "epsilon": 0.5}
+    key = {**ADMIN, "Idempotency-Key": "same"}
+    assert client.post(f"/v1/surveys/{sid}/releases", json=body, headers=key).status_code == 201
+    with unchanged():
+        for other in ({**body, "epsilon": 1.0}, {**body, "method": "perturbed_mle"}, {**body, "k": 2}):
+            r = client.post(f"/v1/surveys/{sid}/releases", json=other, headers=key)
+            assert r.status_code == 409 and "different release" in r.json()["detail"]
+
+
+def test_individual_perturbed_mle_release_through_the_service(client, filled):
+    """L and ε reach the mechanism; the published parameters are public values only, and
+    each released item carries exactly one value (score or noisy_wins)."""
+    sid, _ids = filled
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "perturbed_mle", "unit": "individual", "epsilon": 1.0, "k": 2},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    rel = r.json()
+    assert rel["cost"] == 1.0
+    p = rel["parameters"]
+    assert p["lambda"] == pytest.approx(8 * 3 / 1.0) and p["gamma"] == pytest.approx(8 * 3 * 0.25 / 1.0)
+    assert p["L"] == 3 and "gamma_accuracy" not in p and "gradient_norm" not in p
+    for it in rel["result"]["items"]:
+        assert set(it) == {"item_id", "label", "rank", "score"}
+    assert abs(sum(it["score"] for it in rel["result"]["items"])) < 1e-5  # centred over all items
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "noisy_counts", "unit": "edge", "epsilon": 0.5},
+        headers=ADMIN,
+    )
+    for it in r.json()["result"]["items"]:
+        assert set(it) == {"item_id", "label", "rank", "noisy_wins"}
+
+
+def test_release_parameters_do_not_depend_on_the_data(client):
+    """Two central surveys with different numbers of answers and registrations publish the
+    same λ and γ for the same request (γ used to grow with stored counts and registrations)."""
+    params = []
+    for n_resp in (2, 30):
+        s = central_survey(client, total_budget=10.0)
+        ids = [it["id"] for it in s["items"]]
+        for _ in range(n_resp):
+            _, h = register(client, s["id"])
+            assert answer(client, s["id"], h, [(ids[0], ids[1], ids[0])]).status_code == 201
+        for _ in range(n_resp * 5):  # empty registrations
+            register(client, s["id"])
+        for unit in ("edge", "individual"):
+            r = client.post(
+                f"/v1/surveys/{s['id']}/releases",
+                json={"method": "perturbed_mle", "unit": unit, "epsilon": 1.0},
+                headers=ADMIN,
+            )
+            assert r.status_code == 201, r.text
+            params.append((unit, r.json()["parameters"]))
+    assert params[0] == params[2] and params[1] == params[3]
+
+
+def test_central_pairs_are_served_without_reading_others_answers(client):
+    """Least-answered-first would reveal which pairs others answered; central surveys draw
+    uniformly among the respondent's unanswered pairs. After 30 respondents answered pair
+    (A, B), a new respondent's first pair is still (A, B) about 1 time in 6."""
+    from scipy import stats as sps
+
+    s = central_survey(client, total_budget=10.0, max_comparisons_per_respondent=2)
+    ids = [it["id"] for it in s["items"]]
+    for _ in range(30):
+        _, h = register(client, s["id"])
+        assert answer(client, s["id"], h, [(ids[0], ids[1], ids[0])]).status_code == 201
+    counts = {}
+    n = 600
+    for _ in range(n):
+        _, h = register(client, s["id"])
+        pair = client.get(f"/v1/surveys/{s['id']}/pairs?count=1", headers=h).json()["pairs"][0]
+        key = tuple(sorted((pair["a"], pair["b"])))
+        counts[key] = counts.get(key, 0) + 1
+    assert len(counts) == 6
+    assert sps.chisquare(list(counts.values())).pvalue > 1e-4
