@@ -1,0 +1,256 @@
+"""Federated rounds over REST: sites agree on masks through the server, which sees only masked messages."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from app.db.models import FederatedRound, RoundSite
+from app.site import masked_message, new_private_key, public_key
+from app.stats.federated import FederatedScheme
+from app.stats.rankings import mallows_sample
+from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+
+LABELS = ("Housing", "Transit", "Parks", "Schools", "Safety", "Jobs")
+
+
+def ranking_survey(client, labels=LABELS) -> dict:
+    r = client.post(
+        "/v1/surveys", json={"title": "Fed", "kind": "ranking", "items": list(labels)}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def open_round(client, sid, method="borda", sites=("north", "south", "east"), **extra):
+    r = client.post(
+        f"/v1/surveys/{sid}/rounds", json={"method": method, "sites": list(sites), **extra}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def bearer(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Site:
+    """A site run in-process: its key, its rankings (orderings of item positions)."""
+
+    def __init__(self, client, token: str, orders: np.ndarray) -> None:
+        self.client, self.h, self.orders = client, bearer(token), orders
+        self.private = new_private_key()
+
+    def join(self):
+        r = self.client.put("/v1/site/key", json={"public_key": public_key(self.private)}, headers=self.h)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def view(self):
+        return self.client.get("/v1/site", headers=self.h).json()
+
+    def masked(self, rng=None):
+        return masked_message(self.view(), self.private, self.orders, rng)
+
+    def contribute(self, rng=None):
+        return self.client.post("/v1/site/contribution", json={"masked": self.masked(rng)}, headers=self.h)
+
+
+def _site_data(center, phi, sizes, seed):
+    rng = np.random.default_rng(seed)
+    return [mallows_sample(center, phi, n, rng) for n in sizes]
+
+
+@pytest.mark.parametrize("method", ["borda", "lehmer"])
+def test_a_round_from_opening_to_the_published_consensus(client, db, method):
+    s = ranking_survey(client)
+    ids = [it["id"] for it in s["items"]]
+    rnd = open_round(client, s["id"], method, phi=0.5)
+    assert rnd["status"] == "open" and [x["name"] for x in rnd["sites"]] == ["north", "south", "east"]
+    tokens = [x["token"] for x in rnd["sites"]]
+    assert all(t.startswith("sit_") for t in tokens)
+    p = rnd["parameters"]
+    assert p["n_items"] == 6 and p["n_sites"] == 3 and p["phi"] == 0.5 and len(p["items"]) == 6
+    scheme = FederatedScheme.from_parameters(p)
+    assert p["message_length"] == scheme.length
+    center = np.array([1, 3, 0, 5, 2, 4])  # Transit > Schools > Housing > Jobs > Parks > Safety
+    data = _site_data(center, 0.3, (40, 25, 60), seed=1)
+    sites = [Site(client, t, d) for t, d in zip(tokens, data, strict=True)]
+    # Contributions wait for every key.
+    sites[0].join()
+    r = sites[0].client.post(
+        "/v1/site/contribution", json={"masked": [0] * scheme.length}, headers=sites[0].h
+    )
+    assert r.status_code == 409 and "south" in r.json()["detail"]
+    for site in sites[1:]:
+        site.join()
+    assert sites[0].view()["ready"] is True
+    for k, site in enumerate(sites):
+        r = site.contribute(np.random.default_rng(k))
+        assert r.status_code == 201, r.text
+    view = sites[2].view()
+    assert view["status"] == "complete" and view["contributed"] is True
+    result = client.get(f"/v1/surveys/{s['id']}/rounds/{rnd['id']}", headers=analyst_headers(client)).json()
+    assert result["status"] == "complete" and result["ended_at"] is not None
+    assert result["result"]["order"] == [ids[x] for x in center]
+    assert [it["rank"] for it in result["result"]["items"]] == list(range(1, 7))
+    # The published aggregate is the sum of the plain messages; the masked ones are gone.
+    plain = [scheme.message(d, np.random.default_rng(k)) for k, d in enumerate(data)]
+    assert result["result"]["aggregate"] == np.sum(plain, axis=0).tolist()
+    db.rollback()
+    rows = db.scalars(select(RoundSite).where(RoundSite.round_id == rnd["id"])).all()
+    assert all(row.masked is None and row.public_key for row in rows)
+    assert all(site["joined"] and site["contributed"] and site["token"] is None for site in result["sites"])
+
+
+def test_site_rules(client, db, unchanged):
+    s = ranking_survey(client, labels=("a", "b", "c"))
+    rnd = open_round(client, s["id"], sites=("x", "y"))
+    scheme = FederatedScheme.from_parameters(rnd["parameters"])
+    data = _site_data(np.arange(3), 0.4, (5, 5), seed=2)
+    x, y = (Site(client, site["token"], d) for site, d in zip(rnd["sites"], data, strict=True))
+    x.join()
+    with unchanged():
+        assert x.join()["ready"] is False  # the same key again: a no-op
+        other = public_key(new_private_key())
+        r = client.put("/v1/site/key", json={"public_key": other}, headers=x.h)
+        assert r.status_code == 409 and "different public key" in r.json()["detail"]
+        for bad in ("short", "!" * 43, "A" * 44):
+            assert client.put("/v1/site/key", json={"public_key": bad}, headers=y.h).status_code == 422
+    y.join()
+    with unchanged():
+        for masked in (
+            [1] * (scheme.length + 1),
+            [1 << int(scheme.bits.max())] * scheme.length,
+            [-1] * scheme.length,
+        ):
+            r = client.post("/v1/site/contribution", json={"masked": masked}, headers=x.h)
+            assert r.status_code == 422, masked
+    first = x.masked(np.random.default_rng(0))
+    assert client.post("/v1/site/contribution", json={"masked": first}, headers=x.h).status_code == 201
+    with unchanged():
+        again = client.post("/v1/site/contribution", json={"masked": first}, headers=x.h)
+        assert again.status_code == 200 and again.json()["contributed"] is True  # a retry
+        changed = [(v + 1) % 2 for v in first]
+        r = client.post("/v1/site/contribution", json={"masked": changed}, headers=x.h)
+        assert r.status_code == 409 and "different message" in r.json()["detail"]
+    # Credentials: a site cannot act as a reader, readers cannot act as sites.
+    assert client.get(f"/v1/surveys/{s['id']}/rounds", headers=x.h).status_code == 403
+    assert client.get(f"/v1/surveys/{s['id']}/ranking", headers=x.h).status_code == 403
+    assert client.get("/v1/site", headers=ADMIN).status_code == 403
+    assert (
+        client.get("/v1/site", headers={"Authorization": "Bearer sit_aaaaaaaaaaaaaaaa.nope"}).status_code
+        == 401
+    )
+    _, h = register(client, s["id"])
+    assert client.get("/v1/site", headers=h).status_code == 403
+
+
+def test_opening_and_cancelling_rounds(client, unchanged):
+    s = ranking_survey(client)
+    pairwise = create_survey(client)
+    analyst = analyst_headers(client)
+    url = f"/v1/surveys/{s['id']}/rounds"
+    with unchanged():
+        bad = [
+            {"method": "borda", "sites": ["only"]},
+            {"method": "borda", "sites": ["a", "a"]},
+            {"method": "borda", "sites": ["a", "b c"]},
+            {"method": "mean", "sites": ["a", "b"]},
+            {"method": "lehmer", "sites": ["a", "b"], "phi": 0.7},  # φ + φ² ≥ 1 + φ^N
+            {"method": "borda", "sites": ["a", "b"], "phi": 0},
+        ]
+        for body in bad:
+            assert client.post(url, json=body, headers=ADMIN).status_code == 422, body
+        body = {"method": "borda", "sites": ["a", "b"]}
+        assert client.post(url, json=body, headers=analyst).status_code == 403
+        assert client.post(url, json=body).status_code == 401
+        r = client.post(f"/v1/surveys/{pairwise['id']}/rounds", json=body, headers=ADMIN)
+        assert r.status_code == 409 and "ranking survey" in r.json()["detail"]
+    rnd = open_round(client, s["id"], "lehmer", sites=("a", "b"), phi=0.6, max_rankings=1000)
+    assert rnd["parameters"]["exact_histogram"] is True and rnd["parameters"]["low_bits"] >= 3
+    listed = client.get(url, headers=analyst).json()["rounds"]
+    assert [x["id"] for x in listed] == [rnd["id"]] and all(x["token"] is None for x in listed[0]["sites"])
+    site = Site(client, rnd["sites"][0]["token"], _site_data(np.arange(6), 0.3, (3,), 0)[0])
+    site.join()
+    assert client.post(f"{url}/{rnd['id']}/cancel", headers=analyst).status_code == 403
+    r = client.post(f"{url}/{rnd['id']}/cancel", headers=ADMIN)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    with unchanged():
+        assert client.post(f"{url}/{rnd['id']}/cancel", headers=ADMIN).status_code == 409
+        assert (
+            client.put(
+                "/v1/site/key", json={"public_key": public_key(new_private_key())}, headers=site.h
+            ).status_code
+            == 409
+        )
+        assert client.get(f"{url}/rnd_aaaaaaaaaaaaaaaa", headers=ADMIN).status_code == 404
+        assert (
+            client.get(f"/v1/surveys/{pairwise['id']}/rounds/{rnd['id']}", headers=ADMIN).status_code == 404
+        )
+
+
+def test_the_server_never_holds_an_unmasked_site_message(client, db):
+    """Every value any privrank function holds while the server handles the contributions
+    (the API handler, the service, the aggregation arithmetic — traced line by line) is
+    compared with each site's plain message: none matches. The tracer does see the masked
+    messages and their sum, so it is looking in the right place."""
+    from app.api import federation as api
+    from app.api.schemas import ContributionIn
+
+    s = ranking_survey(client)
+    rnd = open_round(client, s["id"], "lehmer", phi=0.5)
+    scheme = FederatedScheme.from_parameters(rnd["parameters"])
+    data = _site_data(np.array([2, 0, 4, 1, 5, 3]), 0.5, (30, 30, 30), seed=3)
+    sites = [Site(client, x["token"], d) for x, d in zip(rnd["sites"], data, strict=True)]
+    for site in sites:
+        site.join()
+    plain = [scheme.message(d, np.random.default_rng(k)) for k, d in enumerate(data)]
+    assert len({tuple(p) for p in plain}) == 3
+    masked = [site.masked(np.random.default_rng(k)) for k, site in enumerate(sites)]
+    app_dir = str(Path(api.__file__).resolve().parents[1])
+    length = scheme.length
+    seen: list[np.ndarray] = []
+
+    def record(value):
+        if isinstance(value, np.ndarray) and value.size == length:
+            seen.append(value.astype(np.int64).ravel().copy())
+        elif (
+            isinstance(value, (list, tuple))
+            and len(value) == length
+            and all(isinstance(v, int) for v in value)
+        ):
+            seen.append(np.array(value, dtype=np.int64))
+
+    def local(frame, event, arg):
+        for value in frame.f_locals.values():
+            record(value)
+        if event == "return":
+            record(arg)
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename.startswith(app_dir) else None
+
+    rows = {row.name: row for row in db.scalars(select(RoundSite).where(RoundSite.round_id == rnd["id"]))}
+    sys.settrace(tracer)
+    try:
+        for site_json, vector in zip(rnd["sites"], masked, strict=True):
+            with client.app.state.session_factory() as session:
+                me = session.get(RoundSite, rows[site_json["name"]].id)
+                api.site_contribution(ContributionIn(masked=vector), me=me, session=session)
+    finally:
+        sys.settrace(None)
+    assert seen, "the tracer recorded nothing"
+    for vec in seen:
+        for p in plain:
+            assert not np.array_equal(vec, p), "a server-side variable held a site's plain message"
+    total = np.sum(plain, axis=0)
+    assert any(np.array_equal(v, total) for v in seen)  # the sum — and only the sum — is unmasked
+    assert any(np.array_equal(v, np.array(masked[0])) for v in seen)
+    db.rollback()
+    assert db.get(FederatedRound, rnd["id"]).status == "complete"

@@ -1,0 +1,180 @@
+"""``privrank site contribute`` end to end: three sites, three file formats, a live server."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from app.stats.federated import FederatedScheme
+from tests.live import LiveServer
+
+ADMIN = {"Authorization": "Bearer cli-admin"}
+LABELS = ["Housing", "Transit", "Parks", "Schools"]
+
+# Local rankings (labels best first). North's PrefLib ballots list 3 of 4 items, which fixes the 4th.
+NORTH = """# FILE NAME: north.soi
+# DATA TYPE: soi
+# NUMBER ALTERNATIVES: 4
+# ALTERNATIVE NAME 1: Housing
+# ALTERNATIVE NAME 2: Transit
+# ALTERNATIVE NAME 3: Parks
+# ALTERNATIVE NAME 4: Schools
+5: 2,4,1
+2: 2,1,4
+1: 4,2,1
+"""
+SOUTH = "ranking,count\nTransit > Schools > Housing > Parks,4\nSchools > Transit > Housing > Parks,1\n"
+EAST = """# FILE NAME: east.soc
+# DATA TYPE: soc
+# NUMBER ALTERNATIVES: 4
+# ALTERNATIVE NAME 1: Housing
+# ALTERNATIVE NAME 2: Transit
+# ALTERNATIVE NAME 3: Parks
+# ALTERNATIVE NAME 4: Schools
+3: 2,4,1,3
+1: 2,1,4,3
+"""
+
+
+def _orders(rows: list[tuple[list[str], int]]) -> np.ndarray:
+    out = []
+    for labels, count in rows:
+        out += [[LABELS.index(x) for x in labels]] * count
+    return np.array(out)
+
+
+EXPECTED_DATA = [
+    _orders(
+        [
+            (["Transit", "Schools", "Housing", "Parks"], 5),
+            (["Transit", "Housing", "Schools", "Parks"], 2),
+            (["Schools", "Transit", "Housing", "Parks"], 1),
+        ]
+    ),
+    _orders(
+        [(["Transit", "Schools", "Housing", "Parks"], 4), (["Schools", "Transit", "Housing", "Parks"], 1)]
+    ),
+    _orders(
+        [(["Transit", "Schools", "Housing", "Parks"], 3), (["Transit", "Housing", "Schools", "Parks"], 1)]
+    ),
+]
+
+
+def _run(args, token, cwd, timeout=120):
+    env = {**os.environ, "PRIVRANK_SITE_TOKEN": token}
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "site", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = LiveServer({"DATABASE_URL": f"sqlite:///{tmp_path}/site.db", "PRIVRANK_ADMIN_KEY": "cli-admin"})
+    yield srv
+    srv.stop()
+
+
+def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
+    import httpx2
+
+    survey = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={"title": "Fed", "kind": "ranking", "items": LABELS},
+        headers=ADMIN,
+    ).json()
+    rnd = httpx2.post(
+        f"{server.base}/v1/surveys/{survey['id']}/rounds",
+        json={"method": "borda", "sites": ["north", "south", "east"], "phi": 0.6},
+        headers=ADMIN,
+    ).json()
+    tokens = {s["name"]: s["token"] for s in rnd["sites"]}
+    files = {"north": ("north.soi", NORTH), "south": ("south.csv", SOUTH), "east": ("east.soc", EAST)}
+    dirs = {}
+    for name, (fname, text) in files.items():
+        d = tmp_path / name
+        d.mkdir()
+        (d / fname).write_text(text)
+        dirs[name] = d
+
+    # Alone, a site registers its key and reports that it waits for the others (exit 3).
+    first = _run(["contribute", "north.soi", "--server", server.base], tokens["north"], dirs["north"])
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 3, (out, err)
+    assert "waiting for sites" in out and "south" in out and "east" in out
+    state = next(dirs["north"].glob(".privrank-site-*.json"))
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert json.loads(state.read_text())["site"] == "north"
+
+    # All three together (north resumes with its saved key).
+    procs = {
+        name: _run(["contribute", fname, "--server", server.base, "--wait", "60"], tokens[name], dirs[name])
+        for name, (fname, _) in files.items()
+    }
+    outputs = {name: p.communicate(timeout=180) for name, p in procs.items()}
+    for name, p in procs.items():
+        assert p.returncode == 0, (name, outputs[name])
+        assert "contributed" in outputs[name][0]
+    assert "round complete; consensus (best first): Transit > Schools > Housing > Parks" in "".join(
+        o for o, _ in outputs.values()
+    )
+
+    result = httpx2.get(f"{server.base}/v1/surveys/{survey['id']}/rounds/{rnd['id']}", headers=ADMIN).json()
+    assert result["status"] == "complete"
+    ids = {it["label"]: it["id"] for it in survey["items"]}
+    assert result["result"]["order"] == [ids[x] for x in ("Transit", "Schools", "Housing", "Parks")]
+    scheme = FederatedScheme.from_parameters(rnd["parameters"])
+    plain = np.sum([scheme.message(d) for d in EXPECTED_DATA], axis=0)
+    assert result["result"]["aggregate"] == plain.tolist()  # the sites' messages, summed through the masks
+
+    # Status, and a re-run after the end.
+    status = _run(["status", "--server", server.base], tokens["east"], dirs["east"])
+    out, _ = status.communicate(timeout=60)
+    assert status.returncode == 0 and json.loads(out)["status"] == "complete"
+    again = _run(["contribute", "east.soc", "--server", server.base], tokens["east"], dirs["east"])
+    out, _ = again.communicate(timeout=60)
+    assert again.returncode == 0 and "already contributed" in out
+
+
+def test_site_cli_errors(server, tmp_path):
+    import httpx2
+
+    survey = httpx2.post(
+        f"{server.base}/v1/surveys", json={"title": "F", "kind": "ranking", "items": LABELS}, headers=ADMIN
+    ).json()
+    rnd = httpx2.post(
+        f"{server.base}/v1/surveys/{survey['id']}/rounds",
+        json={"method": "lehmer", "sites": ["a", "b"], "phi": 0.5},
+        headers=ADMIN,
+    ).json()
+    token = rnd["sites"][0]["token"]
+    (tmp_path / "bad.csv").write_text("ranking\nTransit > Libraries\n")
+    p = _run(["contribute", "bad.csv", "--server", server.base], token, tmp_path)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "unknown item" in err
+    (tmp_path / "x.txt").write_text("whatever")
+    p = _run(["contribute", "x.txt", "--server", server.base], token, tmp_path)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "unknown format" in err
+    p = _run(["contribute", "bad.csv", "--server", server.base], "sit_aaaaaaaaaaaaaaaa.wrong", tmp_path)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "401" in err
+    env = {k: v for k, v in os.environ.items() if k != "PRIVRANK_SITE_TOKEN"}
+    p = subprocess.run(
+        [sys.executable, "-m", "app.cli", "site", "status", "--server", server.base],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "credential" in p.stderr
