@@ -21,12 +21,13 @@ from sqlalchemy.orm import Session, aliased
 from ..db.models import Comparison, Item, Respondent
 from ..stats import debias
 
-__all__ = ["CSV_COLUMNS", "iter_comparisons_csv"]
+__all__ = ["CSV_COLUMNS", "iso_utc", "iter_comparisons_csv"]
 
 CSV_COLUMNS = ("respondent", "item_a", "item_b", "winner", "epsilon", "z", "created_at")
 
 
-def _iso(ts) -> str:
+def iso_utc(ts) -> str:
+    """A UTC timestamp in ISO 8601 with a ``Z``."""
     text = ts.isoformat()
     return text.replace("+00:00", "Z") if "+" in text else text + "Z"
 
@@ -66,7 +67,7 @@ def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) ->
                 a_ids[k] if y[k] == 1 else b_ids[k],
                 repr(float(eps[k])),
                 repr(z[k]),
-                _iso(created[k]),
+                iso_utc(created[k]),
             )
             for k in range(len(part))
         )

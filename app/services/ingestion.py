@@ -35,7 +35,14 @@ from .errors import Conflict, Invalid
 from .respondents import budget_remaining, check_epsilon, comparisons_remaining
 from .surveys import survey_items
 
-__all__ = ["ComparisonIn", "IngestResult", "import_comparisons", "submit_responses"]
+__all__ = [
+    "ComparisonIn",
+    "IngestResult",
+    "import_comparisons",
+    "remember_idempotent",
+    "replay_idempotent",
+    "submit_responses",
+]
 
 log = logging.getLogger("privrank.ingestion")
 
@@ -136,13 +143,29 @@ def _first_repeat(keys: np.ndarray) -> int | None:
     return int(repeats[0]) if repeats.size else None
 
 
-def _replay(session: Session, respondent_id: str, key: str, fingerprint: str) -> IngestResult | None:
+def replay_idempotent(
+    session: Session, respondent_id: str, key: str, fingerprint: str
+) -> IngestResult | None:
+    """The first answer to an earlier request with this Idempotency-Key; 409 if that request
+    had another fingerprint."""
     record = session.get(IdempotencyRecord, (respondent_id, key))
     if record is None:
         return None
     if record.fingerprint != fingerprint:
         raise Conflict("this Idempotency-Key was already used for a different request")
     return IngestResult(record.status_code, dict(record.response), replayed=True)
+
+
+def remember_idempotent(
+    session: Session, respondent_id: str, key: str | None, fingerprint: str, body: dict
+) -> None:
+    """Store the answer to a request sent with an Idempotency-Key (in its transaction)."""
+    if key is not None:
+        session.add(
+            IdempotencyRecord(
+                respondent_id=respondent_id, key=key, fingerprint=fingerprint, status_code=201, response=body
+            )
+        )
 
 
 def submit_responses(
@@ -158,7 +181,7 @@ def submit_responses(
     """Validate, privatize (unless the client did) and store one batch of answers."""
     fingerprint = _fingerprint(privatized, epsilon, comparisons)
     if idempotency_key is not None:
-        replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+        replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
         if replay is not None:
             return replay
     _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
@@ -209,7 +232,7 @@ def submit_responses(
             select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
         )
         if idempotency_key is not None:
-            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 session.rollback()
                 return replay
@@ -288,22 +311,13 @@ def submit_responses(
                 "budget_remaining": remaining,
                 "comparisons_remaining": None,
             }
-        if idempotency_key is not None:
-            session.add(
-                IdempotencyRecord(
-                    respondent_id=respondent.id,
-                    key=idempotency_key,
-                    fingerprint=fingerprint,
-                    status_code=201,
-                    response=body,
-                )
-            )
+        remember_idempotent(session, respondent.id, idempotency_key, fingerprint, body)
         session.commit()
     except IntegrityError:
         session.rollback()
         # A concurrent request with the same Idempotency-Key won the race.
         if idempotency_key is not None:
-            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 return replay
         raise Conflict("a pair in this request was answered concurrently by the same respondent") from None

@@ -32,7 +32,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import IdempotencyRecord, Item, PendingBatch, Ranking, Respondent, Survey
+from ..db.models import Item, PendingBatch, Ranking, Respondent, Survey
 from ..db.session import begin_write
 from ..stats.consensus import borda_confidence, btl_confidence, fit_ranking_btl
 from ..stats.inference import rank_confidence
@@ -49,7 +49,8 @@ from ..stats.rankings import (
 )
 from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
 from .errors import Conflict, Invalid
-from .ingestion import BUDGET_SLACK, IngestResult
+from .export import iso_utc
+from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
 from .respondents import budget_remaining, check_epsilon
 from .surveys import survey_items
 
@@ -87,15 +88,6 @@ def _fingerprint(privatized: bool, epsilon: float | None) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 
 
-def _replay(session: Session, respondent_id: str, key: str, fingerprint: str) -> IngestResult | None:
-    record = session.get(IdempotencyRecord, (respondent_id, key))
-    if record is None:
-        return None
-    if record.fingerprint != fingerprint:
-        raise Conflict("this Idempotency-Key was already used for a different request")
-    return IngestResult(record.status_code, dict(record.response), replayed=True)
-
-
 def _positions(ranking: Sequence[str], items: list[Item], complete: bool) -> np.ndarray:
     """Item positions of the submitted ids; Invalid without naming any submitted item."""
     index = {item.id: item.position for item in items}
@@ -130,7 +122,7 @@ def submit_ranking(
     """Validate, complete and privatize (unless the client did) and store one ranking."""
     fingerprint = _fingerprint(privatized, epsilon)
     if idempotency_key is not None:
-        replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+        replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
         if replay is not None:
             return replay
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
@@ -159,7 +151,7 @@ def submit_ranking(
             select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
         )
         if idempotency_key is not None:
-            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 session.rollback()
                 return replay
@@ -210,21 +202,12 @@ def submit_ranking(
             ),
             "comparisons_remaining": None,
         }
-        if idempotency_key is not None:
-            session.add(
-                IdempotencyRecord(
-                    respondent_id=respondent.id,
-                    key=idempotency_key,
-                    fingerprint=fingerprint,
-                    status_code=201,
-                    response=body,
-                )
-            )
+        remember_idempotent(session, respondent.id, idempotency_key, fingerprint, body)
         session.commit()
     except IntegrityError:
         session.rollback()
         if idempotency_key is not None:
-            replay = _replay(session, respondent.id, idempotency_key, fingerprint)
+            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 return replay
         raise Conflict("this respondent already submitted a ranking (one per respondent)") from None
@@ -452,11 +435,6 @@ def consensus(
 # -- export -------------------------------------------------------------------------------
 
 
-def _iso(ts) -> str:
-    text = ts.isoformat()
-    return text.replace("+00:00", "Z") if "+" in text else text + "Z"
-
-
 def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> Iterator[str]:
     """The synthetic rankings as CSV: respondent, epsilon, source, ranking (item ids best → worst,
     joined by ``>``), created_at. ``app.stats.rankings`` on these rows reproduces the consensus."""
@@ -472,7 +450,7 @@ def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> It
     )
     for part in session.execute(query).partitions():
         writer.writerows(
-            (rid, repr(float(eps)), src, RANKING_SEPARATOR.join(ids[p] for p in order), _iso(ts))
+            (rid, repr(float(eps)), src, RANKING_SEPARATOR.join(ids[p] for p in order), iso_utc(ts))
             for rid, eps, src, order, ts in part
         )
         yield buf.getvalue()
