@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from threadpoolctl import threadpool_limits
 
@@ -21,6 +22,14 @@ from .services.analysis import FitCache
 from .services.ranking_surveys import ConsensusCache
 
 __all__ = ["create_app"]
+
+#: Pages must never be framed by another site, nor leak their URL to others.
+_PAGE_HEADERS = {"Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+#: The project's own pages load only their own scripts and styles (no inline code).
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
 
 log = logging.getLogger("privrank.access")
 
@@ -81,6 +90,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.middleware("http")
+    async def security_headers(request: Request, call_next):
+        response = await call_next(request)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        html = response.headers.get("content-type", "").startswith("text/html")
+        if html and not request.url.path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
+            response.headers.setdefault("Content-Security-Policy", _CSP)
+            for name, value in _PAGE_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
+
+    @app.middleware("http")
     async def access_log(request: Request, call_next):
         # Method, path and status only: bodies (answers) and query strings never.
         start = time.perf_counter()
@@ -98,8 +118,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for module in (surveys, respondents, analysis, releases, federation, plan, keys, health):
         app.include_router(module.router)
-    # Pages last: API routes take precedence over files.
-    app.mount("/", StaticFiles(directory=static_dir(), html=True), name="static")
+    pages = static_dir()
+
+    @app.get("/s/{survey_id}", include_in_schema=False)
+    def respondent_page(survey_id: str) -> FileResponse:
+        """The respondent page; it reads the survey id from its own URL."""
+        return FileResponse(pages / "respond.html", headers=_PAGE_HEADERS)
+
+    # Pages last: API routes take precedence over files. /static/… is the same
+    # directory under the name survey frontends embed (e.g. /static/privrank.js).
+    app.mount("/static", StaticFiles(directory=pages), name="assets")
+    app.mount("/", StaticFiles(directory=pages, html=True), name="pages")
     return app
 
 

@@ -1040,3 +1040,70 @@ class ContributionIn(_Model):
     )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"masked": [91, 7, 412]}]})
+
+
+# -- respondent page and dashboard helpers ---------------------------------------------------
+
+
+class PublicSurveyOut(BaseModel):
+    id: str
+    title: str
+    kind: str
+    status: str
+    n_items: int
+    privacy_model: str
+    epsilon_default: float | None
+    epsilon_min: float | None
+    epsilon_max: float | None
+    respondent_budget: float | None
+    max_comparisons_per_respondent: int | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "srv_k3j9x2mqa7b4c5d6",
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "status": "open",
+                    "n_items": 4,
+                    "privacy_model": "local",
+                    "epsilon_default": 1.0,
+                    "epsilon_min": 0.5,
+                    "epsilon_max": 3.0,
+                    "respondent_budget": 10.0,
+                    "max_comparisons_per_respondent": None,
+                }
+            ]
+        }
+    )
+
+
+class CoverageItem(BaseModel):
+    item_id: str
+    label: str
+
+
+class CoverageOut(BaseModel):
+    survey_id: str
+    items: list[CoverageItem]
+    counts: list[list[int | None]] = Field(description="Comparisons per pair; null on the diagonal.")
+    pairs_observed: int
+    pairs_total: int
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "items": [
+                        {"item_id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing"},
+                        {"item_id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit"},
+                    ],
+                    "counts": [[None, 12], [12, None]],
+                    "pairs_observed": 1,
+                    "pairs_total": 1,
+                }
+            ]
+        }
+    )

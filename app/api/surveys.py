@@ -8,7 +8,16 @@ from sqlalchemy.orm import Session
 from ..services import surveys as svc
 from .common import errors, survey_out
 from .deps import admin, get_session, reader
-from .schemas import ItemOut, ItemsAdd, SurveyCreate, SurveyList, SurveyOut, SurveyUpdate
+from .schemas import (
+    CoverageOut,
+    ItemOut,
+    ItemsAdd,
+    PublicSurveyOut,
+    SurveyCreate,
+    SurveyList,
+    SurveyOut,
+    SurveyUpdate,
+)
 
 router = APIRouter(prefix="/v1/surveys", tags=["surveys"])
 
@@ -94,3 +103,43 @@ def add_items(survey_id: str, body: ItemsAdd, session: Session = Depends(get_ses
     """New items get the next positions; earlier answers keep their meaning."""
     new = svc.add_items(session, survey_id, body.items)
     return [ItemOut(id=i.id, label=i.label, position=i.position) for i in new]
+
+
+@router.get(
+    "/{survey_id}/public",
+    response_model=PublicSurveyOut,
+    responses=errors(404),
+    summary="What a prospective respondent may know (no credentials needed)",
+)
+def public_survey(survey_id: str, session: Session = Depends(get_session)) -> PublicSurveyOut:
+    """Title, kind, status and the privacy a respondent will get — what the respondent
+    page shows before registering. Nothing about answers or other respondents."""
+    survey = svc.get_survey(session, survey_id)
+    n = len(svc.survey_items(session, survey.id))
+    return PublicSurveyOut(
+        id=survey.id,
+        title=survey.title,
+        kind=survey.kind,
+        status=survey.status,
+        n_items=n,
+        privacy_model=survey.privacy_model,
+        epsilon_default=survey.epsilon_default,
+        epsilon_min=survey.epsilon_min,
+        epsilon_max=survey.epsilon_max,
+        respondent_budget=survey.respondent_budget,
+        max_comparisons_per_respondent=survey.max_comparisons,
+    )
+
+
+@router.get(
+    "/{survey_id}/coverage",
+    response_model=CoverageOut,
+    responses=errors(401, 403, 404, 409),
+    dependencies=[Depends(reader)],
+    summary="Comparisons per pair (local pairwise surveys)",
+)
+def coverage(survey_id: str, session: Session = Depends(get_session)) -> CoverageOut:
+    """``counts[a][b]`` = stored comparisons of items a and b (symmetric; null on the
+    diagonal), from the folded statistics, for the dashboard's coverage matrix. Central
+    surveys: 409 (which pairs were answered is protected there)."""
+    return CoverageOut(**svc.coverage(session, svc.get_survey(session, survey_id)))

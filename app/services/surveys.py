@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, Ranking, Survey, SurveyStats, new_id, utcnow
+from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, Invalid, NotFound
 
@@ -24,6 +24,7 @@ __all__ = [
     "MIN_EPSILON",
     "PrivacyPolicy",
     "add_items",
+    "coverage",
     "create_survey",
     "get_survey",
     "list_surveys",
@@ -253,3 +254,34 @@ def require_local(survey: Survey) -> None:
             "this survey uses the central privacy model: its answers are true answers, so results leave the "
             f"service only as differentially private releases (POST /v1/surveys/{survey.id}/releases)"
         )
+
+
+#: Largest survey whose full pair-count matrix the coverage view returns.
+COVERAGE_MAX_ITEMS = 300
+
+
+def coverage(session: Session, survey: Survey) -> dict:
+    """Stored comparisons per pair of a local pairwise survey (folded statistics first)."""
+    from .aggregation import fold_pending
+
+    require_local(survey)
+    require_pairwise(survey)
+    items = survey_items(session, survey.id)
+    m = len(items)
+    if m > COVERAGE_MAX_ITEMS:
+        raise Invalid(f"the coverage matrix is available for at most {COVERAGE_MAX_ITEMS} items")
+    fold_pending(session, survey.id, wait=True)
+    counts = [[0 if a != b else None for b in range(m)] for a in range(m)]
+    for i, j, n in session.execute(
+        select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
+    ):
+        if i < m and j < m:
+            counts[i][j] = counts[j][i] = int(n)
+    observed = sum(1 for a in range(m) for b in range(a + 1, m) if counts[a][b])
+    return {
+        "survey_id": survey.id,
+        "items": [{"item_id": it.id, "label": it.label} for it in items],
+        "counts": counts,
+        "pairs_observed": observed,
+        "pairs_total": m * (m - 1) // 2,
+    }

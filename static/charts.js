@@ -1,0 +1,147 @@
+/**
+ * Small SVG charts for the dashboard, drawn with the DOM (no library, no inline styles).
+ * Every chart is an <svg role="img"> with a <title> and <desc>, and every value it
+ * shows is also written as text, so it reads without colour.
+ */
+
+const NS = "http://www.w3.org/2000/svg";
+let uid = 0;
+
+export function svgEl(tag, attrs = {}, text = null) {
+  const el = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== null) el.textContent = text;
+  return el;
+}
+
+function frame(width, height, title, desc) {
+  const id = `chart-${++uid}`;
+  const svg = svgEl("svg", {
+    viewBox: `0 0 ${width} ${height}`,
+    width,
+    height,
+    role: "img",
+    "aria-labelledby": `${id}-title ${id}-desc`,
+  });
+  svg.append(svgEl("title", { id: `${id}-title` }, title), svgEl("desc", { id: `${id}-desc` }, desc));
+  return svg;
+}
+
+const fmt = (x, d = 2) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
+
+/**
+ * Horizontal error-bar chart: one row per item (in the given order), a dot at
+ * `value` and whiskers over [lo, hi].
+ * rows: [{label, value, lo, hi, note}]
+ */
+export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
+  const labelW = 170;
+  const noteW = 150;
+  const plotW = 420;
+  const rowH = 28;
+  const top = 30;
+  const height = top + rows.length * rowH + 36;
+  const width = labelW + plotW + noteW;
+  const values = rows.flatMap((r) => [r.value, r.lo ?? r.value, r.hi ?? r.value]).filter((v) => Number.isFinite(v));
+  let min = Math.min(...values);
+  let max = Math.max(...values);
+  if (!(max > min)) {
+    min -= 1;
+    max += 1;
+  }
+  const pad = (max - min) * 0.06;
+  min -= pad;
+  max += pad;
+  const x = (v) => labelW + ((v - min) / (max - min)) * plotW;
+  const svg = frame(width, height, title, desc);
+  // Axis with ticks.
+  const axisY = top + rows.length * rowH + 4;
+  svg.append(svgEl("line", { x1: labelW, x2: labelW + plotW, y1: axisY, y2: axisY, stroke: "#1b1b1b" }));
+  for (let k = 0; k <= 4; k++) {
+    const v = min + ((max - min) * k) / 4;
+    svg.append(svgEl("line", { x1: x(v), x2: x(v), y1: axisY, y2: axisY + 5, stroke: "#1b1b1b" }));
+    svg.append(svgEl("text", { x: x(v), y: axisY + 18, "text-anchor": "middle" }, fmt(v)));
+  }
+  svg.append(svgEl("text", { x: labelW + plotW / 2, y: 16, "text-anchor": "middle" }, axisLabel));
+  if (min < 0 && max > 0) {
+    svg.append(svgEl("line", { x1: x(0), x2: x(0), y1: top - 6, y2: axisY, stroke: "#9aa0a6", "stroke-dasharray": "3 3" }));
+  }
+  rows.forEach((r, k) => {
+    const y = top + k * rowH + rowH / 2;
+    const g = svgEl("g", { class: "row" });
+    g.append(svgEl("text", { x: labelW - 8, y: y + 4, "text-anchor": "end" }, r.label));
+    if (Number.isFinite(r.lo) && Number.isFinite(r.hi)) {
+      g.append(svgEl("line", { x1: x(r.lo), x2: x(r.hi), y1: y, y2: y, stroke: "#1b1b1b", "stroke-width": 2 }));
+      for (const end of [r.lo, r.hi]) {
+        g.append(svgEl("line", { x1: x(end), x2: x(end), y1: y - 6, y2: y + 6, stroke: "#1b1b1b", "stroke-width": 2 }));
+      }
+    }
+    if (Number.isFinite(r.value)) {
+      g.append(svgEl("circle", { cx: x(r.value), cy: y, r: 5, fill: "#0b57d0", stroke: "#1b1b1b" }));
+    }
+    g.append(svgEl("text", { x: labelW + plotW + 10, y: y + 4 }, r.note ?? fmt(r.value)));
+    svg.append(g);
+  });
+  return svg;
+}
+
+/**
+ * Heatmap of an m×m matrix with the value printed in every cell.
+ * cells: matrix of numbers or null; labels: row/column labels.
+ */
+export function heatmap(cells, labels, { title, desc, max = null, format = (v) => String(v) }) {
+  const m = labels.length;
+  const cell = m <= 8 ? 56 : m <= 15 ? 40 : 28;
+  const longest = Math.max(...labels.map((l) => l.length));
+  const labelW = Math.min(170, 20 + 7 * longest);
+  const top = Math.min(130, 24 + 5 * longest); // room for the labels rotated by 45°
+  const width = labelW + m * cell + 10 + 5 * longest;
+  const height = top + m * cell + 10;
+  const flat = cells.flat().filter((v) => v !== null && Number.isFinite(v));
+  const hi = max ?? Math.max(1e-12, ...flat);
+  const svg = frame(width, height, title, desc);
+  labels.forEach((lab, c) => {
+    const cx = labelW + c * cell + cell / 2;
+    svg.append(svgEl("text", { x: cx, y: top - 6, transform: `rotate(-45 ${cx} ${top - 6})` }, lab));
+  });
+  labels.forEach((lab, r) => {
+    svg.append(svgEl("text", { x: labelW - 6, y: top + r * cell + cell / 2 + 4, "text-anchor": "end" }, lab));
+    for (let c = 0; c < m; c++) {
+      const v = cells[r][c];
+      const x0 = labelW + c * cell;
+      const y0 = top + r * cell;
+      if (v === null || !Number.isFinite(v)) {
+        svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: "#ffffff", stroke: "#d5d8dd" }));
+        svg.append(svgEl("text", { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: "#5c5f66" }, "–"));
+        continue;
+      }
+      const t = Math.max(0, Math.min(1, v / hi));
+      // Light-to-dark blue; text switches to white on dark cells.
+      const shade = Math.round(245 - 170 * t);
+      svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: `rgb(${shade - 40},${shade},255)`, stroke: "#ffffff" }));
+      svg.append(
+        svgEl(
+          "text",
+          { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: t > 0.6 ? "#ffffff" : "#1b1b1b" },
+          format(v),
+        ),
+      );
+    }
+  });
+  return svg;
+}
+
+/** A horizontal bar of `spent` out of `total` with the figures as text. */
+export function budgetBar(spent, total) {
+  const wrap = document.createElement("div");
+  wrap.className = "budget-bar";
+  wrap.setAttribute("role", "meter");
+  wrap.setAttribute("aria-valuemin", "0");
+  wrap.setAttribute("aria-valuemax", String(total));
+  wrap.setAttribute("aria-valuenow", String(spent));
+  wrap.setAttribute("aria-label", `privacy budget spent: ${fmt(spent)} of ${fmt(total)}`);
+  const bar = document.createElement("span");
+  bar.style.width = `${Math.min(100, (100 * spent) / total)}%`;
+  wrap.append(bar);
+  return wrap;
+}

@@ -1,0 +1,309 @@
+/**
+ * The respondent page, /s/{survey_id}: explains the privacy in plain words, lets the
+ * respondent choose ε within the survey's bounds, then asks one pair at a time (or
+ * a drag-to-order ranking), randomizing every answer on this device before it is
+ * sent (privrank.js, privatized: true). Finishes with the total privacy spent.
+ */
+import { PrivrankClient, PrivrankError, truthProbability } from "/static/privrank.js";
+
+const main = document.getElementById("survey");
+const statusRegion = document.getElementById("status");
+const surveyId = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "");
+const params = new URLSearchParams(location.search);
+const tokenKey = `privrank.respondent.${surveyId}`;
+const client = new PrivrankClient({ surveyId, token: sessionStorage.getItem(tokenKey) });
+let survey = null;
+let answered = 0;
+let target = 10;
+const skipped = new Set();
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+const pct = (x) => `${(100 * x).toFixed(0)}%`;
+const fmt = (x) => Number(x).toFixed(2).replace(/\.?0+$/, "");
+
+function say(text) {
+  statusRegion.textContent = text;
+}
+
+function show(...children) {
+  main.replaceChildren(...children);
+}
+
+function explain(eps) {
+  if (survey.kind === "ranking") {
+    const m = survey.n_items;
+    const swap = 1 / (1 + Math.exp(eps / (m - 1)));
+    return (
+      `Before your ranking leaves this device it is replaced by a randomized copy: two items you put next to each ` +
+      `other appear swapped with probability ${pct(swap)}, items further apart less often. Nobody — not even the ` +
+      `survey's organizers — can tell your true ranking from the copy. (Privacy level ε = ${fmt(eps)}; smaller ε ` +
+      `means more privacy.)`
+    );
+  }
+  return (
+    `Each answer is randomized on this device before it is sent: it is reported as you gave it with probability ` +
+    `${pct(truthProbability(eps))}, and the opposite answer is reported otherwise. So nobody — not even the survey's ` +
+    `organizers — can know what you really answered. (Privacy level ε = ${fmt(eps)}; smaller ε means more privacy ` +
+    `and less precise results.)`
+  );
+}
+
+function epsilonChoices() {
+  const lo = survey.epsilon_min;
+  const hi = survey.epsilon_max;
+  const set = new Set([lo, survey.epsilon_default, hi]);
+  for (const v of [0.25, 0.5, 1, 2, 3, 5]) if (v > lo && v < hi) set.add(v);
+  return [...set].sort((a, b) => a - b);
+}
+
+// -- start ------------------------------------------------------------------------------------
+
+async function start() {
+  try {
+    survey = await client.survey();
+  } catch (err) {
+    show(h("p", { class: "error", role: "alert" }, err.status === 404 ? "There is no such survey." : err.message));
+    return;
+  }
+  document.getElementById("survey-name").textContent = survey.title;
+  document.title = `${survey.title} — privrank`;
+  if (survey.status !== "open") {
+    show(h("h2", {}, "This survey is closed"), h("p", {}, "It no longer takes answers. Thank you for your interest."));
+    return;
+  }
+  if (survey.privacy_model !== "local") {
+    show(h("p", { class: "error" }, "This survey collects answers through its organizer's own frontend."));
+    return;
+  }
+  if (client.token) {
+    const me = await client.me().catch(() => null);
+    if (me) {
+      client.epsilon = me.epsilon;
+      answered = me.comparisons;
+      return survey.kind === "ranking" ? rankingView() : nextPair();
+    }
+  }
+  intro();
+}
+
+function intro() {
+  const choices = epsilonChoices();
+  const select = h(
+    "select",
+    { id: "epsilon", "aria-describedby": "epsilon-meaning" },
+    choices.map((v) => h("option", { value: v, selected: v === survey.epsilon_default }, `ε = ${fmt(v)} — ${pct(truthProbability(v))} truthful`)),
+  );
+  const meaning = h("p", { id: "epsilon-meaning", "aria-live": "polite" }, explain(survey.epsilon_default));
+  select.addEventListener("change", () => {
+    meaning.textContent = explain(Number(select.value));
+  });
+  const budget =
+    survey.respondent_budget && survey.kind === "pairwise"
+      ? h("p", { class: "hint" }, `Your privacy losses add up over your answers; this survey stops at a total of ε = ${fmt(survey.respondent_budget)}.`)
+      : null;
+  const form = h(
+    "form",
+    { id: "intro" },
+    h("h2", {}, survey.kind === "ranking" ? "Rank these items" : "Which matters more?"),
+    h("p", {}, survey.kind === "ranking" ? `You will put ${survey.n_items} items in order, most important first.` : "You will see two items at a time and pick the one that matters more to you. You can skip any pair."),
+    h("div", { class: "privacy-box" }, h("h3", {}, "Your privacy"), meaning, budget),
+    h("div", { class: "field" }, h("label", { for: "epsilon" }, "Privacy level"), select),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "start" }, "Start")),
+    h("div", { id: "intro-error" }),
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    form.querySelector("#start").disabled = true;
+    try {
+      await client.register({ epsilon: Number(select.value) });
+      sessionStorage.setItem(tokenKey, client.token);
+      say("Registered");
+      if (survey.kind === "ranking") rankingView();
+      else nextPair();
+    } catch (err) {
+      form.querySelector("#start").disabled = false;
+      form.querySelector("#intro-error").replaceChildren(h("p", { class: "error", role: "alert" }, err.message));
+    }
+  });
+  show(form);
+  select.focus();
+}
+
+// -- pairs ---------------------------------------------------------------------------------------
+
+function progressBar() {
+  const done = Math.min(answered, target);
+  const bar = h("div", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": target, "aria-valuenow": done, "aria-label": "Progress" });
+  const fill = h("span");
+  fill.style.width = `${(100 * done) / Math.max(1, target)}%`;
+  bar.append(fill);
+  return h("div", {}, h("p", { class: "hint", id: "progress-text" }, `Question ${Math.min(done + 1, target)} of ${target}`), bar);
+}
+
+async function nextPair() {
+  target = Number(params.get("n")) || Math.min(10, (survey.n_items * (survey.n_items - 1)) / 2);
+  if (survey.respondent_budget) target = Math.min(target, Math.floor((survey.respondent_budget + 1e-9) / client.epsilon));
+  if (answered >= target) return thanks();
+  let pairs;
+  try {
+    pairs = await client.pairs(Math.min(100, skipped.size + 1));
+  } catch (err) {
+    return failure(err);
+  }
+  const pair = pairs.find((p) => !skipped.has(`${p.a}|${p.b}`) && !skipped.has(`${p.b}|${p.a}`));
+  if (!pair) return thanks();
+  const choose = (winner) => async () => {
+    for (const b of main.querySelectorAll("button")) b.disabled = true;
+    try {
+      await client.answer([{ a: pair.a, b: pair.b, winner }]);
+      answered += 1;
+      say(`Answer ${answered} sent (randomized on this device)`);
+      await nextPair();
+    } catch (err) {
+      failure(err);
+    }
+  };
+  show(
+    progressBar(),
+    h("h2", { id: "question" }, "Which matters more to you?"),
+    h(
+      "div",
+      { class: "pair", role: "group", "aria-labelledby": "question" },
+      h("button", { type: "button", id: "choice-a", onclick: choose(pair.a) }, pair.a_label),
+      h("button", { type: "button", id: "choice-b", onclick: choose(pair.b) }, pair.b_label),
+    ),
+    h(
+      "div",
+      { class: "actions" },
+      h(
+        "button",
+        {
+          type: "button",
+          class: "secondary",
+          id: "skip",
+          onclick: () => {
+            skipped.add(`${pair.a}|${pair.b}`);
+            say("Skipped");
+            nextPair();
+          },
+        },
+        "Skip this pair",
+      ),
+      h("button", { type: "button", class: "secondary", id: "finish", onclick: () => thanks() }, "Finish"),
+    ),
+    h("p", { class: "hint" }, `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`),
+  );
+  main.querySelector("#choice-a").focus();
+}
+
+// -- ranking --------------------------------------------------------------------------------------
+
+async function rankingView() {
+  let q;
+  try {
+    q = await client.question();
+  } catch (err) {
+    return failure(err);
+  }
+  if (q.answered) return thanks();
+  const list = h("ol", { class: "rank-list", id: "rank-list", "aria-label": "Your ranking, most important first" });
+  const render = (items) => {
+    list.replaceChildren(
+      ...items.map((it, k) => {
+        const li = h(
+          "li",
+          { draggable: "true", "data-id": it.id },
+          h("span", { class: "label" }, it.label),
+          h("button", { type: "button", class: "secondary", "aria-label": `Move ${it.label} up`, disabled: k === 0, onclick: () => move(k, k - 1) }, "↑"),
+          h("button", { type: "button", class: "secondary", "aria-label": `Move ${it.label} down`, disabled: k === items.length - 1, onclick: () => move(k, k + 1) }, "↓"),
+        );
+        li.addEventListener("dragstart", (ev) => {
+          li.classList.add("dragging");
+          ev.dataTransfer.setData("text/plain", String(k));
+        });
+        li.addEventListener("dragend", () => li.classList.remove("dragging"));
+        li.addEventListener("dragover", (ev) => ev.preventDefault());
+        li.addEventListener("drop", (ev) => {
+          ev.preventDefault();
+          move(Number(ev.dataTransfer.getData("text/plain")), k);
+        });
+        return li;
+      }),
+    );
+  };
+  let order = q.items.slice();
+  const move = (from, to) => {
+    if (to < 0 || to >= order.length || from === to) return;
+    const [it] = order.splice(from, 1);
+    order.splice(to, 0, it);
+    render(order);
+    say(`${it.label} moved to place ${to + 1}`);
+    const buttons = list.querySelectorAll("li")[to].querySelectorAll("button");
+    (to > from ? buttons[1] : buttons[0]).focus();
+  };
+  render(order);
+  const submit = h("button", { type: "button", id: "submit-ranking" }, "Submit my ranking");
+  submit.addEventListener("click", async () => {
+    submit.disabled = true;
+    try {
+      await client.submitRanking(order.map((it) => it.id), q.items.map((it) => it.id));
+      thanks();
+    } catch (err) {
+      failure(err);
+    }
+  });
+  show(
+    h("h2", { id: "question" }, "Put these items in order, most important first"),
+    h("p", { class: "hint" }, "Drag an item, or use its ↑ and ↓ buttons."),
+    list,
+    h("div", { class: "actions" }, submit),
+    h("p", { class: "hint" }, "Your ranking is randomized here before it is sent."),
+  );
+  list.querySelector("button:not([disabled])").focus();
+}
+
+// -- the end --------------------------------------------------------------------------------------
+
+async function thanks() {
+  let me = null;
+  try {
+    me = await client.me();
+  } catch {
+    /* the summary is optional */
+  }
+  show(
+    h("h2", { id: "thanks" }, "Thank you!"),
+    me
+      ? h(
+          "p",
+          { id: "spent" },
+          survey.kind === "ranking"
+            ? `Your ranking was sent randomized. Privacy spent: ε = ${fmt(me.epsilon_total)}.`
+            : `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}. Your total privacy spent is ε = ${fmt(me.epsilon_total)} (the sum over your answers).`,
+        )
+      : null,
+    h("p", { class: "hint" }, "Every answer was randomized on this device before it was sent."),
+  );
+  main.querySelector("#thanks").setAttribute("tabindex", "-1");
+  main.querySelector("#thanks").focus();
+}
+
+function failure(err) {
+  if (err instanceof PrivrankError && err.status === 409 && /closed/.test(err.message)) {
+    show(h("h2", { id: "closed" }, "This survey has closed"), h("p", {}, "Your earlier answers were received. Thank you!"));
+    return;
+  }
+  show(h("p", { class: "error", role: "alert" }, `Something went wrong: ${err.message}`), h("div", { class: "actions" }, h("button", { type: "button", onclick: () => start() }, "Try again")));
+}
+
+start();

@@ -1,0 +1,286 @@
+"""The dashboard and the respondent page in a real browser (Playwright + Debian Chromium)."""
+
+from __future__ import annotations
+
+import math
+
+import httpx2
+import numpy as np
+import pytest
+from playwright.sync_api import expect
+
+from app.stats.rankings import kendall_distance, mallows_log_pmf
+from tests.browser.conftest import ADMIN_KEY
+from tests.conftest import assert_close_mc, binomial_se
+
+ITEMS = ["Housing", "Transit", "Parks", "Schools"]
+TRUTH = ["Transit", "Schools", "Housing", "Parks"]  # the respondents' true preference
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def sign_in(page, base: str) -> None:
+    page.goto(base + "/")
+    page.get_by_label("API key").fill(ADMIN_KEY)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
+
+
+def answer_pairs(page, link: str, n: int) -> None:
+    """One respondent: open the page, start at the default ε, answer n pairs truthfully."""
+    page.goto(f"{link}?n={n}")
+    expect(page.get_by_role("heading", name="Your privacy")).to_be_visible()
+    page.get_by_role("button", name="Start").click()
+    for k in range(n):
+        expect(page.locator("#progress-text")).to_have_text(f"Question {k + 1} of {n}")
+        a = page.locator("#choice-a").inner_text()
+        b = page.locator("#choice-b").inner_text()
+        best = a if TRUTH.index(a) < TRUTH.index(b) else b
+        page.get_by_role("button", name=best, exact=True).click()
+    expect(page.locator("#thanks")).to_be_visible()
+
+
+def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_page, console, shots):
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("Which policy matters most?")
+    admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
+    admin.get_by_label("ε given to respondents who do not choose").fill("2")
+    expect(admin.locator("#eps-meaning")).to_contain_text("truthful with probability e^ε/(1+e^ε) = 88%")
+    admin.get_by_label("Smallest ε a respondent may choose").fill("0.5")
+    admin.get_by_label("Largest ε a respondent may choose").fill("4")
+    admin.get_by_label("Total ε one respondent may spend (empty: no cap)").fill("20")
+    admin.get_by_role("button", name="Preview accuracy").click()
+    expect(admin.locator("#plan-out")).to_contain_text("P(exact top-3 found)")
+    admin.screenshot(path=str(shots / "dashboard-create.png"), full_page=True)
+    admin.get_by_role("button", name="Create survey").click()
+    expect(admin.get_by_role("heading", name="Which policy matters most?")).to_be_visible()
+    expect(admin.locator("#survey-status")).to_have_text("open")
+    expect(admin.locator("#no-data")).to_be_visible()  # no answers yet
+    link = admin.locator("#respondent-link").inner_text()
+    sid = link.rsplit("/", 1)[1]
+
+    # Six respondents answer six pairs each through the respondent page.
+    first = new_page(width=420, height=860)  # a phone-sized screen
+    first.goto(f"{link}?n=6")
+    expect(first.get_by_role("heading", name="Your privacy")).to_be_visible()
+    expect(first.locator("#epsilon-meaning")).to_contain_text("reported as you gave it with probability 88%")
+    first.screenshot(path=str(shots / "respondent-intro.png"), full_page=True)
+    first.get_by_role("button", name="Start").click()
+    expect(first.locator("#choice-a")).to_be_visible()
+    first.screenshot(path=str(shots / "respondent-pair.png"), full_page=True)
+    for _ in range(6):
+        answer_pairs(new_page(), link, 6)
+    spent = new_page()
+    answer_pairs(spent, link, 6)
+    expect(spent.locator("#spent")).to_have_text(
+        "You answered 6 pairs. Your total privacy spent is ε = 12 (the sum over your answers)."
+    )
+    spent.screenshot(path=str(shots / "respondent-thanks.png"))
+    stored = httpx2.get(f"{server.base}/v1/surveys/{sid}/comparisons.csv", headers=ADMIN).text.splitlines()
+    assert len(stored) == 1 + 42
+    assert all(line.split(",")[4] == "2.0" for line in stored[1:])  # posted with the browser's ε
+
+    # The dashboard shows progress, coverage, the ranking chart and the win matrix.
+    admin.get_by_role("button", name="Refresh").click()
+    expect(admin.locator("#stat-comparisons")).to_have_text("42")
+    expect(admin.locator("#stat-respondents")).to_have_text("7")
+    chart = admin.locator("#ranking-box svg[role=img]")
+    expect(chart).to_have_count(1)
+    expect(chart.locator("g.row")).to_have_count(4)
+    expect(admin.locator("#ranking-table tbody tr")).to_have_count(4)
+    expect(admin.locator("#coverage-box svg")).to_have_count(1)
+    expect(admin.locator("#pairwise-box svg")).to_have_count(1)
+    expect(admin.locator("#top-k")).to_contain_text("Top 3:")
+    admin.screenshot(path=str(shots / "dashboard-survey.png"), full_page=True)
+
+    # A respondent in the middle of the survey when the admin closes it.
+    late = new_page()
+    late.goto(f"{link}?n=3")
+    late.get_by_role("button", name="Start").click()
+    expect(late.locator("#choice-a")).to_be_visible()
+    admin.get_by_role("button", name="Close survey").click()
+    expect(admin.locator("#survey-status")).to_have_text("closed")
+    console.allow(409)
+    late.locator("#choice-a").click()
+    expect(late.locator("#closed")).to_have_text("This survey has closed")
+    after = new_page()
+    after.goto(link)
+    expect(after.get_by_role("heading", name="This survey is closed")).to_be_visible()
+    rows = httpx2.get(f"{server.base}/v1/surveys/{sid}/comparisons.csv", headers=ADMIN).text.splitlines()
+    assert len(rows) == 1 + 42  # nothing stored after closing
+    expect(admin.get_by_role("button", name="Reopen survey")).to_be_visible()
+
+
+def test_the_browser_randomizer_flips_at_the_rr_rate(server, new_page):
+    """Measured inside the browser with privrank.js: over 400,000 draws at ε = 1 and at
+    ε = 0.25 the reported answer differs from the true one 1/(1+e^ε) of the time (z = 4.5);
+    and the Mallows randomizer returns the input ranking with its exact Mallows probability."""
+    page = new_page()
+    page.goto(server.base + "/")
+    n = 400_000
+    for eps in (1.0, 0.25):
+        flips = page.evaluate(
+            """async ([n, eps]) => {
+                const { randomizeComparison } = await import("/static/privrank.js");
+                let flips = 0;
+                for (let k = 0; k < n; k++) {
+                    if (randomizeComparison({ a: "x", b: "y", winner: "x" }, eps).winner === "y") flips++;
+                }
+                return flips;
+            }""",
+            [n, eps],
+        )
+        p = 1 / (1 + math.exp(eps))
+        assert_close_mc(flips / n, p, binomial_se(n, p), what=f"browser flip rate at ε={eps}")
+    draws = 60_000
+    counts = page.evaluate(
+        """async ([n]) => {
+            const { mallowsPrivatize } = await import("/static/privrank.js");
+            const out = {};
+            for (let k = 0; k < n; k++) {
+                const key = mallowsPrivatize(["c", "a", "b"], 1.0).join("");
+                out[key] = (out[key] || 0) + 1;
+            }
+            return out;
+        }""",
+        [draws],
+    )
+    assert len(counts) == 6
+    index = {"a": 1, "b": 2, "c": 0}
+    center = np.array([0, 1, 2])  # c, a, b
+    for key, count in counts.items():
+        p = math.exp(mallows_log_pmf(np.array([index[x] for x in key]), center, 1.0))
+        assert_close_mc(count / draws, p, binomial_se(draws, p), what=f"Mallows P({key})")
+    source = httpx2.get(server.base + "/static/privrank.js").text
+    assert "Math.random" not in source.replace("never `Math.random`", "").replace("(never `Math.random`)", "")
+    assert "crypto.getRandomValues" in source
+
+
+def _unlabelled_controls(page) -> list[str]:
+    return page.evaluate(
+        """() => [...document.querySelectorAll("input, select, textarea")]
+            .filter((el) => el.type !== "hidden" && el.type !== "radio" && el.type !== "checkbox")
+            .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute("aria-label")
+                && !el.getAttribute("aria-labelledby"))
+            .map((el) => el.id || el.name || el.outerHTML.slice(0, 60))"""
+    )
+
+
+def _unnamed_graphics(page) -> list[str]:
+    return page.evaluate(
+        """() => [
+            ...[...document.querySelectorAll("img")]
+                .filter((el) => !el.hasAttribute("alt")).map((el) => el.src),
+            ...[...document.querySelectorAll("svg")].filter((el) => {
+                const ids = (el.getAttribute("aria-labelledby") || "").split(" ").filter(Boolean);
+                return el.getAttribute("role") !== "img" || !ids.length
+                    || ids.some((id) => !document.getElementById(id)?.textContent.trim());
+            }).map((el) => el.outerHTML.slice(0, 60)),
+        ]"""
+    )
+
+
+def _radios_without_labels(page) -> list[str]:
+    return page.evaluate(
+        """() => [...document.querySelectorAll("input[type=radio], input[type=checkbox]")]
+            .filter((el) => !(el.labels && el.labels.length && el.labels[0].textContent.trim()))
+            .map((el) => el.value)"""
+    )
+
+
+def _tab_sequence(page, presses: int) -> list[str]:
+    out = []
+    for _ in range(presses):
+        page.keyboard.press("Tab")
+        out.append(
+            page.evaluate("() => document.activeElement.id || document.activeElement.textContent.trim()")
+        )
+    return out
+
+
+def test_accessibility_basics(server, new_page):
+    sid = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={"title": "A11y", "items": ITEMS, "privacy": {"epsilon_default": 1.0, "respondent_budget": 10}},
+        headers=ADMIN,
+    ).json()["id"]
+    page = new_page()
+    page.goto(server.base + "/")
+    assert _unlabelled_controls(page) == []
+    sign_in(page, server.base)
+    page.get_by_role("link", name="New survey").click()
+    expect(page.get_by_label("Title")).to_be_focused()
+    assert _unlabelled_controls(page) == [] and _radios_without_labels(page) == []
+    page.goto(f"{server.base}/#/survey/{sid}")
+    expect(page.locator("#ranking-box")).to_be_visible()
+    assert _unlabelled_controls(page) == [] and _unnamed_graphics(page) == []
+
+    # The respondent page: labels, and a focus order that follows the task.
+    resp = new_page()
+    resp.goto(f"{server.base}/s/{sid}?n=2")
+    expect(resp.locator("#epsilon")).to_be_focused()
+    assert _unlabelled_controls(resp) == []
+    resp.keyboard.press("Tab")
+    expect(resp.locator("#start")).to_be_focused()
+    resp.keyboard.press("Enter")  # keyboard only
+    expect(resp.locator("#choice-a")).to_be_focused()
+    assert _tab_sequence(resp, 3) == ["choice-b", "skip", "finish"]
+    resp.keyboard.press("Shift+Tab")
+    resp.keyboard.press("Shift+Tab")
+    resp.keyboard.press("Shift+Tab")
+    expect(resp.locator("#choice-a")).to_be_focused()
+    resp.keyboard.press("Enter")
+    expect(resp.locator("#progress-text")).to_have_text("Question 2 of 2")
+    expect(resp.locator("#choice-a")).to_be_focused()
+    # The skip link is the only stop before the question.
+    resp.goto(f"{server.base}/s/{sid}")
+    expect(resp.locator("#choice-a")).to_be_focused()  # resumed: the same respondent, next pair
+    resp.keyboard.press("Shift+Tab")
+    assert resp.evaluate("() => document.activeElement.className") == "skip-link"
+
+
+def test_a_ranking_survey_through_the_respondent_page(server, new_page, shots):
+    r = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={"title": "Rank the parks", "kind": "ranking", "items": ITEMS, "privacy": {"epsilon_max": 30}},
+        headers=ADMIN,
+    ).json()
+    sid = r["id"]
+    page = new_page()
+    page.goto(f"{server.base}/s/{sid}")
+    page.get_by_label("Privacy level").select_option("30")
+    expect(page.locator("#epsilon-meaning")).to_contain_text("appear swapped with probability 0%")
+    page.get_by_role("button", name="Start").click()
+    items = page.locator("#rank-list li")
+    expect(items).to_have_count(4)
+    # Put the list in TRUTH order with the keyboard-accessible ↑ buttons.
+    for place, label in enumerate(TRUTH):
+        current = [x.strip() for x in page.locator("#rank-list li .label").all_inner_texts()]
+        for _ in range(current.index(label) - place):
+            page.get_by_role("button", name=f"Move {label} up").click()
+    expect(page.locator("#rank-list li .label")).to_have_text(TRUTH)
+    page.screenshot(path=str(shots / "respondent-ranking.png"), full_page=True)
+    page.get_by_role("button", name="Submit my ranking").click()
+    expect(page.locator("#spent")).to_contain_text("Your ranking was sent randomized. Privacy spent: ε = 30")
+    # What was stored is the browser's synthetic ranking: at ε = 30 (b = 10 per pair) it is at
+    # most one adjacent swap away from the given one (P(two or more) < 1e-8).
+    csv_rows = httpx2.get(f"{server.base}/v1/surveys/{sid}/rankings.csv", headers=ADMIN).text.splitlines()
+    label = {it["id"]: it["label"] for it in r["items"]}
+    assert len(csv_rows) == 2 and csv_rows[1].split(",")[1:3] == ["30.0", "client"]
+    stored = [label[x] for x in csv_rows[1].split(",")[3].split(">")]
+    assert kendall_distance(np.array([TRUTH.index(x) for x in stored]), np.arange(4)) <= 1
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{sid}")
+    expect(admin.locator("#stat-rankings")).to_have_text("1")
+    admin.get_by_label("Method").select_option("kemeny")
+    expect(admin.locator("#ranking-box")).to_contain_text("Order: " + " > ".join(stored))
+
+
+@pytest.mark.parametrize("path", ["/", "/s/srv_aaaaaaaaaaaaaaaa"])
+def test_pages_send_a_content_security_policy(server, path):
+    r = httpx2.get(server.base + path)
+    assert r.status_code == 200
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert r.headers["x-frame-options"] == "DENY"
