@@ -213,8 +213,18 @@ export class PrivrankClient {
   /**
    * Randomize each comparison on this device and post them with privatized: true.
    * `comparisons`: [{a, b, winner}] with the TRUE winners; only randomized ones leave.
+   * Central-model surveys (a trusted operator stores true answers and publishes only
+   * differentially private releases) take the true answers: pass `{ central: true }`.
    */
-  answer(comparisons, { epsilon = this.epsilon } = {}) {
+  answer(comparisons, { epsilon = this.epsilon, central = false } = {}) {
+    if (central) {
+      return this.request(
+        "POST",
+        `${this.base()}/responses`,
+        { privatized: false, comparisons },
+        { idempotencyKey: crypto.randomUUID() },
+      );
+    }
     if (!(epsilon > 0)) throw new Error("register() first, or pass the epsilon to use");
     const reported = comparisons.map((c) => randomizeComparison(c, epsilon));
     return this.request(

@@ -81,10 +81,6 @@ async function start() {
     show(h("h2", {}, "This survey is closed"), h("p", {}, "It no longer takes answers. Thank you for your interest."));
     return;
   }
-  if (survey.privacy_model !== "local") {
-    show(h("p", { class: "error" }, "This survey collects answers through its organizer's own frontend."));
-    return;
-  }
   if (client.token) {
     const me = await client.me().catch(() => null);
     if (me) {
@@ -96,7 +92,45 @@ async function start() {
   intro();
 }
 
+function centralIntro() {
+  const form = h(
+    "form",
+    { id: "intro" },
+    h("h2", {}, "Which matters more?"),
+    h("p", {}, `You will see two items at a time (at most ${survey.max_comparisons_per_respondent}) and pick the one that matters more to you.`),
+    h(
+      "div",
+      { class: "privacy-box" },
+      h("h3", {}, "Your privacy"),
+      h(
+        "p",
+        { id: "epsilon-meaning" },
+        "Your answers are stored as you give them by the survey's organizer, who never publishes them: results " +
+          "leave the service only as differentially private summaries, which reveal almost nothing about any " +
+          "single person's answers.",
+      ),
+    ),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "start" }, "Start")),
+    h("div", { id: "intro-error" }),
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    form.querySelector("#start").disabled = true;
+    try {
+      await client.register();
+      sessionStorage.setItem(tokenKey, client.token);
+      nextPair();
+    } catch (err) {
+      form.querySelector("#start").disabled = false;
+      form.querySelector("#intro-error").replaceChildren(h("p", { class: "error", role: "alert" }, err.message));
+    }
+  });
+  show(form);
+  form.querySelector("#start").focus();
+}
+
 function intro() {
+  if (survey.privacy_model === "central") return centralIntro();
   const choices = epsilonChoices();
   const select = h(
     "select",
@@ -150,9 +184,12 @@ function progressBar() {
   return h("div", {}, h("p", { class: "hint", id: "progress-text" }, `Question ${Math.min(done + 1, target)} of ${target}`), bar);
 }
 
+const central = () => survey.privacy_model === "central";
+
 async function nextPair() {
   target = Number(params.get("n")) || Math.min(10, (survey.n_items * (survey.n_items - 1)) / 2);
-  if (survey.respondent_budget) target = Math.min(target, Math.floor((survey.respondent_budget + 1e-9) / client.epsilon));
+  if (central()) target = Math.min(target, survey.max_comparisons_per_respondent);
+  else if (survey.respondent_budget) target = Math.min(target, Math.floor((survey.respondent_budget + 1e-9) / client.epsilon));
   if (answered >= target) return thanks();
   let pairs;
   try {
@@ -165,9 +202,9 @@ async function nextPair() {
   const choose = (winner) => async () => {
     for (const b of main.querySelectorAll("button")) b.disabled = true;
     try {
-      await client.answer([{ a: pair.a, b: pair.b, winner }]);
+      await client.answer([{ a: pair.a, b: pair.b, winner }], { central: central() });
       answered += 1;
-      say(`Answer ${answered} sent (randomized on this device)`);
+      say(central() ? `Answer ${answered} sent` : `Answer ${answered} sent (randomized on this device)`);
       await nextPair();
     } catch (err) {
       failure(err);
@@ -201,7 +238,9 @@ async function nextPair() {
       ),
       h("button", { type: "button", class: "secondary", id: "finish", onclick: () => thanks() }, "Finish"),
     ),
-    h("p", { class: "hint" }, `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`),
+    central()
+      ? h("p", { class: "hint" }, "Your answer is kept by the organizer and published only in differentially private summaries.")
+      : h("p", { class: "hint" }, `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`),
   );
   main.querySelector("#choice-a").focus();
 }
@@ -289,10 +328,16 @@ async function thanks() {
           { id: "spent" },
           survey.kind === "ranking"
             ? `Your ranking was sent randomized. Privacy spent: ε = ${fmt(me.epsilon_total)}.`
-            : `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}. Your total privacy spent is ε = ${fmt(me.epsilon_total)} (the sum over your answers).`,
+            : central()
+              ? `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}.`
+              : `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}. Your total privacy spent is ε = ${fmt(me.epsilon_total)} (the sum over your answers).`,
         )
       : null,
-    h("p", { class: "hint" }, "Every answer was randomized on this device before it was sent."),
+    h(
+      "p",
+      { class: "hint" },
+      central() ? "Only differentially private summaries of the answers are ever published." : "Every answer was randomized on this device before it was sent.",
+    ),
   );
   main.querySelector("#thanks").setAttribute("tabindex", "-1");
   main.querySelector("#thanks").focus();

@@ -170,3 +170,50 @@ def test_add_items_to_open_survey(client, unchanged):
         assert (
             client.post("/v1/surveys/srv_nope/items", json={"items": ["Z"]}, headers=ADMIN).status_code == 404
         )
+
+
+def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
+    from tests.api.conftest import register
+
+    s = create_survey(client, epsilon_default=1.0, epsilon_min=0.5, epsilon_max=3.0, respondent_budget=10)
+    with unchanged():
+        r = client.get(f"/v1/surveys/{s['id']}/public")  # no credentials
+    assert r.status_code == 200
+    assert r.json() == {
+        "id": s["id"],
+        "title": s["title"],
+        "kind": "pairwise",
+        "status": "open",
+        "n_items": 4,
+        "privacy_model": "local",
+        "epsilon_default": 1.0,
+        "epsilon_min": 0.5,
+        "epsilon_max": 3.0,
+        "respondent_budget": 10.0,
+        "max_comparisons_per_respondent": None,
+    }
+    assert client.get("/v1/surveys/srv_aaaaaaaaaaaaaaaa/public").status_code == 404
+    a, b, c, _ = (it["id"] for it in s["items"])
+    _, h = register(client, s["id"], 1.0)
+    body = {
+        "privatized": False,
+        "comparisons": [{"a": a, "b": b, "winner": a}, {"a": c, "b": a, "winner": c}],
+    }
+    assert client.post(f"/v1/surveys/{s['id']}/responses", json=body, headers=h).status_code == 201
+    cov = client.get(f"/v1/surveys/{s['id']}/coverage", headers=ADMIN).json()
+    assert cov["counts"][0][1] == cov["counts"][1][0] == 1 and cov["counts"][0][2] == 1
+    assert cov["counts"][0][0] is None and cov["counts"][1][2] == 0
+    assert (cov["pairs_observed"], cov["pairs_total"]) == (2, 6)
+    assert client.get(f"/v1/surveys/{s['id']}/coverage").status_code == 401
+    assert client.get(f"/v1/surveys/{s['id']}/coverage", headers=h).status_code == 403
+    central = client.post(
+        "/v1/surveys",
+        json={
+            "title": "c",
+            "items": ["x", "y"],
+            "privacy": {"model": "central", "total_budget": 1, "max_comparisons_per_respondent": 1},
+        },
+        headers=ADMIN,
+    ).json()
+    r = client.get(f"/v1/surveys/{central['id']}/coverage", headers=ADMIN)
+    assert r.status_code == 409  # which pairs were answered is protected in the central model

@@ -284,3 +284,37 @@ def test_pages_send_a_content_security_policy(server, path):
     assert r.status_code == 200
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert r.headers["x-frame-options"] == "DENY"
+
+
+def test_a_central_survey_answers_and_a_release_from_the_dashboard(server, new_page):
+    """Central model: the respondent page sends true answers (no ε to choose) up to L; the
+    dashboard shows the budget and makes a release, which spends it."""
+    r = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={
+            "title": "Trusted",
+            "items": ITEMS,
+            "privacy": {"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 3},
+        },
+        headers=ADMIN,
+    ).json()
+    for _ in range(3):
+        page = new_page()
+        page.goto(f"{server.base}/s/{r['id']}")
+        expect(page.locator("#epsilon-meaning")).to_contain_text("differentially private")
+        page.get_by_role("button", name="Start").click()
+        for k in range(3):
+            expect(page.locator("#progress-text")).to_have_text(f"Question {k + 1} of 3")
+            a, b = page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
+            page.get_by_role("button", name=a if TRUTH.index(a) < TRUTH.index(b) else b, exact=True).click()
+        expect(page.locator("#spent")).to_have_text("You answered 3 pairs.")
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{r['id']}")
+    expect(admin.locator("#ledger-box")).to_contain_text("Spent ε = 0.00 of 2.00")
+    admin.get_by_label("ε of this release").fill("1")
+    admin.get_by_role("button", name="Make release").click()
+    expect(admin.locator("#release-box")).to_contain_text("cost ε = 1.00")
+    expect(admin.locator("#ledger-box")).to_contain_text("Spent ε = 1.00 of 2.00; 1.00 remains.")
+    expect(admin.locator("#ledger tbody tr")).to_have_count(1)
+    assert admin.locator("#export").count() == 0  # true answers are never exported
