@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
 import io
 import json
 import os
@@ -46,6 +47,7 @@ __all__ = [
     "SiteError",
     "contribute",
     "derive_seed",
+    "fingerprint",
     "load_rankings",
     "masked_message",
 ]
@@ -171,16 +173,28 @@ def public_key(private: bytes) -> str:
     return _b64(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
 
 
+def fingerprint(public: str) -> str:
+    """A short fingerprint of a public key, for comparing keys out of band."""
+    digest = hashlib.sha256(_unb64(public)).hexdigest()[:20]
+    return " ".join(digest[k : k + 4] for k in range(0, 20, 4))
+
+
 def derive_seed(private: bytes, peer_public: str, round_id: str, site_a: str, site_b: str) -> bytes:
     """The 32-byte seed two sites share: HKDF-SHA256(X25519(own private, peer public)),
-    salt = the round id, info binding both names (order-independent)."""
+    salt = the round id, info binding both names (order-independent). A peer key of
+    small order (an all-zero shared secret) raises SiteError."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    shared = X25519PrivateKey.from_private_bytes(private).exchange(
-        X25519PublicKey.from_public_bytes(_unb64(peer_public))
-    )
+    try:
+        shared = X25519PrivateKey.from_private_bytes(private).exchange(
+            X25519PublicKey.from_public_bytes(_unb64(peer_public))
+        )
+    except ValueError:
+        raise SiteError(
+            f"site {site_b!r} registered an invalid public key; ask the admin to cancel the round"
+        ) from None
     names = "|".join(sorted((site_a, site_b))).encode()
     return HKDF(
         algorithm=hashes.SHA256(), length=32, salt=round_id.encode(), info=HKDF_INFO + b"|" + names
@@ -234,21 +248,46 @@ class _Client:
             raise SiteError(f"cannot reach {self.base}: {exc}") from None
 
 
-def _load_state(path: Path, round_id: str, site: str) -> bytes:
-    """The site's private key for this round, created (mode 0600) on first use."""
+def _load_state(path: Path, round_id: str, site: str) -> dict:
+    """The site's state for this round — its private key and, once computed, its masked
+    message — created (mode 0600) on first use."""
     if path.exists():
-        state = json.loads(path.read_text())
+        try:
+            state = json.loads(path.read_text())
+            _unb64(state["private_key"])
+        except (ValueError, KeyError, TypeError):
+            raise SiteError(f"{path} is not a privrank site state file (corrupt?)") from None
         if state.get("round_id") != round_id or state.get("site") != site:
             raise SiteError(f"{path} holds the key of another round or site")
-        return _unb64(state["private_key"])
-    private = new_private_key()
+        return state
+    state = {"round_id": round_id, "site": site, "private_key": _b64(new_private_key())}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump({"round_id": round_id, "site": site, "private_key": _b64(private)}, fh)
-    return private
+        json.dump(state, fh)
+    return state
+
+
+def _save_state(path: Path, state: dict) -> None:
+    """Replace the state file atomically, keeping mode 0600."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 WAITING = 3  # exit status: not every site has joined yet; run again later
+
+
+def _check_view(view: dict) -> None:
+    """The peers the server lists must be the round's public site list, in order (the
+    order fixes the sign of every pairwise mask)."""
+    names = view["parameters"]["sites"]
+    peers = sorted(view["peers"], key=lambda p: int(p["position"]))
+    if [p["name"] for p in peers] != names or [int(p["position"]) for p in peers] != list(range(len(names))):
+        raise SiteError("the server's list of sites does not match the round's parameters")
 
 
 def contribute(
@@ -263,7 +302,17 @@ def contribute(
     say=print,
 ) -> int:
     """The whole client flow (module doc). Returns an exit status: 0 contributed (or already),
-    3 still waiting for other sites to join (re-run later: the key is kept), 1 failure."""
+    3 still waiting for other sites to join (re-run later: the key is kept), 1 failure.
+
+    The masked message is computed once and saved in the state file before it is sent;
+    a re-run sends exactly the same bytes. (Recomputing would draw fresh randomness —
+    partial-ranking completion, tie-breaks, ``--epsilon`` — under the same masks, and
+    anyone who saw both uploads could subtract them.)
+    """
+    if not server.startswith("https://") and not server.startswith(
+        ("http://127.", "http://localhost", "http://[::1]")
+    ):
+        say(f"warning: {server} is not https; the credential and masked message travel unencrypted")
     client = _Client(server, token)
     view = client.call("GET", "/v1/site")
     round_id, site = view["round_id"], view["site"]
@@ -273,11 +322,15 @@ def contribute(
         say(f"site {site} already contributed to round {round_id} ({view['status']})")
         _report(view, say)
         return 0
-    orders = load_rankings(rankings_path, view["parameters"], fmt)
-    if epsilon is not None:
-        orders = mallows_privatize(orders, epsilon)  # OS CSPRNG
+    _check_view(view)
     state = Path(state_path) if state_path else Path(f".privrank-site-{round_id}-{site}.json")
-    private = _load_state(state, round_id, site)
+    saved = _load_state(state, round_id, site)
+    private = _unb64(saved["private_key"])
+    orders = None
+    if "masked" not in saved:
+        orders = load_rankings(rankings_path, view["parameters"], fmt)
+        if epsilon is not None:
+            orders = mallows_privatize(orders, epsilon)  # OS CSPRNG
     mine = public_key(private)
     registered = next(p for p in view["peers"] if p["name"] == site)["public_key"]
     if registered is None:
@@ -287,18 +340,33 @@ def contribute(
             f"site {site} registered a different public key; its private key (state file {state}) is lost, "
             "so the round must be cancelled and reopened"
         )
+    say(f"site {site}: public key fingerprint {fingerprint(mine)}")
     deadline = time.monotonic() + max(0.0, wait)
     while not view["ready"]:
+        if view["status"] != "open":
+            raise SiteError(f"round {round_id} is {view['status']}")
         if time.monotonic() >= deadline:
             missing = [p["name"] for p in view["peers"] if p["public_key"] is None]
             say(f"waiting for sites to join round {round_id}: {', '.join(missing)}; run again later")
             return WAITING
         time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
         view = client.call("GET", "/v1/site")
-    masked = masked_message(view, private, orders)
+    if view["status"] != "open":
+        raise SiteError(f"round {round_id} is {view['status']}")
+    _check_view(view)
+    for peer in view["peers"]:
+        if peer["name"] != site:
+            say(f"  peer {peer['name']}: key fingerprint {fingerprint(peer['public_key'])}")
+    if "masked" in saved:
+        masked = [int(v) for v in saved["masked"]]
+        say(f"site {site}: re-sending the masked message saved in {state}")
+    else:
+        masked = masked_message(view, private, orders)
+        saved.update({"masked": masked, "rankings": int(orders.shape[0])})
+        _save_state(state, saved)
     view = client.call("POST", "/v1/site/contribution", {"masked": masked})
     say(
-        f"site {site}: contributed {orders.shape[0]} rankings to round {round_id} "
+        f"site {site}: contributed {saved['rankings']} rankings to round {round_id} "
         f"(masked; {len(masked)} entries)"
     )
     _report(view, say)

@@ -154,7 +154,7 @@ def test_site_cli_errors(server, tmp_path):
     ).json()
     rnd = httpx2.post(
         f"{server.base}/v1/surveys/{survey['id']}/rounds",
-        json={"method": "lehmer", "sites": ["a", "b"], "phi": 0.5},
+        json={"method": "lehmer", "sites": ["a", "b"], "phi": 0.5, "allow_two_sites": True},
         headers=ADMIN,
     ).json()
     token = rnd["sites"][0]["token"]
@@ -178,3 +178,46 @@ def test_site_cli_errors(server, tmp_path):
         timeout=60,
     )
     assert p.returncode == 2 and "credential" in p.stderr
+
+
+def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monkeypatch):
+    """A failed upload (here: the server answers 503 after seeing it) and a re-run must not
+    send a *different* message under the same masks — the difference of two uploads would
+    unmask it. Partial ballots make every recomputation random, so only a saved message
+    passes this test."""
+    import httpx2
+
+    from app import site
+
+    survey = httpx2.post(
+        f"{server.base}/v1/surveys", json={"title": "F", "kind": "ranking", "items": LABELS}, headers=ADMIN
+    ).json()
+    rnd = httpx2.post(
+        f"{server.base}/v1/surveys/{survey['id']}/rounds",
+        json={"method": "lehmer", "sites": ["a", "b", "c"], "phi": 0.5},
+        headers=ADMIN,
+    ).json()
+    tokens = [s["token"] for s in rnd["sites"]]
+    (tmp_path / "a.soi").write_text(NORTH.replace("5: 2,4,1", "5: 2").replace("2: 2,1,4", "2: 4"))
+    for t in tokens[1:]:
+        httpx2.put(
+            f"{server.base}/v1/site/key",
+            json={"public_key": site.public_key(site.new_private_key())},
+            headers={"Authorization": f"Bearer {t}"},
+        )
+    sent = []
+    real_call = site._Client.call
+
+    def flaky(self, method, path, body=None):
+        if path == "/v1/site/contribution":
+            sent.append(list(body["masked"]))
+            if len(sent) == 1:
+                raise site.SiteError("POST /v1/site/contribution: HTTP 503: the database is unreachable")
+        return real_call(self, method, path, body)
+
+    monkeypatch.setattr(site._Client, "call", flaky)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(site.SiteError, match="503"):
+        site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None)
+    assert site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None) == 0
+    assert len(sent) == 2 and sent[0] == sent[1]

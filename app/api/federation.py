@@ -44,6 +44,7 @@ def open_round(
         body.phi,
         body.max_rankings,
         body.failure_probability,
+        allow_two_sites=body.allow_two_sites,
         created_by=who.key_id or "admin (PRIVRANK_ADMIN_KEY)",
     )
     return svc.round_view(session, rnd, tokens)
@@ -112,7 +113,10 @@ def site_key(body: SiteKeyIn, me: RoundSite = Depends(site), session: Session = 
     "/v1/site/contribution",
     status_code=201,
     response_model=SiteView,
-    responses=errors(401, 403, 409, 422),
+    responses={
+        200: {"model": SiteView, "description": "The same message was already stored: nothing changed."},
+        **errors(401, 403, 409, 422),
+    },
     summary="Upload the site's masked message",
 )
 def site_contribution(

@@ -774,6 +774,10 @@ class QuestionOut(BaseModel):
     adjacent_swap_probability: float = Field(
         description="Chance that two items adjacent in the given ranking appear swapped, 1/(1+e^{ε/(m−1)})."
     )
+    epsilon_whole_ranking: float = Field(
+        description="ε protects rankings that differ by moving one item; between two arbitrary rankings "
+        "the guarantee is εm/2."
+    )
     budget_remaining: float | None
 
     model_config = ConfigDict(
@@ -791,6 +795,7 @@ class QuestionOut(BaseModel):
                     "epsilon": 2.0,
                     "mallows_b": 2.0,
                     "adjacent_swap_probability": 0.1192,
+                    "epsilon_whole_ranking": 2.0,
                     "budget_remaining": None,
                 }
             ]
@@ -912,6 +917,11 @@ class RoundCreate(_Model):
     )
     failure_probability: float = Field(
         0.01, gt=0, lt=1, description="Lehmer: ε of eq. (5), the allowed failure probability."
+    )
+    allow_two_sites: bool = Field(
+        False,
+        description="A round of two sites must say so: each site can subtract its own message from the "
+        "published aggregate and so learns the other's.",
     )
 
     model_config = ConfigDict(
@@ -1036,7 +1046,8 @@ class ContributionIn(_Model):
     masked: list[Annotated[int, Field(ge=0)]] = Field(
         min_length=1,
         max_length=1_000_000,
-        description="The masked message: entry k is (y_k + z_k) mod 2^{b_k} (see parameters.layout).",
+        description="The masked message: entry k is (y_k + z_k) mod 2^{b_k}, with the layout and widths b_k "
+        "that the round's public parameters define (app.stats.federated.FederatedScheme).",
     )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"masked": [91, 7, 412]}]})

@@ -277,6 +277,8 @@ class RoundSite(Base):
     joined_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     #: The masked message (little-endian uint64 per entry) until the round ends.
     masked: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: SHA-256 of the masked message, kept after the round ends to recognize a retry.
+    masked_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     contributed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     __table_args__ = (

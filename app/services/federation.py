@@ -76,6 +76,7 @@ def open_round(
     max_rankings: int,
     failure_probability: float,
     created_by: str,
+    allow_two_sites: bool = False,
 ) -> tuple[FederatedRound, list[RoundSite], dict[str, str]]:
     """Open a round; returns it, its sites and each site's credential (shown once)."""
     if survey.kind != "ranking":
@@ -89,6 +90,11 @@ def open_round(
         raise Invalid("site names are 1 to 100 letters, digits or ._- (starting with a letter or digit)")
     if len(set(names)) != len(names):
         raise Invalid("site names must be unique")
+    if len(names) == 2 and not allow_two_sites:
+        raise Invalid(
+            "with two sites each can subtract its own message from the published aggregate and learn the "
+            "other's; add a third site, or set allow_two_sites to accept that"
+        )
     items = survey_items(session, survey.id)
     m = len(items)
     low_bits = None
@@ -235,12 +241,25 @@ def site_view(session: Session, site: RoundSite) -> dict:
     }
 
 
-def _lock_open_round(session: Session, site: RoundSite) -> tuple[FederatedRound, RoundSite]:
+def _lock_round(
+    session: Session, site: RoundSite, allow_complete: bool = False
+) -> tuple[FederatedRound, RoundSite]:
     rnd = session.get(FederatedRound, site.round_id, with_for_update=True, populate_existing=True)
-    if rnd.status != "open":
-        raise Conflict(f"the round is {rnd.status}")
     me = session.get(RoundSite, site.id, populate_existing=True)
+    if rnd.status != "open" and not (allow_complete and rnd.status == "complete" and me.contributed_at):
+        raise Conflict(f"the round is {rnd.status}")
     return rnd, me
+
+
+def _usable_x25519(raw: bytes) -> bool:
+    """False for the small-order points (all-zero shared secret with any private key)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+    try:
+        X25519PrivateKey.generate().exchange(X25519PublicKey.from_public_bytes(raw))
+    except ValueError:
+        return False
+    return True
 
 
 def register_key(session: Session, site: RoundSite, public_key: str) -> bool:
@@ -250,11 +269,11 @@ def register_key(session: Session, site: RoundSite, public_key: str) -> bool:
         raw = base64.urlsafe_b64decode(public_key + "=" * (-len(public_key) % 4))
     except (ValueError, TypeError):
         raw = b""
-    if len(raw) != 32:
-        raise Invalid("public_key must be a 32-byte X25519 key in base64url")
+    if len(raw) != 32 or not _usable_x25519(raw):
+        raise Invalid("public_key must be a 32-byte X25519 key in base64url (not of small order)")
     canonical = base64.urlsafe_b64encode(raw).decode().rstrip("=")
     begin_write(session)
-    _, me = _lock_open_round(session, site)
+    _, me = _lock_round(session, site)
     if me.public_key is not None:
         session.rollback()
         if me.public_key == canonical:
@@ -280,7 +299,7 @@ def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[di
     Returns the site's view and whether the message is new (False: the same message
     was already stored — a retry)."""
     begin_write(session)
-    rnd, me = _lock_open_round(session, site)
+    rnd, me = _lock_round(session, site, allow_complete=True)  # a retry after the end is answered
     peers = _sites(session, rnd.id)
     waiting = [p.name for p in peers if p.public_key is None]
     if waiting:
@@ -292,12 +311,14 @@ def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[di
     if max(masked) >= 1 << 63 or np.any(np.asarray(masked, dtype=np.uint64) >> bits.astype(np.uint64)):
         raise Invalid("every masked entry k must be below 2^b_k (this round's layout)")
     packed = _pack(np.asarray(masked, dtype=np.uint64))
+    digest = hashlib.sha256(packed).hexdigest()
     if me.contributed_at is not None:
         session.rollback()
-        if me.masked == packed:
+        if me.masked_sha256 == digest:
             return site_view(session, me), False
         raise Conflict("this site already contributed a different message")
     me.masked = packed
+    me.masked_sha256 = digest
     me.contributed_at = utcnow()
     session.flush()
     done = [p for p in peers if p.id == me.id or p.contributed_at is not None]

@@ -49,6 +49,11 @@ def register_respondent(session: Session, survey: Survey, epsilon: float | None)
         eps = None
     else:
         eps = check_epsilon(survey, survey.epsilon_default if epsilon is None else epsilon)
+        if survey.respondent_budget is not None and eps > survey.respondent_budget + 1e-9:
+            raise Invalid(
+                f"epsilon {eps:g} exceeds the survey's per-respondent budget {survey.respondent_budget:g}: "
+                "not even one answer could be given"
+            )
     secret = new_secret()
     begin_write(session)
     respondent = Respondent(

@@ -584,8 +584,12 @@ class KemenyResult:
 
     @property
     def gap(self) -> float:
-        """Relative excess bound (objective − lower_bound)/objective (0 when optimal)."""
-        return 0.0 if self.objective == 0 else (self.objective - self.lower_bound) / self.objective
+        """Bound on the relative excess over the optimum: 0 when proved optimal, else
+        (objective − lower_bound)/objective (the lower bound can be loose, e.g. on a
+        Condorcet cycle, so a positive gap does not mean the order is suboptimal)."""
+        if self.exact or self.objective == 0:
+            return 0.0
+        return (self.objective - self.lower_bound) / self.objective
 
 
 def _kemeny_exact(w: NDArray[np.int64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:

@@ -84,6 +84,7 @@ def upgrade() -> None:
         sa.Column("public_key", sa.String(length=64), nullable=True),
         sa.Column("joined_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("masked", sa.LargeBinary(), nullable=True),
+        sa.Column("masked_sha256", sa.String(length=64), nullable=True),
         sa.Column("contributed_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(["round_id"], ["federated_rounds.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),

@@ -109,7 +109,7 @@ def test_a_round_from_opening_to_the_published_consensus(client, db, method):
 
 def test_site_rules(client, db, unchanged):
     s = ranking_survey(client, labels=("a", "b", "c"))
-    rnd = open_round(client, s["id"], sites=("x", "y"))
+    rnd = open_round(client, s["id"], sites=("x", "y"), allow_two_sites=True)
     scheme = FederatedScheme.from_parameters(rnd["parameters"])
     data = _site_data(np.arange(3), 0.4, (5, 5), seed=2)
     x, y = (Site(client, site["token"], d) for site, d in zip(rnd["sites"], data, strict=True))
@@ -160,18 +160,21 @@ def test_opening_and_cancelling_rounds(client, unchanged):
             {"method": "borda", "sites": ["only"]},
             {"method": "borda", "sites": ["a", "a"]},
             {"method": "borda", "sites": ["a", "b c"]},
-            {"method": "mean", "sites": ["a", "b"]},
-            {"method": "lehmer", "sites": ["a", "b"], "phi": 0.7},  # φ + φ² ≥ 1 + φ^N
-            {"method": "borda", "sites": ["a", "b"], "phi": 0},
+            {"method": "mean", "sites": ["a", "b", "c"]},
+            {"method": "lehmer", "sites": ["a", "b", "c"], "phi": 0.7},  # φ + φ² ≥ 1 + φ^N
+            {"method": "borda", "sites": ["a", "b", "c"], "phi": 0},
+            {"method": "borda", "sites": ["a", "b"]},  # two sites need allow_two_sites
         ]
         for body in bad:
             assert client.post(url, json=body, headers=ADMIN).status_code == 422, body
-        body = {"method": "borda", "sites": ["a", "b"]}
+        body = {"method": "borda", "sites": ["a", "b"], "allow_two_sites": True}
         assert client.post(url, json=body, headers=analyst).status_code == 403
         assert client.post(url, json=body).status_code == 401
         r = client.post(f"/v1/surveys/{pairwise['id']}/rounds", json=body, headers=ADMIN)
         assert r.status_code == 409 and "ranking survey" in r.json()["detail"]
-    rnd = open_round(client, s["id"], "lehmer", sites=("a", "b"), phi=0.6, max_rankings=1000)
+    rnd = open_round(
+        client, s["id"], "lehmer", sites=("a", "b"), phi=0.6, max_rankings=1000, allow_two_sites=True
+    )
     assert rnd["parameters"]["exact_histogram"] is True and rnd["parameters"]["low_bits"] >= 3
     listed = client.get(url, headers=analyst).json()["rounds"]
     assert [x["id"] for x in listed] == [rnd["id"]] and all(x["token"] is None for x in listed[0]["sites"])
@@ -254,3 +257,71 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
     assert any(np.array_equal(v, np.array(masked[0])) for v in seen)
     db.rollback()
     assert db.get(FederatedRound, rnd["id"]).status == "complete"
+
+
+def test_seeds_bind_the_round_and_both_site_names():
+    from app.site import derive_seed
+
+    a, b = new_private_key(), new_private_key()
+    pa, pb = public_key(a), public_key(b)
+    seed = derive_seed(a, pb, "rnd_x", "north", "south")
+    assert seed == derive_seed(b, pa, "rnd_x", "south", "north")  # both ends agree
+    assert seed != derive_seed(a, pb, "rnd_y", "north", "south")  # another round
+    assert seed != derive_seed(a, pb, "rnd_x", "north", "east")  # another peer name
+    assert len(seed) == 32
+
+
+def test_small_order_keys_are_refused_and_cancel_forgets_masked_messages(client, db, unchanged):
+    import base64
+
+    s = ranking_survey(client)
+    rnd = open_round(client, s["id"], sites=("p", "q", "r"))
+    sites = [
+        Site(client, x["token"], _site_data(np.arange(6), 0.4, (4,), k)[0])
+        for k, x in enumerate(rnd["sites"])
+    ]
+    zero = base64.urlsafe_b64encode(bytes(32)).decode().rstrip("=")
+    one = base64.urlsafe_b64encode(bytes([1]) + bytes(31)).decode().rstrip("=")
+    with unchanged():
+        for bad in (zero, one):
+            r = client.put("/v1/site/key", json={"public_key": bad}, headers=sites[0].h)
+            assert r.status_code == 422 and "small order" in r.json()["detail"]
+    for site in sites:
+        site.join()
+    assert sites[0].contribute().status_code == 201
+    db.rollback()
+    stored = db.scalars(
+        select(RoundSite).where(RoundSite.round_id == rnd["id"], RoundSite.masked.is_not(None))
+    ).all()
+    assert len(stored) == 1
+    assert client.post(f"/v1/surveys/{s['id']}/rounds/{rnd['id']}/cancel", headers=ADMIN).status_code == 200
+    db.rollback()
+    assert (
+        db.scalars(
+            select(RoundSite).where(RoundSite.round_id == rnd["id"], RoundSite.masked.is_not(None))
+        ).all()
+        == []
+    )
+    assert sites[1].contribute().status_code == 409
+
+
+def test_a_retry_after_the_round_completed_is_answered(client, unchanged):
+    s = ranking_survey(client)
+    rnd = open_round(client, s["id"], sites=("p", "q", "r"))
+    sites = [
+        Site(client, x["token"], _site_data(np.arange(6), 0.4, (4,), k)[0])
+        for k, x in enumerate(rnd["sites"])
+    ]
+    for site in sites:
+        site.join()
+    sent = [site.masked(np.random.default_rng(k)) for k, site in enumerate(sites)]
+    for site, m in zip(sites, sent, strict=True):
+        assert client.post("/v1/site/contribution", json={"masked": m}, headers=site.h).status_code == 201
+    with unchanged():
+        again = client.post("/v1/site/contribution", json={"masked": sent[0]}, headers=sites[0].h)
+        assert again.status_code == 200 and again.json()["status"] == "complete"
+        other = [(v + 1) % 2 for v in sent[0]]
+        assert (
+            client.post("/v1/site/contribution", json={"masked": other}, headers=sites[0].h).status_code
+            == 409
+        )

@@ -125,7 +125,6 @@ def test_bad_rankings_are_refused_without_echo(client, unchanged):
     s = ranking_survey(client, epsilon_min=0.5, epsilon_max=4.0, epsilon_default=1.0, respondent_budget=0.8)
     ids = [it["id"] for it in s["items"]]
     _, h = register(client, s["id"], 0.5)
-    _, h_over = register(client, s["id"], 1.0)
     secret = "itm_zzzzzzzzzzzzzzzz"
     with unchanged():
         cases = [
@@ -150,8 +149,9 @@ def test_bad_rankings_are_refused_without_echo(client, unchanged):
             r = client.post(f"/v1/surveys/{s['id']}/responses", json=body, headers=h)
             assert r.status_code == code, (body, r.text)
             assert secret not in r.text and ids[0] not in r.text
-        r = submit(client, s["id"], h_over, ids)  # ε = 1 > budget 0.8
-        assert r.status_code == 409 and "budget" in r.json()["detail"]
+        # ε = 1 > the budget 0.8: refused at registration (not even one ranking could be given).
+        r = client.post(f"/v1/surveys/{s['id']}/respondents", json={"epsilon": 1.0})
+        assert r.status_code == 422 and "budget" in r.json()["detail"]
         r = client.post(
             f"/v1/surveys/{s['id']}/responses",
             json={"privatized": False, "comparisons": [{"a": ids[0], "b": ids[1], "winner": ids[0]}]},

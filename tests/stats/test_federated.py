@@ -310,3 +310,36 @@ def test_reference_values_of_the_note_within_monte_carlo_error(experiments):
             mean, se = _mean_se(x)
             se_ref = float(np.std(x, ddof=1)) / math.sqrt(100) + 0.005  # rounding of the table
             assert abs(mean - value) <= 4.5 * math.hypot(se, se_ref), (key, method, mean, value)
+
+
+def test_lehmer_server_rounds_high_bits_half_up_and_clamps():
+    """Four sites with local majorities 3, 3, 4, 5 at coordinate i = 5 (values 0..5), I = 2:
+    high parts 0, 0, 1, 1 average 0.5 → V = 1 (round half up; floor would give 0); the low
+    parts' plurality is 3, so 2^I·V + Maj = 7 > 5 and is clamped to 5."""
+    m, sites, low_bits = 6, 4, 2
+    scheme = FederatedScheme("lehmer", m, sites, 0.5, low_bits)
+    total = np.zeros(scheme.length, dtype=np.int64)
+    for v in (3, 3, 4, 5):
+        code = np.zeros(m, dtype=np.int64)
+        code[5] = v
+        order = orders_from_positions(lehmer_decode(code))
+        total += lehmer_client_message(order[None, :], low_bits)
+    _, code = lehmer_server_order(total, m, sites, low_bits, 0)
+    assert code[5] == 5
+    # Floor would give 0·4 + 3 = 3: the mean of the high parts must round half up.
+    sites3 = [3, 4, 4]  # high 0, 1, 1 → mean 0.67 → V = 1; lows 3, 0, 0 → Maj 0 → 4
+    total = np.zeros(scheme.length, dtype=np.int64)
+    for v in sites3:
+        code = np.zeros(m, dtype=np.int64)
+        code[5] = v
+        total += lehmer_client_message(orders_from_positions(lehmer_decode(code))[None, :], low_bits)
+    _, code = lehmer_server_order(total, m, 3, low_bits, 0)
+    assert code[5] == 4
+
+
+def test_borda_server_breaks_exact_ties_at_random():
+    from app.stats.federated import borda_server_order
+
+    rng = np.random.default_rng(16)
+    firsts = {int(borda_server_order(np.array([5, 5, 9]), rng)[0]) for _ in range(200)}
+    assert firsts == {0, 1}

@@ -443,3 +443,64 @@ def test_complete_ranking_appends_the_rest_uniformly():
         complete_ranking(np.array([5]), 3)
     # The CSPRNG path (rng=None) draws a valid uniform-looking permutation.
     assert sorted(rk.random_permutation(50).tolist()) == list(range(50))
+
+
+def test_kemeny_backtracking_is_uniform_over_optima_not_over_last_items():
+    """With optima whose last items are unevenly shared, only path-count weighting is
+    uniform over the optimal orderings (an unweighted backward pass is not)."""
+    rng = np.random.default_rng(14)
+    found = None
+    for _ in range(2000):
+        data = np.array([rng.permutation(4) for _ in range(int(rng.integers(2, 5)))])
+        objs = np.array([kemeny_objective(p, data) for p in perms(4)])
+        optima = [tuple(p) for p, o in zip(perms(4), objs, strict=True) if o == objs.min()]
+        lasts = Counter(o[-1] for o in optima)
+        if len(optima) >= 3 and len(set(lasts.values())) > 1:
+            found = (data, optima)
+            break
+    assert found is not None
+    data, optima = found
+    n = 6000
+    seen = Counter(tuple(kemeny_consensus(data, rng).order.tolist()) for _ in range(n))
+    assert set(seen) == set(optima)
+    expected = n / len(optima)
+    chi2 = sum((seen[o] - expected) ** 2 / expected for o in optima)
+    assert sps.chi2.sf(chi2, len(optima) - 1) > 1e-4
+
+
+def test_kemeny_gap_is_zero_when_proved_optimal_even_on_a_condorcet_cycle():
+    cycle = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    res = kemeny_consensus(cycle)
+    assert res.exact and res.lower_bound < res.objective and res.gap == 0.0
+
+
+def test_per_row_epsilon_is_honoured():
+    """Rows privatized at ε = ∞ come back unchanged while rows at ε = 0.5 follow the Mallows
+    law at 0.5 (χ² over S_3), in one call."""
+    rng = np.random.default_rng(15)
+    n = 60_000
+    center = np.array([1, 2, 0])
+    eps = np.where(np.arange(n) % 2 == 0, math.inf, 0.5)
+    out = mallows_privatize(np.tile(center, (n, 1)), eps, rng)
+    assert np.all(out[::2] == center)
+    counts = Counter(map(tuple, out[1::2]))
+    ps = perms(3)
+    expected = np.exp(mallows_log_pmf(ps, center, 0.5)) * (n // 2)
+    observed = np.array([counts[tuple(p)] for p in ps])
+    assert sps.chisquare(observed, expected).pvalue > 1e-4
+
+
+def test_completion_and_shuffles_use_the_os_csprng(monkeypatch):
+    import secrets
+
+    calls = []
+    real = secrets.randbelow
+
+    def spy(k):
+        calls.append(k)
+        return real(k)
+
+    monkeypatch.setattr(rk.secrets, "randbelow", spy)
+    out = complete_ranking(np.array([2]), 6)
+    assert out[0] == 2 and sorted(out.tolist()) == list(range(6))
+    assert calls == [5, 4, 3, 2]  # Fisher–Yates over the five unranked items
