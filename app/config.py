@@ -47,6 +47,19 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest request body accepted (413 above), except for CSV imports.",
     )
+    register_per_minute: int = Field(
+        default=60,
+        validation_alias="PRIVRANK_REGISTER_PER_MINUTE",
+        ge=0,
+        description="Respondent registrations per client address and minute (per worker; 0: no limit).",
+    )
+    auth_failures_per_minute: int = Field(
+        default=30,
+        validation_alias="PRIVRANK_AUTH_FAILURES_PER_MINUTE",
+        ge=0,
+        description="Failed authentications per client address and minute before 429s "
+        "(per worker; 0: no limit).",
+    )
     max_import_bytes: int = Field(
         default=256 * 2**20,
         validation_alias="PRIVRANK_MAX_IMPORT_BYTES",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
@@ -11,11 +12,13 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import Match, Mount
 from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .api import analysis, errors, federation, health, keys, plan, releases, respondents, surveys
 from .api.limits import BodyLimit
+from .api.ratelimit import RateLimiter
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory
 from .services.analysis import FitCache
@@ -79,6 +82,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.fit_cache = FitCache()
     app.state.consensus_cache = ConsensusCache()
+    app.state.rate_limiter = RateLimiter(
+        {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute}
+    )
 
     if settings.cors_origin_list:
         app.add_middleware(
@@ -89,9 +95,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Idempotent-Replayed"],
         )
 
+    allowed = _MethodIndex(app)
+
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
         response = await call_next(request)
+        if response.status_code == 405:
+            # Starlette names only the first route that matched the path; list them all.
+            methods = allowed.methods(request.url.path)
+            if methods:
+                response.headers["Allow"] = ", ".join(methods)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         html = response.headers.get("content-type", "").startswith("text/html")
         if html and not request.url.path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
@@ -128,8 +141,46 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Pages last: API routes take precedence over files. /static/… is the same
     # directory under the name survey frontends embed (e.g. /static/privrank.js).
     app.mount("/static", StaticFiles(directory=pages), name="assets")
-    app.mount("/", StaticFiles(directory=pages, html=True), name="pages")
+    app.router.routes.append(_Pages("/", StaticFiles(directory=pages, html=True), name="pages"))
     return app
+
+
+class _MethodIndex:
+    """The HTTP methods the OpenAPI document lists for each path (built on first use)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._index: list[tuple[re.Pattern, list[str]]] | None = None
+
+    def methods(self, path: str) -> list[str]:
+        if self._index is None:
+            index = []
+            for template, item in self.app.openapi()["paths"].items():
+                pattern = re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$")
+                verbs = sorted(m.upper() for m in item if m in ("get", "post", "put", "patch", "delete"))
+                index.append((pattern, verbs))
+            self._index = index
+        out: set[str] = set()
+        for pattern, verbs in self._index:
+            if pattern.match(path):
+                out.update(verbs)
+        if "GET" in out:
+            out.add("HEAD")
+        return sorted(out)
+
+
+class _Pages(Mount):
+    """The pages at /, except under the API's prefixes: an unsupported method on an API
+    path must get the router's 405 with the right ``Allow`` header, not the file
+    server's (a mount at / would otherwise match every path fully)."""
+
+    def matches(self, scope):
+        if scope["type"] == "http" and scope["path"].startswith(_API_PREFIXES):
+            return Match.NONE, {}
+        return super().matches(scope)
+
+
+_API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/openapi.json", "/docs", "/redoc")
 
 
 def static_dir() -> Path:

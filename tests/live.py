@@ -24,7 +24,9 @@ class LiveServer:
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        full_env = {**os.environ, "PRIVRANK_LOG_LEVEL": "warning", **env}
+        # Tests drive many respondents from one address: rate limits off unless a test sets them.
+        limits = {"PRIVRANK_REGISTER_PER_MINUTE": "0", "PRIVRANK_AUTH_FAILURES_PER_MINUTE": "0"}
+        full_env = {**os.environ, "PRIVRANK_LOG_LEVEL": "warning", **limits, **env}
         for name in ("PRIVRANK_ADMIN_KEY", "DATABASE_URL"):  # only what the test asks for
             if name not in env:
                 full_env.pop(name, None)

@@ -43,7 +43,9 @@ def ranking(
         "Kendall distance: exact up to 16 items, certified local search beyond) or btl (BTL fit of the "
         "pairs the rankings imply).",
     ),
-    lambda_: float | None = Query(None, alias="lambda", description="Ridge λ > 0; default G(ε)."),
+    lambda_: float | None = Query(
+        None, alias="lambda", gt=0, le=1e9, description="Ridge λ in (0, 1e9]; default G(ε)."
+    ),
     k: int | None = Query(None, ge=1, description="Size of the top-K set to return."),
     confidence: float = Query(0.95, ge=0.5, lt=1, description="Level of every interval in the answer."),
     uncertainty: str = Query(
@@ -100,7 +102,7 @@ def pairwise(
     survey_id: str,
     confidence: float = Query(0.95, ge=0.5, lt=1),
     method: str = Query("debiased_mle"),
-    lambda_: float | None = Query(None, alias="lambda"),
+    lambda_: float | None = Query(None, alias="lambda", gt=0, le=1e9),
     session: Session = Depends(get_session),
 ):
     """``probability[a][b]`` = estimated P(item a is preferred to item b) =

@@ -16,6 +16,7 @@ def errors(*codes: int) -> dict:
         404: "No such survey (or item, key).",
         409: "Conflicts with the survey's state or earlier answers; nothing was stored.",
         422: "Invalid content; nothing was stored.",
+        429: "Too many requests from this address; retry after the Retry-After header's seconds.",
         503: "The database is unreachable; retry later.",
     }
     return {c: {"model": ErrorOut, "description": text[c]} for c in codes}

@@ -13,6 +13,7 @@ from ..db.models import Respondent, RoundSite, Survey
 from ..services import auth
 from ..services.errors import Forbidden, Unauthorized
 from ..services.surveys import get_survey
+from .ratelimit import RateLimiter, TooManyRequests, client_address
 
 __all__ = [
     "admin",
@@ -49,8 +50,14 @@ def principal(
 ) -> auth.Principal:
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing bearer credentials")
+    limiter: RateLimiter = request.app.state.rate_limiter
+    client = client_address(request)
+    wait = limiter.retry_after("auth_failures", client)
+    if wait is not None:
+        raise TooManyRequests("too many failed authentications from this address; retry later", wait)
     who = auth.authenticate(session, credentials.credentials, request.app.state.settings.admin_key)
     if who is None:
+        limiter.take("auth_failures", client)
         raise Unauthorized("invalid credentials")
     return who
 

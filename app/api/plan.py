@@ -41,8 +41,12 @@ async def get_plan(
     respondents: int | None = Query(
         None, ge=1, description="Respondents L (not needed for solve=respondents)."
     ),
-    epsilon: str | None = Query(None, description="ε, or comma-separated ε values of a distribution."),
-    epsilon_weights: str | None = Query(None, description="Comma-separated weights of those ε values."),
+    epsilon: str | None = Query(
+        None, min_length=1, description="ε, or comma-separated ε values of a distribution."
+    ),
+    epsilon_weights: str | None = Query(
+        None, min_length=1, description="Comma-separated weights of those ε values."
+    ),
     spread: float = Query(
         2.0, gt=0, le=20, description="True scores ~ Uniform(−spread, spread) (the paper's 2)."
     ),

@@ -20,7 +20,13 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}/releases", tags=["releases"])
     "",
     status_code=201,
     response_model=ReleaseOut,
-    responses=errors(401, 403, 404, 409, 422),
+    responses={
+        200: {
+            "model": ReleaseOut,
+            "description": "A retry with the same Idempotency-Key: the release, unspent.",
+        },
+        **errors(401, 403, 404, 409, 422),
+    },
     summary="Make a differentially private release (spends budget)",
 )
 def create_release(

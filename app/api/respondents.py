@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,6 +17,7 @@ from ..services.surveys import get_survey
 from ..stats import flip_probability
 from .common import errors
 from .deps import get_session, get_settings, respondent_of_survey
+from .ratelimit import TooManyRequests, client_address
 from .schemas import (
     PairOut,
     PairsOut,
@@ -35,16 +36,24 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
     "/respondents",
     status_code=201,
     response_model=RespondentCreated,
-    responses=errors(404, 409, 422),
+    responses=errors(404, 409, 422, 429),
     summary="Register as a respondent (no credentials needed)",
 )
 def register(
-    survey_id: str, body: RespondentCreate | None = None, session: Session = Depends(get_session)
+    request: Request,
+    survey_id: str,
+    body: RespondentCreate | None = None,
+    session: Session = Depends(get_session),
 ) -> RespondentCreated:
     """Anyone may register with an open survey. In a local-model survey the
     respondent's ε (default: the survey's) fixes how often each of its answers is
     flipped, 1/(1+e^ε); central-model surveys take no ε (their answers are stored
-    as given and only differentially private releases leave the service)."""
+    as given and only differentially private releases leave the service).
+
+    Registrations are rate-limited per client address (429 with Retry-After)."""
+    wait = request.app.state.rate_limiter.take("register", client_address(request))
+    if wait is not None:
+        raise TooManyRequests("too many registrations from this address; retry later", wait)
     survey = get_survey(session, survey_id)
     respondent, token = register_respondent(session, survey, body.epsilon if body else None)
     return RespondentCreated(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 
 def _printable(value: str) -> str:
@@ -17,6 +17,21 @@ def _printable(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_printable)]
+
+
+def _not_blank(value):
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("item labels must not be empty")
+    return value
+
+
+#: A label: printable, with at least one character that is not white space.
+Label = Annotated[
+    str,
+    BeforeValidator(_not_blank),
+    Field(min_length=1, max_length=500, pattern=r"\S"),
+    AfterValidator(_printable),
+]
 
 ItemId = Field(min_length=1, max_length=40, examples=["itm_u7x2k9q4m3c8d1ze"])
 
@@ -58,7 +73,7 @@ class PrivacyIn(_Model):
 class SurveyCreate(_Model):
     title: Text = Field(min_length=1, max_length=500)
     kind: Literal["pairwise", "ranking"] = "pairwise"
-    items: list[Text] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
+    items: list[Label] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
     privacy: PrivacyIn = Field(default_factory=PrivacyIn)
 
     model_config = ConfigDict(
@@ -96,7 +111,7 @@ class SurveyUpdate(_Model):
 
 
 class ItemsAdd(_Model):
-    items: list[Text] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
+    items: list[Label] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
 

@@ -286,3 +286,88 @@ def test_large_surveys_use_the_sparse_pair_picker(client):
     )
     again = client.get(f"/v1/surveys/{s['id']}/pairs?count=100", headers=h).json()["pairs"]
     assert not {frozenset((p["a"], p["b"])) for p in again} & {frozenset((p["a"], p["b"])) for p in first}
+
+
+def test_registration_and_failed_authentication_are_rate_limited(database_url):
+    """Per client address: the 4th registration within a minute (limit 3) gets 429 with
+    Retry-After and stores nothing; after 2 failed authentications (limit 2) even a valid
+    key is refused with 429 until the bucket refills, so keys cannot be guessed faster."""
+    from fastapi.testclient import TestClient
+
+    from app.config import Settings
+    from app.main import create_app
+
+    app = create_app(
+        Settings(
+            DATABASE_URL=database_url,
+            PRIVRANK_ADMIN_KEY="limits-admin",
+            PRIVRANK_REGISTER_PER_MINUTE=3,
+            PRIVRANK_AUTH_FAILURES_PER_MINUTE=2,
+        )
+    )
+    admin = {"Authorization": "Bearer limits-admin"}
+    with TestClient(app) as c:
+        sid = c.post("/v1/surveys", json={"title": "t", "items": ["a", "b"]}, headers=admin).json()["id"]
+        codes = [c.post(f"/v1/surveys/{sid}/respondents", json={}).status_code for _ in range(4)]
+        assert codes == [201, 201, 201, 429]
+        r = c.post(f"/v1/surveys/{sid}/respondents", json={})
+        assert (
+            r.status_code == 429
+            and int(r.headers["retry-after"]) >= 1
+            and "registrations" in r.json()["detail"]
+        )
+        assert c.get("/v1/surveys", headers=admin).status_code == 200
+        bad = {"Authorization": "Bearer key_aaaaaaaaaaaaaaaa.guess"}
+        assert [c.get("/v1/surveys", headers=bad).status_code for _ in range(2)] == [401, 401]
+        r = c.get("/v1/surveys", headers=admin)
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        assert c.get("/healthz").status_code == 200  # unauthenticated endpoints stay up
+    app.state.engine.dispose()
+
+
+def test_rate_limiter_refills_over_time(monkeypatch):
+    from app.api import ratelimit
+
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
+    lim = ratelimit.RateLimiter({"x": 60, "off": 0})
+    assert all(lim.take("x", "ip") is None for _ in range(60))
+    wait = lim.take("x", "ip")
+    assert wait == pytest.approx(1.0)  # 60 per minute: one token a second
+    assert lim.take("x", "other") is None  # per client
+    now[0] += 1.0
+    assert lim.take("x", "ip") is None and lim.take("x", "ip") is not None
+    assert all(lim.take("off", "ip") is None for _ in range(1000))
+
+
+PAYLOADS = [
+    "Robert'); DROP TABLE surveys;--",
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned=1">',
+    "<svg onload=alert(1)>",
+    "' OR '1'='1",
+    "Ünïcödé — 東京 — 🚇 — עברית — \u202eRTL override",
+    "%s %d {0} ${x} {{7*7}}",
+    '=HYPERLINK("http://evil")',
+]
+
+
+def test_hostile_labels_are_stored_and_returned_verbatim(client, db):
+    """SQL, HTML, format-string and unicode payloads are data: stored as given, returned
+    as JSON strings, and every table still there."""
+    r = client.post("/v1/surveys", json={"title": PAYLOADS[1], "items": PAYLOADS}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    s = r.json()
+    assert s["title"] == PAYLOADS[1] and [it["label"] for it in s["items"]] == PAYLOADS
+    again = client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()
+    assert [it["label"] for it in again["items"]] == PAYLOADS
+    assert client.get("/v1/surveys", headers=ADMIN).status_code == 200  # the table survived
+    _, h = register(client, s["id"])
+    pair = client.get(f"/v1/surveys/{s['id']}/pairs?count=1", headers=h).json()["pairs"][0]
+    assert {pair["a_label"], pair["b_label"]} <= set(PAYLOADS)
+    assert client.get(f"/v1/surveys/{s['id']}/public").json()["title"] == PAYLOADS[1]
+    # The exported data name items by id, never by label (no spreadsheet formulas).
+    body = {"privatized": False, "comparisons": [{"a": pair["a"], "b": pair["b"], "winner": pair["a"]}]}
+    assert client.post(f"/v1/surveys/{s['id']}/responses", json=body, headers=h).status_code == 201
+    csv_text = client.get(f"/v1/surveys/{s['id']}/comparisons.csv", headers=ADMIN).text
+    assert "HYPERLINK" not in csv_text and "<script>" not in csv_text

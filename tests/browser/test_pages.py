@@ -318,3 +318,44 @@ def test_a_central_survey_answers_and_a_release_from_the_dashboard(server, new_p
     expect(admin.locator("#ledger-box")).to_contain_text("Spent ε = 1.00 of 2.00; 1.00 remains.")
     expect(admin.locator("#ledger tbody tr")).to_have_count(1)
     assert admin.locator("#export").count() == 0  # true answers are never exported
+
+
+def test_hostile_labels_render_as_text(server, new_page):
+    """Titles and labels with HTML/script payloads show as text in the dashboard (list,
+    survey view, charts, tables) and on the respondent page; nothing runs, no element is
+    injected."""
+    from tests.api.test_hardening import PAYLOADS
+
+    labels = PAYLOADS[:4]
+    r = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={"title": PAYLOADS[2], "items": labels, "privacy": {"epsilon_default": 2.0}},
+        headers=ADMIN,
+    ).json()
+    sid = r["id"]
+    # Some answers so that the charts draw the labels.
+    for _ in range(3):
+        reg = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={}).json()
+        h = {"Authorization": f"Bearer {reg['token']}"}
+        for p in httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=6", headers=h).json()["pairs"]:
+            body = {"privatized": False, "comparisons": [{"a": p["a"], "b": p["b"], "winner": p["a"]}]}
+            assert (
+                httpx2.post(f"{server.base}/v1/surveys/{sid}/responses", json=body, headers=h).status_code
+                == 201
+            )
+    admin = new_page()
+    sign_in(admin, server.base)
+    expect(admin.get_by_role("link", name=PAYLOADS[2])).to_be_visible()
+    admin.get_by_role("link", name=PAYLOADS[2]).click()
+    expect(admin.locator("#ranking-table tbody tr")).to_have_count(4)
+    for label in labels:
+        expect(admin.locator("#ranking-table")).to_contain_text(label)
+    resp = new_page()
+    resp.goto(f"{server.base}/s/{sid}")
+    expect(resp.locator("#survey-name")).to_have_text(PAYLOADS[2])
+    resp.get_by_role("button", name="Start").click()
+    expect(resp.locator("#choice-a")).to_be_visible()
+    assert resp.locator("#choice-a").inner_text() in labels
+    for page in (admin, resp):
+        assert page.evaluate("() => window.__pwned") is None
+        assert page.evaluate("() => document.querySelectorAll('img, script:not([src]), svg svg').length") == 0

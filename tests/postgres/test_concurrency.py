@@ -123,7 +123,14 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
     from app.main import create_app
 
     upgrade(postgres_url)
-    app = create_app(Settings(DATABASE_URL=postgres_url, PRIVRANK_ADMIN_KEY="k"))
+    app = create_app(
+        Settings(
+            DATABASE_URL=postgres_url,
+            PRIVRANK_ADMIN_KEY="k",
+            PRIVRANK_REGISTER_PER_MINUTE=0,
+            PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
+        )
+    )
     admin = {"Authorization": "Bearer k"}
     try:
         with TestClient(app) as c:
@@ -208,7 +215,14 @@ def test_concurrent_releases_never_overspend_the_budget(postgres_url):
     from app.main import create_app
 
     upgrade(postgres_url)
-    app = create_app(Settings(DATABASE_URL=postgres_url, PRIVRANK_ADMIN_KEY="k"))
+    app = create_app(
+        Settings(
+            DATABASE_URL=postgres_url,
+            PRIVRANK_ADMIN_KEY="k",
+            PRIVRANK_REGISTER_PER_MINUTE=0,
+            PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
+        )
+    )
     admin = {"Authorization": "Bearer k"}
     try:
         with TestClient(app) as c:

@@ -1,0 +1,80 @@
+"""Per-client rate limits: respondent registration and failed authentication.
+
+Token buckets per (limit, client address) in this process: a bucket holds up to
+``per_minute`` tokens and refills at ``per_minute`` per minute. Registration takes
+a token per request; a failed authentication takes one per failure, and a client
+whose failure bucket is empty is refused (429) before its credentials are even
+checked — a key cannot be guessed faster than the limit. The client address is
+the connection's peer, or the proxy's ``X-Forwarded-For`` when uvicorn trusts that
+proxy (``--forwarded-allow-ips``). Limits are per worker process: with W workers
+the service admits up to W times the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+
+from fastapi import Request
+
+from ..services.errors import ServiceError
+
+__all__ = ["RateLimiter", "TooManyRequests", "client_address"]
+
+
+class TooManyRequests(ServiceError):
+    status_code = 429
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+class RateLimiter:
+    """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit."""
+
+    def __init__(self, per_minute: dict[str, int], max_clients: int = 100_000) -> None:
+        self.per_minute = dict(per_minute)
+        self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_clients
+
+    def _level(self, name: str, client: str, now: float) -> float:
+        cap = self.per_minute[name]
+        tokens, stamp = self._buckets.get((name, client), (float(cap), now))
+        return min(float(cap), tokens + (now - stamp) * cap / 60.0)
+
+    def _store(self, name: str, client: str, tokens: float, now: float) -> None:
+        key = (name, client)
+        self._buckets[key] = (tokens, now)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self._max:
+            self._buckets.popitem(last=False)
+
+    def retry_after(self, name: str, client: str) -> float | None:
+        """Seconds until a token is available, or None when one is (nothing is taken)."""
+        cap = self.per_minute.get(name, 0)
+        if cap <= 0:
+            return None
+        with self._lock:
+            tokens = self._level(name, client, time.monotonic())
+        return None if tokens >= 1.0 else (1.0 - tokens) * 60.0 / cap
+
+    def take(self, name: str, client: str) -> float | None:
+        """Take a token; None when allowed, else the seconds to wait (nothing taken)."""
+        cap = self.per_minute.get(name, 0)
+        if cap <= 0:
+            return None
+        with self._lock:
+            now = time.monotonic()
+            tokens = self._level(name, client, now)
+            if tokens < 1.0:
+                return (1.0 - tokens) * 60.0 / cap
+            self._store(name, client, tokens - 1.0, now)
+        return None

@@ -1,0 +1,186 @@
+"""Every endpoint × every kind of caller: who may call what.
+
+Callers: anonymous, a garbage token, a respondent of the survey, a respondent of
+another survey, an analyst, an admin, a federated site. For each operation of the
+OpenAPI document (the test fails if one is missing from the table) a caller outside
+the allowed set must get exactly 401 (no or invalid credentials) or 403 (valid
+credentials, wrong role or wrong survey), and one inside it anything but 401/403/5xx.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+
+ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE = "anon", "bad", "resp", "other", "analyst", "admin", "site"
+EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE}
+READERS = {ANALYST, ADMIN_}
+
+# (method, path) → who may call it. Respondent calls are made against the respondent's own survey.
+TABLE: dict[tuple[str, str], set[str]] = {
+    ("post", "/v1/surveys"): {ADMIN_},
+    ("get", "/v1/surveys"): READERS,
+    ("get", "/v1/surveys/{survey_id}"): READERS,
+    ("patch", "/v1/surveys/{survey_id}"): {ADMIN_},
+    ("post", "/v1/surveys/{survey_id}/items"): {ADMIN_},
+    ("get", "/v1/surveys/{survey_id}/public"): EVERYONE,
+    ("get", "/v1/surveys/{survey_id}/coverage"): READERS,
+    ("post", "/v1/surveys/{survey_id}/respondents"): EVERYONE,
+    ("get", "/v1/surveys/{survey_id}/respondents/me"): {RESP},
+    ("get", "/v1/surveys/{survey_id}/question"): {RESP},
+    ("get", "/v1/surveys/{survey_id}/pairs"): {RESP},
+    ("post", "/v1/surveys/{survey_id}/responses"): {RESP},
+    ("get", "/v1/surveys/{survey_id}/ranking"): READERS,
+    ("get", "/v1/surveys/{survey_id}/pairwise"): READERS,
+    ("get", "/v1/surveys/{survey_id}/comparisons.csv"): READERS,
+    ("get", "/v1/surveys/{survey_id}/rankings.csv"): READERS,
+    ("post", "/v1/surveys/{survey_id}/comparisons/import"): {ADMIN_},
+    ("post", "/v1/surveys/{survey_id}/releases"): READERS,
+    ("get", "/v1/surveys/{survey_id}/releases"): READERS,
+    ("get", "/v1/surveys/{survey_id}/releases/{release_id}"): READERS,
+    ("post", "/v1/surveys/{survey_id}/rounds"): {ADMIN_},
+    ("get", "/v1/surveys/{survey_id}/rounds"): READERS,
+    ("get", "/v1/surveys/{survey_id}/rounds/{round_id}"): READERS,
+    ("post", "/v1/surveys/{survey_id}/rounds/{round_id}/cancel"): {ADMIN_},
+    ("get", "/v1/site"): {SITE},
+    ("put", "/v1/site/key"): {SITE},
+    ("post", "/v1/site/contribution"): {SITE},
+    ("get", "/v1/plan"): READERS,
+    ("post", "/v1/keys"): {ADMIN_},
+    ("get", "/v1/keys"): {ADMIN_},
+    ("delete", "/v1/keys/{key_id}"): {ADMIN_},
+    ("get", "/healthz"): EVERYONE,
+    ("get", "/readyz"): EVERYONE,
+}
+
+BODIES = {
+    ("post", "/v1/surveys"): {"title": "t", "items": ["a", "b"]},
+    ("patch", "/v1/surveys/{survey_id}"): {"title": "renamed"},
+    ("post", "/v1/surveys/{survey_id}/items"): {"items": ["new item"]},
+    ("post", "/v1/surveys/{survey_id}/respondents"): {},
+    ("post", "/v1/surveys/{survey_id}/responses"): None,  # filled per survey below
+    ("post", "/v1/surveys/{survey_id}/releases"): {"method": "noisy_counts", "unit": "edge", "epsilon": 0.1},
+    ("post", "/v1/surveys/{survey_id}/rounds"): {"method": "borda", "sites": ["a", "b", "c"]},
+    ("put", "/v1/site/key"): {"public_key": "A" * 43},
+    ("post", "/v1/site/contribution"): {"masked": [0]},
+    ("post", "/v1/keys"): {"label": "x"},
+}
+
+
+def test_the_table_covers_every_operation(client):
+    spec = client.get("/openapi.json").json()
+    ops = {
+        (m, p)
+        for p, item in spec["paths"].items()
+        for m in item
+        if m in ("get", "post", "put", "patch", "delete")
+    }
+    assert ops == set(TABLE), {"missing": ops - set(TABLE), "stale": set(TABLE) - ops}
+
+
+@pytest.fixture
+def world(client):
+    """A survey of each kind, respondents, an analyst, a site, and the ids the paths need."""
+    pairwise = create_survey(client, respondent_budget=50)
+    other = create_survey(client)
+    ranking = client.post(
+        "/v1/surveys", json={"title": "r", "kind": "ranking", "items": ["a", "b", "c"]}, headers=ADMIN
+    ).json()
+    central = client.post(
+        "/v1/surveys",
+        json={
+            "title": "c",
+            "items": ["a", "b", "c"],
+            "privacy": {"model": "central", "total_budget": 100, "max_comparisons_per_respondent": 3},
+        },
+        headers=ADMIN,
+    ).json()
+    rnd = client.post(
+        f"/v1/surveys/{ranking['id']}/rounds",
+        json={"method": "borda", "sites": ["x", "y", "z"]},
+        headers=ADMIN,
+    ).json()
+    release = client.post(
+        f"/v1/surveys/{central['id']}/releases",
+        json={"method": "noisy_counts", "unit": "edge", "epsilon": 0.1},
+        headers=ADMIN,
+    ).json()
+    key = client.post("/v1/keys", json={"label": "victim"}, headers=ADMIN).json()
+    return {
+        "surveys": {"pairwise": pairwise, "ranking": ranking, "central": central},
+        "other": other,
+        "round": rnd,
+        "release": release,
+        "key": key,
+        "analyst": analyst_headers(client),
+    }
+
+
+def _target(path: str) -> str:
+    """Which survey an operation is exercised on."""
+    if "/releases" in path:
+        return "central"
+    if "/rounds" in path or "/question" in path or "/rankings.csv" in path:
+        return "ranking"
+    return "pairwise"
+
+
+def _callers(client, world, survey_id: str) -> dict[str, dict]:
+    _, resp = register(client, survey_id)
+    other_survey = (
+        world["other"]["id"] if survey_id != world["other"]["id"] else world["surveys"]["pairwise"]["id"]
+    )
+    _, other = register(client, other_survey)
+    return {
+        ANON: {},
+        BAD: {"Authorization": "Bearer key_aaaaaaaaaaaaaaaa.not-a-key"},
+        RESP: resp,
+        OTHER: other,
+        ANALYST: world["analyst"],
+        ADMIN_: ADMIN,
+        SITE: {"Authorization": f"Bearer {world['round']['sites'][0]['token']}"},
+    }
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(TABLE))
+def test_who_may_call_what(client, world, method, path):
+    survey = world["surveys"][_target(path)]
+    sid = survey["id"]
+    url = (
+        path.replace("{survey_id}", sid)
+        .replace("{round_id}", world["round"]["id"])
+        .replace("{release_id}", world["release"]["id"])
+        .replace("{key_id}", world["key"]["id"])
+    )
+    if path == "/v1/plan":
+        url += "?items=4&pairs_per_respondent=2&k=1&respondents=10&epsilon=1&replications=20"
+    body = BODIES.get((method, path))
+    if path.endswith("/responses"):
+        a, b = survey["items"][0]["id"], survey["items"][1]["id"]
+        body = {"privatized": False, "comparisons": [{"a": a, "b": b, "winner": a}]}
+    callers = _callers(client, world, sid)
+    allowed = TABLE[(method, path)]
+    for who, headers in callers.items():
+        kwargs = {"headers": headers}
+        if path.endswith("/comparisons/import"):
+            kwargs["content"] = "respondent,item_a,item_b,winner,epsilon\n"
+            kwargs["headers"] = {**headers, "Content-Type": "text/csv"}
+            url_ = url + "?privatized=true"
+        else:
+            url_ = url
+            if body is not None:
+                kwargs["json"] = body
+        r = client.request(method.upper(), url_, **kwargs)
+        if who in allowed:
+            assert r.status_code not in (401, 403) and r.status_code < 500, (
+                who,
+                method,
+                path,
+                r.status_code,
+                r.text,
+            )
+        elif who in (ANON, BAD):
+            assert r.status_code == 401, (who, method, path, r.status_code)
+        else:
+            assert r.status_code == 403, (who, method, path, r.status_code)
