@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from sqlalchemy import insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id
+from ..db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
 from ..db.session import begin_write
 from ..stats import privatize
 from .aggregation import encode_batch
@@ -168,6 +169,91 @@ def remember_idempotent(
         )
 
 
+try:  # the driver's error for a unique violation inside COPY (PostgreSQL path)
+    from psycopg.errors import UniqueViolation as _UniqueViolation
+except ImportError:  # pragma: no cover - psycopg is a dependency
+
+    class _UniqueViolation(Exception):
+        pass
+
+
+#: Items per survey, by id: items are only ever appended, so a cached list stays valid
+#: and is reloaded when a request names an item it does not hold. Per process.
+_ITEMS: dict[str, tuple[list, dict[str, int]]] = {}
+_ITEMS_LOCK = threading.Lock()
+_ITEMS_MAX = 1024
+
+
+def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]):
+    with _ITEMS_LOCK:
+        cached = _ITEMS.get(survey_id)
+    if cached is not None:
+        items, positions = cached
+        if all(c.a in positions and c.b in positions for c in comparisons):
+            return items, positions
+    items = survey_items(session, survey_id)
+    positions = {item.id: item.position for item in items}
+    with _ITEMS_LOCK:
+        if len(_ITEMS) >= _ITEMS_MAX:
+            _ITEMS.pop(next(iter(_ITEMS)))
+        _ITEMS[survey_id] = (items, positions)
+    return items, positions
+
+
+_COPY_COLUMNS = ("survey_id", "respondent_id", "i", "j", "y_tilde", "epsilon", "source", "created_at")
+
+
+def _store_comparisons(session, survey_id, respondent_id, i, j, y_tilde, eps, source) -> None:
+    """Append the comparisons: COPY on PostgreSQL (several times faster than INSERT for a
+    batch), a multi-row INSERT elsewhere; both in the session's transaction."""
+    now = utcnow()
+    if session.get_bind().dialect.name == "postgresql":
+        raw = session.connection().connection.driver_connection
+        with (
+            raw.cursor() as cur,
+            cur.copy(f"COPY comparisons ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy,
+        ):
+            for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True):
+                copy.write_row((survey_id, respondent_id, a, b, t, eps, source, now))
+        return
+    session.execute(
+        insert(Comparison),
+        [
+            {
+                "survey_id": survey_id,
+                "respondent_id": respondent_id,
+                "i": a,
+                "j": b,
+                "y_tilde": t,
+                "epsilon": eps,
+                "source": source,
+                "created_at": now,
+            }
+            for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True)
+        ],
+    )
+
+
+def _repeated_pair(session: Session, respondent_id: str, i, j, items) -> Conflict:
+    """The Conflict for a batch that repeats a pair this respondent answered before."""
+    answered = set(
+        map(
+            tuple,
+            session.execute(
+                select(Comparison.i, Comparison.j).where(Comparison.respondent_id == respondent_id)
+            ),
+        )
+    )
+    session.rollback()
+    for k in range(len(i)):
+        if (int(i[k]), int(j[k])) in answered:
+            return Conflict(
+                f"comparisons[{k}]: this respondent already answered the pair "
+                f"({items[i[k]].id}, {items[j[k]].id})"
+            )
+    return Conflict("a pair in this request was answered concurrently by the same respondent")
+
+
 def submit_responses(
     session: Session,
     survey: Survey,
@@ -180,7 +266,8 @@ def submit_responses(
 ) -> IngestResult:
     """Validate, privatize (unless the client did) and store one batch of answers."""
     fingerprint = _fingerprint(privatized, epsilon, comparisons)
-    if idempotency_key is not None:
+    if idempotency_key is not None and survey.status != "open":
+        # A retry of an answer acknowledged before the survey closed is still answered.
         replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
         if replay is not None:
             return replay
@@ -205,8 +292,7 @@ def submit_responses(
                 "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
             )
         eps = respondent.epsilon
-    items = survey_items(session, survey.id)
-    positions = {item.id: item.position for item in items}
+    items, positions = _item_index(session, survey.id, comparisons)
     i, j, y = _canonical(comparisons, positions)
     k = _first_repeat(i * len(items) + j)
     if k is not None:
@@ -225,13 +311,11 @@ def submit_responses(
     body: dict | None = None
     try:
         begin_write(session)
-        # Serialize with the respondent's other requests (row lock), then decide
-        # with everything they committed in view: a concurrent copy of this very
-        # request (same Idempotency-Key) is replayed, not refused.
-        session.execute(
-            select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
-        )
         if idempotency_key is not None:
+            # Inside the transaction: a retry of a request that committed is answered
+            # with its first answer. Two copies racing both get past this; the second
+            # then waits on the respondent's row (the UPDATE below) and fails on the
+            # unique pairs, and is replayed in the handler below.
             replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 session.rollback()
@@ -249,6 +333,13 @@ def submit_responses(
             ).returning(Respondent.epsilon_spent, Respondent.n_comparisons)
         ).one_or_none()
         if row is None:
+            if idempotency_key is not None:
+                # A copy of this request that committed while we waited for the row lock
+                # may have spent the budget: then this is a retry (READ COMMITTED sees it).
+                replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
+                if replay is not None:
+                    session.rollback()
+                    return replay
             now = session.get(Respondent, respondent.id, populate_existing=True)
             if central:
                 raise Conflict(
@@ -259,36 +350,9 @@ def submit_responses(
             raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")
         spent = float(row[0])  # SQLite may hand back an integral REAL as int
         answered_total = int(row[1])
-        answered = set(
-            map(
-                tuple,
-                session.execute(
-                    select(Comparison.i, Comparison.j).where(Comparison.respondent_id == respondent.id)
-                ),
-            )
-        )
-        if answered:
-            for k in range(n):
-                if (int(i[k]), int(j[k])) in answered:
-                    raise Conflict(
-                        f"comparisons[{k}]: this respondent already answered the pair "
-                        f"({items[i[k]].id}, {items[j[k]].id})"
-                    )
-        session.execute(
-            insert(Comparison),
-            [
-                {
-                    "survey_id": survey.id,
-                    "respondent_id": respondent.id,
-                    "i": int(a),
-                    "j": int(b),
-                    "y_tilde": int(t),
-                    "epsilon": eps,
-                    "source": source,
-                }
-                for a, b, t in zip(i, j, y_tilde, strict=True)
-            ],
-        )
+        # A pair this respondent answered before violates uq_comparisons_respondent_pair:
+        # the database checks it (no scan of the respondent's answers); see the handler.
+        _store_comparisons(session, survey.id, respondent.id, i, j, y_tilde, eps, source)
         # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
         batch_eps = np.full(n, np.inf if central else eps)
         session.add(PendingBatch(survey_id=survey.id, n=n, payload=encode_batch(i, j, y_tilde, batch_eps)))
@@ -313,14 +377,14 @@ def submit_responses(
             }
         remember_idempotent(session, respondent.id, idempotency_key, fingerprint, body)
         session.commit()
-    except IntegrityError:
+    except (IntegrityError, _UniqueViolation):
         session.rollback()
         # A concurrent request with the same Idempotency-Key won the race.
         if idempotency_key is not None:
             replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
             if replay is not None:
                 return replay
-        raise Conflict("a pair in this request was answered concurrently by the same respondent") from None
+        raise _repeated_pair(session, respondent.id, i, j, items) from None
     except BaseException:
         session.rollback()
         raise
