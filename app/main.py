@@ -31,7 +31,7 @@ _PAGE_HEADERS = {"Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
 #: The project's own pages load only their own scripts and styles (no inline code).
 _CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
 )
 
 log = logging.getLogger("privrank.access")
@@ -106,11 +106,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if methods:
                 response.headers["Allow"] = ", ".join(methods)
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        html = response.headers.get("content-type", "").startswith("text/html")
-        if html and not request.url.path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
-            response.headers.setdefault("Content-Security-Policy", _CSP)
+        if response.headers.get("content-type", "").startswith("text/html"):
             for name, value in _PAGE_HEADERS.items():
                 response.headers.setdefault(name, value)
+            if not request.url.path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
+                response.headers.setdefault("Content-Security-Policy", _CSP)
         return response
 
     @app.middleware("http")
@@ -131,6 +131,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for module in (surveys, respondents, analysis, releases, federation, plan, keys, health):
         app.include_router(module.router)
+    app.include_router(keys.whoami_router)
     pages = static_dir()
 
     @app.get("/s/{survey_id}", include_in_schema=False)

@@ -29,6 +29,43 @@ function frame(width, height, title, desc) {
 
 const fmt = (x, d = 2) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
 
+/** A label cut to `max` characters with "…", the full text in a <title> tooltip. */
+function label(attrs, text, max = 24) {
+  const el = svgEl("text", attrs, text.length > max ? `${text.slice(0, max - 1)}…` : text);
+  if (text.length > max) el.append(svgEl("title", {}, text));
+  return el;
+}
+
+/** A visually hidden table with the same numbers as a chart, for screen readers. */
+export function hiddenTable(caption, header, rows) {
+  const t = document.createElement("table");
+  t.className = "visually-hidden";
+  const cap = document.createElement("caption");
+  cap.textContent = caption;
+  const head = document.createElement("tr");
+  for (const x of header) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = x;
+    head.append(th);
+  }
+  const body = document.createElement("tbody");
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    r.forEach((x, k) => {
+      const c = document.createElement(k === 0 ? "th" : "td");
+      if (k === 0) c.scope = "row";
+      c.textContent = x;
+      tr.append(c);
+    });
+    body.append(tr);
+  }
+  const thead = document.createElement("thead");
+  thead.append(head);
+  t.append(cap, thead, body);
+  return t;
+}
+
 /**
  * Horizontal error-bar chart: one row per item (in the given order), a dot at
  * `value` and whiskers over [lo, hi].
@@ -69,7 +106,7 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
   rows.forEach((r, k) => {
     const y = top + k * rowH + rowH / 2;
     const g = svgEl("g", { class: "row" });
-    g.append(svgEl("text", { x: labelW - 8, y: y + 4, "text-anchor": "end" }, r.label));
+    g.append(label({ x: labelW - 8, y: y + 4, "text-anchor": "end" }, r.label));
     if (Number.isFinite(r.lo) && Number.isFinite(r.hi)) {
       g.append(svgEl("line", { x1: x(r.lo), x2: x(r.hi), y1: y, y2: y, stroke: "#1b1b1b", "stroke-width": 2 }));
       for (const end of [r.lo, r.hi]) {
@@ -92,7 +129,7 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
 export function heatmap(cells, labels, { title, desc, max = null, format = (v) => String(v) }) {
   const m = labels.length;
   const cell = m <= 8 ? 56 : m <= 15 ? 40 : 28;
-  const longest = Math.max(...labels.map((l) => l.length));
+  const longest = Math.min(22, Math.max(...labels.map((l) => l.length)));
   const labelW = Math.min(170, 20 + 7 * longest);
   const top = Math.min(130, 24 + 5 * longest); // room for the labels rotated by 45°
   const width = labelW + m * cell + 10 + 5 * longest;
@@ -102,10 +139,10 @@ export function heatmap(cells, labels, { title, desc, max = null, format = (v) =
   const svg = frame(width, height, title, desc);
   labels.forEach((lab, c) => {
     const cx = labelW + c * cell + cell / 2;
-    svg.append(svgEl("text", { x: cx, y: top - 6, transform: `rotate(-45 ${cx} ${top - 6})` }, lab));
+    svg.append(label({ x: cx, y: top - 6, transform: `rotate(-45 ${cx} ${top - 6})` }, lab, 18));
   });
   labels.forEach((lab, r) => {
-    svg.append(svgEl("text", { x: labelW - 6, y: top + r * cell + cell / 2 + 4, "text-anchor": "end" }, lab));
+    svg.append(label({ x: labelW - 6, y: top + r * cell + cell / 2 + 4, "text-anchor": "end" }, lab, 22));
     for (let c = 0; c < m; c++) {
       const v = cells[r][c];
       const x0 = labelW + c * cell;
@@ -116,16 +153,15 @@ export function heatmap(cells, labels, { title, desc, max = null, format = (v) =
         continue;
       }
       const t = Math.max(0, Math.min(1, v / hi));
-      // Light-to-dark blue; text switches to white on dark cells.
-      const shade = Math.round(245 - 170 * t);
-      svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: `rgb(${shade - 40},${shade},255)`, stroke: "#ffffff" }));
-      svg.append(
-        svgEl(
-          "text",
-          { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: t > 0.6 ? "#ffffff" : "#1b1b1b" },
-          format(v),
-        ),
-      );
+      // White to dark blue; the text is black or white, whichever contrasts more (WCAG luminance).
+      const rgb = [Math.round(240 - 230 * t), Math.round(244 - 194 * t), Math.round(255 - 95 * t)];
+      const lum = rgb
+        .map((c) => c / 255)
+        .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4))
+        .reduce((acc, c, k) => acc + c * [0.2126, 0.7152, 0.0722][k], 0);
+      const ink = (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000000" : "#ffffff";
+      svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: `rgb(${rgb.join(",")})`, stroke: "#ffffff" }));
+      svg.append(svgEl("text", { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: ink }, format(v)));
     }
   });
   return svg;

@@ -5,7 +5,7 @@
  * matrix, releases and the budget (central surveys), consensus methods (ranking
  * surveys), exports, open/close. Routes live in the URL hash: #/, #/new, #/survey/{id}.
  */
-import { budgetBar, errorBarChart, heatmap } from "/static/charts.js";
+import { budgetBar, errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
 import { truthProbability } from "/static/privrank.js";
 
 const KEY = "privrank.key";
@@ -28,7 +28,8 @@ function h(tag, attrs = {}, ...children) {
 }
 
 const fmt = (x, d = 2) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
-const pct = (x) => `${(100 * x).toFixed(0)}%`;
+/** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
+const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).toFixed(0)}%`);
 
 function announce(text) {
   statusRegion.textContent = text;
@@ -42,9 +43,20 @@ function showError(where, err) {
 
 class ApiError extends Error {
   constructor(status, detail) {
-    super(typeof detail === "string" ? detail : JSON.stringify(detail));
+    super(describe(detail));
     this.status = status;
   }
+}
+
+/** A readable message from the server's `detail` (a string, or a list of field errors). */
+function describe(detail) {
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) {
+    return detail
+      .map((e) => `${(e.loc || []).filter((x) => x !== "body" && x !== "query").join(".") || "request"}: ${e.msg}`)
+      .join("; ");
+  }
+  return JSON.stringify(detail);
 }
 
 async function api(method, path, body) {
@@ -77,14 +89,11 @@ async function download(path, filename) {
 // -- sign in -----------------------------------------------------------------------------------
 
 async function whoAmI() {
-  await api("GET", "/v1/surveys?limit=1");
-  try {
-    await api("GET", "/v1/keys");
-    return "admin";
-  } catch (err) {
-    if (err.status === 403) return "analyst";
-    throw err;
+  const me = await api("GET", "/v1/whoami");
+  if (me.role !== "admin" && me.role !== "analyst") {
+    throw new ApiError(403, "the dashboard needs an admin or analyst key (this is a respondent or site credential)");
   }
+  return me.role;
 }
 
 function signInView(message) {
@@ -113,6 +122,7 @@ function signInView(message) {
     } catch (err) {
       sessionStorage.removeItem(KEY);
       signInView(err.status === 401 ? "That key was not accepted." : err.message);
+      return;
     }
   });
   app.replaceChildren(h("div", { class: "panel narrow" }, form));
@@ -125,7 +135,8 @@ function signInView(message) {
 async function listView() {
   const wrap = h("section", { "aria-labelledby": "surveys-h" }, h("h2", { id: "surveys-h" }, "Surveys"));
   app.replaceChildren(wrap);
-  const data = await api("GET", "/v1/surveys?limit=200");
+  const limit = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("show")) || 100;
+  const data = await api("GET", `/v1/surveys?limit=${Math.min(limit, 1000)}`);
   if (!data.surveys.length) {
     wrap.append(h("p", {}, role === "admin" ? "No surveys yet. " : "No surveys yet.", role === "admin" ? h("a", { href: "#/new" }, "Create one") : null));
     return;
@@ -155,6 +166,16 @@ async function listView() {
       ),
     ),
   );
+  if (data.total > data.surveys.length) {
+    wrap.append(
+      h(
+        "p",
+        {},
+        `Showing the newest ${data.surveys.length} of ${data.total}. `,
+        h("a", { href: `#/?show=${Math.min(1000, data.surveys.length * 2)}` }, "Show more"),
+      ),
+    );
+  }
 }
 
 // -- creating a survey ----------------------------------------------------------------------------
@@ -327,11 +348,14 @@ async function surveyView(id) {
   const s = await api("GET", `/v1/surveys/${encodeURIComponent(id)}`);
   const link = `${location.origin}/s/${s.id}`;
   const p = s.privacy;
+  const m = s.items.length;
   const privacyText =
     p.model === "central"
       ? `Central model: true answers stored; releases spend a total budget of ε = ${p.total_budget}; each respondent gives at most ${p.max_comparisons_per_respondent} comparisons.`
-      : `Local model: each answer randomized with the respondent's ε in [${p.epsilon_min}, ${p.epsilon_max}] (default ${p.epsilon_default}: truthful with probability ${pct(truthProbability(p.epsilon_default))})` +
-        (p.respondent_budget ? `; each respondent spends at most ε = ${p.respondent_budget} in all.` : ".");
+      : s.kind === "ranking"
+        ? `Local model: each ranking replaced by a Mallows copy at the respondent's ε in [${p.epsilon_min}, ${p.epsilon_max}] (default ${p.epsilon_default}: adjacent items swapped with probability ${pct(1 / (1 + Math.exp(p.epsilon_default / (m - 1))))}; ε·m/2 = ${p.epsilon_default * m / 2} between arbitrary rankings).`
+        : `Local model: each answer randomized with the respondent's ε in [${p.epsilon_min}, ${p.epsilon_max}] (default ${p.epsilon_default}: truthful with probability ${pct(truthProbability(p.epsilon_default))})` +
+          (p.respondent_budget ? `; each respondent spends at most ε = ${p.respondent_budget} in all.` : ".");
   const head = h(
     "section",
     { class: "panel", "aria-labelledby": "survey-title" },
@@ -350,9 +374,16 @@ async function surveyView(id) {
           id: "toggle-status",
           class: closing ? "danger" : null,
           onclick: async () => {
-            await api("PATCH", `/v1/surveys/${s.id}`, { status: closing ? "closed" : "open" });
-            announce(`Survey ${closing ? "closed" : "reopened"}`);
-            route();
+            if (closing && !confirm("Close this survey? New respondents and answers will be refused.")) return;
+            try {
+              await api("PATCH", `/v1/surveys/${s.id}`, { status: closing ? "closed" : "open" });
+              announce(`Survey ${closing ? "closed" : "reopened"}`);
+              await route();
+              document.getElementById("toggle-status")?.focus();
+            } catch (err) {
+              announce(err.message);
+              showError(actionError, err);
+            }
           },
         },
         closing ? "Close survey" : "Reopen survey",
@@ -365,8 +396,23 @@ async function surveyView(id) {
       h("button", { type: "button", class: "secondary", id: "export", onclick: () => download(`/v1/surveys/${s.id}/${file}`, `${s.id}-${file}`).catch((e) => announce(e.message)) }, `Export ${file}`),
     );
   }
-  actions.append(h("button", { type: "button", class: "secondary", onclick: () => route() }, "Refresh"));
-  head.append(actions);
+  actions.append(
+    h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        id: "refresh",
+        onclick: async () => {
+          await route();
+          document.getElementById("refresh")?.focus();
+        },
+      },
+      "Refresh",
+    ),
+  );
+  const actionError = h("div", { id: "action-error" });
+  head.append(actions, actionError);
   const body = h("div", { id: "survey-body" });
   app.replaceChildren(head, body);
   if (p.model === "central") await centralSections(s, body);
@@ -382,6 +428,18 @@ function chartBox(svg) {
   return h("div", { class: "chart" }, svg);
 }
 
+/** Re-run `load` every 30 s while the tab is visible and this survey is still on screen. */
+function autoRefresh(load) {
+  const hash = location.hash;
+  const timer = setInterval(() => {
+    if (location.hash !== hash || !document.body.contains(document.getElementById("survey-title"))) {
+      clearInterval(timer);
+      return;
+    }
+    if (!document.hidden) load().catch(() => {});
+  }, 30_000);
+}
+
 async function pairwiseSections(s, body) {
   const kInput = h("input", { id: "k", type: "number", min: 1, max: s.items.length, step: 1, value: Math.min(3, s.items.length) });
   const rankingBox = h("div", { id: "ranking-box" });
@@ -395,6 +453,7 @@ async function pairwiseSections(s, body) {
     }
   };
   kInput.addEventListener("change", load);
+  autoRefresh(load);
   const progress = h("div");
   body.append(
     section("progress", "Progress", progress, h("div", { id: "coverage-box" })),
@@ -408,6 +467,11 @@ async function pairwiseSections(s, body) {
     body.querySelector("#coverage-box").replaceChildren(
       h("h4", {}, `Comparisons per pair (${cov.pairs_observed} of ${cov.pairs_total} pairs answered)`),
       chartBox(heatmap(cov.counts, labels, { title: "Coverage: comparisons per pair", desc: "Each cell counts the stored comparisons of the row and column items." })),
+      hiddenTable(
+        "Comparisons per pair",
+        ["", ...labels],
+        cov.counts.map((row, r) => [labels[r], ...row.map((v) => (v === null ? "–" : String(v)))]),
+      ),
     );
   } catch (err) {
     showError(body.querySelector("#coverage-box"), err);
@@ -421,6 +485,11 @@ async function pairwiseSections(s, body) {
         box.replaceChildren(
           h("p", { class: "hint" }, "Cell = estimated probability that the row item is preferred to the column item."),
           chartBox(heatmap(pw.probability, pw.items.map((x) => x.label), { title: "Win probabilities", desc: "Estimated probability that the row item beats the column item.", max: 1, format: (v) => v.toFixed(2) })),
+          hiddenTable(
+            "Estimated probability that the row item is preferred to the column item",
+            ["", ...pw.items.map((x) => x.label)],
+            pw.probability.map((row, r) => [pw.items[r].label, ...row.map((v) => (v === null ? "–" : v.toFixed(2)))]),
+          ),
         );
     }
   } catch (err) {
@@ -470,7 +539,13 @@ function rankingContent(r, k) {
         { id: "top-k" },
         h("strong", {}, `Top ${k}: `),
         r.items.slice(0, k).map((it, n) => h("span", { class: certain.has(it.item_id) ? "certain" : null }, (n ? ", " : "") + it.label)),
-        h("span", { class: "hint" }, ` — ✓ marks items in the top ${k} at the ${pct(r.uncertainty.level)} level (jointly).`),
+        h(
+          "span",
+          { class: "hint" },
+          certain.size
+            ? ` — ✓ marks items certainly in the top ${k} at the ${pct(r.uncertainty.level)} level (jointly).`
+            : ` — no item is certainly in the top ${k} yet at the ${pct(r.uncertainty.level)} level (jointly).`,
+        ),
       ),
     );
   }
@@ -478,7 +553,15 @@ function rankingContent(r, k) {
     const byId = Object.fromEntries(r.items.map((it) => [it.item_id, it.label]));
     const groups = r.tied_groups.filter((g) => g.length > 1);
     out.push(
-      h("p", {}, h("strong", {}, "Statistically tied: "), groups.length ? groups.map((g) => `{${g.map((x) => byId[x]).join(", ")}}`).join("; ") : "no two items are tied."),
+      h(
+        "p",
+        {},
+        h("strong", {}, "Statistically tied: "),
+        groups.length
+          ? groups.map((g) => `{${g.map((x) => byId[x]).join(", ")}}`).join("; ") +
+              " (runs of items no two of which differ significantly; an item can be in several)"
+          : "no two items are tied.",
+      ),
     );
   }
   if (!r.uncertainty.available) out.push(h("p", { class: "hint" }, `No intervals yet: ${r.uncertainty.reason}.`));
@@ -555,10 +638,12 @@ async function rankingSurveySections(s, body) {
         r.uncertainty.available ? null : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
       );
     } catch (err) {
-      showError(box, err.status === 409 ? new Error("No rankings yet: the consensus appears as respondents answer.") : err);
+      if (err.status === 409) box.replaceChildren(h("p", { class: "hint", id: "no-data" }, "No rankings yet: the consensus appears as respondents answer."));
+      else showError(box, err);
     }
   };
   method.addEventListener("change", load);
+  autoRefresh(load);
   body.append(section("ranking", "Consensus", h("div", { class: "field" }, h("label", { for: "method" }, "Method"), method), box));
   await load();
   try {
@@ -596,6 +681,7 @@ async function rankingSurveySections(s, body) {
 }
 
 async function centralSections(s, body) {
+  const p_L = s.privacy.max_comparisons_per_respondent;
   const ledgerBox = h("div", { id: "ledger-box" });
   const latest = h("div", { id: "release-box" });
   const load = async () => {
@@ -639,6 +725,10 @@ async function centralSections(s, body) {
   );
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    const eps = Number(form.querySelector("#rel-eps").value);
+    const unit = form.querySelector("#rel-unit").value;
+    const cost = unit === "edge" ? eps * p_L : eps;
+    if (!confirm(`This release spends ε = ${cost} of the survey's privacy budget, irreversibly. Go on?`)) return;
     try {
       const r = await api("POST", `/v1/surveys/${s.id}/releases`, {
         method: form.querySelector("#rel-method").value,
@@ -677,6 +767,7 @@ async function route() {
     const m = hash.match(/^#\/survey\/([A-Za-z0-9_]+)$/);
     if (hash === "#/new") newSurveyView();
     else if (m) await surveyView(m[1]);
+    else if (hash === "#/" || hash.startsWith("#/?")) await listView();
     else await listView();
   } catch (err) {
     if (err.status === 401) return;

@@ -17,9 +17,18 @@
  * answer never leaves the device. All randomness comes from
  * `crypto.getRandomValues` (never `Math.random`). Nothing here logs an answer.
  *
- * Network: every submission carries an Idempotency-Key, so the library retries
- * network failures and 5xx answers (with backoff) without ever storing an answer
- * twice; 4xx answers are raised as `PrivrankError` with the server's message.
+ * Each true answer is randomized ONCE ("permanent randomized response"): the
+ * report is remembered (in sessionStorage when available, else in memory) with
+ * the Idempotency-Key of its submission, and any resubmission of the same pair or
+ * ranking — a retry, a "try again", a reload — sends exactly that report again.
+ * Fresh randomizations of one answer would let whoever saw them vote the noise
+ * away.
+ *
+ * Network: submissions carry an Idempotency-Key, so the library retries network
+ * failures and 5xx answers (with backoff) without ever storing an answer twice; a
+ * 429 is retried after its Retry-After; requests without a key (registration) are
+ * not retried after a network failure (the first one may have arrived); other 4xx
+ * answers are raised as `PrivrankError` with the server's message.
  */
 
 // -- randomness -----------------------------------------------------------------
@@ -50,6 +59,13 @@ export function shuffle(items) {
     [out[k], out[r]] = [out[r], out[k]];
   }
   return out;
+}
+
+/** A random 128-bit key as hex (crypto.randomUUID needs a secure context; this does not). */
+export function randomKey() {
+  const b = new Uint8Array(16);
+  crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
 // -- mechanisms ---------------------------------------------------------------------
@@ -115,14 +131,38 @@ export function mallowsPrivatize(order, epsilon) {
 
 export class PrivrankError extends Error {
   constructor(status, detail) {
-    super(typeof detail === "string" ? detail : JSON.stringify(detail));
+    super(PrivrankError.describe(detail));
     this.name = "PrivrankError";
     this.status = status;
     this.detail = detail;
   }
+
+  /** A readable message from the server's `detail` (a string, or a list of field errors). */
+  static describe(detail) {
+    if (typeof detail === "string") return detail;
+    if (Array.isArray(detail)) {
+      return detail
+        .map((e) => `${(e.loc || []).filter((x) => x !== "body" && x !== "query").join(".") || "request"}: ${e.msg}`)
+        .join("; ");
+    }
+    return JSON.stringify(detail);
+  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Where reports are remembered: sessionStorage when the page has it, else memory. */
+function defaultStore() {
+  try {
+    const probe = "privrank.probe";
+    globalThis.sessionStorage.setItem(probe, "1");
+    globalThis.sessionStorage.removeItem(probe);
+    return globalThis.sessionStorage;
+  } catch {
+    const mem = new Map();
+    return { getItem: (k) => mem.get(k) ?? null, setItem: (k, v) => mem.set(k, String(v)), removeItem: (k) => mem.delete(k) };
+  }
+}
 
 export class PrivrankClient {
   /**
@@ -130,9 +170,17 @@ export class PrivrankClient {
    * @param {string} options.surveyId  the survey's id (srv_…)
    * @param {string} [options.baseUrl] the service's origin ("" = this page's)
    * @param {string} [options.token]   a respondent token from an earlier register()
-   * @param {number} [options.retries] attempts after the first on network errors and 5xx (default 4)
+   * @param {number} [options.retries] attempts after the first on network errors, 429 and 5xx (default 4)
+   * @param {Storage} [options.store]  where reports are remembered (default: sessionStorage, else memory)
    */
-  constructor({ surveyId, baseUrl = "", token = null, retries = 4, fetchImpl = globalThis.fetch.bind(globalThis) }) {
+  constructor({
+    surveyId,
+    baseUrl = "",
+    token = null,
+    retries = 4,
+    fetchImpl = globalThis.fetch.bind(globalThis),
+    store = defaultStore(),
+  }) {
     if (!surveyId) throw new Error("surveyId is required");
     this.surveyId = surveyId;
     this.baseUrl = baseUrl.replace(/\/$/, "");
@@ -140,6 +188,7 @@ export class PrivrankClient {
     this.epsilon = null;
     this.retries = retries;
     this.fetch = fetchImpl;
+    this.store = store;
   }
 
   async request(method, path, body, { idempotencyKey = null, auth = true } = {}) {
@@ -147,6 +196,7 @@ export class PrivrankClient {
     if (body !== undefined) headers["Content-Type"] = "application/json";
     if (auth && this.token) headers.Authorization = `Bearer ${this.token}`;
     if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
+    const safe = Boolean(idempotencyKey) || method === "GET";
     let delay = 500;
     for (let attempt = 0; ; attempt++) {
       let response;
@@ -157,12 +207,18 @@ export class PrivrankClient {
           body: body === undefined ? undefined : JSON.stringify(body),
         });
       } catch (err) {
-        if (attempt >= this.retries) throw err;
+        // The request may have arrived: only what is safe to repeat is repeated.
+        if (!safe || attempt >= this.retries) throw err;
         await sleep(delay + randomInt(250));
         delay *= 2;
         continue;
       }
-      if (response.status >= 500 && attempt < this.retries && (idempotencyKey || method === "GET")) {
+      if (response.status === 429 && attempt < this.retries) {
+        const wait = Number(response.headers.get("Retry-After")) || 1;
+        await sleep(1000 * Math.min(wait, 60) + randomInt(250));
+        continue;
+      }
+      if (response.status >= 500 && safe && attempt < this.retries) {
         await sleep(delay + randomInt(250));
         delay *= 2;
         continue;
@@ -177,6 +233,20 @@ export class PrivrankClient {
     return `/v1/surveys/${encodeURIComponent(this.surveyId)}`;
   }
 
+  /** Storage key for this respondent's remembered reports. */
+  memoKey(what) {
+    return `privrank.report.${this.surveyId}.${(this.token || "").split(".")[0]}.${what}`;
+  }
+
+  remembered(what) {
+    const raw = this.store.getItem(this.memoKey(what));
+    return raw ? JSON.parse(raw) : null;
+  }
+
+  remember(what, value) {
+    this.store.setItem(this.memoKey(what), JSON.stringify(value));
+  }
+
   /** Public facts of the survey: title, kind, status and its privacy bounds. */
   survey() {
     return this.request("GET", `${this.base()}/public`, undefined, { auth: false });
@@ -188,7 +258,7 @@ export class PrivrankClient {
       "POST",
       `${this.base()}/respondents`,
       epsilon === undefined || epsilon === null ? {} : { epsilon },
-      { auth: false, idempotencyKey: null },
+      { auth: false },
     );
     this.token = data.token;
     this.epsilon = data.epsilon;
@@ -205,48 +275,70 @@ export class PrivrankClient {
     return this.request("GET", `${this.base()}/question`);
   }
 
-  /** The respondent's own account: comparisons, ε spent, budget left. */
-  me() {
-    return this.request("GET", `${this.base()}/respondents/me`);
+  /** The respondent's own account: comparisons, ε spent, budget left (also sets this.epsilon). */
+  async me() {
+    const data = await this.request("GET", `${this.base()}/respondents/me`);
+    if (data.epsilon !== null && data.epsilon !== undefined) this.epsilon = data.epsilon;
+    return data;
   }
 
   /**
    * Randomize each comparison on this device and post them with privatized: true.
    * `comparisons`: [{a, b, winner}] with the TRUE winners; only randomized ones leave.
-   * Central-model surveys (a trusted operator stores true answers and publishes only
-   * differentially private releases) take the true answers: pass `{ central: true }`.
+   * A pair answered before (even if that submission failed) is sent with its first
+   * report, under the first submission's key. Central-model surveys (a trusted
+   * operator stores true answers and publishes only differentially private
+   * releases) take the true answers: pass `{ central: true }`.
    */
-  answer(comparisons, { epsilon = this.epsilon, central = false } = {}) {
+  async answer(comparisons, { epsilon = this.epsilon, central = false } = {}) {
     if (central) {
       return this.request(
         "POST",
         `${this.base()}/responses`,
         { privatized: false, comparisons },
-        { idempotencyKey: crypto.randomUUID() },
+        { idempotencyKey: randomKey() },
       );
     }
     if (!(epsilon > 0)) throw new Error("register() first, or pass the epsilon to use");
-    const reported = comparisons.map((c) => randomizeComparison(c, epsilon));
+    const reported = comparisons.map((c) => {
+      // One orientation per pair, so that a resubmission is byte-for-byte the same.
+      const [a, b] = [c.a, c.b].sort();
+      const pair = `${a}|${b}`;
+      const earlier = this.remembered(`pair.${pair}`);
+      if (earlier && earlier.epsilon === epsilon) return { a, b, winner: earlier.winner };
+      const report = randomizeComparison({ a, b, winner: c.winner }, epsilon);
+      this.remember(`pair.${pair}`, { winner: report.winner, epsilon });
+      return report;
+    });
+    const signature = reported.map((c) => [c.a, c.b].sort().join("|")).sort().join(",");
+    const keyName = `key.${signature}`;
+    const key = this.remembered(keyName) ?? randomKey();
+    this.remember(keyName, key);
     return this.request(
       "POST",
       `${this.base()}/responses`,
       { privatized: true, epsilon, comparisons: reported },
-      { idempotencyKey: crypto.randomUUID() },
+      { idempotencyKey: key },
     );
   }
 
   /**
    * Complete a (possibly partial) ranking with `allItems`, privatize it with the
-   * Mallows mechanism on this device, and post the synthetic ranking.
+   * Mallows mechanism on this device, and post the synthetic ranking. The synthetic
+   * ranking is drawn once per respondent and resent as it is on any resubmission.
    */
-  submitRanking(ranking, allItems, { epsilon = this.epsilon } = {}) {
+  async submitRanking(ranking, allItems, { epsilon = this.epsilon } = {}) {
     if (!(epsilon > 0)) throw new Error("register() first, or pass the epsilon to use");
-    const synthetic = mallowsPrivatize(completeRanking(ranking, allItems), epsilon);
+    let memo = this.remembered("ranking");
+    if (!memo || memo.epsilon !== epsilon) {
+      memo = { synthetic: mallowsPrivatize(completeRanking(ranking, allItems), epsilon), epsilon, key: randomKey() };
+      this.remember("ranking", memo);
+    }
     return this.request(
       "POST",
       `${this.base()}/responses`,
-      { privatized: true, epsilon, ranking: synthetic },
-      { idempotencyKey: crypto.randomUUID() },
+      { privatized: true, epsilon, ranking: memo.synthetic },
+      { idempotencyKey: memo.key },
     );
   }
 }

@@ -16,6 +16,8 @@ let survey = null;
 let answered = 0;
 let target = 10;
 const skipped = new Set();
+let serial = 0; // counts the pairs shown (data-serial, for tests and assistive tech)
+const DRAG_TYPE = "application/x-privrank-item";
 
 function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -28,8 +30,10 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-const pct = (x) => `${(100 * x).toFixed(0)}%`;
-const fmt = (x) => Number(x).toFixed(2).replace(/\.?0+$/, "");
+/** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
+const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).toFixed(0)}%`);
+/** ε with two significant digits (0.001 stays 0.001). */
+const fmt = (x) => String(Number(Number(x).toPrecision(2)));
 
 function say(text) {
   statusRegion.textContent = text;
@@ -45,25 +49,39 @@ function explain(eps) {
     const swap = 1 / (1 + Math.exp(eps / (m - 1)));
     return (
       `Before your ranking leaves this device it is replaced by a randomized copy: two items you put next to each ` +
-      `other appear swapped with probability ${pct(swap)}, items further apart less often. Nobody — not even the ` +
-      `survey's organizers — can tell your true ranking from the copy. (Privacy level ε = ${fmt(eps)}; smaller ε ` +
-      `means more privacy.)`
+      `other appear swapped with probability ${pct(swap)}, items further apart less often. ` +
+      `Privacy level: ε = ${fmt(eps)} between rankings that differ by moving one item, and ε = ${fmt((eps * m) / 2)} ` +
+      `between any two rankings (smaller ε means more privacy). ` +
+      (eps / (m - 1) > 3
+        ? "At this level the copy is almost always your true ranking: choose a smaller ε for real protection."
+        : "The survey's organizers see only the copy, never your ranking.")
     );
   }
+  const truth = truthProbability(eps);
   return (
     `Each answer is randomized on this device before it is sent: it is reported as you gave it with probability ` +
-    `${pct(truthProbability(eps))}, and the opposite answer is reported otherwise. So nobody — not even the survey's ` +
-    `organizers — can know what you really answered. (Privacy level ε = ${fmt(eps)}; smaller ε means more privacy ` +
-    `and less precise results.)`
+    `${pct(truth)}, and the opposite answer is reported otherwise. Someone who sees a sent answer guesses your real ` +
+    `one right ${pct(truth)} of the time, against 50% by chance. (Privacy level ε = ${fmt(eps)}; smaller ε means ` +
+    "more privacy and less precise results.) " +
+    (eps > 3
+      ? "At this level the sent answer is nearly always your real one: choose a smaller ε for real protection."
+      : "Nobody, not even the survey's organizers, can be sure what you really answered.")
   );
 }
 
 function epsilonChoices() {
   const lo = survey.epsilon_min;
-  const hi = survey.epsilon_max;
-  const set = new Set([lo, survey.epsilon_default, hi]);
+  const hi = survey.kind === "pairwise" && survey.respondent_budget ? Math.min(survey.epsilon_max, survey.respondent_budget) : survey.epsilon_max;
+  const set = new Set([lo, hi]);
+  if (survey.epsilon_default <= hi) set.add(survey.epsilon_default);
   for (const v of [0.25, 0.5, 1, 2, 3, 5]) if (v > lo && v < hi) set.add(v);
   return [...set].sort((a, b) => a - b);
+}
+
+function answersAt(eps) {
+  if (survey.kind !== "pairwise" || !survey.respondent_budget) return null;
+  const n = Math.floor((survey.respondent_budget + 1e-9) / eps);
+  return `At this level you can answer up to ${n} ${n === 1 ? "pair" : "pairs"} (your total privacy is the sum over your answers, at most ε = ${fmt(survey.respondent_budget)}).`;
 }
 
 // -- start ------------------------------------------------------------------------------------
@@ -132,19 +150,20 @@ function centralIntro() {
 function intro() {
   if (survey.privacy_model === "central") return centralIntro();
   const choices = epsilonChoices();
+  const initial = choices.includes(survey.epsilon_default) ? survey.epsilon_default : choices[0];
+  const label = (v) =>
+    survey.kind === "ranking" ? `ε = ${fmt(v)}` : `ε = ${fmt(v)} — ${pct(truthProbability(v))} truthful`;
   const select = h(
     "select",
-    { id: "epsilon", "aria-describedby": "epsilon-meaning" },
-    choices.map((v) => h("option", { value: v, selected: v === survey.epsilon_default }, `ε = ${fmt(v)} — ${pct(truthProbability(v))} truthful`)),
+    { id: "epsilon", "aria-describedby": "epsilon-meaning epsilon-budget" },
+    choices.map((v) => h("option", { value: v, selected: v === initial }, label(v))),
   );
-  const meaning = h("p", { id: "epsilon-meaning", "aria-live": "polite" }, explain(survey.epsilon_default));
+  const meaning = h("p", { id: "epsilon-meaning", "aria-live": "polite" }, explain(initial));
+  const budget = h("p", { id: "epsilon-budget", class: "hint", "aria-live": "polite" }, answersAt(initial) || "");
   select.addEventListener("change", () => {
     meaning.textContent = explain(Number(select.value));
+    budget.textContent = answersAt(Number(select.value)) || "";
   });
-  const budget =
-    survey.respondent_budget && survey.kind === "pairwise"
-      ? h("p", { class: "hint" }, `Your privacy losses add up over your answers; this survey stops at a total of ε = ${fmt(survey.respondent_budget)}.`)
-      : null;
   const form = h(
     "form",
     { id: "intro" },
@@ -187,7 +206,8 @@ function progressBar() {
 const central = () => survey.privacy_model === "central";
 
 async function nextPair() {
-  target = Number(params.get("n")) || Math.min(10, (survey.n_items * (survey.n_items - 1)) / 2);
+  const asked = Number(params.get("n"));
+  target = Number.isInteger(asked) && asked > 0 ? asked : Math.min(10, (survey.n_items * (survey.n_items - 1)) / 2);
   if (central()) target = Math.min(target, survey.max_comparisons_per_respondent);
   else if (survey.respondent_budget) target = Math.min(target, Math.floor((survey.respondent_budget + 1e-9) / client.epsilon));
   if (answered >= target) return thanks();
@@ -215,7 +235,7 @@ async function nextPair() {
     h("h2", { id: "question" }, "Which matters more to you?"),
     h(
       "div",
-      { class: "pair", role: "group", "aria-labelledby": "question" },
+      { class: "pair", role: "group", "aria-labelledby": "question", "data-serial": ++serial },
       h("button", { type: "button", id: "choice-a", onclick: choose(pair.a) }, pair.a_label),
       h("button", { type: "button", id: "choice-b", onclick: choose(pair.b) }, pair.b_label),
     ),
@@ -268,13 +288,14 @@ async function rankingView() {
         );
         li.addEventListener("dragstart", (ev) => {
           li.classList.add("dragging");
-          ev.dataTransfer.setData("text/plain", String(k));
+          ev.dataTransfer.setData(DRAG_TYPE, String(k));
         });
         li.addEventListener("dragend", () => li.classList.remove("dragging"));
         li.addEventListener("dragover", (ev) => ev.preventDefault());
         li.addEventListener("drop", (ev) => {
           ev.preventDefault();
-          move(Number(ev.dataTransfer.getData("text/plain")), k);
+          const from = Number(ev.dataTransfer.getData(DRAG_TYPE));
+          if (ev.dataTransfer.types.includes(DRAG_TYPE) && Number.isInteger(from)) move(from, k);
         });
         return li;
       }),
@@ -287,8 +308,9 @@ async function rankingView() {
     order.splice(to, 0, it);
     render(order);
     say(`${it.label} moved to place ${to + 1}`);
-    const buttons = list.querySelectorAll("li")[to].querySelectorAll("button");
-    (to > from ? buttons[1] : buttons[0]).focus();
+    const [up, down] = list.querySelectorAll("li")[to].querySelectorAll("button");
+    const preferred = to > from ? down : up;
+    (preferred.disabled ? (preferred === up ? down : up) : preferred).focus();
   };
   render(order);
   const submit = h("button", { type: "button", id: "submit-ranking" }, "Submit my ranking");
@@ -303,7 +325,7 @@ async function rankingView() {
   });
   show(
     h("h2", { id: "question" }, "Put these items in order, most important first"),
-    h("p", { class: "hint" }, "Drag an item, or use its ↑ and ↓ buttons."),
+    h("p", { class: "hint" }, "Drag an item, or use its ↑ and ↓ buttons (on a touch screen, use the buttons)."),
     list,
     h("div", { class: "actions" }, submit),
     h("p", { class: "hint" }, "Your ranking is randomized here before it is sent."),
@@ -327,7 +349,8 @@ async function thanks() {
           "p",
           { id: "spent" },
           survey.kind === "ranking"
-            ? `Your ranking was sent randomized. Privacy spent: ε = ${fmt(me.epsilon_total)}.`
+            ? `Your ranking was sent randomized. Privacy spent: ε = ${fmt(me.epsilon_total)} for moving one item, ` +
+              `ε = ${fmt((me.epsilon_total * survey.n_items) / 2)} between any two rankings.`
             : central()
               ? `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}.`
               : `You answered ${me.comparisons} ${me.comparisons === 1 ? "pair" : "pairs"}. Your total privacy spent is ε = ${fmt(me.epsilon_total)} (the sum over your answers).`,
@@ -345,10 +368,17 @@ async function thanks() {
 
 function failure(err) {
   if (err instanceof PrivrankError && err.status === 409 && /closed/.test(err.message)) {
-    show(h("h2", { id: "closed" }, "This survey has closed"), h("p", {}, "Your earlier answers were received. Thank you!"));
+    show(h("h2", { id: "closed", tabindex: "-1" }, "This survey has closed"), h("p", {}, "Your earlier answers were received. Thank you!"));
+    main.querySelector("#closed").focus();
     return;
   }
-  show(h("p", { class: "error", role: "alert" }, `Something went wrong: ${err.message}`), h("div", { class: "actions" }, h("button", { type: "button", onclick: () => start() }, "Try again")));
+  // "Try again" resends the same randomized report (privrank.js remembers it): a retry
+  // never draws a new randomization of the same true answer.
+  show(
+    h("p", { class: "error", role: "alert", id: "failure" }, `Something went wrong: ${err.message}`),
+    h("div", { class: "actions" }, h("button", { type: "button", id: "try-again", onclick: () => start() }, "Try again")),
+  );
+  main.querySelector("#try-again").focus();
 }
 
 start();

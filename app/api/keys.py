@@ -8,10 +8,23 @@ from sqlalchemy.orm import Session
 from ..db.session import begin_write
 from ..services import auth
 from .common import errors
-from .deps import admin, get_session
-from .schemas import KeyCreate, KeyCreated, KeyOut
+from .deps import admin, get_session, principal
+from .schemas import KeyCreate, KeyCreated, KeyOut, WhoAmI
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[Depends(admin)])
+whoami_router = APIRouter(tags=["keys"])
+
+
+@whoami_router.get(
+    "/v1/whoami",
+    response_model=WhoAmI,
+    responses=errors(401, 429),
+    summary="Who the credentials stand for (any credential)",
+)
+def whoami(who: auth.Principal = Depends(principal)) -> WhoAmI:
+    """The role of the bearer credential — admin, analyst, respondent or site — and, for a
+    respondent, its survey. The dashboard asks this after sign-in."""
+    return WhoAmI(role=who.role, survey_id=who.survey_id if who.role == auth.RESPONDENT else None)
 
 
 def _out(row) -> dict:

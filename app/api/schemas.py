@@ -724,6 +724,13 @@ class KeyCreate(_Model):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"label": "data team"}]})
 
 
+class WhoAmI(BaseModel):
+    role: Literal["admin", "analyst", "respondent", "site"]
+    survey_id: str | None = Field(None, description="A respondent's survey.")
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"role": "analyst", "survey_id": None}]})
+
+
 class KeyOut(BaseModel):
     id: str
     role: str

@@ -47,6 +47,7 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("put", "/v1/site/key"): {SITE},
     ("post", "/v1/site/contribution"): {SITE},
     ("get", "/v1/plan"): READERS,
+    ("get", "/v1/whoami"): EVERYONE - {ANON, BAD},
     ("post", "/v1/keys"): {ADMIN_},
     ("get", "/v1/keys"): {ADMIN_},
     ("delete", "/v1/keys/{key_id}"): {ADMIN_},

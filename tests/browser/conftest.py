@@ -100,8 +100,15 @@ def console():
 
 
 @pytest.fixture
-def new_page(browser, console):
-    """Pages in fresh contexts (own sessionStorage), watched for console errors."""
+def dialogs() -> list[str]:
+    """The messages of every confirm() the pages asked (each is accepted)."""
+    return []
+
+
+@pytest.fixture
+def new_page(browser, console, dialogs):
+    """Pages in fresh contexts (own sessionStorage), watched for console errors; confirm()
+    dialogs are accepted and recorded in ``dialogs``."""
     contexts = []
 
     def make(width: int = 1280, height: int = 900):
@@ -109,6 +116,7 @@ def new_page(browser, console):
         contexts.append(ctx)
         page = ctx.new_page()
         console.watch(page)
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
         return page
 
     yield make

@@ -250,7 +250,10 @@ def test_a_ranking_survey_through_the_respondent_page(server, new_page, shots):
     page = new_page()
     page.goto(f"{server.base}/s/{sid}")
     page.get_by_label("Privacy level").select_option("30")
-    expect(page.locator("#epsilon-meaning")).to_contain_text("appear swapped with probability 0%")
+    meaning = page.locator("#epsilon-meaning")
+    expect(meaning).to_contain_text("appear swapped with probability <1%")  # never "0%"
+    expect(meaning).to_contain_text("ε = 60 between any two rankings")  # εm/2
+    expect(meaning).to_contain_text("choose a smaller ε for real protection")
     page.get_by_role("button", name="Start").click()
     items = page.locator("#rank-list li")
     expect(items).to_have_count(4)

@@ -1,0 +1,350 @@
+"""What leaves the browser, measured in the browser: bodies on the wire, the randomizers'
+laws, permanent randomized response, privrank.js's network behaviour, key handling, and
+the details a keyboard or phone user meets."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import httpx2
+import numpy as np
+from playwright.sync_api import expect
+from scipy import stats as sps
+
+from app.stats.rankings import expected_concordant_pairs, mallows_log_pmf
+from tests.browser.conftest import ADMIN_KEY
+from tests.browser.test_pages import ADMIN, ITEMS, TRUTH, sign_in
+from tests.conftest import assert_close_mc, binomial_se
+
+
+def _survey(server, **privacy) -> dict:
+    body = {"title": "Privacy", "items": ITEMS, "privacy": {"epsilon_default": 1.0, **privacy}}
+    return httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
+
+
+def test_the_page_sends_only_randomized_answers_at_the_chosen_epsilon(server, new_page):
+    """Every POST /responses the page makes says privatized: true with the ε chosen in the
+    page, and carries {a, b, winner} with the winner one of the pair. Over 240 answers at
+    ε = 0.5 (through a stubbed endpoint that never stores, so pairs keep coming) the reported
+    winner differs from the clicked one 1/(1+e^0.5) = 37.8% of the time, whichever side
+    was clicked."""
+    s = _survey(server, epsilon_min=0.5, epsilon_max=3.0)
+    page = new_page()
+    bodies: list[dict] = []
+
+    def stub(route):
+        bodies.append(json.loads(route.request.post_data))
+        route.fulfill(
+            status=201,
+            content_type="application/json",
+            body=json.dumps(
+                {"accepted": 1, "epsilon_spent": 0.5, "epsilon_total": 0.5, "budget_remaining": None}
+            ),
+        )
+
+    page.route("**/responses", stub)
+    page.goto(f"{server.base}/s/{s['id']}?n=240")
+    page.get_by_label("Privacy level").select_option("0.5")
+    page.get_by_role("button", name="Start").click()
+    clicked: list[tuple[str, str, str]] = []
+    labels = {it["id"]: it["label"] for it in s["items"]}
+    by_label = {v: k for k, v in labels.items()}
+    for k in range(240):
+        expect(page.locator("#progress-text")).to_have_text(f"Question {k + 1} of 240")
+        a, b = page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
+        pick = a if k % 2 == 0 else b  # both sides, alternately
+        clicked.append((by_label[a], by_label[b], by_label[pick]))
+        page.locator("#choice-a" if pick == a else "#choice-b").click()
+    expect(page.locator("#thanks")).to_be_visible()
+    assert len(bodies) == 240
+    flips = {"a": 0, "b": 0}
+    for body, (a, b, truth) in zip(bodies, clicked, strict=True):
+        assert (
+            body["privatized"] is True
+            and body["epsilon"] == 0.5
+            and set(body) == {"privatized", "epsilon", "comparisons"}
+        )
+        (c,) = body["comparisons"]
+        assert {c["a"], c["b"]} == {a, b} and c["winner"] in (a, b)
+        side = "a" if truth == a else "b"
+        flips[side] += c["winner"] != truth
+    p = 1 / (1 + math.exp(0.5))
+    for side in ("a", "b"):
+        assert_close_mc(flips[side] / 120, p, binomial_se(120, p), what=f"flips when {side} was clicked")
+
+
+def test_a_retried_answer_is_the_same_report_not_a_new_draw(server, new_page, console):
+    """Permanent randomized response: the server refuses every answer (409); after each
+    'Try again' the respondent clicks its true answer to whatever pair comes. Over 6 tries
+    on 3 items (3 pairs: some pair must come back) every body sent for one pair is the
+    same, Idempotency-Key included — never a fresh randomization of the same answer."""
+    s = httpx2.post(
+        f"{server.base}/v1/surveys", json={"title": "Retry", "items": ITEMS[:3]}, headers=ADMIN
+    ).json()
+    console.allow(409)
+    page = new_page()
+    sent: dict[frozenset, set] = {}
+
+    def refuse(route):
+        body = json.loads(route.request.post_data)
+        (c,) = body["comparisons"]
+        key = (route.request.post_data, route.request.headers.get("idempotency-key"))
+        sent.setdefault(frozenset((c["a"], c["b"])), set()).add(key)
+        route.fulfill(
+            status=409, content_type="application/json", body=json.dumps({"detail": "refused for the test"})
+        )
+
+    page.route("**/responses", refuse)
+    page.goto(f"{server.base}/s/{s['id']}?n=1")
+    page.get_by_role("button", name="Start").click()
+    for _ in range(6):
+        expect(page.locator("#choice-a")).to_be_visible()
+        a, b = page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
+        best = a if TRUTH.index(a) < TRUTH.index(b) else b
+        page.get_by_role("button", name=best, exact=True).click()
+        expect(page.locator("#failure")).to_contain_text("refused for the test")
+        page.get_by_role("button", name="Try again").click()
+    assert sum(len(v) for v in sent.values()) == len(sent)  # one report per pair
+    assert len(sent) <= 3
+
+
+def test_privrank_js_network_behaviour(server, new_page):
+    """With a stubbed fetch: a network failure then two 5xx answers are retried with one and the
+    same Idempotency-Key; a POST without a key (registration) is not retried after a network
+    failure; a 429 waits for Retry-After and is retried; a 4xx raises PrivrankError with the
+    server's message, field errors made readable."""
+    page = new_page()
+    page.goto(server.base + "/")
+    out = page.evaluate(
+        """async () => {
+            const { PrivrankClient, PrivrankError } = await import("/static/privrank.js");
+            const log = [];
+            const script = (answers) => async (url, init) => {
+                const key = init.headers["Idempotency-Key"] || null;
+                log.push({ url, method: init.method, key, body: init.body });
+                const next = answers.shift();
+                if (next === "network") throw new TypeError("network down");
+                const headers = next.headers || {};
+                return new Response(JSON.stringify(next.body || {}), { status: next.status, headers });
+            };
+            const res = {};
+            // 1. retries of a keyed POST
+            const ok = { status: 201, body: { accepted: 1 } };
+            let c = new PrivrankClient({ surveyId: "srv_x", token: "rsp_a.b", retries: 4,
+                fetchImpl: script(["network", { status: 503 }, { status: 500 }, ok]) });
+            c.epsilon = 1;
+            const realSleep = globalThis.setTimeout;
+            globalThis.setTimeout = (fn) => realSleep(fn, 0);  // no real waiting in the test
+            res.answer = await c.answer([{ a: "i1", b: "i2", winner: "i1" }]);
+            res.keys = [...new Set(log.map((x) => x.key))];
+            res.bodies = [...new Set(log.map((x) => x.body))].length;
+            res.attempts = log.length;
+            // 2. no retry of a key-less POST after a network failure
+            log.length = 0;
+            c = new PrivrankClient({ surveyId: "srv_x", fetchImpl: script(["network", { status: 201 }]) });
+            try { await c.register(); res.register = "resolved"; } catch (e) { res.register = e.message; }
+            res.registerAttempts = log.length;
+            // 3. 429 then success
+            log.length = 0;
+            const busy = { status: 429, headers: { "Retry-After": "1" } };
+            const registered = { status: 201, body: { respondent_id: "r", token: "t", epsilon: 1 } };
+            c = new PrivrankClient({ surveyId: "srv_x", fetchImpl: script([busy, registered]) });
+            res.after429 = (await c.register()).token;
+            res.attempts429 = log.length;
+            // 4. 4xx → PrivrankError, readable
+            const detail = [{ loc: ["query", "k"], msg: "Input should be greater than or equal to 1" }];
+            const invalid = { status: 422, body: { detail } };
+            c = new PrivrankClient({ surveyId: "srv_x", fetchImpl: script([invalid]) });
+            try {
+                await c.pairs(1);
+            } catch (e) {
+                res.error = [e instanceof PrivrankError, e.status, e.message];
+            }
+            globalThis.setTimeout = realSleep;
+            return res;
+        }"""
+    )
+    assert out["answer"] == {"accepted": 1} and out["attempts"] == 4
+    assert len(out["keys"]) == 1 and out["keys"][0] and out["bodies"] == 1
+    assert out["register"] == "network down" and out["registerAttempts"] == 1
+    assert out["after429"] == "t" and out["attempts429"] == 2
+    assert out["error"] == [True, 422, "k: Input should be greater than or equal to 1"]
+
+
+def test_the_browser_mallows_randomizer_through_submit_ranking(server, new_page):
+    """privrank.js's submitRanking (completion + Mallows at ε = 2, m = 5), captured from a
+    stubbed fetch over 6,000 respondents: the Kendall distance to the given ranking follows
+    the exact Mallows law (χ² over its 11 values), and partial rankings keep their head
+    only in distribution (the tail is shuffled)."""
+    page = new_page()
+    page.goto(server.base + "/")
+    draws = page.evaluate(
+        """async () => {
+            const { PrivrankClient } = await import("/static/privrank.js");
+            const out = [];
+            for (let k = 0; k < 6000; k++) {
+                let body = null;
+                const mem = new Map();
+                const store = { getItem: (x) => mem.get(x) ?? null, setItem: (x, v) => mem.set(x, v) };
+                const fetchImpl = async (url, init) => {
+                    body = JSON.parse(init.body);
+                    return new Response("{}", { status: 201 });
+                };
+                const c = new PrivrankClient({ surveyId: "srv_x", token: `rsp_${k}.s`, store, fetchImpl });
+                await c.submitRanking(["c", "a", "e", "b", "d"], ["a", "b", "c", "d", "e"], { epsilon: 2 });
+                out.push(body.ranking.join(""));
+            }
+            return out;
+        }"""
+    )
+    given = "caebd"
+    pos = {x: k for k, x in enumerate(given)}
+    dist = Counter(sum(1 for x in range(5) for y in range(x + 1, 5) if pos[d[x]] > pos[d[y]]) for d in draws)
+    import itertools
+
+    center = np.arange(5)
+    law = Counter()
+    for perm in itertools.permutations(range(5)):
+        d = sum(1 for x in range(5) for y in range(x + 1, 5) if perm[x] > perm[y])
+        law[d] += math.exp(mallows_log_pmf(np.array(perm), center, 2.0))
+    observed = np.array([dist[d] for d in range(11)])
+    expected = np.array([law[d] * len(draws) for d in range(11)])
+    assert sps.chisquare(observed, expected).pvalue > 1e-4
+    assert (
+        abs((10 - sum(d * c for d, c in dist.items()) / len(draws)) - expected_concordant_pairs(5, 2.0)) < 0.1
+    )
+
+
+def test_the_admin_key_stays_in_session_storage(server, new_page):
+    page = new_page()
+    urls: list[str] = []
+    page.on("request", lambda req: urls.append(req.url))
+    sign_in(page, server.base)
+    assert page.evaluate("() => localStorage.length") == 0
+    assert page.evaluate("() => sessionStorage.getItem('privrank.key')") == ADMIN_KEY
+    assert all(ADMIN_KEY not in u for u in urls) and ADMIN_KEY not in page.url
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.evaluate("() => sessionStorage.getItem('privrank.key')") is None
+
+
+def test_the_content_security_policy_allows_no_inline_code(server):
+    policy = httpx2.get(server.base + "/").headers["content-security-policy"]
+    directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
+    assert "unsafe" not in policy
+    assert directives["script-src"] == ["'self'"] and directives["style-src"] == ["'self'"]
+    assert directives["object-src"] == ["'none'"] and directives["frame-ancestors"] == ["'none'"]
+    docs = httpx2.get(server.base + "/docs")
+    assert docs.headers["x-frame-options"] == "DENY"
+
+
+def test_skip_sends_nothing_and_resume_keeps_progress(server, new_page):
+    s = _survey(server)
+    page = new_page()
+    posted: list[str] = []
+    page.on(
+        "request",
+        lambda req: posted.append(req.url) if req.method == "POST" and "/responses" in req.url else None,
+    )
+    page.goto(f"{server.base}/s/{s['id']}?n=4")
+    page.get_by_role("button", name="Start").click()
+    first = (page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text())
+    page.get_by_role("button", name="Skip this pair").click()
+    expect(page.locator(".pair")).to_have_attribute("data-serial", "2")  # the next pair is shown
+    expect(page.locator("#progress-text")).to_have_text("Question 1 of 4")
+    assert posted == []
+    assert (page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()) != first
+    page.locator("#choice-a").click()
+    expect(page.locator("#progress-text")).to_have_text("Question 2 of 4")
+    page.locator("#choice-b").click()
+    expect(page.locator("#progress-text")).to_have_text("Question 3 of 4")
+    page.reload()  # the same tab: the token and the reports are in sessionStorage
+    expect(page.locator("#progress-text")).to_have_text("Question 3 of 4")
+    assert len(posted) == 2
+
+
+def test_dashboard_charts_show_the_api_numbers_and_the_analyst_view(server, new_page):
+    s = _survey(server, epsilon_max=8.0)
+    ids = {it["label"]: it["id"] for it in s["items"]}
+    for _ in range(40):  # strong, consistent preferences at ε = 8
+        reg = httpx2.post(f"{server.base}/v1/surveys/{s['id']}/respondents", json={"epsilon": 8.0}).json()
+        h = {"Authorization": f"Bearer {reg['token']}"}
+        comps = [
+            {"a": ids[x], "b": ids[y], "winner": ids[x]} for k, x in enumerate(TRUTH) for y in TRUTH[k + 1 :]
+        ]
+        assert (
+            httpx2.post(
+                f"{server.base}/v1/surveys/{s['id']}/responses",
+                json={"privatized": False, "comparisons": comps},
+                headers=h,
+            ).status_code
+            == 201
+        )
+    key = httpx2.post(f"{server.base}/v1/keys", json={"label": "viewer"}, headers=ADMIN).json()["key"]
+    page = new_page()
+    page.goto(server.base + "/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
+    expect(page.locator("#nav-new")).to_be_hidden()  # analysts do not create surveys
+    page.goto(f"{server.base}/#/survey/{s['id']}")
+    expect(page.locator("#ranking-table tbody tr")).to_have_count(4)
+    assert page.locator("#toggle-status").count() == 0  # nor close them
+    api = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/ranking?k=3", headers=ADMIN).json()
+    certain = {it["label"] for it in api["items"] if it["item_id"] in (api["top_k_certain"] or [])}
+    shown = set(page.locator("#top-k .certain").all_inner_texts())
+    assert {x.strip(", ") for x in shown} == certain and certain  # ✓ exactly on the certain items
+    assert page.locator("#ranking-box svg g.row line").count() == 4 * 3  # a whisker and two caps each
+    pw = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/pairwise", headers=ADMIN).json()
+    table = page.locator("#pairwise-box table")
+    first_row = table.locator("tbody tr").nth(0).locator("td").all_inner_texts()
+    assert first_row == ["–" if v is None else f"{v:.2f}" for v in pw["probability"][0]]
+    ranking_rows = page.locator("#ranking-table tbody tr td:nth-child(2)").all_inner_texts()
+    assert ranking_rows == [it["label"] for it in api["items"]]
+
+
+def test_keyboard_ranking_keeps_focus_and_the_phone_layout_fits(server, new_page, console):
+    r = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={
+            "title": "A rather long survey title that has to wrap on a phone screen",
+            "kind": "ranking",
+            "items": ITEMS,
+        },
+        headers=ADMIN,
+    ).json()
+    page = new_page(width=375, height=800)
+    page.goto(f"{server.base}/s/{r['id']}")
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#rank-list li")).to_have_count(4)
+    # Move the last item to the top with the keyboard: focus must stay on a button of it.
+    last = page.locator("#rank-list li .label").nth(3).inner_text()
+    page.get_by_role("button", name=f"Move {last} up").focus()
+    for _ in range(3):
+        page.keyboard.press("Enter")
+    expect(page.locator("#rank-list li .label").nth(0)).to_have_text(last)
+    focused = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
+    assert focused == f"Move {last} down"
+    # Nothing overflows the phone's width (charts scroll inside their own box).
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    console.allow(409)  # the dashboard asks for a consensus of no rankings yet
+    admin = new_page(width=375, height=800)
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{r['id']}")
+    expect(admin.locator("#no-data")).to_be_visible()
+    assert admin.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_epsilon_choices_respect_the_budget(server, new_page):
+    s = _survey(server, epsilon_min=0.5, epsilon_max=3.0, respondent_budget=2.0)
+    page = new_page()
+    page.goto(f"{server.base}/s/{s['id']}")
+    values = page.locator("#epsilon option").evaluate_all("(os) => os.map((o) => Number(o.value))")
+    assert max(values) <= 2.0 and 0.5 in values
+    page.get_by_label("Privacy level").select_option("2")
+    expect(page.locator("#epsilon-budget")).to_have_text(
+        "At this level you can answer up to 1 pair "
+        "(your total privacy is the sum over your answers, at most ε = 2)."
+    )
