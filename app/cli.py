@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             workers=args.workers,
             log_level=get_settings().log_level,
-            access_log=False,
+            access_log=get_settings().access_log,
         )
         return 0
     if args.command == "plan":

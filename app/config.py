@@ -40,6 +40,12 @@ class Settings(BaseSettings):
     )
     max_batch: int = Field(default=1000, validation_alias="PRIVRANK_MAX_BATCH", ge=1, le=100_000)
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
+    access_log: bool = Field(
+        default=False,
+        validation_alias="PRIVRANK_ACCESS_LOG",
+        description="Log one line per request (client address, method, path, status). Off by default: "
+        "a respondent's address next to their survey is personal data the service does not need.",
+    )
     db_pool_size: int = Field(default=10, validation_alias="PRIVRANK_DB_POOL_SIZE", ge=1)
     max_body_bytes: int = Field(
         default=8 * 2**20,

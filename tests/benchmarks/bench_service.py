@@ -1,0 +1,331 @@
+"""Benchmark of the service on PostgreSQL (issue 8 targets), printed as one table.
+
+    python -m tests.benchmarks.bench_service          # full sizes (about five minutes)
+    python -m tests.benchmarks.bench_service --quick  # small sizes, a smoke run (CI)
+
+Everything runs in this one process against a fresh database on the PostgreSQL
+server of ``PRIVRANK_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+and a ``privrank serve`` with ``--workers`` processes on loopback; the load comes
+from :mod:`tests.benchmarks.loadgen` (asyncio + httpx2) in this process, so the
+load generator, the workers and PostgreSQL share the machine's cores — as they
+would in a one-box deployment. Figures are ratios against a reference measured in
+the same run wherever the target is one.
+
+Rows:
+1. **Raw ceiling**: psycopg COPYing the same rows (500 per COPY + commit, one
+   connection per worker) into the same ``comparisons`` table.
+2. **500-comparison batches through the API** (``POST /responses``, server-side
+   randomized response): comparisons acknowledged per second; targets ≥ 30% of the
+   raw ceiling and ≥ 20,000/s. The full run keeps going until ≥ 1,000,000
+   comparisons are stored, for row 5.
+3. **Single-comparison requests**: peak requests/s (closed loop), then p50/p99
+   latency under open-loop Poisson arrivals at half that rate; target p99 < 100 ms.
+4-5. **ranking** (``GET /ranking``: debiased MLE, sandwich intervals) over 50 items:
+   p50 warm, and p50 of the first request after 10,000 new answers, with
+   ~10% and 100% of the stored comparisons (1,000,000 in the full run); targets
+   warm p50 < 100 ms and a cost that does not grow with the stored answers.
+6. The estimator against choix, and the planner (in this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import statistics
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+
+import numpy as np
+
+from tests.benchmarks.loadgen import create_survey, percentiles, run_load
+
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+ADMIN_KEY = "bench-admin-" + uuid.uuid4().hex[:8]
+
+
+def _conninfo(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def copy_reference(url: str, survey: dict, connections: int, target_rows: int, batch: int = 500) -> dict:
+    """psycopg COPYing comparison rows straight into ``comparisons`` (the raw ceiling).
+
+    Respondents are inserted first (the foreign key needs them; not timed); each
+    connection then COPYs its respondents' answers ``batch`` rows at a time, one
+    transaction per COPY, exactly the shape of a 500-comparison API request.
+    """
+    import psycopg
+
+    n_items = len(survey["items"])
+    pairs = list(itertools.combinations(range(n_items), 2))
+    n_resp = -(-target_rows // len(pairs))
+    now = datetime.now(UTC)
+    ids = [f"r_bench_{uuid.uuid4().hex}" for _ in range(n_resp)]
+    with psycopg.connect(_conninfo(url)) as conn:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO respondents (id, survey_id, token_hash, epsilon, epsilon_spent, n_comparisons, "
+                "created_at) VALUES (%s, %s, NULL, 1.0, 0, 0, %s)",
+                [(rid, survey["id"], now) for rid in ids],
+            )
+        conn.commit()
+    rng = random.Random(3)
+    chunks = []  # (respondent, rows) — built before the clock starts
+    for rid in ids:
+        order = pairs[:]
+        rng.shuffle(order)
+        for s in range(0, len(order), batch):
+            chunks.append(
+                [
+                    (survey["id"], rid, a, b, rng.randrange(2), 1.0, "server", now)
+                    for a, b in order[s : s + batch]
+                ]
+            )
+    columns = "survey_id, respondent_id, i, j, y_tilde, epsilon, source, created_at"
+    errors: list[BaseException] = []
+
+    def worker(mine: list) -> None:
+        try:
+            with psycopg.connect(_conninfo(url)) as conn:
+                for rows in mine:
+                    with conn.cursor() as cur, cur.copy(f"COPY comparisons ({columns}) FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(row)
+                    conn.commit()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(chunks[k::connections],)) for k in range(connections)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    rows = sum(len(c) for c in chunks)
+    return {"rows": rows, "seconds": wall, "rows_per_s": rows / wall, "connections": connections}
+
+
+def post_answers(client, sid: str, n_items_ids: list[str], n: int, batch: int = 500) -> None:
+    """Store ``n`` new answers through the API (new respondents, ``batch`` per request)."""
+    pairs_all = list(itertools.combinations(n_items_ids, 2))
+    rng = random.Random(n)
+    left = n
+    while left > 0:
+        r = client.post(f"/v1/surveys/{sid}/respondents", json={"epsilon": 1.0})
+        r.raise_for_status()
+        token = r.json()["token"]
+        pairs = pairs_all[:]
+        rng.shuffle(pairs)
+        pairs = pairs[: min(left, len(pairs))]
+        for s in range(0, len(pairs), batch):
+            chunk = pairs[s : s + batch]
+            body = {
+                "privatized": False,
+                "comparisons": [{"a": a, "b": b, "winner": a if rng.random() < 0.5 else b} for a, b in chunk],
+            }
+            r = client.post(
+                f"/v1/surveys/{sid}/responses",
+                json=body,
+                headers={"Authorization": f"Bearer {token}", "Idempotency-Key": uuid.uuid4().hex},
+            )
+            r.raise_for_status()
+        left -= len(pairs)
+
+
+def ranking_latency(client, survey: dict, warm_repeats: int, rounds: int, new_answers: int) -> dict:
+    """p50 of warm ``GET /ranking`` and of the first request after ``new_answers`` new answers."""
+    sid = survey["id"]
+    ids = [it["id"] for it in survey["items"]]
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+    def timed() -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        r = client.get(f"/v1/surveys/{sid}/ranking", headers=headers)
+        seconds = time.perf_counter() - t0
+        r.raise_for_status()
+        return seconds, r.json()
+
+    for _ in range(4):  # every worker has fitted this version
+        timed()
+    warm = [timed()[0] for _ in range(warm_repeats)]
+    after = []
+    for _ in range(rounds):
+        post_answers(client, sid, ids, new_answers)
+        seconds, body = timed()
+        after.append(seconds)
+    stored = body["diagnostics"]["comparisons"]
+    return {
+        "stored": stored,
+        "warm_p50_s": statistics.median(warm),
+        "warm_p99_s": float(np.percentile(warm, 99)),
+        "after_new_p50_s": statistics.median(after),
+        "after_new_max_s": max(after),
+    }
+
+
+def fill(base: str, survey: dict, target: int, users: int, seconds: float) -> tuple[int, float]:
+    """500-comparison batches until ``target`` comparisons are acknowledged; (acked, wall seconds)."""
+    acked, wall = 0, 0.0
+    while acked < target:
+        res = run_load(base, survey, users=users, seconds=seconds, batch=500)
+        acked += res.comparisons_acknowledged()
+        wall += res.wall
+        bad = {k: v for k, v in res.statuses().items() if k not in (201,)}
+        if bad:
+            raise RuntimeError(f"unexpected statuses during the batch load: {bad}")
+    return acked, wall
+
+
+def single_requests(base: str, survey: dict, seconds: float) -> dict:
+    peak, peak_users = 0.0, 0
+    for users in (8, 16, 32):
+        res = run_load(base, survey, users=users, seconds=seconds, batch=1)
+        rate = len(res.acknowledged()) / res.wall
+        if rate > peak:
+            peak, peak_users = rate, users
+    half = run_load(base, survey, users=64, seconds=seconds * 2, batch=1, rate=peak / 2)
+    lat = percentiles(half.latencies())
+    return {
+        "peak_req_per_s": peak,
+        "peak_users": peak_users,
+        "half_rate": peak / 2,
+        "achieved_rate": len(half.acknowledged()) / half.wall,
+        "p50_s": lat["p50"],
+        "p99_s": lat["p99"],
+        "statuses": {str(k): v for k, v in half.statuses().items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import httpx2
+
+    from app.stats.planner import plan
+    from tests.api.conftest import fresh_postgres_database
+    from tests.benchmarks.bench_stats import versus_choix
+    from tests.live import LiveServer
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; targets not evaluated")
+    parser.add_argument("--workers", type=int, default=2, help="server worker processes (default 2)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    server = os.environ.get("PRIVRANK_TEST_POSTGRES", DEFAULT_POSTGRES)
+
+    stored_target = 50_000 if quick else 1_000_000
+    url, drop = fresh_postgres_database(server)
+    live = None
+    try:
+        live = LiveServer({"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY}, workers=args.workers)
+        base = live.base
+        ref = copy_reference(
+            url,
+            create_survey(base, ADMIN_KEY, 50, "copy reference"),
+            args.workers,
+            20_000 if quick else 200_000,
+        )
+        survey = create_survey(base, ADMIN_KEY, 50, "batches")
+        users = 2 * args.workers
+        acked, wall = fill(base, survey, stored_target // 10, users, 3 if quick else 8)
+        with httpx2.Client(base_url=base, timeout=60) as client:
+            early = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
+            more, more_wall = fill(base, survey, stored_target - early["stored"], users, 5 if quick else 20)
+            acked, wall = acked + more, wall + more_wall
+            late = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
+        batch_rate = acked / wall
+        single = single_requests(base, create_survey(base, ADMIN_KEY, 50, "singles"), 3 if quick else 10)
+    finally:
+        if live is not None:
+            live.stop()
+        drop()
+
+    cx = versus_choix(20_000 if quick else 200_000)
+    plan(20, 500, 20, 1.0, 5, replications=20)  # warm-up
+    t0 = time.perf_counter()
+    plan(20, 500, 20, 1.0, 5, replications=200)
+    plan_s = time.perf_counter() - t0
+
+    growth = late["after_new_p50_s"] / early["after_new_p50_s"]
+    rows = [
+        (
+            f"raw ceiling: psycopg COPY, 500 rows/transaction, {ref['connections']} connections",
+            f"{ref['rows_per_s']:,.0f} rows/s ({ref['rows']:,} rows)",
+            "reference",
+            True,
+        ),
+        (
+            f"API, 500-comparison batches, {users} clients, {args.workers} workers",
+            f"{batch_rate:,.0f} comparisons/s = {batch_rate / ref['rows_per_s']:.0%} of COPY "
+            f"({acked:,} in {wall:.0f} s)",
+            "≥ 30% and ≥ 20,000/s",
+            batch_rate >= 0.3 * ref["rows_per_s"] and batch_rate >= 20_000,
+        ),
+        (
+            "API, single-comparison requests: peak (closed loop)",
+            f"{single['peak_req_per_s']:,.0f} req/s ({single['peak_users']} clients)",
+            "reported",
+            True,
+        ),
+        (
+            f"  latency at half the peak ({single['half_rate']:.0f} req/s open loop, "
+            f"achieved {single['achieved_rate']:.0f})",
+            f"p50 {single['p50_s'] * 1e3:.1f} ms, p99 {single['p99_s'] * 1e3:.1f} ms",
+            "p99 < 100 ms",
+            single["p99_s"] < 0.1,
+        ),
+        (
+            f"ranking, 50 items, {early['stored']:,} stored comparisons",
+            f"warm p50 {early['warm_p50_s'] * 1e3:.1f} ms; after 10,000 new answers p50 "
+            f"{early['after_new_p50_s'] * 1e3:.1f} ms",
+            "warm p50 < 100 ms",
+            early["warm_p50_s"] < 0.1,
+        ),
+        (
+            f"ranking, 50 items, {late['stored']:,} stored comparisons",
+            f"warm p50 {late['warm_p50_s'] * 1e3:.1f} ms; after 10,000 new answers p50 "
+            f"{late['after_new_p50_s'] * 1e3:.1f} ms ({growth:.2f}× the smaller store)",
+            "warm p50 < 100 ms; no growth (< 2×)",
+            late["warm_p50_s"] < 0.1 and growth < 2,
+        ),
+        (
+            f"estimator vs choix, m={cx['n_items']}, N={cx['n_comparisons']:,}",
+            f"ours {cx['ours_s'] * 1e3:.1f} ms; choix ilsr {cx['choix_ilsr_s']:.2f} s → "
+            f"{cx['speedup_vs_fastest_choix']:.0f}× faster",
+            "≥ 100×",
+            cx["speedup_vs_fastest_choix"] >= 100,
+        ),
+        ("planner: m=20, L=500, 200 simulated surveys", f"{plan_s:.2f} s", "reported", True),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, figure, target, ok in rows:
+        verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
+        print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(
+                {
+                    "copy": ref,
+                    "batches": {"acked": acked, "seconds": wall, "per_s": batch_rate},
+                    "single": single,
+                    "ranking_early": early,
+                    "ranking_late": late,
+                    "choix": cx,
+                    "planner_s": plan_s,
+                },
+                fh,
+                indent=2,
+            )
+    return 0 if quick or all(r[3] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

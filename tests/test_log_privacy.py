@@ -1,0 +1,214 @@
+"""No raw answer, token or key in any log line (issue 8).
+
+A live ``privrank serve`` (two workers, most verbose log level, access log on via
+uvicorn's own logger) goes through every kind of call that carries a secret or an
+answer — success and failure paths: registrations, true answers randomized on
+arrival, client-privatized answers, repeated pairs, malformed answers, bad and
+revoked credentials, a central survey's true answers, an import, a release, a
+ranking question — and its whole output is then searched for every secret it saw.
+
+What counts as a raw answer in a log: the answer's item ids (an answer is a pair of
+item ids and a winner id; with no item id in the logs no answer can be read from
+them), the ranking a respondent submitted, or a ``winner`` field.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx2
+
+from tests.live import LiveServer
+
+ADMIN = "log-admin-" + uuid.uuid4().hex
+
+
+def _secrets_in(output: str, secrets: dict[str, str]) -> list[str]:
+    return [f"{name} ({value[:12]}…)" for name, value in secrets.items() if value and value in output]
+
+
+def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
+    server = LiveServer(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path}/logs.db",
+            "PRIVRANK_ADMIN_KEY": ADMIN,
+            "PRIVRANK_LOG_LEVEL": "debug",
+            "PRIVRANK_ACCESS_LOG": "1",
+            # Rate limits on: their 429s are logged paths too.
+            "PRIVRANK_REGISTER_PER_MINUTE": "6",
+            "PRIVRANK_AUTH_FAILURES_PER_MINUTE": "3",
+        },
+        workers=2,
+    )
+    secrets: dict[str, str] = {"admin key": ADMIN}
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    try:
+        c = httpx2.Client(base_url=server.base, timeout=30)
+        local = c.post(
+            "/v1/surveys", json={"title": "logs", "items": ["A", "B", "C", "D"]}, headers=admin
+        ).json()
+        central = c.post(
+            "/v1/surveys",
+            json={
+                "title": "logs central",
+                "items": ["E", "F", "G"],
+                "privacy": {"model": "central", "total_budget": 3.0, "max_comparisons_per_respondent": 3},
+            },
+            headers=admin,
+        ).json()
+        ranking = c.post(
+            "/v1/surveys",
+            json={"title": "logs ranking", "kind": "ranking", "items": ["H", "I", "J", "K"]},
+            headers=admin,
+        ).json()
+        for s in (local, central, ranking):
+            for it in s["items"]:
+                secrets[f"item id {it['label']}"] = it["id"]
+        key = c.post("/v1/keys", json={"label": "analysts"}, headers=admin).json()
+        secrets["analyst key"] = key["key"]
+        analyst = {"Authorization": f"Bearer {key['key']}"}
+
+        ids = [it["id"] for it in local["items"]]
+        tokens = []
+        for _ in range(3):
+            r = c.post(f"/v1/surveys/{local['id']}/respondents", json={"epsilon": 1.0})
+            assert r.status_code == 201
+            tokens.append(r.json()["token"])
+        for n, t in enumerate(tokens):
+            secrets[f"respondent token {n}"] = t
+        bearer = [{"Authorization": f"Bearer {t}"} for t in tokens]
+        true_answers = {
+            "privatized": False,
+            "comparisons": [
+                {"a": ids[0], "b": ids[1], "winner": ids[0]},
+                {"a": ids[2], "b": ids[3], "winner": ids[3]},
+            ],
+        }
+        idem = "idem-" + uuid.uuid4().hex
+        secrets["idempotency key"] = idem
+        assert (
+            c.post(
+                f"/v1/surveys/{local['id']}/responses",
+                json=true_answers,
+                headers={**bearer[0], "Idempotency-Key": idem},
+            ).status_code
+            == 201
+        )
+        # the same key again (replay), and a repeated pair (409 naming the pair to its owner only)
+        assert (
+            c.post(
+                f"/v1/surveys/{local['id']}/responses",
+                json=true_answers,
+                headers={**bearer[0], "Idempotency-Key": idem},
+            ).status_code
+            == 201
+        )
+        assert (
+            c.post(f"/v1/surveys/{local['id']}/responses", json=true_answers, headers=bearer[0]).status_code
+            == 409
+        )
+        # client-privatized answers, and malformed ones (winner not in the pair, unknown item, bad JSON)
+        privatized = {
+            "privatized": True,
+            "epsilon": 1.0,
+            "comparisons": [{"a": ids[1], "b": ids[2], "winner": ids[2]}],
+        }
+        assert (
+            c.post(f"/v1/surveys/{local['id']}/responses", json=privatized, headers=bearer[1]).status_code
+            == 201
+        )
+        bad_winner = {"privatized": False, "comparisons": [{"a": ids[0], "b": ids[1], "winner": ids[2]}]}
+        assert (
+            c.post(f"/v1/surveys/{local['id']}/responses", json=bad_winner, headers=bearer[2]).status_code
+            == 422
+        )
+        unknown = {
+            "privatized": False,
+            "comparisons": [{"a": ids[0], "b": "itm_secretunknown", "winner": ids[0]}],
+        }
+        secrets["unknown item id"] = "itm_secretunknown"
+        assert c.post(
+            f"/v1/surveys/{local['id']}/responses", json=unknown, headers=bearer[2]
+        ).status_code in (404, 422)
+        raw = (
+            f'{{"privatized": false, "comparisons": [{{"a": "{ids[0]}", "b": "{ids[3]}", "winner": "{ids[0]}"'
+        )
+        r = c.post(
+            f"/v1/surveys/{local['id']}/responses",
+            content=raw,
+            headers={**bearer[2], "Content-Type": "application/json"},
+        )
+        assert r.status_code == 422
+        # the respondent's own views
+        assert c.get(f"/v1/surveys/{local['id']}/respondents/me", headers=bearer[0]).status_code == 200
+        assert c.get(f"/v1/surveys/{local['id']}/pairs", headers=bearer[1]).status_code == 200
+        # central survey: true answers stored, release against the budget
+        eids = [it["id"] for it in central["items"]]
+        ct = c.post(f"/v1/surveys/{central['id']}/respondents", json={}).json()["token"]
+        secrets["central respondent token"] = ct
+        body = {
+            "privatized": False,
+            "comparisons": [
+                {"a": eids[0], "b": eids[1], "winner": eids[1]},
+                {"a": eids[1], "b": eids[2], "winner": eids[2]},
+            ],
+        }
+        assert (
+            c.post(
+                f"/v1/surveys/{central['id']}/responses", json=body, headers={"Authorization": f"Bearer {ct}"}
+            ).status_code
+            == 201
+        )
+        rel = c.post(
+            f"/v1/surveys/{central['id']}/releases",
+            json={"method": "noisy_counts", "unit": "edge", "epsilon": 1.0},
+            headers=analyst,
+        )
+        assert rel.status_code in (201, 409), rel.text
+
+        # ranking survey: a submitted ranking
+        rids = [it["id"] for it in ranking["items"]]
+        rt = c.post(f"/v1/surveys/{ranking['id']}/respondents", json={"epsilon": 2.0}).json()["token"]
+        secrets["ranking respondent token"] = rt
+        order = [rids[2], rids[0], rids[3], rids[1]]
+        secrets["submitted ranking"] = ",".join(order)
+        r = c.post(
+            f"/v1/surveys/{ranking['id']}/responses",
+            json={"privatized": False, "ranking": order},
+            headers={"Authorization": f"Bearer {rt}"},
+        )
+        assert r.status_code == 201, r.text
+
+        # analysts read results; an import through the admin; a revoked key
+        assert c.get(f"/v1/surveys/{local['id']}/ranking", headers=analyst).status_code == 200
+        csv = "respondent,item_a,item_b,winner,epsilon\np1,A,B,A,1.0\np1,C,D,D,1.0\n"
+        r = c.post(
+            f"/v1/surveys/{local['id']}/comparisons/import?privatized=false",
+            content=csv,
+            headers={**admin, "Content-Type": "text/csv"},
+        )
+        assert r.status_code in (200, 201), r.text
+        assert c.delete(f"/v1/keys/{key['id']}", headers=admin).status_code in (200, 204)
+        assert c.get(f"/v1/surveys/{local['id']}/ranking", headers=analyst).status_code in (401, 429)
+        # bad credentials: a forged token close to a real one, a token of another survey, then 429s
+        forged = tokens[0][:-4] + "AAAA"
+        secrets["forged token"] = forged
+        for _ in range(5):
+            c.get(f"/v1/surveys/{local['id']}/respondents/me", headers={"Authorization": f"Bearer {forged}"})
+        assert c.get(f"/v1/surveys/{ranking['id']}/question", headers=bearer[0]).status_code in (
+            401,
+            403,
+            404,
+            429,
+        )
+
+        c.close()
+    finally:
+        output = server.stop()
+
+    assert "GET /v1/surveys" in output or "POST /v1/surveys" in output, (
+        "the access log should be on, so that this test sees every request line"
+    )
+    leaked = _secrets_in(output, secrets)
+    assert not leaked, f"secrets in the logs: {leaked}"
+    assert '"winner"' not in output and "'winner'" not in output
