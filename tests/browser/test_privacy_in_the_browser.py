@@ -212,9 +212,14 @@ def test_the_browser_mallows_randomizer_through_submit_ranking(server, new_page)
     observed = np.array([dist[d] for d in range(11)])
     expected = np.array([law[d] * len(draws) for d in range(11)])
     assert sps.chisquare(observed, expected).pvalue > 1e-4
-    assert (
-        abs((10 - sum(d * c for d, c in dist.items()) / len(draws)) - expected_concordant_pairs(5, 2.0)) < 0.1
-    )
+    # The mean distance: z = 4.5 against its Monte Carlo standard error under the exact law,
+    # whose mean is (exactly) 10 minus the expected concordant pairs.
+    d = np.arange(11)
+    p = np.array([law[k] for k in range(11)])
+    mean, var = float((d * p).sum()), float((d**2 * p).sum() - (d * p).sum() ** 2)
+    assert abs((10 - mean) - expected_concordant_pairs(5, 2.0)) < 1e-9
+    observed_mean = float((d * observed).sum() / len(draws))
+    assert abs(observed_mean - mean) < 4.5 * math.sqrt(var / len(draws))
 
 
 def test_the_admin_key_stays_in_session_storage(server, new_page):
