@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import insert, or_, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
@@ -169,11 +169,15 @@ def remember_idempotent(
         )
 
 
-try:  # the driver's error for a unique violation inside COPY (PostgreSQL path)
+try:  # the driver's errors inside COPY (PostgreSQL path), which SQLAlchemy does not wrap
+    from psycopg import Error as _DriverError
     from psycopg.errors import UniqueViolation as _UniqueViolation
 except ImportError:  # pragma: no cover - psycopg is a dependency
 
     class _UniqueViolation(Exception):
+        pass
+
+    class _DriverError(Exception):
         pass
 
 
@@ -209,12 +213,26 @@ def _store_comparisons(session, survey_id, respondent_id, i, j, y_tilde, eps, so
     now = utcnow()
     if session.get_bind().dialect.name == "postgresql":
         raw = session.connection().connection.driver_connection
-        with (
-            raw.cursor() as cur,
-            cur.copy(f"COPY comparisons ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy,
-        ):
-            for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True):
-                copy.write_row((survey_id, respondent_id, a, b, t, eps, source, now))
+        statement = f"COPY comparisons ({', '.join(_COPY_COLUMNS)}) FROM STDIN"
+        try:
+            with raw.cursor() as cur, cur.copy(statement) as copy:
+                for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True):
+                    copy.write_row((survey_id, respondent_id, a, b, t, eps, source, now))
+        except _UniqueViolation:
+            raise  # a repeated pair: the caller's handler answers it
+        except _DriverError as exc:
+            # Wrapped as SQLAlchemy wraps its own statements' errors (parameters hidden), so
+            # that the API's database-error handler classifies it: 503 when the connection
+            # is gone, 500 otherwise — not whatever the rollback after it happens to raise.
+            raise DBAPIError.instance(
+                statement,
+                None,
+                exc,
+                _DriverError,
+                hide_parameters=True,
+                connection_invalidated=raw.closed,
+                dialect=session.get_bind().dialect,
+            ) from None
         return
     session.execute(
         insert(Comparison),

@@ -4,8 +4,9 @@ Used by the service benchmark, the load test and the fault tests. Each virtual
 respondent registers, then posts its answers (1 comparison per request, or batches),
 never answering a pair twice; every request carries an Idempotency-Key. The
 generator records, per request: when it started, how long it took, its status (or
-the exception's type), and the comparisons it carried — so that a test can compare
-what was acknowledged (201) with what the database holds.
+the exception's type), the comparisons it carried and its Idempotency-Key — so that
+a test can compare what was acknowledged (201) with what the database holds. A
+``stop`` event (set from another thread) ends a run before its ``seconds``.
 
 Command line (against a running server)::
 
@@ -19,6 +20,7 @@ import argparse
 import asyncio
 import itertools
 import random
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ class Record:
     respondent: str
     pairs: list[tuple[str, str]]
     kind: str = "responses"
+    key: str = ""  # the Idempotency-Key (shared by the attempts of one request)
 
 
 @dataclass
@@ -89,10 +92,15 @@ async def _user(
     rng: random.Random,
     pace: asyncio.Queue | None,
     privatized: bool,
+    stop: threading.Event | None = None,
 ) -> None:
     ids = [it["id"] for it in survey["items"]]
     sid = survey["id"]
-    while time.monotonic() < deadline:
+
+    def done() -> bool:
+        return time.monotonic() >= deadline or (stop is not None and stop.is_set())
+
+    while not done():
         t0 = time.monotonic()
         try:
             r = await client.post(f"/v1/surveys/{sid}/respondents", json={"epsilon": 1.0})
@@ -108,7 +116,7 @@ async def _user(
         pairs = list(itertools.combinations(ids, 2))
         rng.shuffle(pairs)
         for start in range(0, len(pairs), batch):
-            if time.monotonic() >= deadline:
+            if done():
                 return
             if pace is not None:
                 await pace.get()
@@ -129,7 +137,9 @@ async def _user(
                     status = r.status_code
                 except Exception as exc:
                     status = type(exc).__name__
-                result.records.append(Record(t0, time.monotonic() - t0, status, data["respondent_id"], chunk))
+                result.records.append(
+                    Record(t0, time.monotonic() - t0, status, data["respondent_id"], chunk, key=key)
+                )
                 if isinstance(status, int) and status < 500:
                     break
                 await asyncio.sleep(0.2)
@@ -137,11 +147,15 @@ async def _user(
                 break  # a new respondent
 
 
-async def _pacer(queue: asyncio.Queue, rate: float, deadline: float) -> None:
+async def _pacer(
+    queue: asyncio.Queue, rate: float, deadline: float, stop: threading.Event | None = None, users: int = 0
+) -> None:
     """Open-loop arrivals: a token every 1/rate seconds (Poisson spacing)."""
     rng = random.Random(7)
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
         await asyncio.sleep(rng.expovariate(rate))
+        queue.put_nowait(None)
+    for _ in range(users):  # wake every user waiting for a token: each then sees the run is over
         queue.put_nowait(None)
 
 
@@ -154,8 +168,10 @@ async def _run(
     rate: float | None,
     privatized: bool,
     timeout: float,
+    stop: threading.Event | None = None,
+    result: LoadResult | None = None,
 ) -> LoadResult:
-    result = LoadResult()
+    result = LoadResult() if result is None else result
     limits = httpx2.Limits(max_connections=users + 4, max_keepalive_connections=users + 4)
     async with httpx2.AsyncClient(base_url=base, timeout=timeout, limits=limits) as client:
         start = time.monotonic()
@@ -163,12 +179,12 @@ async def _run(
         pace = asyncio.Queue() if rate else None
         tasks = [
             asyncio.create_task(
-                _user(client, survey, batch, deadline, result, random.Random(k), pace, privatized)
+                _user(client, survey, batch, deadline, result, random.Random(k), pace, privatized, stop)
             )
             for k in range(users)
         ]
         if pace is not None:
-            tasks.append(asyncio.create_task(_pacer(pace, rate, deadline)))
+            tasks.append(asyncio.create_task(_pacer(pace, rate, deadline, stop, users)))
         await asyncio.wait(tasks, timeout=seconds + timeout + 5)
         for t in tasks:
             t.cancel()
@@ -185,10 +201,15 @@ def run_load(
     rate: float | None = None,
     privatized: bool = False,
     timeout: float = 30.0,
+    stop: threading.Event | None = None,
+    result: LoadResult | None = None,
 ) -> LoadResult:
     """Drive the server for ``seconds``: ``users`` concurrent respondents, ``batch`` comparisons
-    per request; ``rate`` (requests/s) makes arrivals open-loop instead of as-fast-as-possible."""
-    return asyncio.run(_run(base, survey, users, seconds, batch, rate, privatized, timeout))
+    per request; ``rate`` (requests/s) makes arrivals open-loop instead of as-fast-as-possible.
+    Setting ``stop`` (e.g. from another thread) ends the run early: no new request starts
+    after it (the retries of one under way still do). Records go to ``result`` when given
+    (and it is returned): another thread may watch its ``records`` fill as the run goes on."""
+    return asyncio.run(_run(base, survey, users, seconds, batch, rate, privatized, timeout, stop, result))
 
 
 def main(argv: list[str] | None = None) -> int:
