@@ -8,10 +8,11 @@ import re
 import time
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import MutableHeaders
 from starlette.routing import Match, Mount
 from threadpoolctl import threadpool_limits
 
@@ -51,6 +52,48 @@ Authentication: `Authorization: Bearer <key>` — an admin key, an analyst key
 a federated site's credential (`POST /v1/surveys/{id}/rounds`).
 Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 """
+
+
+class _HeadersAndLog:
+    """Security headers on every response, the full ``Allow`` list on 405s, and one log
+    line per request (method, path, status, duration: never bodies — answers — nor query
+    strings nor the client's address). A plain ASGI middleware: Starlette's
+    ``BaseHTTPMiddleware`` costs a task group and a stream per request and layer."""
+
+    def __init__(self, app, allowed: _MethodIndex) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        path = scope["path"]
+        status = 500
+
+        async def send_with_headers(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = MutableHeaders(scope=message)
+                if status == 405:
+                    # Starlette names only the first route that matched the path; list them all.
+                    methods = self.allowed.methods(path)
+                    if methods:
+                        headers["Allow"] = ", ".join(methods)
+                headers.setdefault("X-Content-Type-Options", "nosniff")
+                if headers.get("content-type", "").startswith("text/html"):
+                    for name, value in _PAGE_HEADERS.items():
+                        headers.setdefault(name, value)
+                    if not path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
+                        headers.setdefault("Content-Security-Policy", _CSP)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            log.info("%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - start) * 1e3)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -97,36 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     allowed = _MethodIndex(app)
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next):
-        response = await call_next(request)
-        if response.status_code == 405:
-            # Starlette names only the first route that matched the path; list them all.
-            methods = allowed.methods(request.url.path)
-            if methods:
-                response.headers["Allow"] = ", ".join(methods)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        if response.headers.get("content-type", "").startswith("text/html"):
-            for name, value in _PAGE_HEADERS.items():
-                response.headers.setdefault(name, value)
-            if not request.url.path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
-                response.headers.setdefault("Content-Security-Policy", _CSP)
-        return response
-
-    @app.middleware("http")
-    async def access_log(request: Request, call_next):
-        # Method, path and status only: bodies (answers) and query strings never.
-        start = time.perf_counter()
-        response = await call_next(request)
-        log.info(
-            "%s %s %d %.1fms",
-            request.method,
-            request.url.path,
-            response.status_code,
-            (time.perf_counter() - start) * 1e3,
-        )
-        return response
-
+    app.add_middleware(_HeadersAndLog, allowed=allowed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
     for module in (surveys, respondents, analysis, releases, federation, plan, keys, health):

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+#: C0 control characters and DEL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 
 def _printable(value: str) -> str:
     # Control characters (NUL above all) are never meaningful in labels, titles or ids,
-    # and PostgreSQL text cannot hold NUL: refuse them up front with a 422.
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+    # and PostgreSQL text cannot hold NUL: refuse them up front with a 422. (A regular
+    # expression: this runs three times per comparison of every batch.)
+    if _CONTROL.search(value):
         raise ValueError("control characters are not allowed")
     return value
 

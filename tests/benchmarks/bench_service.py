@@ -12,14 +12,16 @@ would in a one-box deployment. Figures are ratios against a reference measured i
 the same run wherever the target is one.
 
 Rows:
-1. **Raw ceiling**: psycopg COPYing the same rows (500 per COPY + commit, one
-   connection per worker) into the same ``comparisons`` table.
+1. **Raw ceiling**: psycopg COPYing the same rows (500 per COPY + commit; the best
+   of one and two connections per worker) into the same ``comparisons`` table.
 2. **500-comparison batches through the API** (``POST /responses``, server-side
-   randomized response): comparisons acknowledged per second; targets ≥ 30% of the
-   raw ceiling and ≥ 20,000/s. The full run keeps going until ≥ 1,000,000
-   comparisons are stored, for row 5.
+   randomized response, 8 concurrent respondents per worker): comparisons
+   acknowledged per second over 15 s after a warm-up; targets ≥ 30% of the raw
+   ceiling and ≥ 20,000/s. The full run then keeps loading until ≥ 1,000,000
+   comparisons are stored (its sustained rate is printed too), for row 5.
 3. **Single-comparison requests**: peak requests/s (closed loop), then p50/p99
-   latency under open-loop Poisson arrivals at half that rate; target p99 < 100 ms.
+   latency under open-loop Poisson arrivals at half that rate, after a two-second
+   ramp-up (reported too); target p99 < 100 ms.
 4-5. **ranking** (``GET /ranking``: debiased MLE, sandwich intervals) over 50 items:
    p50 warm, and p50 of the first request after 10,000 new answers, with
    ~10% and 100% of the stored comparisons (1,000,000 in the full run); targets
@@ -47,6 +49,8 @@ from tests.benchmarks.loadgen import create_survey, percentiles, run_load
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 ADMIN_KEY = "bench-admin-" + uuid.uuid4().hex[:8]
+#: Seconds at the start of the half-rate run left out of its steady-state latency.
+RAMP_UP = 2.0
 
 
 def _conninfo(url: str) -> str:
@@ -186,14 +190,18 @@ def fill(base: str, survey: dict, target: int, users: int, seconds: float) -> tu
 
 
 def single_requests(base: str, survey: dict, seconds: float) -> dict:
-    peak, peak_users = 0.0, 0
+    peak, peak_users, closed = 0.0, 0, []
     for users in (8, 16, 32):
         res = run_load(base, survey, users=users, seconds=seconds, batch=1)
         rate = len(res.acknowledged()) / res.wall
+        closed.append({"users": users, "req_per_s": rate, **percentiles(res.latencies(after=RAMP_UP))})
         if rate > peak:
             peak, peak_users = rate, users
     half = run_load(base, survey, users=64, seconds=seconds * 2, batch=1, rate=peak / 2)
-    lat = percentiles(half.latencies())
+    # Steady state: the first two seconds, when all 64 respondents register at once and
+    # every connection is opened, are reported separately.
+    lat = percentiles(half.latencies(after=RAMP_UP))
+    everything = percentiles(half.latencies())
     return {
         "peak_req_per_s": peak,
         "peak_users": peak_users,
@@ -201,7 +209,9 @@ def single_requests(base: str, survey: dict, seconds: float) -> dict:
         "achieved_rate": len(half.acknowledged()) / half.wall,
         "p50_s": lat["p50"],
         "p99_s": lat["p99"],
+        "p99_with_ramp_up_s": everything["p99"],
         "statuses": {str(k): v for k, v in half.statuses().items()},
+        "closed_loop": closed,
     }
 
 
@@ -227,22 +237,39 @@ def main(argv: list[str] | None = None) -> int:
     try:
         live = LiveServer({"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY}, workers=args.workers)
         base = live.base
-        ref = copy_reference(
-            url,
-            create_survey(base, ADMIN_KEY, 50, "copy reference"),
-            args.workers,
-            20_000 if quick else 200_000,
+        # The ceiling: the best of one and two COPY connections per worker.
+        ref = max(
+            (
+                copy_reference(
+                    url,
+                    create_survey(base, ADMIN_KEY, 50, f"copy reference {n}"),
+                    n,
+                    20_000 if quick else 200_000,
+                )
+                for n in (args.workers, 2 * args.workers)
+            ),
+            key=lambda r: r["rows_per_s"],
         )
         survey = create_survey(base, ADMIN_KEY, 50, "batches")
-        users = 2 * args.workers
-        acked, wall = fill(base, survey, stored_target // 10, users, 3 if quick else 8)
+        # Concurrent respondents: with few keep-alive connections uvicorn's workers share
+        # them unevenly (one may hold most), so the load needs several per worker.
+        users = 8 * args.workers
+        run_load(base, survey, users=users, seconds=2, batch=500)  # warm-up
+        measured = run_load(base, survey, users=users, seconds=4 if quick else 15, batch=500)
+        bad = {k: v for k, v in measured.statuses().items() if k != 201}
+        if bad:
+            raise RuntimeError(f"unexpected statuses during the batch load: {bad}")
+        batch_acked, batch_wall = measured.comparisons_acknowledged(), measured.wall
+        batch_rate = batch_acked / batch_wall
+        # Single answers next, on the same (still small) database: after the fill below
+        # PostgreSQL's autovacuum and checkpoints work through a million new rows for a
+        # while, which is the bulk load's cost, not the single requests'.
+        single = single_requests(base, create_survey(base, ADMIN_KEY, 50, "singles"), 3 if quick else 10)
         with httpx2.Client(base_url=base, timeout=60) as client:
             early = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
-            more, more_wall = fill(base, survey, stored_target - early["stored"], users, 5 if quick else 20)
-            acked, wall = acked + more, wall + more_wall
+            to_add = max(stored_target - early["stored"], stored_target // 5)
+            acked, wall = fill(base, survey, to_add, users, 5 if quick else 20)
             late = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
-        batch_rate = acked / wall
-        single = single_requests(base, create_survey(base, ADMIN_KEY, 50, "singles"), 3 if quick else 10)
     finally:
         if live is not None:
             live.stop()
@@ -265,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"API, 500-comparison batches, {users} clients, {args.workers} workers",
             f"{batch_rate:,.0f} comparisons/s = {batch_rate / ref['rows_per_s']:.0%} of COPY "
-            f"({acked:,} in {wall:.0f} s)",
+            f"({batch_acked:,} in {batch_wall:.0f} s; {acked / wall:,.0f}/s sustained over the next "
+            f"{acked:,})",
             "≥ 30% and ≥ 20,000/s",
             batch_rate >= 0.3 * ref["rows_per_s"] and batch_rate >= 20_000,
         ),
@@ -278,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         (
             f"  latency at half the peak ({single['half_rate']:.0f} req/s open loop, "
             f"achieved {single['achieved_rate']:.0f})",
-            f"p50 {single['p50_s'] * 1e3:.1f} ms, p99 {single['p99_s'] * 1e3:.1f} ms",
+            f"p50 {single['p50_s'] * 1e3:.1f} ms, p99 {single['p99_s'] * 1e3:.1f} ms "
+            f"(p99 {single['p99_with_ramp_up_s'] * 1e3:.0f} ms counting the first {RAMP_UP:.0f} s)",
             "p99 < 100 ms",
             single["p99_s"] < 0.1,
         ),
@@ -309,12 +338,19 @@ def main(argv: list[str] | None = None) -> int:
     for name, figure, target, ok in rows:
         verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
         print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
+    print("\nload test, single-comparison requests (closed loop: each client waits for its answer):")
+    for c in single["closed_loop"]:
+        print(
+            f"  {c['users']:3d} clients: {c['req_per_s']:6.0f} req/s, p50 {c['p50'] * 1e3:6.1f} ms, "
+            f"p95 {c['p95'] * 1e3:6.1f} ms, p99 {c['p99'] * 1e3:6.1f} ms"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
                 {
                     "copy": ref,
-                    "batches": {"acked": acked, "seconds": wall, "per_s": batch_rate},
+                    "batches": {"acked": batch_acked, "seconds": batch_wall, "per_s": batch_rate},
+                    "fill": {"acked": acked, "seconds": wall, "per_s": acked / wall},
                     "single": single,
                     "ranking_early": early,
                     "ranking_late": late,

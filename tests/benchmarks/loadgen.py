@@ -53,9 +53,16 @@ class LoadResult:
     def comparisons_acknowledged(self) -> int:
         return sum(len(r.pairs) for r in self.acknowledged())
 
-    def latencies(self, kind: str = "responses", status: int | None = 201) -> np.ndarray:
+    def latencies(self, kind: str = "responses", status: int | None = 201, after: float = 0.0) -> np.ndarray:
+        """Durations of the matching requests that started ``after`` seconds or more into the run
+        (to leave out the ramp-up, when every virtual respondent registers at once)."""
+        t0 = min((r.start for r in self.records), default=0.0)
         return np.array(
-            [r.seconds for r in self.records if r.kind == kind and (status is None or r.status == status)]
+            [
+                r.seconds
+                for r in self.records
+                if r.kind == kind and (status is None or r.status == status) and r.start - t0 >= after
+            ]
         )
 
     def statuses(self) -> dict:
@@ -120,6 +127,8 @@ async def _user(
                 return
             if pace is not None:
                 await pace.get()
+                if done():  # the token that woke us was the end of the run
+                    return
             chunk = pairs[start : start + batch]
             body = {
                 "privatized": privatized,
