@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import insert, or_, select, text, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
@@ -169,18 +169,6 @@ def remember_idempotent(
         )
 
 
-try:  # the driver's errors inside COPY (PostgreSQL path), which SQLAlchemy does not wrap
-    from psycopg import Error as _DriverError
-    from psycopg.errors import UniqueViolation as _UniqueViolation
-except ImportError:  # pragma: no cover - psycopg is a dependency
-
-    class _UniqueViolation(Exception):
-        pass
-
-    class _DriverError(Exception):
-        pass
-
-
 #: Items per survey, by id: items are only ever appended, so a cached list stays valid
 #: and is reloaded when a request names an item it does not hold. Per process.
 _ITEMS: dict[str, tuple[list, dict[str, int]]] = {}
@@ -204,35 +192,62 @@ def _item_index(session: Session, survey_id: str, comparisons: Sequence[Comparis
     return items, positions
 
 
-_COPY_COLUMNS = ("survey_id", "respondent_id", "i", "j", "y_tilde", "epsilon", "source", "created_at")
+#: One statement, one round trip (PostgreSQL): the comparisons (array-bound, so the
+#: driver encodes three arrays instead of a row per answer), the pending batch, and the
+#: Idempotency-Key's record when there is one. Data-modifying CTEs all run.
+_STORE_BATCH_PG = text(
+    """
+    WITH stored AS (
+        INSERT INTO comparisons (survey_id, respondent_id, i, j, y_tilde, epsilon, source, created_at)
+        SELECT :survey_id, :respondent_id, t.i, t.j, t.y, CAST(:epsilon AS double precision), :source, :now
+        FROM unnest(CAST(:i AS integer[]), CAST(:j AS integer[]), CAST(:y AS smallint[])) AS t (i, j, y)
+    ), pending AS (
+        INSERT INTO pending_batches (survey_id, n, payload) VALUES (:survey_id, :n, :payload)
+    )
+    INSERT INTO idempotency_keys (respondent_id, key, fingerprint, status_code, response, created_at)
+    SELECT :respondent_id, CAST(:key AS text), :fingerprint, 201, CAST(:response AS json), :now
+    WHERE CAST(:key AS text) IS NOT NULL
+    """
+)
 
 
-def _store_comparisons(session, survey_id, respondent_id, i, j, y_tilde, eps, source) -> None:
-    """Append the comparisons: COPY on PostgreSQL (several times faster than INSERT for a
-    batch), a multi-row INSERT elsewhere; both in the session's transaction."""
+def _store_batch(
+    session: Session,
+    survey_id: str,
+    respondent_id: str,
+    i: np.ndarray,
+    j: np.ndarray,
+    y_tilde: np.ndarray,
+    eps: float | None,
+    source: str,
+    payload: bytes,
+    idempotency_key: str | None,
+    fingerprint: str,
+    body: dict,
+) -> None:
+    """Append the comparisons, the packed pending batch and the idempotency record, in the
+    session's transaction: one statement on PostgreSQL, ORM/Core inserts elsewhere. A pair
+    this respondent answered before raises IntegrityError (uq_comparisons_respondent_pair)."""
     now = utcnow()
     if session.get_bind().dialect.name == "postgresql":
-        raw = session.connection().connection.driver_connection
-        statement = f"COPY comparisons ({', '.join(_COPY_COLUMNS)}) FROM STDIN"
-        try:
-            with raw.cursor() as cur, cur.copy(statement) as copy:
-                for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True):
-                    copy.write_row((survey_id, respondent_id, a, b, t, eps, source, now))
-        except _UniqueViolation:
-            raise  # a repeated pair: the caller's handler answers it
-        except _DriverError as exc:
-            # Wrapped as SQLAlchemy wraps its own statements' errors (parameters hidden), so
-            # that the API's database-error handler classifies it: 503 when the connection
-            # is gone, 500 otherwise — not whatever the rollback after it happens to raise.
-            raise DBAPIError.instance(
-                statement,
-                None,
-                exc,
-                _DriverError,
-                hide_parameters=True,
-                connection_invalidated=raw.closed,
-                dialect=session.get_bind().dialect,
-            ) from None
+        session.execute(
+            _STORE_BATCH_PG,
+            {
+                "survey_id": survey_id,
+                "respondent_id": respondent_id,
+                "epsilon": eps,
+                "source": source,
+                "now": now,
+                "i": i.tolist(),
+                "j": j.tolist(),
+                "y": y_tilde.tolist(),
+                "n": int(i.size),
+                "payload": payload,
+                "key": idempotency_key,
+                "fingerprint": fingerprint,
+                "response": json.dumps(body),
+            },
+        )
         return
     session.execute(
         insert(Comparison),
@@ -250,6 +265,8 @@ def _store_comparisons(session, survey_id, respondent_id, i, j, y_tilde, eps, so
             for a, b, t in zip(i.tolist(), j.tolist(), y_tilde.tolist(), strict=True)
         ],
     )
+    session.add(PendingBatch(survey_id=survey_id, n=int(i.size), payload=payload))
+    remember_idempotent(session, respondent_id, idempotency_key, fingerprint, body)
 
 
 def _repeated_pair(session: Session, respondent_id: str, i, j, items) -> Conflict:
@@ -368,12 +385,8 @@ def submit_responses(
             raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")
         spent = float(row[0])  # SQLite may hand back an integral REAL as int
         answered_total = int(row[1])
-        # A pair this respondent answered before violates uq_comparisons_respondent_pair:
-        # the database checks it (no scan of the respondent's answers); see the handler.
-        _store_comparisons(session, survey.id, respondent.id, i, j, y_tilde, eps, source)
         # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
-        batch_eps = np.full(n, np.inf if central else eps)
-        session.add(PendingBatch(survey_id=survey.id, n=n, payload=encode_batch(i, j, y_tilde, batch_eps)))
+        payload = encode_batch(i, j, y_tilde, np.full(n, np.inf if central else eps))
         if central:
             body = {
                 "accepted": n,
@@ -393,9 +406,24 @@ def submit_responses(
                 "budget_remaining": remaining,
                 "comparisons_remaining": None,
             }
-        remember_idempotent(session, respondent.id, idempotency_key, fingerprint, body)
+        # A pair this respondent answered before violates uq_comparisons_respondent_pair:
+        # the database checks it (no scan of the respondent's answers); see the handler.
+        _store_batch(
+            session,
+            survey.id,
+            respondent.id,
+            i,
+            j,
+            y_tilde,
+            eps,
+            source,
+            payload,
+            idempotency_key,
+            fingerprint,
+            body,
+        )
         session.commit()
-    except (IntegrityError, _UniqueViolation):
+    except IntegrityError:
         session.rollback()
         # A concurrent request with the same Idempotency-Key won the race.
         if idempotency_key is not None:

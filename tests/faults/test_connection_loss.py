@@ -22,9 +22,10 @@ from app.services import ingestion
 from tests.faults.conftest import ADMIN, ADMIN_KEY, PrivatePostgres
 
 #: The steps of a submission, each after the write transaction began: the replay check,
-#: the survey's row lock, the COPY of the comparisons, the COMMIT (after the idempotency
-#: record is added), and after the COMMIT (the request's last log line).
-STEPS = ("replay", "survey_lock", "copy", "commit", "after_commit")
+#: the survey's row lock, the statement storing the comparisons, pending batch and
+#: idempotency record, the COMMIT (after that statement), and after the COMMIT (the
+#: request's last log line).
+STEPS = ("replay", "survey_lock", "store", "commit", "after_commit")
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +70,16 @@ def _stop_at(monkeypatch, step: str, pg: PrivatePostgres) -> None:
         before("replay_idempotent")
     elif step == "survey_lock":
         before("_lock_survey_open")
-    elif step == "copy":
-        before("_store_comparisons")
+    elif step == "store":
+        before("_store_batch")
     elif step == "commit":
-        original_remember = ingestion.remember_idempotent
+        original_store = ingestion._store_batch
 
-        def remember(*args, **kwargs):
-            original_remember(*args, **kwargs)
+        def store(*args, **kwargs):
+            original_store(*args, **kwargs)
             outage()
 
-        monkeypatch.setattr(ingestion, "remember_idempotent", remember)
+        monkeypatch.setattr(ingestion, "_store_batch", store)
     elif step == "after_commit":
 
         class Log:
