@@ -173,10 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         from .config import get_settings
+        from .main import LOG_FORMAT
 
-        logging.basicConfig(
-            level=get_settings().log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+        logging.basicConfig(level=get_settings().log_level.upper(), format=LOG_FORMAT)
         _prepare_database(migrate=not args.no_migrate)
         uvicorn.run(
             "app.main:create_app",

@@ -36,6 +36,7 @@ _CSP = (
 )
 
 log = logging.getLogger("privrank.access")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 DESCRIPTION = """
 privrank runs privacy-preserving ranking surveys. Respondents compare items two
@@ -98,6 +99,10 @@ class _HeadersAndLog:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    if not logging.getLogger().handlers:
+        # A worker process uvicorn spawned (--workers > 1) inherits no logging set-up from
+        # `privrank serve`: without this its own log lines (privrank.*) would be dropped.
+        logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
     # Requests run in a thread pool and workers are processes: one BLAS thread
     # each avoids oversubscribing the cores (and OpenBLAS's spinning threads).
     threadpool_limits(limits=1, user_api="blas")

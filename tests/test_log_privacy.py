@@ -206,9 +206,11 @@ def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
     finally:
         output = server.stop()
 
-    assert "GET /v1/surveys" in output or "POST /v1/surveys" in output, (
-        "the access log should be on, so that this test sees every request line"
+    assert '"POST /v1/surveys' in output, (
+        "uvicorn's access log should be on: this test reads every request line"
     )
+    assert "INFO privrank.access: POST /v1/surveys" in output, "every worker should log through privrank.*"
+    assert "DEBUG" in output, "the most verbose level should be on"
     leaked = _secrets_in(output, secrets)
     assert not leaked, f"secrets in the logs: {leaked}"
     assert '"winner"' not in output and "'winner'" not in output
