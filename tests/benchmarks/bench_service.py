@@ -9,7 +9,9 @@ and a ``privrank serve`` with ``--workers`` processes on loopback; the load come
 from :mod:`tests.benchmarks.loadgen` (asyncio + httpx2) in this process, so the
 load generator, the workers and PostgreSQL share the machine's cores — as they
 would in a one-box deployment. Figures are ratios against a reference measured in
-the same run wherever the target is one.
+the same run wherever the target is one. Each measured phase starts from a settled
+database (``VACUUM ANALYZE`` + ``CHECKPOINT``), so that the maintenance one phase's
+rows trigger is not billed to the next.
 
 Rows:
 1. **Raw ceiling**: psycopg COPYing the same rows (500 per COPY + commit; the best
@@ -55,6 +57,17 @@ RAMP_UP = 2.0
 
 def _conninfo(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def settle(url: str) -> None:
+    """Start a measured phase from a settled database: the previous phase's dirty pages
+    written (CHECKPOINT) and its new rows vacuumed and analyzed, so that autovacuum and
+    checkpoints triggered by one phase's load are not billed to the next."""
+    import psycopg
+
+    with psycopg.connect(_conninfo(url), autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
 
 
 def copy_reference(url: str, survey: dict, connections: int, target_rows: int, batch: int = 500) -> dict:
@@ -240,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
         # The ceiling: the best of one and two COPY connections per worker.
         ref = max(
             (
-                copy_reference(
+                settle(url)
+                or copy_reference(
                     url,
                     create_survey(base, ADMIN_KEY, 50, f"copy reference {n}"),
                     n,
@@ -254,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         # Concurrent respondents: with few keep-alive connections uvicorn's workers share
         # them unevenly (one may hold most), so the load needs several per worker.
         users = 8 * args.workers
+        settle(url)
         run_load(base, survey, users=users, seconds=2, batch=500)  # warm-up
         measured = run_load(base, survey, users=users, seconds=4 if quick else 15, batch=500)
         bad = {k: v for k, v in measured.statuses().items() if k != 201}
@@ -264,11 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         # Single answers next, on the same (still small) database: after the fill below
         # PostgreSQL's autovacuum and checkpoints work through a million new rows for a
         # while, which is the bulk load's cost, not the single requests'.
+        settle(url)
         single = single_requests(base, create_survey(base, ADMIN_KEY, 50, "singles"), 3 if quick else 10)
+        settle(url)
         with httpx2.Client(base_url=base, timeout=60) as client:
             early = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
             to_add = max(stored_target - early["stored"], stored_target // 5)
             acked, wall = fill(base, survey, to_add, users, 5 if quick else 20)
+            settle(url)
             late = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
     finally:
         if live is not None:

@@ -28,6 +28,12 @@ from dataclasses import dataclass, field
 import httpx2
 import numpy as np
 
+#: Seconds between the arrivals of the virtual respondents at the start of a run. Real
+#: respondents do not all connect in the same millisecond, and a burst would be accepted
+#: whole by whichever server worker woke first (its event loop takes every pending
+#: connection), leaving the other workers without keep-alive connections for the run.
+STAGGER = 0.01
+
 __all__ = ["LoadResult", "Record", "create_survey", "percentiles", "run_load"]
 
 
@@ -100,9 +106,11 @@ async def _user(
     pace: asyncio.Queue | None,
     privatized: bool,
     stop: threading.Event | None = None,
+    delay: float = 0.0,
 ) -> None:
     ids = [it["id"] for it in survey["items"]]
     sid = survey["id"]
+    await asyncio.sleep(delay)
 
     def done() -> bool:
         return time.monotonic() >= deadline or (stop is not None and stop.is_set())
@@ -188,7 +196,18 @@ async def _run(
         pace = asyncio.Queue() if rate else None
         tasks = [
             asyncio.create_task(
-                _user(client, survey, batch, deadline, result, random.Random(k), pace, privatized, stop)
+                _user(
+                    client,
+                    survey,
+                    batch,
+                    deadline,
+                    result,
+                    random.Random(k),
+                    pace,
+                    privatized,
+                    stop,
+                    k * STAGGER,
+                )
             )
             for k in range(users)
         ]
