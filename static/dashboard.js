@@ -6,7 +6,7 @@
  * surveys), exports, open/close. Routes live in the URL hash: #/, #/new, #/survey/{id}.
  */
 import { budgetBar, errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
-import { truthProbability } from "/static/privrank.js";
+import { PrivrankError, truthProbability } from "/static/privrank.js";
 
 const KEY = "privrank.key";
 const app = document.getElementById("app");
@@ -43,20 +43,9 @@ function showError(where, err) {
 
 class ApiError extends Error {
   constructor(status, detail) {
-    super(describe(detail));
+    super(PrivrankError.describe(detail));
     this.status = status;
   }
-}
-
-/** A readable message from the server's `detail` (a string, or a list of field errors). */
-function describe(detail) {
-  if (typeof detail === "string") return detail;
-  if (Array.isArray(detail)) {
-    return detail
-      .map((e) => `${(e.loc || []).filter((x) => x !== "body" && x !== "query").join(".") || "request"}: ${e.msg}`)
-      .join("; ");
-  }
-  return JSON.stringify(detail);
 }
 
 async function api(method, path, body) {
