@@ -299,11 +299,13 @@ def test_dashboard_charts_show_the_api_numbers_and_the_analyst_view(server, new_
     assert page.locator("#toggle-status").count() == 0  # nor close them
     api = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/ranking?k=3", headers=ADMIN).json()
     certain = {it["label"] for it in api["items"] if it["item_id"] in (api["top_k_certain"] or [])}
+    expect(page.locator("#top-k .certain")).to_have_count(len(certain))
     shown = set(page.locator("#top-k .certain").all_inner_texts())
     assert {x.strip(", ") for x in shown} == certain and certain  # ✓ exactly on the certain items
     assert page.locator("#ranking-box svg g.row line").count() == 4 * 3  # a whisker and two caps each
     pw = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/pairwise", headers=ADMIN).json()
     table = page.locator("#pairwise-box table")
+    expect(table.locator("tbody tr")).to_have_count(len(pw["probability"]))  # drawn (its own request)
     first_row = table.locator("tbody tr").nth(0).locator("td").all_inner_texts()
     assert first_row == ["–" if v is None else f"{v:.2f}" for v in pw["probability"][0]]
     ranking_rows = page.locator("#ranking-table tbody tr td:nth-child(2)").all_inner_texts()
@@ -346,6 +348,7 @@ def test_epsilon_choices_respect_the_budget(server, new_page):
     s = _survey(server, epsilon_min=0.5, epsilon_max=3.0, respondent_budget=2.0)
     page = new_page()
     page.goto(f"{server.base}/s/{s['id']}")
+    expect(page.locator("#epsilon option")).not_to_have_count(0)  # the page fetched the survey
     values = page.locator("#epsilon option").evaluate_all("(os) => os.map((o) => Number(o.value))")
     assert max(values) <= 2.0 and 0.5 in values
     page.get_by_label("Privacy level").select_option("2")
