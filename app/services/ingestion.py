@@ -33,7 +33,7 @@ from ..db.session import begin_write
 from ..stats import privatize
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
-from .respondents import budget_remaining, check_epsilon, comparisons_remaining
+from .respondents import answer_epsilon, budget_remaining, check_epsilon, comparisons_remaining
 from .surveys import survey_items
 
 __all__ = [
@@ -317,16 +317,8 @@ def submit_responses(
                 "epsilon); they are never returned, and results leave only as differentially private releases"
             )
         eps = None
-    elif privatized:
-        if epsilon is None:
-            raise Invalid("epsilon is required when privatized is true")
-        eps = check_epsilon(survey, epsilon)
     else:
-        if epsilon is not None and not math.isclose(epsilon, respondent.epsilon, rel_tol=1e-12):
-            raise Invalid(
-                "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
-            )
-        eps = respondent.epsilon
+        eps = answer_epsilon(survey, respondent, privatized, epsilon)
     items, positions = _item_index(session, survey.id, comparisons)
     i, j, y = _canonical(comparisons, positions)
     k = _first_repeat(i * len(items) + j)

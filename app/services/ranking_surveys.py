@@ -51,7 +51,7 @@ from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
 from .errors import Conflict, Invalid
 from .export import iso_utc
 from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
-from .respondents import budget_remaining, check_epsilon
+from .respondents import answer_epsilon, budget_remaining
 from .surveys import survey_items
 
 __all__ = [
@@ -129,16 +129,7 @@ def submit_ranking(
         if replay is not None:
             return replay
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
-    if privatized:
-        if epsilon is None:
-            raise Invalid("epsilon is required when privatized is true")
-        eps = check_epsilon(survey, epsilon)
-    else:
-        if epsilon is not None and not math.isclose(epsilon, respondent.epsilon, rel_tol=1e-12):
-            raise Invalid(
-                "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
-            )
-        eps = float(respondent.epsilon)
+    eps = answer_epsilon(survey, respondent, privatized, epsilon)
     items = survey_items(session, survey.id)
     m = len(items)
     pos = _positions(ranking, items, complete=privatized)

@@ -25,6 +25,21 @@ def check_epsilon(survey: Survey, epsilon: float) -> float:
     return float(epsilon)
 
 
+def answer_epsilon(survey: Survey, respondent: Respondent, privatized: bool, epsilon: float | None) -> float:
+    """The ε of a local-model answer: the declared one when the client privatized it (within
+    the survey's bounds), else the respondent's registered ε (a different declared one is
+    refused rather than silently ignored)."""
+    if privatized:
+        if epsilon is None:
+            raise Invalid("epsilon is required when privatized is true")
+        return check_epsilon(survey, epsilon)
+    if epsilon is not None and not math.isclose(epsilon, respondent.epsilon, rel_tol=1e-12):
+        raise Invalid(
+            "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
+        )
+    return float(respondent.epsilon)
+
+
 def budget_remaining(survey: Survey, respondent: Respondent) -> float | None:
     """Privacy budget left under basic composition (Σε ≤ budget), or None without a cap."""
     if survey.respondent_budget is None:

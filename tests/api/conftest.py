@@ -123,6 +123,23 @@ def create_survey(client: TestClient, items=("A", "B", "C", "D"), **privacy) -> 
     return r.json()
 
 
+def create_ranking_survey(client: TestClient, items=("a", "b", "c")) -> dict:
+    r = client.post(
+        "/v1/surveys", json={"title": "r", "kind": "ranking", "items": list(items)}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def create_central_survey(client: TestClient, items=("a", "b", "c"), budget=100.0, per_respondent=3) -> dict:
+    privacy = {"model": "central", "total_budget": budget, "max_comparisons_per_respondent": per_respondent}
+    r = client.post(
+        "/v1/surveys", json={"title": "c", "items": list(items), "privacy": privacy}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
 def register(client: TestClient, survey_id: str, epsilon: float | None = None) -> tuple[str, dict]:
     body = {} if epsilon is None else {"epsilon": epsilon}
     r = client.post(f"/v1/surveys/{survey_id}/respondents", json=body)

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.api.conftest import (
+    ADMIN,
+    analyst_headers,
+    create_central_survey,
+    create_ranking_survey,
+    create_survey,
+    register,
+)
 
 ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE = "anon", "bad", "resp", "other", "analyst", "admin", "site"
 EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE}
@@ -85,18 +92,8 @@ def world(client):
     """A survey of each kind, respondents, an analyst, a site, and the ids the paths need."""
     pairwise = create_survey(client, respondent_budget=50)
     other = create_survey(client)
-    ranking = client.post(
-        "/v1/surveys", json={"title": "r", "kind": "ranking", "items": ["a", "b", "c"]}, headers=ADMIN
-    ).json()
-    central = client.post(
-        "/v1/surveys",
-        json={
-            "title": "c",
-            "items": ["a", "b", "c"],
-            "privacy": {"model": "central", "total_budget": 100, "max_comparisons_per_respondent": 3},
-        },
-        headers=ADMIN,
-    ).json()
+    ranking = create_ranking_survey(client)
+    central = create_central_survey(client)
     rnd = client.post(
         f"/v1/surveys/{ranking['id']}/rounds",
         json={"method": "borda", "sites": ["x", "y", "z"]},

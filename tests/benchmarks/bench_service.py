@@ -79,6 +79,7 @@ def copy_reference(url: str, survey: dict, connections: int, target_rows: int, b
     """
     import psycopg
 
+    settle(url)
     n_items = len(survey["items"])
     pairs = list(itertools.combinations(range(n_items), 2))
     n_resp = -(-target_rows // len(pairs))
@@ -253,8 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         # The ceiling: the best of one and two COPY connections per worker.
         ref = max(
             (
-                settle(url)
-                or copy_reference(
+                copy_reference(
                     url,
                     create_survey(base, ADMIN_KEY, 50, f"copy reference {n}"),
                     n,
