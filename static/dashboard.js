@@ -469,7 +469,7 @@ async function pairwiseSections(s, body) {
     if (s.items.length <= 30) {
       const pw = await api("GET", `/v1/surveys/${s.id}/pairwise`);
       const box = body.querySelector("#pairwise-box");
-      if (!pw.available) box.replaceChildren(h("p", { class: "hint" }, `Not available yet: ${pw.reason}.`));
+      if (!pw.available) box.replaceChildren(h("p", { class: "hint" }, `No intervals yet: ${pw.message || pw.reason}`));
       else
         box.replaceChildren(
           h("p", { class: "hint" }, "Cell = estimated probability that the row item is preferred to the column item."),
@@ -512,6 +512,19 @@ function rankingContent(r, k) {
     out.push(h("p", { class: "hint", id: "no-data" }, "No answers yet: the ranking appears as respondents answer."));
     return out;
   }
+  if (!r.uncertainty.available && r.uncertainty.reason !== "not_requested") {
+    out.push(
+      h(
+        "p",
+        { class: "notice", id: "no-intervals", role: "status" },
+        h("strong", {}, "Not enough data for intervals yet. "),
+        r.uncertainty.message || r.uncertainty.reason,
+        " The scores below are point estimates only: do not read their order as certain.",
+      ),
+    );
+  } else if (r.uncertainty.available) {
+    out.push(h("p", { class: "hint", id: "estimand" }, `Intervals are for ${r.uncertainty.estimand}.`));
+  }
   out.push(
     chartBox(
       errorBarChart(rows, {
@@ -553,7 +566,6 @@ function rankingContent(r, k) {
       ),
     );
   }
-  if (!r.uncertainty.available) out.push(h("p", { class: "hint" }, `No intervals yet: ${r.uncertainty.reason}.`));
   out.push(
     h(
       "div",

@@ -51,8 +51,13 @@ def ranking(
     uncertainty: str = Query(
         "sandwich",
         description="sandwich (default; privacy-aware sandwich covariance with bias correction), "
-        "bootstrap (parametric bootstrap re-simulating the randomized answers; small samples, "
-        "debiased_mle only) or none.",
+        "bootstrap (resamples respondents with all their answers, or with covariance=model re-simulates "
+        "independent randomized answers; small samples, debiased_mle only) or none.",
+    ),
+    covariance: str = Query(
+        "cluster",
+        description="cluster (default: respondents are the independent unit, cluster-robust sandwich; "
+        "an upper bound while there are few respondents) or model (every comparison independent).",
     ),
     session: Session = Depends(get_session),
 ):
@@ -70,7 +75,12 @@ def ranking(
     Ranking surveys answer with the consensus of the stored synthetic rankings
     (``ConsensusOut``): the ordering, each item's mean position, and — for borda
     and btl — standard errors, rank intervals and top-K probabilities that treat
-    each respondent's ranking as the independent unit."""
+    each respondent's ranking as the independent unit.
+
+    Where the data cannot support intervals (no or too few respondents, an unsafe
+    bias correction), ``uncertainty.available`` is false with a machine-readable
+    ``reason`` and a plain ``message``; every interval that is given contains its
+    item's score and rank."""
     survey = get_survey(session, survey_id)
     if survey.kind == "ranking":
         if uncertainty not in ("sandwich", "none"):
@@ -87,6 +97,7 @@ def ranking(
         k,
         confidence,
         uncertainty,
+        covariance,
     )
 
 
@@ -103,15 +114,21 @@ def pairwise(
     confidence: float = Query(0.95, ge=0.5, lt=1),
     method: str = Query("debiased_mle"),
     lambda_: float | None = Query(None, alias="lambda", gt=0, le=1e9),
+    covariance: str = Query("cluster", description="cluster (default) or model, as for the ranking."),
     session: Session = Depends(get_session),
 ):
     """``probability[a][b]`` = estimated P(item a is preferred to item b) =
-    σ(θ_a − θ_b), with the ``confidence`` interval [``lower``, ``upper``] from the
-    interval of the score difference. Null on the diagonal; pairs in different
-    components of the comparison graph are not comparable (null, interval [0, 1])."""
+    σ(θ̂_a − θ̂_b) (so it agrees in direction with the scores), with the
+    ``confidence`` interval [``lower``, ``upper``] from the interval of the score
+    difference (always containing the estimate). Null on the diagonal; pairs in
+    different components of the comparison graph are not comparable (null,
+    interval [0, 1]). Without intervals (``available`` false, with ``reason`` and
+    ``message``) the estimates are still given."""
     survey = get_survey(session, survey_id)
     require_pairwise(survey)
-    return analysis.pairwise(session, survey, request.app.state.fit_cache, confidence, method, lambda_)
+    return analysis.pairwise(
+        session, survey, request.app.state.fit_cache, confidence, method, lambda_, covariance
+    )
 
 
 @router.get(

@@ -355,10 +355,12 @@ class RankedItem(BaseModel):
     comparisons: int = Field(description="Stored comparisons involving the item.")
     se: float | None = Field(None, description="Standard error of the score (null: never compared).")
     ci: list[float] | None = Field(
-        None, description="Confidence interval for the true score, centred on a bias-corrected estimate."
+        None,
+        description="Confidence interval for the true score, centred on a bias-corrected estimate; it "
+        "always contains `score`.",
     )
     rank_ci: list[int] | None = Field(
-        None, description="Marginal interval [best, worst] for the item's rank."
+        None, description="Marginal interval [best, worst] for the item's rank; it always contains `rank`."
     )
     rank_ci_simultaneous: list[int] | None = Field(
         None, description="Rank interval holding jointly for all items at the confidence level."
@@ -368,6 +370,10 @@ class RankedItem(BaseModel):
 
 class Diagnostics(BaseModel):
     respondents: int = Field(description="Respondents with at least one stored comparison.")
+    comparisons_per_respondent: dict = Field(
+        description="How many comparisons each respondent gave: mean, min, median, max. One respondent's "
+        "answers go together, so the respondents, not the comparisons, are the independent unit."
+    )
     comparisons: int
     pairs_observed: int
     pairs_total: int
@@ -404,10 +410,37 @@ class Diagnostics(BaseModel):
 
 class UncertaintyInfo(BaseModel):
     available: bool
-    method: str | None = Field(description="sandwich or bootstrap.")
+    method: str | None = Field(
+        description="cluster (cluster-robust sandwich, respondents as clusters), cluster_bound (few "
+        "respondents: a worst-case bound on within-respondent correlation), cluster_bootstrap "
+        "(respondents resampled), sandwich (model-based, comparisons independent) or bootstrap "
+        "(parametric)."
+    )
+    covariance: str | None = Field(None, description="The covariance asked for: cluster (default) or model.")
     level: float
-    reason: str | None = Field(description="Why intervals are missing, when they are.")
+    reason: str | None = Field(
+        description="Why intervals are missing, when they are: no_comparisons, too_few_respondents, "
+        "not_identified, unstable_correction, too_many_items, not_requested."
+    )
+    message: str | None = Field(None, description="The same in a plain sentence.")
+    estimand: str | None = Field(None, description="What the intervals are for, in words.")
+    n_clusters: int | None = Field(None, description="Respondents behind the covariance (cluster methods).")
+    interval_critical_value: float | None = Field(
+        None,
+        description="Multiplier of `se` in `ci` (normal, or Student t with respondents − 1 degrees "
+        "of freedom).",
+    )
     critical_value: float | None = Field(description="Simultaneous critical value for score differences.")
+    corrections: dict | None = Field(
+        None,
+        description="Bias corrections applied (ridge removal, second-order) and their size in "
+        "standard errors.",
+    )
+    widened: int | None = Field(
+        None,
+        description="Intervals extended to contain their score (a correction moved the centre further than "
+        "the half-width).",
+    )
 
 
 class RankingOut(BaseModel):
@@ -469,13 +502,33 @@ RankingOut.model_config["json_schema_extra"] = {
             "tiers": [["itm_p2w8c4r7n5t1y6qa"], ["itm_u7x2k9q4m3c8d1ze"]],
             "uncertainty": {
                 "available": True,
-                "method": "sandwich",
+                "method": "cluster",
+                "covariance": "cluster",
                 "level": 0.95,
                 "reason": None,
+                "message": None,
+                "estimand": "the BTL scores of the population the respondents were drawn from; each "
+                "respondent is one independent unit (cluster-robust sandwich over 406 respondents)",
+                "n_clusters": 406,
+                "interval_critical_value": 1.966,
                 "critical_value": 1.96,
+                "corrections": {
+                    "ridge": True,
+                    "second_order": True,
+                    "ridge_max_se": 0.04,
+                    "second_order_max_se": 0.01,
+                },
+                "widened": 0,
             },
             "diagnostics": {
                 "respondents": 406,
+                "comparisons_per_respondent": {
+                    "respondents": 406,
+                    "mean": 2.0,
+                    "min": 1,
+                    "median": 2.0,
+                    "max": 3,
+                },
                 "comparisons": 812,
                 "pairs_observed": 1,
                 "pairs_total": 1,
@@ -524,8 +577,10 @@ class PairwiseOut(BaseModel):
     probability: list[list[float | None]] = Field(description="P(row item beats column item).")
     lower: list[list[float | None]]
     upper: list[list[float | None]]
-    available: bool
-    reason: str | None
+    available: bool = Field(description="Whether intervals are given (the estimates always are).")
+    reason: str | None = Field(description="Why intervals are missing, when they are (as for the ranking).")
+    message: str | None = Field(description="The same in a plain sentence.")
+    method_intervals: str | None = Field(description="How the intervals were computed (as for the ranking).")
     data_version: int
 
     model_config = ConfigDict(
@@ -544,6 +599,8 @@ class PairwiseOut(BaseModel):
                     "upper": [[None, 0.73], [0.36, None]],
                     "available": True,
                     "reason": None,
+                    "message": None,
+                    "method_intervals": "cluster",
                     "data_version": 57,
                 }
             ]

@@ -14,16 +14,20 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import select
+from scipy.special import expit
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, Item, Respondent, Survey
-from ..stats import BTLFit, competition_ranks, fit_debiased_mle_stats, fit_naive_mle_stats
+from ..stats import BTLFit, competition_ranks, fit_debiased_mle_stats, fit_naive_mle_stats, pair_stats
 from ..stats.inference import (
     MAX_ITEMS_COVARIANCE,
+    Clusters,
     Confidence,
+    IntervalsUnavailable,
     RankConfidence,
     bootstrap_confidence,
+    cluster_bootstrap_confidence,
     confidence,
     laplacian,
     rank_confidence,
@@ -47,6 +51,7 @@ __all__ = [
 
 METHODS = {"debiased_mle": fit_debiased_mle_stats, "naive_mle": fit_naive_mle_stats}
 UNCERTAINTY = ("sandwich", "bootstrap", "none")
+COVARIANCE = ("cluster", "model")
 #: The bootstrap refits on every stored comparison: reserved for small samples.
 BOOTSTRAP_MAX_COMPARISONS = 200_000
 BOOTSTRAP_REPLICATES = 200
@@ -58,6 +63,100 @@ class _Entry:
     fit: BTLFit
     stats: PairStats
     summaries: dict = field(default_factory=dict)
+    clusters: Clusters | None = None
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """The uncertainty of one fit at one (level, k, uncertainty, covariance)."""
+
+    conf: Confidence | None
+    ranks: RankConfidence | None
+    reason: str | None  # machine-readable, when conf is None
+    message: str | None  # a plain sentence, when conf is None
+    entry: _Entry  # the fit the summary belongs to
+
+
+class _Rows:
+    """One survey's comparisons as arrays, in id order, with respondents coded 0 … G−1."""
+
+    def __init__(self) -> None:
+        self.last_id = 0
+        self.codes: dict[str, int] = {}
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.n = 0
+
+    def add(self, rows) -> None:
+        if not rows:
+            return
+        ids, resp, i, j, y, eps = zip(*rows, strict=True)
+        codes = self.codes
+        c = np.fromiter((codes.setdefault(r, len(codes)) for r in resp), dtype=np.int64, count=len(resp))
+        part = (
+            c,
+            np.asarray(i, dtype=np.int64),
+            np.asarray(j, dtype=np.int64),
+            np.asarray(y, dtype=np.int8),
+            np.asarray(eps, dtype=np.float64),
+        )
+        self.parts.append(part)
+        self.last_id = max(self.last_id, int(max(ids)))
+        self.n += len(ids)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        if len(self.parts) > 1:
+            self.parts = [tuple(np.concatenate(col) for col in zip(*self.parts, strict=True))]
+        if not self.parts:
+            return (np.zeros(0, dtype=np.int64),) * 3 + (np.zeros(0, dtype=np.int8), np.zeros(0))
+        return self.parts[0]
+
+
+class RowStore:
+    """Each survey's stored comparisons (respondent, i, j, ỹ, ε), read incrementally.
+
+    Comparisons are append-only, so a read fetches only the rows with an id above the
+    last one seen, then checks the survey's row count: a row with a smaller id that
+    committed late (or rows removed with their survey) makes the counts differ, and
+    the survey is read again whole. Per process, for a few surveys at a time.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self._rows: OrderedDict[str, _Rows] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def read(self, session: Session, survey_id: str) -> tuple[np.ndarray, ...]:
+        """(respondent codes, i, j, ỹ, ε) of every stored comparison of the survey."""
+        with self._lock:
+            rows = self._rows.pop(survey_id, None) or _Rows()
+        cols = (
+            Comparison.id,
+            Comparison.respondent_id,
+            Comparison.i,
+            Comparison.j,
+            Comparison.y_tilde,
+            Comparison.epsilon,
+        )
+        for attempt in range(3):
+            if attempt == 2:
+                rows = _Rows()  # read whole: one statement, consistent by itself
+            new = session.execute(
+                select(*cols)
+                .where(Comparison.survey_id == survey_id, Comparison.id > rows.last_id)
+                .order_by(Comparison.id)
+            ).all()
+            rows.add(new)
+            if attempt == 2:
+                break
+            total = session.scalar(select(func.count()).where(Comparison.survey_id == survey_id))
+            if total == rows.n:
+                break
+            rows = _Rows()
+        with self._lock:
+            self._rows[survey_id] = rows
+            while len(self._rows) > self._size:
+                self._rows.popitem(last=False)
+        return rows.arrays()
 
 
 class FitCache:
@@ -68,6 +167,7 @@ class FitCache:
     """
 
     def __init__(self, size: int = 256) -> None:
+        self.rows = RowStore()
         self._fits: OrderedDict[tuple, _Entry] = OrderedDict()
         self._warm: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._size = size
@@ -100,7 +200,9 @@ class FitCache:
         return theta[:n_items]
 
 
-def _check(method: str, lam: float | None, level: float, uncertainty: str) -> None:
+def _check(
+    method: str, lam: float | None, level: float, uncertainty: str, covariance: str = "cluster"
+) -> None:
     if method not in METHODS:
         raise Invalid(f"method must be one of {sorted(METHODS)}")
     if lam is not None and not (math.isfinite(lam) and 0 < lam <= 1e9):
@@ -109,6 +211,8 @@ def _check(method: str, lam: float | None, level: float, uncertainty: str) -> No
         raise Invalid("confidence must be in [0.5, 1)")
     if uncertainty not in UNCERTAINTY:
         raise Invalid(f"uncertainty must be one of {list(UNCERTAINTY)}")
+    if covariance not in COVARIANCE:
+        raise Invalid(f"covariance must be one of {list(COVARIANCE)}")
 
 
 def _fit(
@@ -150,69 +254,127 @@ def _seed(*parts) -> int:
 def _summaries(
     session: Session,
     survey: Survey,
+    cache: FitCache,
     entry: _Entry,
     version: int,
     method: str,
     level: float,
     k: int | None,
     uncertainty: str,
-) -> tuple[Confidence | None, RankConfidence | None, str | None]:
-    """(interval summary, rank summary, reason when unavailable), cached on the entry."""
-    key = (level, k, uncertainty)
+    covariance: str = "cluster",
+) -> _Summary:
+    """The intervals and rank summaries of a fit (cached on its entry), or why there are none.
+
+    With ``covariance="cluster"`` (default) respondents are the independent unit:
+    their comparisons are read from the store (cached with the fit) and the fit the
+    summary belongs to is the one of exactly those comparisons (refitted when new
+    answers arrived after the cached fit was made).
+    """
+    key = (level, k, uncertainty, covariance)
     if key in entry.summaries:
         return entry.summaries[key]
     fit = entry.fit
     m = fit.theta.size
-    result: tuple = (None, None, None)
+    target = entry
     if uncertainty == "none":
-        result = (None, None, "not requested")
+        result = _Summary(None, None, "not_requested", "Intervals were not requested.", entry)
     elif m > MAX_ITEMS_COVARIANCE:
-        result = (None, None, f"uncertainty is computed for at most {MAX_ITEMS_COVARIANCE} items")
-    elif fit.n_comparisons == 0:
-        result = (None, None, "no comparisons yet")
-    else:
-        if uncertainty == "bootstrap":
-            if method != "debiased_mle":
-                raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
-            conf = _bootstrap(session, survey, fit, level)
-        else:
-            conf = confidence(fit, level)
-        ranks = rank_confidence(
-            conf.estimate,
-            conf.cov,
-            level,
-            k,
-            rng=np.random.default_rng(_seed(survey.id, version, method, level, k, uncertainty)),
-            component=conf.component,
+        result = _Summary(
+            None,
+            None,
+            "too_many_items",
+            f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items.",
+            entry,
         )
-        result = (conf, ranks, None)
+    elif fit.n_comparisons == 0:
+        result = _Summary(None, None, "no_comparisons", "There are no comparisons yet.", entry)
+    else:
+        if uncertainty == "bootstrap" and method != "debiased_mle":
+            raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
+        clusters = None
+        if covariance == "cluster" or uncertainty == "bootstrap":
+            target, clusters = _with_clusters(session, survey, entry, method, cache.rows)
+        try:
+            if uncertainty == "bootstrap":
+                conf = _bootstrap(session, survey, target, level, covariance, clusters)
+            else:
+                conf = confidence(target.fit, level, clusters=clusters if covariance == "cluster" else None)
+        except IntervalsUnavailable as exc:
+            result = _Summary(None, None, exc.reason, exc.message, target)
+        else:
+            seed = _seed(survey.id, version, method, level, k, uncertainty, covariance)
+            ranks = rank_confidence(
+                conf.estimate,
+                conf.cov,
+                level,
+                k,
+                rng=np.random.default_rng(seed),
+                component=conf.component,
+                point=conf.theta,
+            )
+            result = _Summary(conf, ranks, None, None, target)
     entry.summaries[key] = result
     return result
 
 
-def _bootstrap(session: Session, survey: Survey, fit: BTLFit, level: float) -> Confidence:
-    rows = session.execute(
-        select(Comparison.i, Comparison.j, Comparison.epsilon).where(Comparison.survey_id == survey.id)
-    ).all()
-    if len(rows) > BOOTSTRAP_MAX_COMPARISONS:
+def _with_clusters(
+    session: Session, survey: Survey, entry: _Entry, method: str, rows: RowStore
+) -> tuple[_Entry, Clusters]:
+    """The fit's comparisons grouped by respondent, and the fit they belong to.
+
+    Reads (respondent, i, j, ỹ, ε) of every stored comparison (incrementally, see
+    :class:`RowStore`). When answers arrived
+    after the cached fit's snapshot, the statistics are rebuilt from exactly the rows
+    read and refitted (warm-started), so that the covariance and the fit always
+    describe the same data.
+    """
+    if entry.clusters is not None:
+        return entry, entry.clusters
+    resp, i, j, y, eps = rows.read(session, survey.id)
+    m = entry.fit.theta.size
+    m = max(m, int(j.max(initial=-1)) + 1)
+    # The naive (classic RR) fit's estimating equation uses ỹ itself: z = ỹ, no privacy term.
+    eps_for_z = np.full(i.size, np.inf) if method == "naive_mle" else eps
+    clusters = Clusters.from_answers(m, i, j, y, eps_for_z, resp)
+    if i.size == entry.fit.n_comparisons and m == entry.fit.theta.size:
+        entry.clusters = clusters
+        return entry, clusters
+    stats = pair_stats(m, i, j, y, eps)
+    theta0 = np.concatenate((entry.fit.theta, np.zeros(m - entry.fit.theta.size)))
+    fit = METHODS[method](stats, entry.fit.lam if entry.fit.lam else None, theta0=theta0)
+    return _Entry(fit, stats, clusters=clusters), clusters
+
+
+def _bootstrap(
+    session: Session, survey: Survey, entry: _Entry, level: float, covariance: str, clusters: Clusters
+) -> Confidence:
+    """``covariance=cluster``: the nonparametric bootstrap over respondents (nothing is
+    privatized again); ``model``: the parametric bootstrap of independent answers."""
+    fit = entry.fit
+    if fit.n_comparisons > BOOTSTRAP_MAX_COMPARISONS:
         raise Invalid(
             f"uncertainty=bootstrap is for small samples (at most {BOOTSTRAP_MAX_COMPARISONS} "
             "comparisons); use the default sandwich intervals"
         )
-    i, j, eps = (np.asarray(c) for c in zip(*rows, strict=True))
-    # Answers that arrived after the fit's snapshot are left out of the design.
-    if i.size != fit.n_comparisons:
-        raise Invalid("new answers arrived while computing the bootstrap; retry")
+    rng = np.random.default_rng(_seed(survey.id, fit.n_comparisons, "bootstrap", covariance))
+    if covariance == "cluster":
+        return cluster_bootstrap_confidence(fit, clusters, level, n_boot=BOOTSTRAP_REPLICATES, rng=rng)
     return bootstrap_confidence(
         fit.theta.size,
-        i,
-        j,
-        eps.astype(float),
+        clusters.i,
+        clusters.j,
+        _eps_of(clusters.v),
         fit,
         level,
         n_boot=BOOTSTRAP_REPLICATES,
-        rng=np.random.default_rng(_seed(survey.id, fit.n_comparisons, "bootstrap")),
+        rng=rng,
     )
+
+
+def _eps_of(v: np.ndarray) -> np.ndarray:
+    """ε from the privacy variance v = 1/(4 sinh²(ε/2))."""
+    with np.errstate(divide="ignore"):
+        return 2.0 * np.arcsinh(0.5 / np.sqrt(v))
 
 
 def privacy_regime(n_items: int, n_comparisons: int, g: float) -> dict:
@@ -280,19 +442,27 @@ def _graph(stats: PairStats) -> dict:
     }
 
 
-def _spend(session: Session, survey_id: str) -> dict:
-    values = np.array(
-        session.scalars(
-            select(Respondent.epsilon_spent).where(
-                Respondent.survey_id == survey_id, Respondent.n_comparisons > 0
-            )
-        ).all(),
-        dtype=float,
-    )
-    if values.size == 0:
-        return {"respondents": 0}
+def _spend(session: Session, survey_id: str) -> tuple[dict, dict]:
+    """The distribution of respondents' total ε, and of their numbers of comparisons."""
+    rows = session.execute(
+        select(Respondent.epsilon_spent, Respondent.n_comparisons).where(
+            Respondent.survey_id == survey_id, Respondent.n_comparisons > 0
+        )
+    ).all()
+    if not rows:
+        return {"respondents": 0}, {"respondents": 0}
+    values = np.array([r[0] for r in rows], dtype=float)
+    counts = np.array([r[1] for r in rows], dtype=float)
+    c = np.quantile(counts, [0.0, 0.5, 1.0])
+    per_respondent = {
+        "respondents": int(counts.size),
+        "mean": float(counts.mean()),
+        "min": int(c[0]),
+        "median": float(c[1]),
+        "max": int(c[2]),
+    }
     q = np.quantile(values, [0.0, 0.25, 0.5, 0.75, 1.0])
-    return {
+    spend = {
         "respondents": int(values.size),
         "mean": float(values.mean()),
         "min": float(q[0]),
@@ -301,6 +471,52 @@ def _spend(session: Session, survey_id: str) -> dict:
         "p75": float(q[3]),
         "max": float(q[4]),
     }
+    return spend, per_respondent
+
+
+_ESTIMANDS = {
+    "cluster": "the BTL scores of the population the respondents were drawn from; each respondent is one "
+    "independent unit (cluster-robust sandwich over {g} respondents)",
+    "cluster_bound": "the BTL scores of the population the respondents were drawn from; with only {g} "
+    "respondents their spread cannot be estimated yet, so the intervals use an upper bound on how strongly "
+    "one respondent's answers can go together (wider than needed, never narrower)",
+    "cluster_bootstrap": "the BTL scores of the population the respondents were drawn from; intervals from "
+    "resampling the {g} respondents with all their answers",
+    "sandwich": "the BTL scores, treating every comparison as an independent answer (model-based sandwich); "
+    "one respondent's answers usually go together, so these intervals can be too narrow",
+    "bootstrap": "the BTL scores, treating every comparison as an independent answer (parametric bootstrap)",
+}
+
+
+def _uncertainty_info(summary: _Summary, level: float, uncertainty: str, covariance: str) -> dict:
+    conf, ranks = summary.conf, summary.ranks
+    info = {
+        "available": conf is not None,
+        "method": None if conf is None else conf.method,
+        "covariance": covariance,
+        "level": level,
+        "reason": summary.reason,
+        "message": summary.message,
+        "estimand": None,
+        "n_clusters": None,
+        "interval_critical_value": None,
+        "critical_value": None,
+        "corrections": None,
+        "widened": None,
+    }
+    if conf is not None:
+        info.update(
+            estimand=_ESTIMANDS[conf.method].format(g=conf.n_clusters),
+            n_clusters=conf.n_clusters,
+            interval_critical_value=float(conf.critical_value),
+            critical_value=float(ranks.critical_value),
+            corrections={
+                name: (value if isinstance(value, bool) else float(value))
+                for name, value in conf.corrections.items()
+            },
+            widened=int(np.count_nonzero(conf.widened)) if conf.widened is not None else 0,
+        )
+    return info
 
 
 def _ci(lo: float, hi: float) -> list[float] | None:
@@ -316,18 +532,21 @@ def ranking(
     k: int | None = None,
     level: float = 0.95,
     uncertainty: str = "sandwich",
+    covariance: str = "cluster",
 ) -> dict:
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
     groups, and diagnostics."""
     require_local(survey)
-    _check(method, lam, level, uncertainty)
+    _check(method, lam, level, uncertainty, covariance)
     n_before = len(survey_items(session, survey.id))
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
     entry, version, items = _fit(session, survey, cache, method, lam)
+    summary = _summaries(session, survey, cache, entry, version, method, level, k, uncertainty, covariance)
+    conf, ranks = summary.conf, summary.ranks
+    fit, stats = summary.entry.fit, summary.entry.stats
+    items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
     m = len(items)
-    fit, stats = entry.fit, entry.stats
-    conf, ranks, reason = _summaries(session, survey, entry, version, method, level, k, uncertainty)
     theta = fit.theta
     rank = competition_ranks(theta)
     order = np.lexsort((np.arange(m), rank))  # rank order; ties keep the survey's order
@@ -364,9 +583,10 @@ def ranking(
         components = [
             [items[x].id for x in np.flatnonzero(fit.component == c)] for c in range(fit.n_components)
         ]
-    spend = _spend(session, survey.id)
+    spend, per_respondent = _spend(session, survey.id)
     diagnostics = {
         "respondents": spend["respondents"],
+        "comparisons_per_respondent": per_respondent,
         "comparisons": int(fit.n_comparisons),
         "pairs_observed": int(stats.n_pairs),
         "pairs_total": m * (m - 1) // 2,
@@ -389,13 +609,7 @@ def ranking(
         "top_k_boundary_tied": boundary_tied,
         "data_version": int(version),
     }
-    uncertainty_info = {
-        "available": conf is not None,
-        "method": None if conf is None else conf.method,
-        "level": level,
-        "reason": reason,
-        "critical_value": None if ranks is None else float(ranks.critical_value),
-    }
+    uncertainty_info = _uncertainty_info(summary, level, uncertainty, covariance)
     return {
         "survey_id": survey.id,
         "method": method,
@@ -416,18 +630,26 @@ def pairwise(
     level: float = 0.95,
     method: str = "debiased_mle",
     lam: float | None = None,
+    covariance: str = "cluster",
 ) -> dict:
     """Estimated P(row item beats column item) with confidence intervals."""
     require_local(survey)
-    _check(method, lam, level, "sandwich")
+    _check(method, lam, level, "sandwich", covariance)
     if len(survey_items(session, survey.id)) > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam)
+    summary = _summaries(session, survey, cache, entry, version, method, level, None, "sandwich", covariance)
+    conf, fit = summary.conf, summary.entry.fit
+    items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
     m = len(items)
-    conf, _, reason = _summaries(session, survey, entry, version, method, level, None, "sandwich")
     if conf is None:
-        nan = np.full((m, m), np.nan)
-        p = lo = hi = nan
+        # The point estimates are still the fit's; only their intervals are missing.
+        with np.errstate(invalid="ignore"):
+            p = expit(fit.theta[:, None] - fit.theta[None, :])
+        cross = fit.component[:, None] != fit.component[None, :]
+        p[cross] = np.nan
+        np.fill_diagonal(p, np.nan)
+        lo = hi = np.full((m, m), np.nan)
     else:
         p, lo, hi = conf.win_probability()
 
@@ -443,6 +665,8 @@ def pairwise(
         "lower": rows(lo),
         "upper": rows(hi),
         "available": conf is not None,
-        "reason": reason,
+        "reason": summary.reason,
+        "message": summary.message,
+        "method_intervals": None if conf is None else conf.method,
         "data_version": int(version),
     }

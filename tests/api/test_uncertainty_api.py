@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.stats import fit_debiased_mle
-from app.stats.inference import confidence, rank_confidence
+from app.stats.inference import Clusters, confidence, rank_confidence
 from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
 
 
@@ -47,6 +47,11 @@ def _make_survey(client):
 
 
 def export_fit(client, sid, ids):
+    return export_fit_and_clusters(client, sid, ids)[0]
+
+
+def export_fit_and_clusters(client, sid, ids):
+    """The library's fit of the exported CSV, and its comparisons grouped by respondent."""
     import csv
     import io
 
@@ -58,7 +63,8 @@ def export_fit(client, sid, ids):
     j = np.array([pos[r["item_b"]] for r in rows])
     y = np.array([r["winner"] == r["item_a"] for r in rows], dtype=int)
     eps = np.array([float(r["epsilon"]) for r in rows])
-    return fit_debiased_mle(len(ids), i, j, y, eps)
+    resp = np.array([r["respondent"] for r in rows])
+    return fit_debiased_mle(len(ids), i, j, y, eps), Clusters.from_answers(len(ids), i, j, y, eps, resp)
 
 
 def test_ranking_reports_intervals_matching_the_library(client, survey):
@@ -66,8 +72,9 @@ def test_ranking_reports_intervals_matching_the_library(client, survey):
     r = client.get(f"/v1/surveys/{sid}/ranking?k=2&confidence=0.9", headers=ADMIN)
     assert r.status_code == 200
     data = r.json()
-    fit = export_fit(client, sid, ids)
-    conf = confidence(fit, 0.9)
+    fit, clusters = export_fit_and_clusters(client, sid, ids)
+    conf = confidence(fit, 0.9, clusters=clusters)
+    assert conf.method == "cluster" and conf.n_clusters == 120
     by_id = {it["item_id"]: it for it in data["items"]}
     for k, x in enumerate(ids):
         item = by_id[x]
@@ -77,13 +84,28 @@ def test_ranking_reports_intervals_matching_the_library(client, survey):
         lo, hi = item["rank_ci_simultaneous"]
         assert lo <= item["rank_ci"][0] and item["rank_ci"][1] <= hi  # joint intervals are wider
     assert sum(it["p_top_k"] for it in data["items"]) == pytest.approx(2.0)
-    assert data["uncertainty"] == {
-        "available": True,
-        "method": "sandwich",
-        "level": 0.9,
-        "reason": None,
-        "critical_value": pytest.approx(data["uncertainty"]["critical_value"]),
+    u = data["uncertainty"]
+    assert u["available"] and u["method"] == "cluster" and u["covariance"] == "cluster"
+    assert u["reason"] is None and u["message"] is None and u["n_clusters"] == 120
+    assert (
+        "population the respondents were drawn from" in u["estimand"] and "120 respondents" in u["estimand"]
+    )
+    assert u["interval_critical_value"] == pytest.approx(conf.critical_value)  # t with 119 df
+    assert u["corrections"]["ridge"] is True and u["corrections"]["second_order"] is True
+    assert data["diagnostics"]["comparisons_per_respondent"] == {
+        "respondents": 120,
+        "mean": 10.0,
+        "min": 10,
+        "median": 10.0,
+        "max": 10,
     }
+    # covariance=model: the model-based sandwich of the library, comparisons independent.
+    model = client.get(f"/v1/surveys/{sid}/ranking?k=2&confidence=0.9&covariance=model", headers=ADMIN).json()
+    conf_model = confidence(fit, 0.9)
+    assert model["uncertainty"]["method"] == "sandwich" and model["uncertainty"]["n_clusters"] is None
+    for k, x in enumerate(ids):
+        item = next(it for it in model["items"] if it["item_id"] == x)
+        assert item["se"] == pytest.approx(conf_model.se[k], rel=1e-6)
     # Simultaneous intervals from pairwise decisions at the reported critical value.
     c = data["uncertainty"]["critical_value"]
     above = (conf.estimate[:, None] - conf.estimate[None, :]) > c * conf.difference_se()
@@ -125,8 +147,12 @@ def test_privacy_regime_below_the_dividing_line(client):
 def test_bootstrap_and_no_uncertainty_options(client, survey):
     sid, _ = survey
     b = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=bootstrap", headers=ADMIN).json()
-    assert b["uncertainty"]["method"] == "bootstrap"
+    assert b["uncertainty"]["method"] == "cluster_bootstrap" and b["uncertainty"]["n_clusters"] == 120
+    assert all(it["ci"][0] <= it["score"] <= it["ci"][1] for it in b["items"])
     assert all(it["ci"][0] < it["ci"][1] for it in b["items"])
+    p = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=bootstrap&covariance=model", headers=ADMIN).json()
+    assert p["uncertainty"]["method"] == "bootstrap"
+    assert all(it["ci"][0] <= it["score"] <= it["ci"][1] for it in p["items"])
     n = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=none", headers=ADMIN).json()
     assert n["uncertainty"]["available"] is False and n["items"][0]["se"] is None and n["tied_groups"] is None
     for query in (
@@ -134,6 +160,7 @@ def test_bootstrap_and_no_uncertainty_options(client, survey):
         "confidence=1",
         "confidence=0.2",
         "method=naive_mle&uncertainty=bootstrap",
+        "covariance=sandwich",
     ):
         assert client.get(f"/v1/surveys/{sid}/ranking?{query}", headers=ADMIN).status_code == 422, query
 
@@ -149,8 +176,13 @@ def test_pairwise_matrix(client, survey):
     off = ~np.eye(6, dtype=bool)
     assert np.all((lo[off] <= p[off]) & (p[off] <= hi[off]))
     np.testing.assert_allclose((p + p.T)[off], 1.0, atol=2e-6)
-    conf = confidence(export_fit(client, sid, ids))
+    fit, clusters = export_fit_and_clusters(client, sid, ids)
+    conf = confidence(fit, clusters=clusters)
     pp, plo, phi = conf.win_probability()
+    # The point is σ(θ̂_a − θ̂_b): same direction as the scores.
+    np.testing.assert_array_equal(
+        np.sign(pp[off] - 0.5), np.sign((fit.theta[:, None] - fit.theta[None, :])[off])
+    )
     np.testing.assert_allclose(p[off], pp[off], atol=2e-6)
     np.testing.assert_allclose(lo[off], plo[off], atol=2e-6)
     np.testing.assert_allclose(hi[off], phi[off], atol=2e-6)

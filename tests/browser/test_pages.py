@@ -362,3 +362,30 @@ def test_hostile_labels_render_as_text(server, new_page):
     for page in (admin, resp):
         assert page.evaluate("() => window.__pwned") is None
         assert page.evaluate("() => document.querySelectorAll('img, script:not([src]), svg svg').length") == 0
+
+
+def test_the_dashboard_says_when_there_is_not_enough_data_for_intervals(server, new_page, shots):
+    """The README walkthrough's survey (4 items, one respondent at ε = 2): the dashboard
+    shows the point estimates with a plain notice that there are no intervals yet, and
+    why — not error bars nowhere near their dots."""
+    r = httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={"title": "Which policy matters most?", "items": ITEMS, "privacy": {"epsilon_default": 2.0}},
+        headers=ADMIN,
+    ).json()
+    sid = r["id"]
+    reg = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={"epsilon": 2.0}).json()
+    h = {"Authorization": f"Bearer {reg['token']}"}
+    pairs = httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=4", headers=h).json()["pairs"]
+    body = {"privatized": False, "comparisons": [{"a": p["a"], "b": p["b"], "winner": p["a"]} for p in pairs]}
+    assert httpx2.post(f"{server.base}/v1/surveys/{sid}/responses", json=body, headers=h).status_code == 201
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.get_by_role("link", name="Which policy matters most?").click()
+    notice = admin.locator("#no-intervals")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("Not enough data for intervals yet")
+    expect(notice).to_contain_text("not enough data yet")
+    expect(admin.locator("#ranking-table tbody tr")).to_have_count(4)
+    expect(admin.locator("#pairwise-box")).to_contain_text("No intervals yet")
+    admin.screenshot(path=str(shots / "dashboard-not-enough-data.png"), full_page=True)
