@@ -331,6 +331,7 @@ class _CGSolver:
         self.buf = np.empty(2 * n_pairs + m)
         self.labels, self.sizes = labels, sizes
         self.rtol = 0.1
+        self.exact = False  # solve every Newton system to round-off (the fallback)
 
     def solve(self, w: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
         p = self.prob
@@ -510,6 +511,14 @@ def fit_btl(
         # the cold start from 0 is the robust default.
         theta, more, gnorm = run(np.zeros(m))
         iterations += more
+    if gnorm > threshold and isinstance(lin, _CGSolver):
+        # Inexact steps can strand Newton on a nearly piecewise-linear objective
+        # (extreme debiased data: most weights underflow, and which ones do
+        # depends on the path, hence on BLAS round-off). Exact steps from 0 follow
+        # the dense solver's path, which gets there in a few iterations.
+        lin.exact = True
+        theta, more, gnorm = run(np.zeros(m))
+        iterations += more
 
     # Lemma 3: the exact minimizer sums to zero on each component; remove the
     # rounding drift so that callers can rely on it.
@@ -553,12 +562,28 @@ def _newton(
     gnorm = float(np.abs(g).max(initial=0.0))
     previous = gnorm
     iterations = 0
+    history: list[float] = []
     while gnorm > threshold and iterations < max_iter:
-        if isinstance(lin, _CGSolver):
+        history.append(gnorm)
+        stalled = len(history) > 10 and gnorm > 0.5 * history[-11]
+        if isinstance(lin, _CGSolver) and not lin.exact and stalled:
+            break  # ten steps did not halve ‖∇J‖; the caller falls back to exact steps
+        if isinstance(lin, _CGSolver) and lin.exact:
+            lin.rtol = 1e-12
+        elif isinstance(lin, _CGSolver):
             # Inexact Newton, Eisenstat–Walker choice 2: solve loosely far from
             # the optimum, tightly as the gradient shrinks (superlinear rate).
+            # Safeguard: EW loosens the solve to 0.1 whenever the gradient stops
+            # shrinking, which on nearly piecewise-linear objectives (extreme
+            # debiased data, weights underflowing off a few hundred pairs) makes
+            # inexact steps that never progress. So when the last step did not
+            # at least halve the gradient, tighten a hundredfold instead; an
+            # almost exact solve gives the dense solver's Newton step.
             ratio = gnorm / previous if previous > 0 else 1.0
-            lin.rtol = min(0.1, max(0.9 * ratio * ratio, 0.5 * threshold / gnorm, 1e-12))
+            forcing = min(0.1, 0.9 * ratio * ratio)
+            if iterations > 0 and ratio > 0.5:
+                forcing = min(forcing, 0.01 * lin.rtol)
+            lin.rtol = max(forcing, 0.5 * threshold / gnorm, 1e-12)
         try:
             step = lin.solve(w, -g)
         except np.linalg.LinAlgError:
