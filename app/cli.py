@@ -32,28 +32,54 @@ def build_parser() -> argparse.ArgumentParser:
         help="predict a survey design's accuracy, or the respondents / epsilon it needs",
         description="Simulate the design (balanced pair assignment, randomized response, the debiased MLE "
         "with its default lambda) and report the expected errors and the probability of recovering the "
-        "exact top-K, with Monte Carlo standard errors.",
+        "exact top-K, with Monte Carlo standard errors. With --survey: plan from a running survey "
+        "(GET /v1/surveys/{id}/plan on --server, with an admin or analyst key from --key or "
+        "PRIVRANK_API_KEY): how many more respondents certify the top-K, simulated from the survey's own "
+        "design, fit and respondent clustering.",
     )
-    pl.add_argument("--items", "-m", type=int, required=True, help="number of items")
-    pl.add_argument("--respondents", "-L", type=int, help="number of respondents")
+    pl.add_argument("--survey", help="a running survey's id (with --server): plan from where it stands")
+    pl.add_argument("--server", help="the service's base URL, e.g. http://127.0.0.1:8000 (with --survey)")
+    pl.add_argument("--key", help="admin or analyst key (default: $PRIVRANK_API_KEY)")
+    pl.add_argument("--items", "-m", type=int, help="number of items (not with --survey)")
     pl.add_argument(
-        "--pairs-per-respondent", "-p", type=int, required=True, help="pairs each respondent answers"
+        "--respondents",
+        "-L",
+        type=int,
+        help="number of respondents (with --survey: predict for this many more instead of solving)",
+    )
+    pl.add_argument(
+        "--pairs-per-respondent",
+        "-p",
+        type=int,
+        help="pairs each respondent answers (with --survey: each new respondent; default: like the current)",
     )
     pl.add_argument(
         "--epsilon", "-e", type=float, nargs="+", help="epsilon, or several values of a distribution"
     )
+    pl.add_argument(
+        "--scores", type=float, nargs="+", help="pilot scores taken as the true ones, one per item"
+    )
+    pl.add_argument(
+        "--tau", type=float, help="with --survey: respondent random-effect scale (default: estimated)"
+    )
+    pl.add_argument("--confidence", type=float, default=0.95, help="with --survey: interval level")
     pl.add_argument("--weights", type=float, nargs="+", help="weights of the epsilon values")
-    pl.add_argument("--k", "-k", type=int, required=True, help="size of the top set")
+    pl.add_argument("--k", "-k", type=int, help="size of the top set (required)")
     pl.add_argument("--spread", type=float, default=2.0, help="true scores ~ Uniform(-spread, spread)")
     pl.add_argument("--gap", type=float, help="evenly spaced true scores with this gap instead")
     pl.add_argument(
-        "--replications", "-r", type=int, default=200, help="Monte Carlo replicates (default 200)"
+        "--replications", "-r", type=int, help="Monte Carlo replicates (default 200; with --survey 100)"
     )
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument(
         "--solve", choices=["respondents", "epsilon"], help="solve for this instead of predicting"
     )
-    pl.add_argument("--target", type=float, help="target probability of recovering the exact top-K")
+    pl.add_argument(
+        "--target",
+        type=float,
+        help="target probability of recovering the exact top-K "
+        "(with --survey: of certifying it; default 0.8)",
+    )
     pl.add_argument("--json", action="store_true", help="print JSON")
 
     sim = sub.add_parser(
@@ -240,6 +266,12 @@ def _plan(args) -> int:
     from .services.errors import Invalid
     from .services.planning import run_plan
 
+    if args.survey is not None or args.server is not None:
+        return _plan_survey(args)
+    missing = [f"--{n}" for n in ("items", "pairs_per_respondent", "k") if getattr(args, n) is None]
+    if missing:
+        print(f"privrank plan: {', '.join(m.replace('_', '-') for m in missing)} required", file=sys.stderr)
+        return 2
     try:
         out = run_plan(
             args.items,
@@ -250,10 +282,11 @@ def _plan(args) -> int:
             args.weights,
             args.spread,
             args.gap,
-            args.replications,
+            args.replications or 200,
             args.seed,
             args.solve or "none",
             args.target,
+            args.scores,
         )
     except Invalid as exc:
         print(f"privrank plan: {exc.detail}", file=sys.stderr)
@@ -286,6 +319,95 @@ def _plan(args) -> int:
     totals = ", ".join(f"{t:g}" for t in p["respondent_epsilon_total"])
     print(f"each respondent's total epsilon (composition over its pairs): {totals}")
     print(f"G(eps) = {p['G']:.3g}; dividing line 1/sqrt(mL) = {p['dividing_line_epsilon']:.3g}")
+    return 0
+
+
+def _plan_survey(args) -> int:
+    """``privrank plan --survey SID --server URL``: GET /v1/surveys/{SID}/plan, printed."""
+    import json
+    import os
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    if not args.survey or not args.server:
+        print("privrank plan: --survey and --server go together", file=sys.stderr)
+        return 2
+    if not args.server.startswith(("http://", "https://")):
+        print("privrank plan: --server must be an http:// or https:// URL", file=sys.stderr)
+        return 2
+    key = args.key or os.environ.get("PRIVRANK_API_KEY")
+    if not key:
+        print("privrank plan: give an admin or analyst key (--key or PRIVRANK_API_KEY)", file=sys.stderr)
+        return 2
+    if args.items is not None or args.solve is not None or args.weights is not None:
+        print("privrank plan: --items, --solve and --weights are not used with --survey", file=sys.stderr)
+        return 2
+    if args.epsilon is not None and len(args.epsilon) != 1:
+        print("privrank plan: with --survey, --epsilon takes one value", file=sys.stderr)
+        return 2
+    query = {"k": args.k, "confidence": args.confidence, "seed": args.seed}
+    optional = {
+        "target": args.target,
+        "respondents": args.respondents,
+        "tau": args.tau,
+        "pairs_per_respondent": args.pairs_per_respondent,
+        "epsilon": None if args.epsilon is None else args.epsilon[0],
+        "replications": args.replications,
+        "scores": None if args.scores is None else ",".join(repr(x) for x in args.scores),
+    }
+    query.update({k: v for k, v in optional.items() if v is not None})
+    if args.k is None:
+        print("privrank plan: --k required", file=sys.stderr)
+        return 2
+    url = (
+        f"{args.server.rstrip('/')}/v1/surveys/{urllib.parse.quote(args.survey, safe='')}/plan?"
+        + urllib.parse.urlencode(query)
+    )
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            out = json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            detail = json.load(exc).get("detail")
+        except (ValueError, AttributeError):
+            detail = exc.reason
+        print(f"privrank plan: the server answered {exc.code}: {detail}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"privrank plan: cannot reach {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    p = out["plan"]
+    k = p["k"]
+    if out["target"] is None:
+        print(f"with {p['added_respondents']} more respondents:")
+    elif out["reached"]:
+        print(f"respondents to add for P(top-{k} certified) >= {out['target']:g}: {out['solution']}")
+    else:
+        print(f"P(top-{k} certified) >= {out['target']:g} not reached within the search range")
+    print(
+        f"survey now: {p['current_respondents']} respondents, {p['current_comparisons']} comparisons; "
+        f"{p['n_items']} items; {p['replications']} simulated surveys"
+    )
+    for key_, label in (
+        ("p_certified", f"P(top-{k} certified by the {100 * p['level']:g}% intervals)"),
+        ("p_certified_correct", "P(certified and the true top set)"),
+        ("p_exact_top_k", f"P(estimated top-{k} exactly right)"),
+        ("certified_items", f"top-{k} items certified (expected)"),
+        ("p_refused", "P(intervals refused)"),
+    ):
+        print(f"  {label:48s} {p[key_]['mean']:.4f} +/- {p[key_]['se']:.4f}")
+    if out["tau_interval"] is not None:
+        lo, hi = out["tau_interval"]
+        print(
+            f"respondent random effects: tau = {out['tau']:.3g} "
+            f"({out['tau_source']}; interval {lo:.3g}-{hi:.3g})"
+        )
+    print(f"assumption: {p['assumption']}")
     return 0
 
 

@@ -1,16 +1,19 @@
-"""The privacy planner (no survey data involved)."""
+"""The privacy planner: before a survey runs (``/v1/plan``) and from where it stands (``…/plan``)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from ..services.errors import Invalid
-from ..services.planning import run_plan
+from ..services.planning import plan_from_survey, run_plan
+from ..services.surveys import get_survey
 from ..stats.planner import MAX_PLAN_ITEMS
+from ..stats.survey_plan import MAX_TAU
 from .common import errors
-from .deps import reader
-from .schemas import PlanOut
+from .deps import get_session, reader
+from .schemas import PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
 
@@ -59,6 +62,12 @@ async def get_plan(
         "none", description="none, respondents (fewest L reaching target) or epsilon (smallest ε)."
     ),
     target: float | None = Query(None, gt=0, lt=1, description="Target P(exact top-K) for solve."),
+    scores: str | None = Query(
+        None,
+        min_length=1,
+        description="Pilot scores taken as the true ones, one per item (comma-separated), instead of "
+        "spread or gap.",
+    ),
 ):
     """Predicted ℓ∞ error, Kendall error and probability of recovering the exact
     top-K — each with its Monte Carlo standard error — for m items, L respondents
@@ -67,6 +76,7 @@ async def get_plan(
     With ``solve``, the fewest respondents or the smallest ε that reach ``target``."""
     eps = _floats(epsilon, "epsilon")
     weights = _floats(epsilon_weights, "epsilon_weights")
+    pilot = _floats(scores, "scores")
     return await run_in_threadpool(
         run_plan,
         items,
@@ -81,4 +91,83 @@ async def get_plan(
         seed,
         solve,
         target,
+        pilot,
+    )
+
+
+@router.get(
+    "/surveys/{survey_id}/plan",
+    response_model=SurveyPlanOut,
+    responses=errors(401, 403, 404, 409, 422),
+    dependencies=[Depends(reader)],
+    summary="How many more respondents certify the top-K, from where the survey stands",
+)
+def get_survey_plan(
+    request: Request,
+    survey_id: str,
+    k: int = Query(ge=1, description="Size K of the top set to certify."),
+    target: float = Query(
+        0.8, gt=0, lt=1, description="Wanted probability that the top-K is certified (when solving)."
+    ),
+    respondents: int | None = Query(
+        None,
+        ge=0,
+        le=1_000_000,
+        description="Predict for exactly this many more respondents instead of solving for target.",
+    ),
+    max_respondents: int = Query(
+        100_000, ge=1, le=1_000_000, description="The most added respondents the search tries."
+    ),
+    confidence: float = Query(0.95, ge=0.5, lt=1, description="Level of the intervals that certify."),
+    scores: str | None = Query(
+        None,
+        min_length=1,
+        description="Pilot scores, one per item in the survey's order (comma-separated), instead of the "
+        "survey's current fit.",
+    ),
+    tau: float | None = Query(
+        None,
+        ge=0,
+        le=MAX_TAU,
+        description="Respondent random-effect scale τ to simulate; default: estimated from the answers.",
+    ),
+    pairs_per_respondent: int | None = Query(
+        None, ge=1, description="New respondents' pairs (with epsilon); default: copy current respondents."
+    ),
+    epsilon: float | None = Query(
+        None, ge=0.001, le=20, description="New respondents' ε (with pairs_per_respondent)."
+    ),
+    replications: int = Query(100, ge=20, le=1000, description="Simulated surveys per candidate size."),
+    seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
+    session: Session = Depends(get_session),
+):
+    """Simulates the survey as it stands — its respondents and the pairs they
+    answered, at their ε — plus new respondents served least-answered pairs, with
+    the true scores taken to be the current fit (or ``scores``) and respondents
+    differing by random effects of scale τ estimated from the answers; every
+    simulated survey is privatized, fitted and certified by its own cluster-robust
+    simultaneous intervals (``top_k_certain`` of ``GET …/ranking``). Answers the
+    fewest added respondents whose P(certified) reaches ``target`` (``solution``;
+    null when out of reach), or with ``respondents`` the prediction at that size.
+    ``plan.assumption`` states the assumptions in words. The work is bounded
+    (422 beyond it); ranking surveys, central-model surveys and surveys without
+    answers (unless pilot scores and the new respondents' design are given) get
+    409."""
+    survey = get_survey(session, survey_id)
+    values = _floats(scores, "scores")
+    return plan_from_survey(
+        session,
+        survey,
+        request.app.state.fit_cache,
+        k,
+        target=target,
+        added=respondents,
+        max_added=max_respondents,
+        level=confidence,
+        scores=values,
+        tau=tau,
+        pairs_per_respondent=pairs_per_respondent,
+        epsilon=epsilon,
+        replications=replications,
+        seed=seed,
     )

@@ -679,6 +679,51 @@ class PlanOut(BaseModel):
     )
 
 
+class SurveyPlanBody(BaseModel):
+    n_items: int
+    k: int
+    level: float
+    current_respondents: int
+    current_comparisons: int
+    added_respondents: int
+    added_comparisons: int = Field(description="Comparisons the added respondents answer (mean).")
+    replications: int
+    tau: float = Field(description="Respondent random-effect scale simulated.")
+    p_certified: EstimateOut = Field(
+        description="Probability that the survey's own simultaneous intervals certify the top-K."
+    )
+    p_certified_correct: EstimateOut = Field(description="… and that the certified set is the true top-K.")
+    p_exact_top_k: EstimateOut = Field(description="Probability that the estimated top-K set is right.")
+    certified_items: EstimateOut = Field(description="Expected number of top-K items certified (0 … K).")
+    p_refused: EstimateOut = Field(description="Probability that intervals are refused (not enough data).")
+    assumption: str = Field(description="What the prediction assumes, in words.")
+
+
+class SurveyPlanItem(BaseModel):
+    item_id: str
+    label: str
+    score: float = Field(description="The score taken as true (current fit or pilot).")
+
+
+class SurveyPlanOut(BaseModel):
+    survey_id: str
+    k: int
+    level: float
+    target: float | None = Field(description="The probability solved for (null with respondents=).")
+    solution: int | None = Field(
+        description="Fewest added respondents reaching target (null when out of reach), or the size asked."
+    )
+    reached: bool | None = Field(description="Whether target was reached (null with respondents=).")
+    scores: Literal["fit", "pilot"]
+    items: list[SurveyPlanItem]
+    tau: float
+    tau_source: Literal["estimated", "query"]
+    tau_estimate: float | None = Field(description="τ estimated from the answers (null without answers).")
+    tau_interval: list[float] | None = Field(description="Its interval at the confidence level.")
+    plan: SurveyPlanBody
+    data_version: int
+
+
 # -- releases (central model) ----------------------------------------------------------
 
 

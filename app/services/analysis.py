@@ -44,6 +44,8 @@ __all__ = [
     "METHODS",
     "PAIRWISE_MAX_ITEMS",
     "FitCache",
+    "current_fit",
+    "eps_of",
     "pairwise",
     "privacy_regime",
     "ranking",
@@ -345,6 +347,18 @@ def _with_clusters(
     return _Entry(fit, stats, clusters=clusters), clusters
 
 
+def current_fit(
+    session: Session, survey: Survey, cache: FitCache
+) -> tuple[BTLFit, Clusters, list[Item], int]:
+    """The default fit (debiased MLE, default λ) of exactly the stored comparisons,
+    those comparisons grouped by respondent, the items and the data version (the
+    planner starts from these)."""
+    entry, version, _ = _fit(session, survey, cache, "debiased_mle", None)
+    target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache.rows)
+    items = survey_items(session, survey.id)
+    return target.fit, clusters, items, version
+
+
 def _bootstrap(
     session: Session, survey: Survey, entry: _Entry, level: float, covariance: str, clusters: Clusters
 ) -> Confidence:
@@ -363,7 +377,7 @@ def _bootstrap(
         fit.theta.size,
         clusters.i,
         clusters.j,
-        _eps_of(clusters.v),
+        eps_of(clusters.v),
         fit,
         level,
         n_boot=BOOTSTRAP_REPLICATES,
@@ -371,7 +385,7 @@ def _bootstrap(
     )
 
 
-def _eps_of(v: np.ndarray) -> np.ndarray:
+def eps_of(v: np.ndarray) -> np.ndarray:
     """ε from the privacy variance v = 1/(4 sinh²(ε/2))."""
     with np.errstate(divide="ignore"):
         return 2.0 * np.arcsinh(0.5 / np.sqrt(v))

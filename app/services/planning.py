@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from ..stats.planner import epsilon_needed, plan, respondents_needed
-from .errors import Invalid
+import numpy as np
 
-__all__ = ["run_plan"]
+from ..stats.planner import epsilon_needed, plan, respondents_needed
+from ..stats.survey_plan import (
+    MAX_SURVEY_PLAN_ITEMS,
+    SurveyDesign,
+    estimate_tau,
+    plan_survey,
+    respondents_to_certify,
+)
+from .analysis import current_fit, eps_of
+from .errors import Conflict, Invalid
+from .surveys import require_local, require_pairwise, survey_items
+
+__all__ = ["plan_from_survey", "run_plan"]
 
 
 def run_plan(
@@ -21,9 +32,12 @@ def run_plan(
     seed: int,
     solve: str,
     target: float | None,
+    scores: list[float] | None = None,
 ) -> dict:
     """Shared by the API and ``privrank plan``: a prediction or an inverse problem."""
-    options = {"spread": spread, "gap": gap, "replications": replications, "seed": seed}
+    if scores is not None and len(scores) != items:
+        raise Invalid(f"scores needs one value per item ({items})")
+    options = {"spread": spread, "gap": gap, "replications": replications, "seed": seed, "scores": scores}
     try:
         if solve == "none":
             if respondents is None or epsilon is None:
@@ -60,4 +74,99 @@ def run_plan(
         "solution": value,
         "reached": value is not None,
         "plan": result.as_dict(),
+    }
+
+
+def plan_from_survey(
+    session,
+    survey,
+    cache,
+    k: int,
+    *,
+    target: float = 0.8,
+    added: int | None = None,
+    max_added: int = 100_000,
+    level: float = 0.95,
+    scores: list[float] | None = None,
+    tau: float | None = None,
+    pairs_per_respondent: int | None = None,
+    epsilon: float | None = None,
+    replications: int = 100,
+    seed: int = 0,
+) -> dict:
+    """``GET /v1/surveys/{sid}/plan`` and ``privrank plan --survey``: how many more
+    respondents certify the top-K, simulated from the survey's own design, fit
+    and respondent clustering (:mod:`app.stats.survey_plan`)."""
+    require_pairwise(survey)
+    require_local(survey)
+    m = len(survey_items(session, survey.id))
+    if not 2 <= m <= MAX_SURVEY_PLAN_ITEMS:
+        raise Invalid(f"planning from a survey needs 2 to {MAX_SURVEY_PLAN_ITEMS} items (this one has {m})")
+    if not 1 <= k < m:
+        raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
+    if scores is not None and len(scores) != m:
+        raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
+    fit, clusters, items, version = current_fit(session, survey, cache)
+    m = len(items)  # items may have been added meanwhile
+    if scores is not None and len(scores) != m:
+        raise Conflict("the survey's items changed while planning; retry")
+    if clusters.i.size == 0 and scores is None:
+        raise Conflict(
+            "the survey has no answers yet, so there is no fit to plan from: give pilot scores (scores=…, "
+            "one per item) and the new respondents' design (pairs_per_respondent and epsilon), or use "
+            "GET /v1/plan"
+        )
+    design = SurveyDesign(
+        m, clusters.i, clusters.j, eps_of(clusters.v), clusters.cluster, clusters.n_clusters
+    )
+    if clusters.i.size:
+        tau_hat, tau_interval = estimate_tau(fit.theta, clusters, level)
+    else:
+        tau_hat, tau_interval = 0.0, None
+    use_tau = tau_hat if tau is None else float(tau)
+    theta = fit.theta if scores is None else scores
+    source = (
+        "the survey's current estimates (its fit of the answers so far)"
+        if scores is None
+        else "the pilot scores given"
+    )
+    options = {
+        "tau": use_tau,
+        "level": level,
+        "replications": replications,
+        "seed": seed,
+        "pairs_per_respondent": pairs_per_respondent,
+        "epsilon": epsilon,
+        "source": source,
+        "tau_interval": tau_interval if tau is None else None,
+    }
+    try:
+        if added is not None:
+            result = plan_survey(design, theta, k, added, **options)
+            solution, reached = added, None
+        else:
+            solution, result = respondents_to_certify(
+                design, theta, k, target, max_added=max_added, **options
+            )
+            reached = solution is not None
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return {
+        "survey_id": survey.id,
+        "k": k,
+        "level": level,
+        "target": None if added is not None else target,
+        "solution": solution,
+        "reached": reached,
+        "scores": "fit" if scores is None else "pilot",
+        "items": [
+            {"item_id": it.id, "label": it.label, "score": float(x)}
+            for it, x in zip(items, np.asarray(theta, dtype=float), strict=True)
+        ],
+        "tau": use_tau,
+        "tau_source": "estimated" if tau is None else "query",
+        "tau_estimate": tau_hat if clusters.i.size else None,
+        "tau_interval": tau_interval,
+        "plan": result.as_dict(),
+        "data_version": int(version),
     }

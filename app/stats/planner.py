@@ -16,7 +16,9 @@ fit of the debiased MLE with its default λ.
 True scores are a modelling choice the planner cannot know: by default they are
 drawn Uniform(−spread, spread) as in the paper's simulations (spread 2, i.e. the
 best item beats the worst about 98% of the time); ``gap`` uses evenly spaced
-scores instead, which fixes the separation at the top-K boundary.
+scores instead, which fixes the separation at the top-K boundary; ``scores``
+takes pilot scores (an earlier survey's estimates) as the truth. Once a survey
+has answers, :mod:`.survey_plan` plans from its own design and fit instead.
 
 Inverse problems — the respondents needed for a target top-K recovery
 probability at a given ε, or the smallest ε that reaches it with the respondents
@@ -102,8 +104,21 @@ def _validate(m: int, L: int, k_pairs: int, k: int) -> None:
         raise ValueError("k must be between 1 and n_items − 1")
 
 
-def _truth(m: int, rng: np.random.Generator, spread: float, gap: float | None) -> np.ndarray:
+def _truth(
+    m: int, rng: np.random.Generator, spread: float, gap: float | None, scores: np.ndarray | None = None
+) -> np.ndarray:
+    if scores is not None:
+        return scores
     return evenly_spaced_theta(m, gap) if gap is not None else uniform_theta(m, rng, -spread, spread)
+
+
+def _scores(scores: ArrayLike | None, m: int) -> np.ndarray | None:
+    if scores is None:
+        return None
+    th = np.asarray(scores, dtype=float).reshape(-1)
+    if th.shape != (m,) or not np.all(np.isfinite(th)):
+        raise ValueError("scores must be finite, one per item")
+    return th - th.mean()
 
 
 def _replicate(theta, counts, pi, pj, eps, w, rng) -> PairStats:
@@ -150,8 +165,13 @@ def plan(
     gap: float | None = None,
     replications: int = 200,
     seed: int | None = 0,
+    scores: ArrayLike | None = None,
 ) -> Plan:
-    """Predict a design's accuracy (see the module doc)."""
+    """Predict a design's accuracy (see the module doc).
+
+    ``scores``: pilot scores taken as the true ones (one per item; e.g. from an
+    earlier survey) instead of drawing them; ``spread`` and ``gap`` are then unused.
+    """
     m, L, kp = int(n_items), int(n_respondents), int(pairs_per_respondent)
     _validate(m, L, kp, int(k))
     eps, w = _distribution(epsilon, epsilon_weights)
@@ -161,6 +181,7 @@ def plan(
         raise ValueError("gap must be positive")
     if not spread > 0:
         raise ValueError("spread must be positive")
+    pilot = _scores(scores, m)
     rng = np.random.default_rng(seed)
     pi, pj = all_pairs(m)
     n_pairs = pi.size
@@ -168,7 +189,7 @@ def plan(
     base, extra = divmod(total, n_pairs)
     out = np.empty((replications, 4))
     for r in range(replications):
-        theta = _truth(m, rng, spread, gap)
+        theta = _truth(m, rng, spread, gap, pilot)
         counts = np.full(n_pairs, base, dtype=np.int64)
         counts[rng.choice(n_pairs, size=extra, replace=False)] += 1
         fit = fit_debiased_mle_stats(_replicate(theta, counts, pi, pj, eps, w, rng))
@@ -199,7 +220,13 @@ def plan(
         G=g,
         H=H(eps[w > 0]),
         dividing_line_epsilon=dividing_line_epsilon(m, total / n_pairs),
-        scores=f"evenly spaced, gap {gap:g}" if gap is not None else f"uniform on (−{spread:g}, {spread:g})",
+        scores=(
+            "pilot scores " + ", ".join(f"{x:.3g}" for x in pilot)
+            if pilot is not None
+            else f"evenly spaced, gap {gap:g}"
+            if gap is not None
+            else f"uniform on (−{spread:g}, {spread:g})"
+        ),
     )
 
 

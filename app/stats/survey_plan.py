@@ -1,0 +1,586 @@
+"""Planning from where a survey stands: how many more respondents certify the top-K?
+
+:mod:`.planner` predicts a design before any answer exists. Once a survey runs,
+much more is known, and this module plans from it:
+
+- **Scores**: the survey's current fit θ̂ (or pilot scores given by the analyst)
+  are taken as the population's true scores θ*. That is an assumption, stated in
+  every plan (:attr:`SurveyPlan.assumption`): if the current fit is noisy, so is
+  the plan.
+- **Design**: the survey's actual comparisons — which respondent answered which
+  pair at which ε — are kept as they are (unbalanced counts, missing pairs), and
+  new respondents are added the way the service would serve them: each new
+  respondent is a copy of a current respondent's profile (number of answers and
+  ε, drawn at random from the current respondents, or given explicitly) and is
+  served the pairs answered least so far, ties at random (the service's
+  assignment; :mod:`app.services.assignment`).
+- **Clustering**: one respondent's answers are correlated. Each simulated
+  respondent r answers with scores θ* + τ·u_r, u_r ~ N(0, I) (respondent random
+  effects), and τ is estimated from the survey's own answers by the method of
+  moments (:func:`estimate_tau`).
+- **Certification** is the survey's own: the top-K is certified when the
+  cluster-robust intervals the service reports (``GET …/ranking``:
+  :func:`~app.stats.inference.confidence` with respondents as clusters, then the
+  simultaneous rank intervals of :func:`~app.stats.inference.rank_confidence`)
+  put every one of the K best items in the top K — i.e. ``top_k_certain`` lists
+  K items. A refusal (``IntervalsUnavailable``) counts as not certified.
+
+Each replicate simulates the whole survey — current respondents re-answering
+their own pairs, plus the new ones — privatizes every answer by randomized
+response at its ε, fits the debiased MLE with the service's default λ, and
+applies the certification rule. :func:`plan_survey` estimates P(certified) for a
+number of added respondents with its Monte Carlo standard error;
+:func:`respondents_to_certify` searches for the fewest added respondents that
+reach a target probability, with common random numbers (the same seed for
+every candidate) so that Monte Carlo noise does not make the curve non-monotone.
+
+Up to 32 items every replicate runs exactly the service's procedure. Beyond,
+one shortcut keeps this affordable: the simultaneous critical value (the
+level-quantile of the largest |t| over all item pairs, 4,000 normal draws over
+up to 4,950 pairs) is computed once per candidate size, on its first replicate
+that yields intervals, and reused for that size's other replicates; it depends
+only on the correlation structure of the estimates, which the design fixes,
+but its own Monte Carlo error is then shared by all replicates of that size.
+The test suite checks the prediction against a direct, answer-by-answer
+simulation of the same survey that recomputes everything in every replicate.
+
+The simulated randomness is a model of respondents, not a privacy mechanism, so
+it comes from a seeded NumPy generator (predictions are reproducible).
+
+References: the random-effects (Thurstone–Mosteller) view of heterogeneous
+paired comparisons, e.g. Böckenholt (2001), Psychological Methods 6(1); the
+cluster-robust sandwich of Liang & Zeger (1986), Biometrika 73(1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit, ndtri
+
+from .btl import fit_debiased_mle_stats
+from .inference import Clusters, IntervalsUnavailable, confidence, rank_confidence
+from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
+from .metrics import competition_ranks
+from .pairs import pair_stats, validate_comparisons
+
+__all__ = [
+    "MAX_SURVEY_PLAN_ITEMS",
+    "MAX_SURVEY_PLAN_WORK",
+    "SurveyDesign",
+    "SurveyPlan",
+    "attenuation",
+    "estimate_tau",
+    "plan_survey",
+    "respondents_to_certify",
+]
+
+#: Every replicate computes an m×m covariance and its simultaneous intervals.
+MAX_SURVEY_PLAN_ITEMS = 100
+#: Comparisons simulated per call, summed over replicates and candidate sizes:
+#: the bound on one request's work (about a minute on one core at the limit).
+MAX_SURVEY_PLAN_WORK = 40_000_000
+#: Up to this many item pairs (m ≤ 32) every replicate computes its own
+#: simultaneous critical value, exactly as GET …/ranking does; beyond, one per size.
+FRESH_CRITICAL_PAIRS = 500
+#: The largest random-effect scale estimated or simulated (score units).
+MAX_TAU = 5.0
+
+
+@dataclass(frozen=True, eq=False)
+class SurveyDesign:
+    """Who answered which pair at which ε: a survey's design, without its answers.
+
+    ``respondent`` holds codes 0 … n_respondents − 1 (one per comparison).
+    """
+
+    n_items: int
+    i: NDArray[np.int64]
+    j: NDArray[np.int64]
+    epsilon: NDArray[np.float64]
+    respondent: NDArray[np.int64]
+    n_respondents: int
+
+    @classmethod
+    def from_comparisons(cls, n_items: int, i: ArrayLike, j: ArrayLike, epsilon: ArrayLike, respondent):
+        ia, ja = validate_comparisons(n_items, i, j)
+        eps = np.broadcast_to(validate_epsilon(epsilon), ia.shape).astype(np.float64)
+        labels = np.asarray(respondent).reshape(-1)
+        if labels.shape != ia.shape:
+            raise ValueError("respondent needs one value per comparison")
+        _, codes = np.unique(labels, return_inverse=True)
+        codes = codes.astype(np.int64).reshape(-1)
+        return cls(int(n_items), ia, ja, eps, codes, int(codes.max(initial=-1)) + 1)
+
+    @property
+    def sizes(self) -> NDArray[np.int64]:
+        """Comparisons per respondent."""
+        return np.bincount(self.respondent, minlength=self.n_respondents)
+
+    def profiles(self) -> list[NDArray[np.float64]]:
+        """Each respondent's ε values, one per comparison (the profile a new respondent copies)."""
+        order = np.argsort(self.respondent, kind="stable")
+        bounds = np.cumsum(self.sizes)[:-1]
+        return np.split(self.epsilon[order], bounds)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A Monte Carlo estimate: mean and its standard error."""
+
+    mean: float
+    se: float
+
+
+@dataclass(frozen=True)
+class SurveyPlan:
+    """The prediction for the survey with ``added_respondents`` more respondents."""
+
+    n_items: int
+    k: int
+    level: float
+    current_respondents: int
+    current_comparisons: int
+    added_respondents: int
+    added_comparisons: int
+    replications: int
+    tau: float
+    p_certified: Estimate  # the survey's own intervals certify the top-K
+    p_certified_correct: Estimate  # ... and the certified set is the true top-K
+    p_exact_top_k: Estimate  # the estimated top-K set is the true one (certified or not)
+    certified_items: Estimate  # items of the top-K certified (top_k_certain), 0 … K
+    p_refused: Estimate  # intervals refused (IntervalsUnavailable)
+    assumption: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _residual_moments(theta, i, j, z, v, resp, n_items, n_resp):
+    """Per respondent: ‖s_r‖² minus its expectation without random effects, and
+    Σ_{a≠b} w_a w_b (x_aᵀx_b)² (see :func:`estimate_tau`)."""
+    d = theta[i] - theta[j]
+    p = expit(d)
+    w = p * (1.0 - p)
+    res = z - p
+    # Per (respondent, item): s_r[i] = Σ ± residual, D_r[i] = Σ weights.
+    keys = np.concatenate((resp * n_items + i, resp * n_items + j))
+    uniq, inv = np.unique(keys, return_inverse=True)
+    s = np.bincount(inv, np.concatenate((res, -res)), uniq.size)
+    deg = np.bincount(inv, np.concatenate((w, w)), uniq.size)
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    pair_keys, pair_inv = np.unique((resp * n_items + lo) * n_items + hi, return_inverse=True)
+    wp = np.bincount(pair_inv, w, pair_keys.size)
+    owner, pair_owner = uniq // n_items, pair_keys // (n_items * n_items)
+    excess = np.bincount(owner, s * s, n_resp) - np.bincount(resp, 2.0 * (w + v), n_resp)
+    # Σ_{a≠b} w_a w_b (x_aᵀx_b)² = ‖A_r‖_F² − Σ_a w_a² ‖x_a‖⁴ (‖x_a‖² = 2): one answer
+    # alone has variance p̄(1 − p̄) + v whatever τ; only pairs of answers covary.
+    frob = (
+        np.bincount(owner, deg * deg, n_resp)
+        + np.bincount(pair_owner, 2.0 * wp * wp, n_resp)
+        - np.bincount(resp, 4.0 * w * w, n_resp)
+    )
+    return excess, frob
+
+
+def _tau_of(t: float) -> float:
+    t = max(0.0, t)
+    denominator = 1.0 - math.pi * t / 4.0
+    if denominator <= t / MAX_TAU**2:
+        return MAX_TAU
+    return min(MAX_TAU, math.sqrt(t / denominator))
+
+
+def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> tuple[float, list[float]]:
+    """Method-of-moments estimate of the respondent random-effect scale τ, with an interval.
+
+    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first
+    order E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score
+    residual s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
+    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²:
+    one answer alone is Bernoulli whatever τ (its variance is p̄(1 − p̄) +
+    e^ε/(e^ε − 1)², Lemma 2), and two answers of one respondent covary only
+    when they share an item. Summing over respondents at θ = ``theta`` (the
+    fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
+
+    The slopes there are the population's, which random effects flatten: with
+    δ ~ N(0, s²), E σ(d + δ) ≈ σ(d/c), c = √(1 + πs²/8) (the logistic–normal
+    approximation; Monahan & Stefanski 1992), so the fit estimates d/c and the
+    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c).
+    With s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4)
+    (capped at :data:`MAX_TAU`). Without that step the estimate is biased low
+    (τ = 1 came out as 0.74 on non-private data; with it, 0.99).
+
+    The interval maps T ± z·se(T), se from the ratio estimator's linearization
+    over respondents (they are independent), through the same formula. At small
+    ε the answers' own noise dominates and the interval is wide.
+
+    With one answer per respondent (or one respondent) nothing separates a
+    respondent effect from the answers' noise: τ̂ = 0 with interval [0, MAX_TAU].
+    """
+    th = np.asarray(theta, dtype=np.float64)
+    if clusters.n_clusters < 2 or clusters.i.size <= clusters.n_clusters:
+        return 0.0, [0.0, MAX_TAU]
+    excess, frob = _residual_moments(
+        th,
+        clusters.i,
+        clusters.j,
+        clusters.z,
+        clusters.v,
+        clusters.cluster,
+        clusters.n_items,
+        clusters.n_clusters,
+    )
+    total = float(frob.sum())
+    if not total > 1e-12:
+        return 0.0, [0.0, MAX_TAU]
+    t = float(excess.sum()) / total
+    g = excess.size
+    se = math.sqrt(g / (g - 1) * float(np.sum((excess - t * frob) ** 2))) / total
+    z = float(ndtri(0.5 + level / 2.0))
+    return _tau_of(t), [_tau_of(t - z * se), _tau_of(t + z * se)]
+
+
+def attenuation(tau: float) -> float:
+    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c (see :func:`estimate_tau`)."""
+    return math.sqrt(1.0 + math.pi * tau * tau / 4.0)
+
+
+def _serve(counts: NDArray[np.int64], pi, pj, profiles_eps, rng):
+    """Pairs for new respondents, least-answered first (the service's assignment).
+
+    ``profiles_eps``: one array of ε values per new respondent, in arrival
+    order; each respondent takes as many pairs as it has values. The pairs are
+    handed out level by level (every pair at the lowest count gets one more, in
+    random order, then the next level), which is where serving the least
+    answered pairs to one respondent after another leads; each respondent takes
+    the next run of that sequence.
+    """
+    sizes = np.array([p.size for p in profiles_eps], dtype=np.int64)
+    total = int(sizes.sum())
+    if total == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0, np.int64)
+    n_pairs = counts.size
+    order: list[NDArray[np.int64]] = []
+    have = 0
+    level_counts = counts.astype(np.int64).copy()
+    while have < total:
+        low = level_counts.min()
+        # All pairs whose count is below the next level get one each (water-filling).
+        at = np.flatnonzero(level_counts == low)
+        rng.shuffle(at)
+        order.append(at)
+        level_counts[at] += 1
+        have += at.size
+        if at.size == n_pairs and have < total:
+            # Every remaining level is a full round: repeat whole permutations.
+            rounds = (total - have) // n_pairs + 1
+            order.extend(rng.permuted(np.tile(np.arange(n_pairs), (rounds, 1)), axis=1))
+            break
+    seq = np.concatenate(order)[:total]
+    eps = np.concatenate(profiles_eps)
+    who = np.repeat(np.arange(sizes.size), sizes)
+    flip = rng.random(total) < 0.5
+    a, b = pi[seq], pj[seq]
+    return np.where(flip, b, a), np.where(flip, a, b), eps, who
+
+
+def _answer(theta, i, j, eps, resp, tau, rng):
+    """Privatized answers ỹ (1 = i won) of respondents with random effects τ·u_r.
+
+    Draws come from three child streams (random effects, answers, flips), each
+    consumed in comparison order, so that a longer survey extends a shorter one.
+    """
+    g_u, g_y, g_flip = (np.random.default_rng(x) for x in rng.bit_generator.seed_seq.spawn(3))
+    d = theta[i] - theta[j]
+    if tau > 0:
+        m = theta.size
+        keys = np.concatenate((resp * m + i, resp * m + j))
+        uniq, inv = np.unique(keys, return_inverse=True)
+        u = tau * g_u.standard_normal(uniq.size)
+        d = d + u[inv[: i.size]] - u[inv[i.size :]]
+    y = g_y.random(i.size) < expit(d)
+    flip = g_flip.random(i.size) < flip_probability(eps)
+    return (y ^ flip).astype(np.float64)
+
+
+def _certify(theta_true, i, j, y, eps, resp, k, level, rng, crit_cache):
+    """(certified, certified and correct, exact top-K, certified items, refused) for one survey."""
+    m = theta_true.size
+    stats = pair_stats(m, i, j, y, eps)
+    fit = fit_debiased_mle_stats(stats)
+    truth_top = np.zeros(m, dtype=bool)
+    truth_top[np.argsort(-theta_true, kind="stable")[:k]] = True
+    est_top = np.zeros(m, dtype=bool)
+    est_top[np.lexsort((np.arange(m), competition_ranks(fit.theta)))[:k]] = True
+    exact = bool(np.array_equal(est_top, truth_top))
+    clusters = Clusters(
+        m, i, j, debias(y, eps), privacy_noise_variance(eps), resp, int(resp.max(initial=-1)) + 1
+    )
+    try:
+        conf = confidence(fit, level, clusters=clusters)
+    except IntervalsUnavailable:
+        return 0.0, 0.0, float(exact), 0.0, 1.0
+    if m * (m - 1) // 2 <= FRESH_CRITICAL_PAIRS or "crit" not in crit_cache:
+        ranks = rank_confidence(
+            conf.estimate, conf.cov, level, k, rng=rng, component=conf.component, point=conf.theta
+        )
+        crit_cache["crit"] = ranks.critical_value
+        certain = ranks.top_k_certain
+    else:
+        # rank_confidence's rule with the cached critical value: an item is
+        # certainly in the top K when its simultaneous rank interval (m minus the
+        # items significantly below it, widened to its reported rank) ends by K.
+        crit = crit_cache["crit"]
+        c = conf.cov
+        dg = np.diag(c)
+        se = np.sqrt(np.maximum(dg[:, None] + dg[None, :] - 2.0 * c, 1e-300))
+        se[conf.component[:, None] != conf.component[None, :]] = np.inf
+        above = conf.estimate[:, None] - conf.estimate[None, :] > crit * se
+        sim_hi = np.maximum(m - above.sum(axis=1), competition_ranks(conf.theta))
+        certain = sim_hi <= k
+    n_certain = int(certain.sum())
+    certified = n_certain == k
+    correct = certified and bool(np.array_equal(certain, truth_top))
+    return float(certified), float(correct), float(exact), float(n_certain), 0.0
+
+
+def _check_common(design: SurveyDesign, theta, k: int, level: float, replications: int):
+    m = design.n_items
+    if not 2 <= m <= MAX_SURVEY_PLAN_ITEMS:
+        raise ValueError(f"planning from a survey needs 2 to {MAX_SURVEY_PLAN_ITEMS} items")
+    th = np.asarray(theta, dtype=np.float64).reshape(-1)
+    if th.shape != (m,) or not np.all(np.isfinite(th)):
+        raise ValueError("scores must be finite, one per item")
+    if isinstance(k, bool) or not 1 <= int(k) < m:
+        raise ValueError("k must be between 1 and the number of items − 1")
+    if not (math.isfinite(level) and 0.5 <= level < 1):
+        raise ValueError("confidence must be in [0.5, 1)")
+    if not 10 <= replications <= 2000:
+        raise ValueError("replications must be between 10 and 2000")
+    return th - th.mean()
+
+
+def _new_profiles(design: SurveyDesign, added: int, new_profile, rng) -> list[NDArray[np.float64]]:
+    if added == 0:
+        return []
+    if new_profile is not None:
+        return [new_profile] * added
+    profiles = design.profiles()
+    if not profiles:
+        raise ValueError("the survey has no respondents to copy: give the new respondents' design")
+    pick = rng.integers(0, len(profiles), added)
+    return [profiles[x] for x in pick]
+
+
+def _profile(pairs_per_respondent: int | None, epsilon: float | None, m: int):
+    if pairs_per_respondent is None and epsilon is None:
+        return None
+    if pairs_per_respondent is None or epsilon is None:
+        raise ValueError("give both pairs_per_respondent and epsilon for the new respondents, or neither")
+    if not 1 <= pairs_per_respondent <= m * (m - 1) // 2:
+        raise ValueError(f"pairs_per_respondent must be between 1 and {m * (m - 1) // 2}")
+    eps = float(validate_epsilon(epsilon))
+    if not math.isfinite(eps):
+        raise ValueError("epsilon must be finite")
+    return np.full(int(pairs_per_respondent), eps)
+
+
+def _expected_new(design: SurveyDesign, new_profile) -> float:
+    if new_profile is not None:
+        return float(new_profile.size)
+    return float(design.sizes.mean()) if design.n_respondents else 0.0
+
+
+def assumption_text(
+    source: str, tau: float, design: SurveyDesign, new_profile, level: float, k: int, tau_interval=None
+) -> str:
+    """The plan's assumptions in one paragraph (shown with every prediction)."""
+    if new_profile is not None:
+        new = (
+            f"each new respondent answers {new_profile.size} pairs at ε = {new_profile[0]:g}, "
+            "served least-answered first"
+        )
+    else:
+        new = (
+            "new respondents answer like the current ones (each copies a random current respondent's "
+            f"number of answers, {design.sizes.mean():.1f} on average, and ε), served least-answered first"
+        )
+    if tau_interval is None:
+        origin = "as given"
+    else:
+        origin = (
+            f"estimated from the answers so far; {100 * level:g}% interval "
+            f"{tau_interval[0]:.2f} to {tau_interval[1]:.2f}"
+        )
+    hetero = (
+        f"respondents differ from one another (random effects of scale τ = {tau:.2f} on the score scale, "
+        f"{origin})"
+        if tau > 0
+        else f"respondents do not differ systematically (τ = 0, {origin})"
+    )
+    return (
+        f"Assumes the true scores are {source}; the current {design.n_respondents} respondents keep their "
+        f"{design.i.size} answered pairs; {new}; {hetero}. 'Certified' means the survey's own "
+        f"{100 * level:g}% simultaneous intervals put the top {k} apart from the rest, as GET …/ranking "
+        "reports in top_k_certain."
+    )
+
+
+def plan_survey(
+    design: SurveyDesign,
+    theta: ArrayLike,
+    k: int,
+    added_respondents: int = 0,
+    *,
+    tau: float = 0.0,
+    level: float = 0.95,
+    replications: int = 100,
+    seed: int | None = 0,
+    pairs_per_respondent: int | None = None,
+    epsilon: float | None = None,
+    source: str = "the given scores",
+    tau_interval: list[float] | None = None,
+) -> SurveyPlan:
+    """P(the top-K is certified) once ``added_respondents`` more have answered (see the module doc).
+
+    ``theta``: the scores taken as true (the survey's fit, or pilot scores).
+    ``pairs_per_respondent`` and ``epsilon`` describe the new respondents; by
+    default they copy current respondents' profiles. ``source`` and
+    ``tau_interval`` (where τ came from) only word :attr:`SurveyPlan.assumption`.
+    """
+    th = _check_common(design, theta, k, level, replications)
+    if not (math.isfinite(tau) and 0 <= tau <= MAX_TAU):
+        raise ValueError(f"tau must be between 0 and {MAX_TAU:g}")
+    if added_respondents < 0:
+        raise ValueError("added_respondents must be ≥ 0")
+    new_profile = _profile(pairs_per_respondent, epsilon, design.n_items)
+    if design.n_respondents == 0 and added_respondents == 0:
+        raise ValueError("nothing to plan: the survey has no answers and no respondents are added")
+    if design.n_respondents == 0 and new_profile is None:
+        raise ValueError(
+            "the survey has no respondents to copy: give the new respondents' design "
+            "(pairs_per_respondent and epsilon)"
+        )
+    per = design.i.size + added_respondents * _expected_new(design, new_profile)
+    if per * replications > MAX_SURVEY_PLAN_WORK:
+        raise ValueError(
+            f"too much work: {replications} replicates of ~{per:,.0f} comparisons exceed "
+            f"{MAX_SURVEY_PLAN_WORK:,}; ask for fewer respondents or replications"
+        )
+    text = assumption_text(source, tau, design, new_profile, level, int(k), tau_interval)
+    return _plan(
+        design, th, int(k), int(added_respondents), tau, level, replications, seed, new_profile, text
+    )
+
+
+def _plan(design, th, k, added, tau, level, replications, seed, new_profile, text) -> SurveyPlan:
+    m = design.n_items
+    pi, pj = np.triu_indices(m, k=1)
+    lo, hi = np.minimum(design.i, design.j), np.maximum(design.i, design.j)
+    row_start = np.arange(m) * m - np.arange(m) * (np.arange(m) + 1) // 2
+    counts0 = np.bincount(row_start[lo] + hi - lo - 1, minlength=pi.size).astype(np.int64)
+    # Common random numbers across candidate sizes: each replicate has its own
+    # streams for profiles, pair order, random effects, answers and flips, so that
+    # the current respondents' answers, and the first new respondents', are the
+    # same draws whatever the number added.
+    streams = np.random.SeedSequence(seed).spawn(replications)
+    crit_cache: dict = {}
+    # Respondents answer with c·θ + τ u_r, whose population scores are θ again.
+    scale = attenuation(tau)
+    out = np.empty((replications, 5))
+    added_comparisons = 0
+    for r in range(replications):
+        g_profile, g_serve, g_answer, g_certify = (np.random.default_rng(x) for x in streams[r].spawn(4))
+        profiles = _new_profiles(design, added, new_profile, g_profile)
+        ni, nj, neps, who = _serve(counts0, pi, pj, profiles, g_serve)
+        i = np.concatenate((design.i, ni))
+        j = np.concatenate((design.j, nj))
+        eps = np.concatenate((design.epsilon, neps))
+        resp = np.concatenate((design.respondent, design.n_respondents + who))
+        added_comparisons += ni.size
+        y = _answer(scale * th, i, j, eps, resp, tau, g_answer)
+        out[r] = _certify(th, i, j, y, eps, resp, k, level, g_certify, crit_cache)
+    mean = out.mean(axis=0)
+    se = out.std(axis=0, ddof=1) / math.sqrt(replications)
+    est = [Estimate(float(a), float(b)) for a, b in zip(mean, se, strict=True)]
+    return SurveyPlan(
+        n_items=m,
+        k=k,
+        level=level,
+        current_respondents=design.n_respondents,
+        current_comparisons=int(design.i.size),
+        added_respondents=added,
+        added_comparisons=round(added_comparisons / replications),
+        replications=replications,
+        tau=float(tau),
+        p_certified=est[0],
+        p_certified_correct=est[1],
+        p_exact_top_k=est[2],
+        certified_items=est[3],
+        p_refused=est[4],
+        assumption=text,
+    )
+
+
+def respondents_to_certify(
+    design: SurveyDesign,
+    theta: ArrayLike,
+    k: int,
+    target: float = 0.8,
+    *,
+    max_added: int = 100_000,
+    **options,
+) -> tuple[int | None, SurveyPlan]:
+    """The fewest added respondents whose predicted P(certified) reaches ``target``.
+
+    Tries 0, then doubles from 10 until the target is met, then bisects to within
+    5%. Every candidate uses the same seed (common random numbers). Returns
+    (respondents, its plan) or (None, the plan at the largest size tried) when
+    ``max_added`` is not enough or the work bound is reached first.
+    """
+    if not 0 < target < 1:
+        raise ValueError("target must be in (0, 1)")
+    if max_added < 0:
+        raise ValueError("max_added must be ≥ 0")
+    replications = int(options.get("replications", 100))
+    new_profile = _profile(options.get("pairs_per_respondent"), options.get("epsilon"), design.n_items)
+    per_new = _expected_new(design, new_profile)
+    budget = [MAX_SURVEY_PLAN_WORK]
+
+    def attempt(added: int) -> SurveyPlan | None:
+        cost = (design.i.size + added * per_new) * replications
+        if cost > budget[0]:
+            return None
+        budget[0] -= cost
+        return plan_survey(design, theta, k, added, **options)
+
+    ok = lambda p: p.p_certified.mean >= target  # noqa: E731
+    best = attempt(0) if design.n_respondents else None
+    if best is not None and ok(best):
+        return 0, best
+    lo, hi = 0, 10
+    while True:
+        hi = min(hi, max_added)
+        candidate = attempt(hi)
+        if candidate is None:
+            return None, best if best is not None else plan_survey(design, theta, k, lo, **options)
+        best = candidate
+        if ok(candidate):
+            break
+        if hi >= max_added:
+            return None, candidate
+        lo, hi = hi, 2 * hi
+    while hi - lo > max(1, hi // 20):
+        mid = (lo + hi) // 2
+        candidate = attempt(mid)
+        if candidate is None:
+            break
+        if ok(candidate):
+            hi, best = mid, candidate
+        else:
+            lo = mid
+    return hi, best
