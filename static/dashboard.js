@@ -299,6 +299,7 @@ function newSurveyView() {
           `From ${p.replications} simulated surveys of ${p.n_respondents} respondents answering ${p.pairs_per_respondent} ` +
             `of the ${allPairs} pairs each.`,
         ),
+        h("p", { class: "hint", id: "plan-assumption" }, p.assumption),
       );
     } catch (err) {
       showError(plannerOut, err);
@@ -448,6 +449,7 @@ async function pairwiseSections(s, body) {
     section("progress", "Progress", progress, h("div", { id: "coverage-box" })),
     section("ranking", "Ranking", h("div", { class: "field" }, h("label", { for: "k" }, "Top-K size"), kInput), rankingBox),
     section("pairwise", "Who beats whom", h("div", { id: "pairwise-box" })),
+    ...(s.items.length <= 100 ? [surveyPlanSection(s, kInput)] : []),
   );
   await load();
   try {
@@ -484,6 +486,49 @@ async function pairwiseSections(s, body) {
   } catch (err) {
     showError(body.querySelector("#pairwise-box"), err);
   }
+}
+
+/** "How many more respondents certify the top K?" — GET /v1/surveys/{id}/plan, with its assumption in words. */
+function surveyPlanSection(s, kInput) {
+  const target = h("input", { id: "plan-target", type: "number", min: 1, max: 99, step: 1, value: 80 });
+  const out = h("div", { id: "survey-plan-out", "aria-live": "polite" });
+  const run = async () => {
+    const k = Math.min(Number(kInput.value), s.items.length - 1);
+    out.replaceChildren(h("p", { class: "hint" }, "Simulating this survey…"));
+    const q = new URLSearchParams({ k, target: Number(target.value) / 100 });
+    try {
+      const r = await api("GET", `/v1/surveys/${s.id}/plan?${q}`);
+      const p = r.plan;
+      const headline =
+        r.solution === 0
+          ? `The top ${k} is already certified with probability ${pct(p.p_certified.mean)}.`
+          : r.reached
+            ? `About ${r.solution} more respondents certify the top ${k} with probability ${pct(p.p_certified.mean)}.`
+            : `Even ${p.added_respondents} more respondents would certify the top ${k} only with probability ${pct(p.p_certified.mean)}.`;
+      out.replaceChildren(
+        h("p", { id: "survey-plan-answer" }, h("strong", {}, headline)),
+        h(
+          "dl",
+          { class: "stats" },
+          h("div", {}, h("dt", {}, `P(top ${k} certified)`), h("dd", {}, `${pct(p.p_certified.mean)} ± ${fmt(100 * p.p_certified.se, 0)} pts`)),
+          h("div", {}, h("dt", {}, `P(estimated top ${k} right)`), h("dd", {}, pct(p.p_exact_top_k.mean))),
+          h("div", {}, h("dt", {}, "Respondent effect τ"), h("dd", {}, fmt(r.tau))),
+          h("div", {}, h("dt", {}, "Comparisons added"), h("dd", {}, String(p.added_comparisons))),
+        ),
+        h("p", { class: "hint", id: "survey-plan-assumption" }, p.assumption),
+      );
+    } catch (err) {
+      showError(out, err);
+    }
+  };
+  return section(
+    "survey-plan",
+    "How many more respondents?",
+    h("p", { class: "hint" }, "Simulates this survey as it stands, plus new respondents, and counts how often its own intervals would certify the top K."),
+    h("div", { class: "field" }, h("label", { for: "plan-target" }, "Wanted certainty (%)"), target),
+    h("div", { class: "actions" }, h("button", { type: "button", class: "secondary", id: "survey-plan-btn", onclick: run }, "Plan from here")),
+    out,
+  );
 }
 
 function progressContent(d) {

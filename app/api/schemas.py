@@ -637,6 +637,7 @@ class PlanBody(BaseModel):
     H: float
     dividing_line_epsilon: float
     scores: str = Field(description="The true-score model simulated.")
+    assumption: str = Field(description="What the prediction assumes, in words.")
 
 
 class PlanOut(BaseModel):
@@ -672,6 +673,7 @@ class PlanOut(BaseModel):
                         "H": 2.16,
                         "dividing_line_epsilon": 0.047,
                         "scores": "uniform on (−2, 2)",
+                        "assumption": "Assumes the items' true scores are drawn at random between −2 and 2 …",
                     },
                 }
             ]

@@ -850,24 +850,8 @@ def rank_confidence(
     if pt.shape != est.shape:
         raise ValueError("point must have one value per item")
     gen = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
-    diag = np.diag(c)
-    var = diag[:, None] + diag[None, :] - 2.0 * c
-    se_pair = np.sqrt(np.maximum(var, 1e-300))
-    cross = comp[:, None] != comp[None, :]
-    se_pair[cross] = np.inf
-    iu = np.triu_indices(m, 1)
-    same = ~cross[iu]
-    # Simultaneous critical value: the level-quantile of max |Z_a − Z_b|/se_ab.
-    n_pairs = int(same.sum())
+    crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen)
     alpha = 1.0 - level
-    if n_pairs == 0:
-        crit = 0.0
-    elif n_pairs * n_draws <= 20_000_000:
-        zdraw = _mvn(gen, c, n_draws)
-        stats = np.abs(zdraw[:, iu[0][same]] - zdraw[:, iu[1][same]]) / se_pair[iu][same]
-        crit = float(np.quantile(stats.max(axis=1), level))
-    else:
-        crit = float(ndtri(1.0 - alpha / (2.0 * n_pairs)))  # Bonferroni
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b
     sim_lo = 1 + above.sum(axis=0)  # items significantly above a
@@ -912,6 +896,43 @@ def rank_confidence(
         reach[s_] = e
     tied = [order[s_ : reach[s_] + 1] for s_ in range(m) if s_ == 0 or reach[s_] > reach[s_ - 1]]
     return RankConfidence(marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit)
+
+
+def pair_difference_se(cov: NDArray, component: NDArray) -> NDArray[np.float64]:
+    """se(θ̂_a − θ̂_b) from a covariance; ∞ across components (nothing compares them)."""
+    c = np.asarray(cov, dtype=np.float64)
+    comp = np.asarray(component, dtype=np.int64)
+    diag = np.diag(c)
+    se_pair = np.sqrt(np.maximum(diag[:, None] + diag[None, :] - 2.0 * c, 1e-300))
+    se_pair[comp[:, None] != comp[None, :]] = np.inf
+    return se_pair
+
+
+def simultaneous_critical_value(
+    cov: NDArray, level: float, component: NDArray, n_draws: int, rng: np.random.Generator
+) -> tuple[float, NDArray[np.float64]]:
+    """The simultaneous critical value for all pairwise differences, and their se.
+
+    The ``level``-quantile of max over same-component pairs of |Z_a − Z_b|/se_ab,
+    Z ~ N(0, cov), from ``n_draws`` draws (Bonferroni beyond 2·10⁷ pair-draws).
+    se_ab is ∞ across components. Used by :func:`rank_confidence` (and by the
+    planner, which certifies exactly as the ranking does).
+    """
+    c = np.asarray(cov, dtype=np.float64)
+    comp = np.asarray(component, dtype=np.int64)
+    m = comp.size
+    se_pair = pair_difference_se(c, comp)
+    cross = comp[:, None] != comp[None, :]
+    iu = np.triu_indices(m, 1)
+    same = ~cross[iu]
+    n_pairs = int(same.sum())
+    if n_pairs == 0:
+        return 0.0, se_pair
+    if n_pairs * n_draws <= 20_000_000:
+        zdraw = _mvn(rng, c, n_draws)
+        stats = np.abs(zdraw[:, iu[0][same]] - zdraw[:, iu[1][same]]) / se_pair[iu][same]
+        return float(np.quantile(stats.max(axis=1), level)), se_pair
+    return float(ndtri(1.0 - (1.0 - level) / (2.0 * n_pairs))), se_pair  # Bonferroni
 
 
 def _mvn(gen: np.random.Generator, cov: NDArray, n: int) -> NDArray:

@@ -74,6 +74,7 @@ class Plan:
     H: float
     dividing_line_epsilon: float
     scores: str
+    assumption: str
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -203,6 +204,23 @@ def plan(
     mean = [float(x) for x in out.mean(axis=0)]
     se = [float(x) for x in out.std(axis=0, ddof=1) / math.sqrt(replications)]
     g = float(np.dot(w, 1 / np.tanh(eps / 2) ** 2))
+    if pilot is not None:
+        truth = "equal to the pilot scores given"
+    elif gap is not None:
+        truth = f"evenly spaced, {gap:g} apart (neighbours differ by {100 * (expit(gap) - 0.5):.0f} points)"
+    else:
+        truth = (
+            f"drawn at random between −{spread:g} and {spread:g} for each simulated survey (the best item "
+            f"beats the worst about {100 * expit(2 * spread):.0f}% of the time)"
+        )
+    levels = " or ".join(f"{e:g}" for e in eps)
+    assumption = (
+        f"Assumes the items' true scores are {truth}; {L} respondents each answer {kp} different pairs at "
+        f"ε = {levels}, served least-answered first so that every pair is asked about equally often; "
+        "respondents answer independently of one another (no one's taste differs from the population's). "
+        f"'Found' means the estimated top {int(k)} is exactly the true one, whether or not intervals "
+        "could certify it. Once answers arrive, plan from the survey itself (GET /v1/surveys/{id}/plan)."
+    )
     return Plan(
         n_items=m,
         n_respondents=L,
@@ -227,6 +245,7 @@ def plan(
             if gap is not None
             else f"uniform on (−{spread:g}, {spread:g})"
         ),
+        assumption=assumption,
     )
 
 

@@ -62,7 +62,13 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
 from .btl import fit_debiased_mle_stats
-from .inference import Clusters, IntervalsUnavailable, confidence, rank_confidence
+from .inference import (
+    Clusters,
+    IntervalsUnavailable,
+    confidence,
+    pair_difference_se,
+    simultaneous_critical_value,
+)
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import competition_ranks
 from .pairs import pair_stats, validate_comparisons
@@ -324,24 +330,19 @@ def _certify(theta_true, i, j, y, eps, resp, k, level, rng, crit_cache):
         conf = confidence(fit, level, clusters=clusters)
     except IntervalsUnavailable:
         return 0.0, 0.0, float(exact), 0.0, 1.0
+    # rank_confidence's rule (GET …/ranking's top_k_certain), without the marginal
+    # rank intervals and top-K probabilities it also computes: an item is certainly
+    # in the top K when its simultaneous rank interval — m minus the items
+    # significantly below it, widened to its reported rank — ends by K.
     if m * (m - 1) // 2 <= FRESH_CRITICAL_PAIRS or "crit" not in crit_cache:
-        ranks = rank_confidence(
-            conf.estimate, conf.cov, level, k, rng=rng, component=conf.component, point=conf.theta
-        )
-        crit_cache["crit"] = ranks.critical_value
-        certain = ranks.top_k_certain
+        crit, se = simultaneous_critical_value(conf.cov, level, conf.component, 4000, rng)
+        crit_cache["crit"] = crit
     else:
-        # rank_confidence's rule with the cached critical value: an item is
-        # certainly in the top K when its simultaneous rank interval (m minus the
-        # items significantly below it, widened to its reported rank) ends by K.
         crit = crit_cache["crit"]
-        c = conf.cov
-        dg = np.diag(c)
-        se = np.sqrt(np.maximum(dg[:, None] + dg[None, :] - 2.0 * c, 1e-300))
-        se[conf.component[:, None] != conf.component[None, :]] = np.inf
-        above = conf.estimate[:, None] - conf.estimate[None, :] > crit * se
-        sim_hi = np.maximum(m - above.sum(axis=1), competition_ranks(conf.theta))
-        certain = sim_hi <= k
+        se = pair_difference_se(conf.cov, conf.component)
+    above = conf.estimate[:, None] - conf.estimate[None, :] > crit * se
+    sim_hi = np.maximum(m - above.sum(axis=1), competition_ranks(conf.theta))
+    certain = sim_hi <= k
     n_certain = int(certain.sum())
     certified = n_certain == k
     correct = certified and bool(np.array_equal(certain, truth_top))
@@ -411,6 +412,8 @@ def assumption_text(
         )
     if tau_interval is None:
         origin = "as given"
+    elif tau_interval[1] < 0.005:
+        origin = "estimated from the answers so far, which show no sign of it"
     else:
         origin = (
             f"estimated from the answers so far; {100 * level:g}% interval "

@@ -52,6 +52,11 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_pag
     admin.get_by_label("Total ε one respondent may spend (empty: no cap)").fill("20")
     admin.get_by_role("button", name="Preview accuracy").click()
     expect(admin.locator("#plan-out")).to_contain_text("P(exact top-3 found)")
+    # The preview says what it assumes, in words.
+    expect(admin.locator("#plan-assumption")).to_contain_text(
+        "Assumes the items' true scores are drawn at random"
+    )
+    expect(admin.locator("#plan-assumption")).to_contain_text("answer independently")
     admin.screenshot(path=str(shots / "dashboard-create.png"), full_page=True)
     admin.get_by_role("button", name="Create survey").click()
     expect(admin.get_by_role("heading", name="Which policy matters most?")).to_be_visible()
@@ -93,6 +98,16 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_pag
     expect(admin.locator("#pairwise-box svg")).to_have_count(1)
     expect(admin.locator("#top-k")).to_contain_text("Top 3:")
     admin.screenshot(path=str(shots / "dashboard-survey.png"), full_page=True)
+
+    # Planning from where the survey stands: the answer and its assumption, in words.
+    admin.get_by_role("button", name="Plan from here").click()
+    # It simulates the survey a few hundred times per candidate size: seconds, not the default 5.
+    expect(admin.locator("#survey-plan-answer")).to_contain_text("certify the top 3", timeout=120_000)
+    assumption = admin.locator("#survey-plan-assumption")
+    expect(assumption).to_contain_text("Assumes the true scores are the survey's current estimates")
+    expect(assumption).to_contain_text("the current 7 respondents keep their 42 answered pairs")
+    expect(assumption).to_contain_text("served least-answered first")
+    admin.locator("#survey-plan").screenshot(path=str(shots / "dashboard-plan.png"))
 
     # A respondent in the middle of the survey when the admin closes it.
     late = new_page()
