@@ -199,3 +199,44 @@ def test_work_is_bounded_and_input_checked():
             plan_survey(design, theta, k, 10, **args)
     with pytest.raises(ValueError):
         plan_survey(design, np.zeros(5), 2, 10)
+
+
+def _served_one_by_one(counts, sizes, rng):
+    """GET …/pairs, respondent after respondent: the k least-answered pairs, random tie-break."""
+    c = counts.astype(float).copy()
+    for k in sizes:
+        c[np.argsort(c + rng.random(c.size))[:k]] += 1
+    return c
+
+
+@pytest.mark.parametrize(
+    ("m", "counts", "sizes"),
+    [
+        (8, "balanced", [5] * 300),
+        (8, "two pairs far behind (an item added late)", [5] * 100),
+        (100, "one pair 10,000 behind", [10] * 2000),
+        (8, "random", [3, 5, 7] * 100),
+    ],
+)
+def test_new_respondents_are_served_like_the_service_serves_them(m, counts, sizes):
+    from app.stats.survey_plan import _serve
+
+    a, b = np.triu_indices(m, 1)
+    rng = np.random.default_rng(0)
+    c = {
+        "balanced": np.zeros(a.size, dtype=np.int64),
+        "two pairs far behind (an item added late)": np.r_[0, 0, np.full(a.size - 2, 50)],
+        "one pair 10,000 behind": np.r_[0, np.full(a.size - 1, 10_000)],
+        "random": rng.integers(0, 4, a.size),
+    }[counts]
+    i, j, _, who = _serve(c, a, b, [np.ones(k) for k in sizes], rng)
+    index = np.full(m * m, -1)
+    index[a * m + b] = np.arange(a.size)
+    pair = index[np.minimum(i, j) * m + np.maximum(i, j)]
+    # Nobody is served a pair twice, everyone gets as many as asked.
+    assert np.array_equal(np.bincount(who), sizes)
+    assert all(np.unique(pair[who == r]).size == k for r, k in enumerate(sizes))
+    # The pair counts end where serving respondents one by one ends (up to which
+    # pairs the random tie-breaks favour): the same multiset of counts.
+    final = c + np.bincount(pair, minlength=a.size)
+    assert np.array_equal(np.sort(final), np.sort(_served_one_by_one(c, sizes, rng)))
