@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tau", type=float, help="with --survey: respondent random-effect scale (default: estimated)"
     )
     pl.add_argument("--confidence", type=float, default=0.95, help="with --survey: interval level")
+    pl.add_argument(
+        "--max-respondents",
+        type=int,
+        help="with --survey: the most added respondents to try (default 100000)",
+    )
     pl.add_argument("--weights", type=float, nargs="+", help="weights of the epsilon values")
     pl.add_argument("--k", "-k", type=int, help="size of the top set (required)")
     pl.add_argument("--spread", type=float, default=2.0, help="true scores ~ Uniform(-spread, spread)")
@@ -355,6 +360,7 @@ def _plan_survey(args) -> int:
         "epsilon": None if args.epsilon is None else args.epsilon[0],
         "replications": args.replications,
         "scores": None if args.scores is None else ",".join(repr(x) for x in args.scores),
+        "max_respondents": args.max_respondents,
     }
     query.update({k: v for k, v in optional.items() if v is not None})
     if args.k is None:
@@ -388,7 +394,12 @@ def _plan_survey(args) -> int:
     elif out["reached"]:
         print(f"respondents to add for P(top-{k} certified) >= {out['target']:g}: {out['solution']}")
     else:
-        print(f"P(top-{k} certified) >= {out['target']:g} not reached within the search range")
+        why = (
+            "the work one request may do"
+            if out["search_limit"] == "work"
+            else f"{p['added_respondents']} more respondents (raise --max-respondents)"
+        )
+        print(f"P(top-{k} certified) >= {out['target']:g} not reached within {why}")
     print(
         f"survey now: {p['current_respondents']} respondents, {p['current_comparisons']} comparisons; "
         f"{p['n_items']} items; {p['replications']} simulated surveys"

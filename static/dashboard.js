@@ -504,7 +504,8 @@ function surveyPlanSection(s, kInput) {
           ? `The top ${k} is already certified with probability ${pct(p.p_certified.mean)}.`
           : r.reached
             ? `About ${r.solution} more respondents certify the top ${k} with probability ${pct(p.p_certified.mean)}.`
-            : `Even ${p.added_respondents} more respondents would certify the top ${k} only with probability ${pct(p.p_certified.mean)}.`;
+            : `Even ${p.added_respondents} more respondents would certify the top ${k} only with probability ${pct(p.p_certified.mean)}` +
+              (r.search_limit === "work" ? " (the simulation stopped there: larger sizes exceed the work one request may do)." : ".");
       out.replaceChildren(
         h("p", { id: "survey-plan-answer" }, h("strong", {}, headline)),
         h(

@@ -716,6 +716,10 @@ class SurveyPlanOut(BaseModel):
         description="Fewest added respondents reaching target (null when out of reach), or the size asked."
     )
     reached: bool | None = Field(description="Whether target was reached (null with respondents=).")
+    search_limit: Literal["max_respondents", "work"] | None = Field(
+        description="Why the search stopped short of the target: max_respondents tried, or the bound on "
+        "one request's work (then ask with fewer replications or a given respondents=)."
+    )
     scores: Literal["fit", "pilot"]
     items: list[SurveyPlanItem]
     tau: float

@@ -143,9 +143,9 @@ def plan_from_survey(
     try:
         if added is not None:
             result = plan_survey(design, theta, k, added, **options)
-            solution, reached = added, None
+            solution, reached, limit = added, None, None
         else:
-            solution, result = respondents_to_certify(
+            solution, result, limit = respondents_to_certify(
                 design, theta, k, target, max_added=max_added, **options
             )
             reached = solution is not None
@@ -158,6 +158,7 @@ def plan_from_survey(
         "target": None if added is not None else target,
         "solution": solution,
         "reached": reached,
+        "search_limit": limit,
         "scores": "fit" if scores is None else "pilot",
         "items": [
             {"item_id": it.id, "label": it.label, "score": float(x)}

@@ -86,9 +86,17 @@ __all__ = [
 
 #: Every replicate computes an m×m covariance and its simultaneous intervals.
 MAX_SURVEY_PLAN_ITEMS = 100
-#: Comparisons simulated per call, summed over replicates and candidate sizes:
-#: the bound on one request's work (about a minute on one core at the limit).
-MAX_SURVEY_PLAN_WORK = 40_000_000
+#: The bound on one call's work, in simulated comparisons summed over replicates
+#: and candidate sizes, each replicate also counting m³/50 for its covariance and
+#: intervals (as long as that many comparisons take): half a minute or so on one
+#: core at the limit (measured: 1.5–3·10⁵ comparisons a second at m = 100).
+MAX_SURVEY_PLAN_WORK = 15_000_000
+
+
+def _work(n_items: int, comparisons: float, replications: int) -> float:
+    return (comparisons + n_items**3 / 50) * replications
+
+
 #: Up to this many item pairs (m ≤ 32) every replicate computes its own
 #: simultaneous critical value, exactly as GET …/ranking does; beyond, one per size.
 FRESH_CRITICAL_PAIRS = 500
@@ -546,10 +554,11 @@ def plan_survey(
             "(pairs_per_respondent and epsilon)"
         )
     per = design.i.size + added_respondents * _expected_new(design, new_profile)
-    if per * replications > MAX_SURVEY_PLAN_WORK:
+    if _work(design.n_items, per, replications) > MAX_SURVEY_PLAN_WORK:
         raise ValueError(
-            f"too much work: {replications} replicates of ~{per:,.0f} comparisons exceed "
-            f"{MAX_SURVEY_PLAN_WORK:,}; ask for fewer respondents or replications"
+            f"too much work: {replications} replicates of ~{per:,.0f} comparisons over {design.n_items} "
+            f"items exceed the bound of {MAX_SURVEY_PLAN_WORK:,} units; ask for fewer respondents or "
+            "replications"
         )
     text = assumption_text(source, tau, design, new_profile, level, int(k), tau_interval)
     return _plan(
@@ -614,13 +623,14 @@ def respondents_to_certify(
     *,
     max_added: int = 100_000,
     **options,
-) -> tuple[int | None, SurveyPlan]:
+) -> tuple[int | None, SurveyPlan, str | None]:
     """The fewest added respondents whose predicted P(certified) reaches ``target``.
 
     Tries 0, then doubles from 10 until the target is met, then bisects to within
     5%. Every candidate uses the same seed (common random numbers). Returns
-    (respondents, its plan) or (None, the plan at the largest size tried) when
-    ``max_added`` is not enough or the work bound is reached first.
+    (respondents, its plan, None), or (None, the plan at the largest size tried,
+    why the search stopped: ``"max_respondents"`` or ``"work"``, the bound
+    :data:`MAX_SURVEY_PLAN_WORK` on one call).
     """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
@@ -632,7 +642,7 @@ def respondents_to_certify(
     budget = [MAX_SURVEY_PLAN_WORK]
 
     def attempt(added: int) -> SurveyPlan | None:
-        cost = (design.i.size + added * per_new) * replications
+        cost = _work(design.n_items, design.i.size + added * per_new, replications)
         if cost > budget[0]:
             return None
         budget[0] -= cost
@@ -641,18 +651,23 @@ def respondents_to_certify(
     ok = lambda p: p.p_certified.mean >= target  # noqa: E731
     best = attempt(0) if design.n_respondents else None
     if best is not None and ok(best):
-        return 0, best
+        return 0, best, None
     lo, hi = 0, 10
     while True:
         hi = min(hi, max_added)
         candidate = attempt(hi)
         if candidate is None:
-            return None, best if best is not None else plan_survey(design, theta, k, lo, **options)
+            if best is None:
+                raise ValueError(
+                    f"too much work: even {hi} more respondents exceed the bound of "
+                    f"{MAX_SURVEY_PLAN_WORK:,} units; ask for fewer replications"
+                )
+            return None, best, "work"
         best = candidate
         if ok(candidate):
             break
         if hi >= max_added:
-            return None, candidate
+            return None, candidate, "max_respondents"
         lo, hi = hi, 2 * hi
     while hi - lo > max(1, hi // 20):
         mid = (lo + hi) // 2
@@ -663,4 +678,4 @@ def respondents_to_certify(
             hi, best = mid, candidate
         else:
             lo = mid
-    return hi, best
+    return hi, best, None

@@ -63,10 +63,14 @@ def test_plan_from_the_survey_own_fit(client, running):
     for fragment in ("current estimates", "current 40 respondents", "least-answered", "τ", "top 2"):
         assert fragment in text, (fragment, text)
     # The search's answer is reproducible: asking for exactly that many gives the same prediction.
-    assert out["reached"] is True and out["solution"] > 0
+    assert out["reached"] is True and out["solution"] > 0 and out["search_limit"] is None
     assert plan["p_certified"]["mean"] >= 0.8
     again = client.get(f"{url}&respondents={out['solution']}", headers=ADMIN).json()
     assert again["plan"] == plan and again["target"] is None and again["reached"] is None
+    # Out of reach: the search says where it stopped.
+    far = client.get(f"{url}&target=0.99&max_respondents=20", headers=ADMIN).json()
+    assert far["reached"] is False and far["solution"] is None and far["search_limit"] == "max_respondents"
+    assert far["plan"]["added_respondents"] == 20
     # Fewer respondents than the solution fall short of the target; none added certify less.
     now = client.get(f"{url}&respondents=0", headers=ADMIN).json()["plan"]
     assert now["p_certified"]["mean"] < 0.8
@@ -117,6 +121,7 @@ def test_empty_survey_needs_pilot_scores_and_a_design(client):
         "k=2&pairs_per_respondent=3",  # a design needs ε too
         "k=2&pairs_per_respondent=100&epsilon=1",  # more pairs than exist
         "k=2&respondents=1000000&replications=1000",  # unbounded work
+        "k=2&scores=1,0,0,0,0,nan",
     ],
 )
 def test_bad_parameters_are_422(client, running, query):

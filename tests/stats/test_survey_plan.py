@@ -168,15 +168,20 @@ def test_more_heterogeneity_needs_more_respondents():
 def test_search_finds_the_smallest_size_that_reaches_the_target():
     design = _unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])
-    n, plan = respondents_to_certify(design, theta, 2, 0.7, tau=0.3, replications=60, seed=4)
+    n, plan, limit = respondents_to_certify(design, theta, 2, 0.7, tau=0.3, replications=60, seed=4)
+    assert limit is None
     assert n is not None and plan.added_respondents == n and plan.p_certified.mean >= 0.7
     # Half as many fall clearly short (the search bisects to 5%; nearer than that
     # the prediction's own Monte Carlo error, se ≈ 0.06 here, decides).
     half = plan_survey(design, theta, 2, n // 2, tau=0.3, replications=60, seed=4)
     assert half.p_certified.mean < 0.7
     # Out of reach within the limit: no solution, the prediction at the limit.
-    none, last = respondents_to_certify(design, theta, 2, 0.99, tau=0.3, replications=20, max_added=40)
-    assert none is None and last.added_respondents == 40 and last.p_certified.mean < 0.99
+    none, last, limit = respondents_to_certify(design, theta, 2, 0.99, tau=0.3, replications=20, max_added=40)
+    assert none is None and limit == "max_respondents"
+    assert last.added_respondents == 40 and last.p_certified.mean < 0.99
+    # Out of reach within the work bound: the search says so.
+    none, last, limit = respondents_to_certify(design, np.zeros(6), 2, 0.9, replications=1000)
+    assert none is None and limit == "work" and last.p_certified.mean < 0.9
 
 
 def test_work_is_bounded_and_input_checked():
