@@ -1,0 +1,77 @@
+"""Time budgets for long computations: stop when the budget is spent, the client
+has gone away, or the server is shutting down.
+
+A computation that can run long (a bootstrap, a planner solve, large-m intervals)
+takes a :class:`Deadline` and calls :meth:`Deadline.check` between units of work
+(a replicate, a bisection step). ``check`` raises :class:`OutOfTime` once the
+budget is spent or the deadline was cancelled. The API layer runs such work with
+:func:`app.api.bounded.run_bounded`, which cancels the deadline when the client
+disconnects; :data:`SHUTDOWN` cancels every deadline when the process stops, so a
+long request never holds up a shutdown for longer than one unit of work.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+from .errors import ServiceError
+
+__all__ = ["SHUTDOWN", "Deadline", "OutOfTime"]
+
+#: Set when the process is shutting down: every deadline counts as expired.
+SHUTDOWN = threading.Event()
+
+
+class OutOfTime(ServiceError):
+    """The computation stopped: its time budget was spent, its client left, or the
+    server is stopping (503 with ``Retry-After``; nothing was stored)."""
+
+    status_code = 503
+
+    def __init__(self, detail: str, retry_after: float = 5.0) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+class Deadline:
+    """A time budget in seconds (``math.inf``: none) that can also be cancelled."""
+
+    def __init__(self, seconds: float = math.inf, *, what: str = "this analysis") -> None:
+        if not seconds > 0:
+            raise ValueError("a time budget must be positive")
+        self.seconds = float(seconds)
+        self.what = what
+        self._end = time.monotonic() + self.seconds
+        self._cancelled = threading.Event()
+
+    @classmethod
+    def none(cls) -> Deadline:
+        """No budget (library calls, tests): ``check`` only honours shutdown and cancel."""
+        return cls(math.inf)
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def remaining(self) -> float:
+        return self._end - time.monotonic()
+
+    def expired(self) -> bool:
+        return self._cancelled.is_set() or SHUTDOWN.is_set() or time.monotonic() >= self._end
+
+    def check(self) -> None:
+        """Raise :class:`OutOfTime` when the work must stop."""
+        if SHUTDOWN.is_set():
+            raise OutOfTime("the server is shutting down; retry later")
+        if self._cancelled.is_set():
+            raise OutOfTime(f"{self.what} was cancelled: the client went away")
+        if time.monotonic() >= self._end:
+            raise OutOfTime(
+                f"{self.what} did not finish within its time budget of {self.seconds:g} s; "
+                "ask for less work (fewer replicates or items) or retry when the server is less busy"
+            )
