@@ -216,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             log_level=get_settings().log_level,
             access_log=get_settings().access_log,
+            # Client addresses (rate limits) come from X-Forwarded-For only when the
+            # operator names the proxies to trust; uvicorn's own default trusts 127.0.0.1.
+            proxy_headers=bool(get_settings().forwarded_allow_ips),
+            forwarded_allow_ips=get_settings().forwarded_allow_ips or None,
         )
         return 0
     if args.command == "plan":

@@ -46,7 +46,29 @@ class Settings(BaseSettings):
         description="Log one line per request (client address, method, path, status). Off by default: "
         "a respondent's address next to their survey is personal data the service does not need.",
     )
-    db_pool_size: int = Field(default=10, validation_alias="PRIVRANK_DB_POOL_SIZE", ge=1)
+    db_pool_size: int = Field(
+        default=10,
+        validation_alias="PRIVRANK_DB_POOL_SIZE",
+        ge=1,
+        le=1000,
+        description="Pooled database connections per worker (as many again may overflow); "
+        "min(2 × this − 1, 32) API requests run at once per worker, the rest queue.",
+    )
+    max_queue: int = Field(
+        default=1000,
+        validation_alias="PRIVRANK_MAX_QUEUE",
+        ge=0,
+        le=1_000_000,
+        description="API requests that may wait for their turn per worker; one more gets 503 "
+        "with Retry-After at once.",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        validation_alias="PRIVRANK_FORWARDED_ALLOW_IPS",
+        description="Comma-separated proxy addresses (or '*') whose X-Forwarded-For and "
+        "X-Forwarded-Proto are trusted for the client's address (rate limits). Empty: none, "
+        "the connection's peer is the client.",
+    )
     max_body_bytes: int = Field(
         default=8 * 2**20,
         validation_alias="PRIVRANK_MAX_BODY_BYTES",

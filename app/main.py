@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import signal
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -18,11 +21,14 @@ from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .api import analysis, errors, federation, health, keys, plan, releases, respondents, surveys
+from .api.admission import Admission, Slots, admitted
+from .api.errors import where
 from .api.limits import BodyLimit
 from .api.ratelimit import RateLimiter
 from .config import Settings, get_settings
-from .db.session import make_engine, make_session_factory
+from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
+from .services.deadline import SHUTDOWN
 from .services.ranking_surveys import ConsensusCache
 
 __all__ = ["create_app"]
@@ -55,11 +61,20 @@ Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 """
 
 
+_INTERNAL = json.dumps({"detail": "internal error"}).encode()
+
+
 class _HeadersAndLog:
     """Security headers on every response, the full ``Allow`` list on 405s, and one log
     line per request (method, path, status, duration: never bodies — answers — nor query
     strings nor the client's address). A plain ASGI middleware: Starlette's
-    ``BaseHTTPMiddleware`` costs a task group and a stream per request and layer."""
+    ``BaseHTTPMiddleware`` costs a task group and a stream per request and layer.
+
+    An unexpected exception ends here: logged by type and place only, answered 500.
+    It must not reach Starlette's outermost error middleware, which re-raises it to
+    the server, whose traceback would print the exception's message — for a database
+    error that is the driver's text, with PostgreSQL's DETAIL naming the row's values
+    (a respondent and a pair)."""
 
     def __init__(self, app, allowed: _MethodIndex) -> None:
         self.app = app
@@ -73,9 +88,12 @@ class _HeadersAndLog:
         path = scope["path"]
         status = 500
 
+        started = False
+
         async def send_with_headers(message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
+                started = True
                 status = message["status"]
                 headers = MutableHeaders(scope=message)
                 if status == 405:
@@ -93,8 +111,53 @@ class _HeadersAndLog:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except Exception as exc:
+            method = scope["method"]
+            log.error("unexpected %s during %s %s at %s", type(exc).__name__, method, path, where(exc))
+            if not started:
+                await send_with_headers(
+                    {
+                        "type": "http.response.start",
+                        "status": 500,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(_INTERNAL)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": _INTERNAL})
         finally:
             log.info("%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - start) * 1e3)
+
+
+def _stop_long_work_on_signals() -> None:
+    """SIGTERM / SIGINT also set :data:`~app.services.deadline.SHUTDOWN`, so that long
+    computations stop at their next check instead of holding up the server's graceful
+    shutdown (which waits for every request in flight). Chained before the server's
+    own handlers; only possible from the main thread (not under the test client)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+        if getattr(previous, "_privrank_shutdown", False):
+            continue
+
+        def handler(number, frame, previous=previous) -> None:
+            SHUTDOWN.set()
+            if callable(previous):
+                previous(number, frame)
+            elif previous == signal.SIG_DFL and number == signal.SIGINT:
+                raise KeyboardInterrupt
+
+        handler._privrank_shutdown = True  # type: ignore[attr-defined]
+        try:
+            signal.signal(signum, handler)
+        except ValueError:  # not the main thread
+            return
+
+
+@asynccontextmanager
+async def _lifespan(_app: FastAPI):
+    _stop_long_work_on_signals()
+    yield
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -110,6 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="privrank",
         version=__version__,
         description=DESCRIPTION,
+        lifespan=_lifespan,
         openapi_tags=[
             {"name": "surveys", "description": "Create and manage surveys (admin)."},
             {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},
@@ -145,6 +209,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     allowed = _MethodIndex(app)
 
+    app.state.admission = Slots(admitted(pool_capacity(engine)))
+    app.add_middleware(Admission, slots=app.state.admission, queue_limit=settings.max_queue)
     app.add_middleware(_HeadersAndLog, allowed=allowed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)

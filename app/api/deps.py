@@ -43,21 +43,45 @@ def get_session(request: Request) -> Iterator[Session]:
         session.close()
 
 
+#: A configured ``PRIVRANK_ADMIN_KEY`` at least this long is honoured from an address that
+#: is over its failed-authentication limit; a shorter one could be guessed, so it is not.
+STRONG_ADMIN_KEY = 20
+
+
 def principal(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
     session: Session = Depends(get_session),
 ) -> auth.Principal:
+    """The caller. Failed authentications are rate-limited per client address, not
+    valid ones: a credential is always checked, and a valid one is served even when
+    others failed from the same address (a NAT, a proxy) — every server-issued
+    credential carries 256 random bits, so the limit is not what stops guessing
+    them. A failure over the limit gets 429 instead of 401. The one exception is a
+    configured admin key shorter than :data:`STRONG_ADMIN_KEY` characters: from an
+    address over the limit it is refused (429) like a failure, so that it cannot be
+    guessed at full speed."""
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing bearer credentials")
     limiter: RateLimiter = request.app.state.rate_limiter
     client = client_address(request)
-    wait = limiter.retry_after("auth_failures", client)
+    admin_key = request.app.state.settings.admin_key
+    who = auth.authenticate(session, credentials.credentials, admin_key)
+    weak = (
+        who is not None
+        and who.role == auth.ADMIN
+        and who.key_id is None  # the configured key, not a key the service issued
+        and len(admin_key or "") < STRONG_ADMIN_KEY
+    )
+    if who is not None and not weak:
+        return who
+    if who is None:
+        wait = limiter.take("auth_failures", client)
+    else:
+        wait = limiter.retry_after("auth_failures", client)
     if wait is not None:
         raise TooManyRequests("too many failed authentications from this address; retry later", wait)
-    who = auth.authenticate(session, credentials.credentials, request.app.state.settings.admin_key)
     if who is None:
-        limiter.take("auth_failures", client)
         raise Unauthorized("invalid credentials")
     return who
 

@@ -50,7 +50,8 @@ def _unavailable(exc: Exception) -> bool:
     return isinstance(exc, OperationalError) and bool(_UNAVAILABLE.search(str(exc.orig)))
 
 
-def _where(exc: BaseException) -> str:
+def where(exc: BaseException) -> str:
+    """``file:line`` where the exception was raised (never its message)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -93,7 +94,7 @@ def install(app: FastAPI) -> None:
             request.method,
             request.url.path,
             type(exc).__name__,
-            _where(exc),
+            where(exc),
         )
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
@@ -105,6 +106,6 @@ def install(app: FastAPI) -> None:
             type(exc).__name__,
             request.method,
             request.url.path,
-            _where(exc),
+            where(exc),
         )
         return JSONResponse({"detail": "internal error"}, status_code=500)

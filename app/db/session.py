@@ -5,11 +5,22 @@ from __future__ import annotations
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["begin_write", "make_engine", "make_session_factory"]
+__all__ = ["begin_write", "make_engine", "make_session_factory", "pool_capacity"]
+
+
+def pool_capacity(engine: Engine) -> int:
+    """Connections the engine's pool opens at most (``pool_size + max_overflow``)."""
+    pool = engine.pool
+    size = getattr(pool, "size", None)
+    overflow = getattr(pool, "_max_overflow", 0)
+    if not callable(size):
+        return 1
+    return int(size()) + max(0, int(overflow))
 
 
 def make_engine(url: str, pool_size: int = 10) -> Engine:
-    """Create the engine.
+    """Create the engine: a pool of ``pool_size`` connections plus as many overflow
+    connections, on SQLite as on PostgreSQL (``PRIVRANK_DB_POOL_SIZE``).
 
     ``hide_parameters`` keeps bound values out of exception messages (and so out
     of logs): a failed statement never reveals the data it carried.
@@ -23,6 +34,9 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
         engine = create_engine(
             url,
             connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_timeout=10,
             hide_parameters=True,
         )
 

@@ -290,8 +290,9 @@ def test_large_surveys_use_the_sparse_pair_picker(client):
 
 def test_registration_and_failed_authentication_are_rate_limited(database_url):
     """Per client address: the 4th registration within a minute (limit 3) gets 429 with
-    Retry-After and stores nothing; after 2 failed authentications (limit 2) even a valid
-    key is refused with 429 until the bucket refills, so keys cannot be guessed faster."""
+    Retry-After and stores nothing; after 2 failed authentications (limit 2) a configured
+    admin key shorter than 20 characters is refused with 429 until the bucket refills, so
+    it cannot be guessed faster (long and issued credentials stay valid: test_admission)."""
     from fastapi.testclient import TestClient
 
     from app.config import Settings
