@@ -94,6 +94,23 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest CSV import body accepted.",
     )
+    analysis_seconds: float = Field(
+        default=60.0,
+        validation_alias="PRIVRANK_ANALYSIS_SECONDS",
+        gt=0,
+        le=86_400,
+        description="Time budget of one ranking or pairwise analysis (intervals, bootstrap): beyond "
+        "it, or when the client disconnects, the work stops with 503 and Retry-After. A bootstrap "
+        "predicted to need more than twice the budget is refused at once (422).",
+    )
+    analysis_cache_mb: int = Field(
+        default=256,
+        validation_alias="PRIVRANK_ANALYSIS_CACHE_MB",
+        ge=1,
+        le=1_000_000,
+        description="Memory for cached fits, intervals and rank summaries per worker (MiB; least "
+        "recently used evicted first). One set of intervals at 2,000 items takes ~35 MiB.",
+    )
 
     @field_validator("database_url")
     @classmethod
