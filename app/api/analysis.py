@@ -11,11 +11,31 @@ from ..services import analysis, ingestion, ranking_surveys
 from ..services.errors import Conflict, Invalid
 from ..services.export import iter_comparisons_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
+from .bounded import run_bounded
 from .common import errors
 from .deps import admin, get_session, reader
-from .schemas import ConsensusOut, ImportOut, PairwiseOut, RankingOut
+from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
+
+_ANALYSIS_503 = {
+    503: {
+        "model": ErrorOut,
+        "description": "The analysis did not finish within its time budget (PRIVRANK_ANALYSIS_SECONDS), "
+        "the client went away, the server is stopping, or the database is unreachable; nothing was "
+        "stored. Retry after the Retry-After header's seconds.",
+    }
+}
+
+
+def _fit_cache(request: Request) -> analysis.FitCache:
+    """The worker's analysis cache, held to the configured memory budget."""
+    cache = request.app.state.fit_cache
+    budget = request.app.state.settings.analysis_cache_mb * 2**20
+    if cache.max_bytes != budget:
+        cache.max_bytes = budget
+    return cache
+
 
 _IMPORT_EXAMPLE = "respondent,item_a,item_b,winner,epsilon\nexternal-17,Housing,Transit,Transit,1.0\n"
 _CSV_EXAMPLE = (
@@ -28,11 +48,11 @@ _CSV_EXAMPLE = (
     "/ranking",
     response_model=RankingOut | ConsensusOut,
     response_model_by_alias=True,
-    responses=errors(401, 403, 404, 409, 422),
+    responses={**errors(401, 403, 404, 409, 422), **_ANALYSIS_503},
     dependencies=[Depends(reader)],
     summary="The ranking",
 )
-def ranking(
+async def ranking(
     request: Request,
     survey_id: str,
     method: str | None = Query(
@@ -47,7 +67,13 @@ def ranking(
         None, alias="lambda", gt=0, le=1e9, description="Ridge λ in (0, 1e9]; default G(ε)."
     ),
     k: int | None = Query(None, ge=1, description="Size of the top-K set to return."),
-    confidence: float = Query(0.95, ge=0.5, lt=1, description="Level of every interval in the answer."),
+    confidence: float = Query(
+        0.95,
+        ge=0.5,
+        lt=1,
+        description="Level of every interval in the answer. Pairwise surveys: two decimals (0.50 … 0.99), "
+        "or 0.995 or 0.999.",
+    ),
     uncertainty: str = Query(
         "sandwich",
         description="sandwich (default; privacy-aware sandwich covariance with bias correction), "
@@ -58,6 +84,13 @@ def ranking(
         "cluster",
         description="cluster (default: respondents are the independent unit, cluster-robust sandwich; "
         "an upper bound while there are few respondents) or model (every comparison independent).",
+    ),
+    replicates: int = Query(
+        analysis.BOOTSTRAP_REPLICATES,
+        ge=analysis.BOOTSTRAP_MIN_REPLICATES,
+        le=analysis.BOOTSTRAP_MAX_REPLICATES,
+        description="Bootstrap replicates (uncertainty=bootstrap). A bootstrap predicted to need more "
+        "than twice the analysis time budget is refused (422) before it starts.",
     ),
     session: Session = Depends(get_session),
 ):
@@ -80,38 +113,56 @@ def ranking(
     Where the data cannot support intervals (no or too few respondents, an unsafe
     bias correction), ``uncertainty.available`` is false with a machine-readable
     ``reason`` and a plain ``message``; every interval that is given contains its
-    item's score and rank."""
-    survey = get_survey(session, survey_id)
+    item's score and rank.
+
+    Intervals, rank summaries and the bootstrap run under the analysis time budget
+    (``PRIVRANK_ANALYSIS_SECONDS``) and stop when the client disconnects: 503 with
+    ``Retry-After``."""
+    survey = await run_in_threadpool(get_survey, session, survey_id)
     if survey.kind == "ranking":
         if uncertainty not in ("sandwich", "none"):
             raise Invalid("ranking surveys compute their own intervals; uncertainty=bootstrap is not offered")
-        return ranking_surveys.consensus(
-            session, survey, request.app.state.consensus_cache, method or "borda", lambda_, k, confidence
+        return await run_in_threadpool(
+            ranking_surveys.consensus,
+            session,
+            survey,
+            request.app.state.consensus_cache,
+            method or "borda",
+            lambda_,
+            k,
+            confidence,
         )
-    return analysis.ranking(
+    return await run_bounded(
+        request,
+        analysis.ranking,
         session,
         survey,
-        request.app.state.fit_cache,
+        _fit_cache(request),
         method or "debiased_mle",
         lambda_,
         k,
         confidence,
         uncertainty,
         covariance,
+        replicates,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the ranking's analysis",
     )
 
 
 @router.get(
     "/pairwise",
     response_model=PairwiseOut,
-    responses=errors(401, 403, 404, 409, 422),
+    responses={**errors(401, 403, 404, 409, 422), **_ANALYSIS_503},
     dependencies=[Depends(reader)],
     summary="Estimated win probabilities with intervals",
 )
-def pairwise(
+async def pairwise(
     request: Request,
     survey_id: str,
-    confidence: float = Query(0.95, ge=0.5, lt=1),
+    confidence: float = Query(
+        0.95, ge=0.5, lt=1, description="Two decimals (0.50 … 0.99), or 0.995 or 0.999."
+    ),
     method: str = Query("debiased_mle"),
     lambda_: float | None = Query(None, alias="lambda", gt=0, le=1e9),
     covariance: str = Query("cluster", description="cluster (default) or model, as for the ranking."),
@@ -123,11 +174,22 @@ def pairwise(
     difference (always containing the estimate). Null on the diagonal; pairs in
     different components of the comparison graph are not comparable (null,
     interval [0, 1]). Without intervals (``available`` false, with ``reason`` and
-    ``message``) the estimates are still given."""
-    survey = get_survey(session, survey_id)
+    ``message``) the estimates are still given. Under the analysis time budget,
+    like the ranking."""
+    survey = await run_in_threadpool(get_survey, session, survey_id)
     require_pairwise(survey)
-    return analysis.pairwise(
-        session, survey, request.app.state.fit_cache, confidence, method, lambda_, covariance
+    return await run_bounded(
+        request,
+        analysis.pairwise,
+        session,
+        survey,
+        _fit_cache(request),
+        confidence,
+        method,
+        lambda_,
+        covariance,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the pairwise analysis",
     )
 
 

@@ -2,16 +2,38 @@
 
 Fits are cached by (survey, method, λ, number of items, data version) and
 warm-started from the previous θ̂ of the same survey when new answers arrive;
-their uncertainty summaries are cached with them per confidence level and k.
+their intervals are cached per (confidence level, uncertainty, covariance) and
+their rank summaries per k as well, all in one memory budget (:class:`FitCache`,
+least recently used evicted first, by bytes).
+
+**Bounded work.** With m items and N stored comparisons of a survey:
+
+* the fit reads the per-pair statistics (O(pairs)) and the respondents' rows
+  incrementally (O(new rows)); the solver's work grows with the pairs;
+* intervals (m ≤ ``MAX_ITEMS_COVARIANCE``) cost O(m³ + N) — a few m×m
+  factorizations and at most m/2 second-order correction steps of O(m²) each; rank
+  summaries O(m² + 4,000·m); the graph diagnostics O(m³) once per fit;
+* the bootstrap costs ``replicates`` × (N + a refit), plus O(m³) per replicate
+  for ``covariance=model``; ``replicates`` is at most ``BOOTSTRAP_MAX_REPLICATES``
+  and a request whose predicted work (:func:`bootstrap_seconds`) is far beyond
+  the time budget is refused before it starts;
+* every long step runs under a :class:`~app.services.deadline.Deadline` (the
+  ``PRIVRANK_ANALYSIS_SECONDS`` budget, the client's disconnection, shutdown),
+  checked between replicates and between the interval computation's steps;
+* confidence levels are taken from :data:`LEVELS` (52 values), so a client cannot
+  mint unboundedly many cached summaries per survey version, and the cache never
+  holds more than its byte budget (``PRIVRANK_ANALYSIS_CACHE_MB``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 from scipy.special import expit
@@ -36,14 +58,21 @@ from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
+from .deadline import Deadline
 from .errors import Conflict, Invalid
 from .surveys import require_local, survey_items
 
 __all__ = [
     "BOOTSTRAP_MAX_COMPARISONS",
+    "BOOTSTRAP_MAX_REPLICATES",
+    "BOOTSTRAP_MIN_REPLICATES",
+    "BOOTSTRAP_REPLICATES",
+    "CACHE_BYTES",
+    "LEVELS",
     "METHODS",
     "PAIRWISE_MAX_ITEMS",
     "FitCache",
+    "bootstrap_seconds",
     "current_fit",
     "eps_of",
     "pairwise",
@@ -56,21 +85,162 @@ UNCERTAINTY = ("sandwich", "bootstrap", "none")
 COVARIANCE = ("cluster", "model")
 #: The bootstrap refits on every stored comparison: reserved for small samples.
 BOOTSTRAP_MAX_COMPARISONS = 200_000
+#: Replicates of the bootstrap: the default, and the range a client may ask for.
 BOOTSTRAP_REPLICATES = 200
+BOOTSTRAP_MIN_REPLICATES = 20
+BOOTSTRAP_MAX_REPLICATES = 2000
+#: Predicted cost of one bootstrap replicate, measured on a 2-core machine with one
+#: BLAS thread (2,000 items, 100,000 comparisons from 1,000 respondents: 23 ms per
+#: replicate resampling respondents, 0.53 s re-simulating answers). Per comparison
+#: (resampling, reduction to pairs, the warm-started refit) and per m³ (the m×m
+#: pseudo-inverse of each parametric replicate). They are lower bounds in practice,
+#: and a request is refused only when the prediction exceeds
+#: ``BOOTSTRAP_REFUSE_FACTOR`` × the budget; anything closer is left to the deadline.
+BOOTSTRAP_SECONDS_PER_COMPARISON = 2.0e-7
+BOOTSTRAP_SECONDS_PER_CUBE = 6.0e-11
+BOOTSTRAP_REFUSE_FACTOR = 2.0
 PAIRWISE_MAX_ITEMS = 300
+#: The confidence levels offered: two decimals from 0.50 to 0.99, and 0.995 and 0.999.
+#: Each level of a fit is its own O(m³) computation and its own cached m×m covariance,
+#: so the set is finite (52 levels) rather than any number in [0.5, 1).
+LEVELS = (*(round(0.5 + x / 100, 2) for x in range(50)), 0.995, 0.999)
+#: Default memory budget of a :class:`FitCache` (PRIVRANK_ANALYSIS_CACHE_MB sets the service's).
+CACHE_BYTES = 256 * 2**20
+#: Bytes counted per Python object in a cached value besides its arrays' buffers
+#: (object headers, dict slots, boxed numbers: ~50–100 bytes each in CPython).
+_OBJECT_BYTES = 100
 
 
-@dataclass
+def bootstrap_seconds(n_items: int, n_comparisons: int, replicates: int, covariance: str) -> float:
+    """Predicted seconds of a bootstrap (see ``BOOTSTRAP_SECONDS_PER_COMPARISON``)."""
+    per = n_comparisons * BOOTSTRAP_SECONDS_PER_COMPARISON
+    if covariance == "model":
+        per += float(n_items) ** 3 * BOOTSTRAP_SECONDS_PER_CUBE
+    return replicates * per
+
+
+def _nbytes(value: object, seen: set[int] | None = None) -> int:
+    """Approximate memory held by a cached value: its NumPy buffers' ``nbytes`` plus
+    ``_OBJECT_BYTES`` per Python object reached (containers, dataclasses, scalars).
+    Objects shared within one value count once."""
+    seen = set() if seen is None else seen
+    if id(value) in seen or value is None:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return _OBJECT_BYTES + (value.nbytes if value.base is None or id(value.base) not in seen else 0)
+    if isinstance(value, (str, bytes)):
+        return sys.getsizeof(value)
+    if isinstance(value, (int, float, bool, np.generic)):
+        return _OBJECT_BYTES
+    if isinstance(value, dict):
+        return _OBJECT_BYTES + sum(_nbytes(k, seen) + _nbytes(v, seen) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return _OBJECT_BYTES + sum(_nbytes(v, seen) for v in value)
+    total = _OBJECT_BYTES
+    if is_dataclass(value):
+        total += sum(_nbytes(getattr(value, f.name, None), seen) for f in fields(value))
+    if hasattr(value, "__dict__"):  # e.g. values computed on first use (functools.cached_property)
+        total += sum(_nbytes(v, seen) for v in vars(value).values())
+    return total
+
+
+class _LRU:
+    """Values with a size in bytes; the least recently used go first once the total
+    exceeds ``max_bytes``. A value may depend on others (a summary on its fit): when
+    one is removed, whatever depends on it goes too, so nothing it references stays
+    in memory uncounted. A value larger than the whole budget is not kept."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = int(max_bytes)
+        self.bytes = 0
+        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._children: dict[Hashable, set[Hashable]] = {}
+        self._parents: dict[Hashable, tuple[Hashable, ...]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def get(self, key: Hashable):
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            return found[0]
+
+    def pop(self, key: Hashable):
+        with self._lock:
+            found = self._items.get(key)
+            self._remove(key)
+            return None if found is None else found[0]
+
+    def put(self, key: Hashable, value: object, size: int, parents: tuple[Hashable, ...] = ()) -> bool:
+        """Keep ``value`` (``size`` bytes); False when it was not kept (too large, or a
+        value it depends on is no longer cached)."""
+        with self._lock:
+            self._remove(key)
+            if size > self.max_bytes or any(p not in self._items for p in parents):
+                return False
+            self._items[key] = (value, int(size))
+            self.bytes += int(size)
+            self._parents[key] = parents
+            for p in parents:
+                self._children.setdefault(p, set()).add(key)
+            while self.bytes > self.max_bytes:
+                self._remove(next(iter(self._items)))
+            return key in self._items
+
+    def resize(self, key: Hashable, size: int) -> None:
+        """A cached value grew (or shrank) in place."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return
+            self._items[key] = (found[0], int(size))
+            self.bytes += int(size) - found[1]
+            while self.bytes > self.max_bytes:
+                self._remove(next(iter(self._items)))
+
+    def _remove(self, key: Hashable) -> None:
+        found = self._items.pop(key, None)
+        if found is None:
+            return
+        self.bytes -= found[1]
+        for p in self._parents.pop(key, ()):
+            siblings = self._children.get(p)
+            if siblings is not None:
+                siblings.discard(key)
+        for child in list(self._children.pop(key, ())):
+            self._remove(child)
+
+
+@dataclass(eq=False)
 class _Entry:
     fit: BTLFit
     stats: PairStats
-    summaries: dict = field(default_factory=dict)
+    key: tuple | None = None  # its key in the cache (None: not cached)
     clusters: Clusters | None = None
+    graph: dict | None = None  # _graph(stats), computed on first use
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
+class _Intervals:
+    """The intervals of one fit at one (level, uncertainty, covariance[, replicates])."""
+
+    conf: Confidence | None
+    reason: str | None  # machine-readable, when conf is None
+    message: str | None  # a plain sentence, when conf is None
+    entry: _Entry  # the fit the intervals belong to
+
+
+@dataclass(frozen=True, eq=False)
 class _Summary:
-    """The uncertainty of one fit at one (level, k, uncertainty, covariance)."""
+    """The uncertainty of one fit at one (level, k, uncertainty, covariance[, replicates])."""
 
     conf: Confidence | None
     ranks: RankConfidence | None
@@ -112,6 +282,10 @@ class _Rows:
             return (np.zeros(0, dtype=np.int64),) * 3 + (np.zeros(0, dtype=np.int8), np.zeros(0))
         return self.parts[0]
 
+    def size(self) -> int:
+        """Bytes held: the arrays, and each respondent code (a string key and an int)."""
+        return sum(a.nbytes for part in self.parts for a in part) + len(self.codes) * (2 * _OBJECT_BYTES)
+
 
 class RowStore:
     """Each survey's stored comparisons (respondent, i, j, ỹ, ε), read incrementally.
@@ -119,18 +293,16 @@ class RowStore:
     Comparisons are append-only, so a read fetches only the rows with an id above the
     last one seen, then checks the survey's row count: a row with a smaller id that
     committed late (or rows removed with their survey) makes the counts differ, and
-    the survey is read again whole. Per process, for a few surveys at a time.
+    the survey is read again whole. Kept in the :class:`FitCache`'s memory budget.
     """
 
-    def __init__(self, size: int = 8) -> None:
-        self._rows: OrderedDict[str, _Rows] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
+    def __init__(self, lru: _LRU) -> None:
+        self._lru = lru
 
     def read(self, session: Session, survey_id: str) -> tuple[np.ndarray, ...]:
         """(respondent codes, i, j, ỹ, ε) of every stored comparison of the survey."""
-        with self._lock:
-            rows = self._rows.pop(survey_id, None) or _Rows()
+        key = ("rows", survey_id)
+        rows = self._lru.pop(key) or _Rows()  # taken out while read: one reader extends it
         cols = (
             Comparison.id,
             Comparison.respondent_id,
@@ -154,47 +326,52 @@ class RowStore:
             if total == rows.n:
                 break
             rows = _Rows()
-        with self._lock:
-            self._rows[survey_id] = rows
-            while len(self._rows) > self._size:
-                self._rows.popitem(last=False)
-        return rows.arrays()
+        arrays = rows.arrays()
+        self._lru.put(key, rows, rows.size())
+        return arrays
 
 
 class FitCache:
-    """Fits per (survey, method, λ, items, data version), and the latest θ̂ per
-    (survey, method, λ) to warm-start the next fit when new answers arrive.
+    """Fits per (survey, method, λ, items, data version), their intervals and rank
+    summaries, the respondents' rows, and the latest θ̂ per (survey, method, λ) to
+    warm-start the next fit when new answers arrive — all within ``max_bytes``
+    (least recently used evicted first; a fit's summaries go with it).
 
     Per process; each worker keeps its own (the API is stateless otherwise).
     """
 
-    def __init__(self, size: int = 256) -> None:
-        self.rows = RowStore()
-        self._fits: OrderedDict[tuple, _Entry] = OrderedDict()
-        self._warm: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.lru = _LRU(max_bytes)
+        self.rows = RowStore(self.lru)
+
+    @property
+    def max_bytes(self) -> int:
+        return self.lru.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self.lru.max_bytes = int(value)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes held now (never above ``max_bytes``)."""
+        return self.lru.bytes
 
     def get(self, key: tuple) -> _Entry | None:
-        with self._lock:
-            entry = self._fits.get(key)
-            if entry is not None:
-                self._fits.move_to_end(key)
-            return entry
+        return self.lru.get(("fit", key))
 
     def put(self, key: tuple, entry: _Entry) -> None:
-        with self._lock:
-            self._fits[key] = entry
-            self._fits.move_to_end(key)
-            self._warm[key[:3]] = entry.fit.theta
-            self._warm.move_to_end(key[:3])
-            for store in (self._fits, self._warm):
-                while len(store) > self._size:
-                    store.popitem(last=False)
+        entry.key = key
+        self.lru.put(("fit", key), entry, _nbytes(entry))
+        self.lru.put(("warm", key[:3]), entry.fit.theta, _nbytes(entry.fit.theta))
+
+    def grew(self, entry: _Entry) -> None:
+        """The entry gained a part (its clusters, its graph): count it."""
+        if entry.key is not None:
+            self.lru.resize(("fit", entry.key), _nbytes(entry))
 
     def warm_start(self, key: tuple, n_items: int) -> np.ndarray | None:
-        with self._lock:
-            theta = self._warm.get(key[:3])
+        theta = self.lru.get(("warm", key[:3]))
         if theta is None:
             return None
         if theta.size < n_items:  # items were added since: they start at 0
@@ -204,17 +381,22 @@ class FitCache:
 
 def _check(
     method: str, lam: float | None, level: float, uncertainty: str, covariance: str = "cluster"
-) -> None:
+) -> float:
+    """Validate the parameters; returns the confidence level as one of :data:`LEVELS`."""
     if method not in METHODS:
         raise Invalid(f"method must be one of {sorted(METHODS)}")
     if lam is not None and not (math.isfinite(lam) and 0 < lam <= 1e9):
         raise Invalid("lambda must be a number in (0, 1e9]")
     if not (math.isfinite(level) and 0.5 <= level < 1):
         raise Invalid("confidence must be in [0.5, 1)")
+    offered = [v for v in LEVELS if abs(v - level) < 1e-9]
+    if not offered:
+        raise Invalid("confidence must have at most two decimals (0.50, 0.51, …, 0.99), or be 0.995 or 0.999")
     if uncertainty not in UNCERTAINTY:
         raise Invalid(f"uncertainty must be one of {list(UNCERTAINTY)}")
     if covariance not in COVARIANCE:
         raise Invalid(f"covariance must be one of {list(COVARIANCE)}")
+    return offered[0]
 
 
 def _fit(
@@ -264,63 +446,103 @@ def _summaries(
     k: int | None,
     uncertainty: str,
     covariance: str = "cluster",
+    replicates: int = BOOTSTRAP_REPLICATES,
+    deadline: Deadline | None = None,
 ) -> _Summary:
-    """The intervals and rank summaries of a fit (cached on its entry), or why there are none.
+    """The intervals and rank summaries of a fit (cached with it), or why there are none.
+
+    The intervals (an m×m covariance: the expensive, large part) are cached per
+    (level, uncertainty, covariance[, replicates]); the rank summaries on top of
+    them per k as well, so another k costs only the rank summaries.
 
     With ``covariance="cluster"`` (default) respondents are the independent unit:
     their comparisons are read from the store (cached with the fit) and the fit the
     summary belongs to is the one of exactly those comparisons (refitted when new
     answers arrived after the cached fit was made).
     """
-    key = (level, k, uncertainty, covariance)
-    if key in entry.summaries:
-        return entry.summaries[key]
-    fit = entry.fit
-    m = fit.theta.size
-    target = entry
-    if uncertainty == "none":
-        result = _Summary(None, None, "not_requested", "Intervals were not requested.", entry)
-    elif m > MAX_ITEMS_COVARIANCE:
-        result = _Summary(
-            None,
-            None,
-            "too_many_items",
-            f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items.",
-            entry,
+    deadline = deadline or Deadline.none()
+    reps = replicates if uncertainty == "bootstrap" else None
+    fit_key = ("fit", entry.key)
+    conf_key = ("intervals", entry.key, level, uncertainty, covariance, reps)
+    rank_key = ("ranks", entry.key, level, k, uncertainty, covariance, reps)
+    if entry.key is not None:
+        found = cache.lru.get(rank_key)
+        if found is not None:
+            return found
+    intervals = cache.lru.get(conf_key) if entry.key is not None else None
+    if intervals is None:
+        intervals = _intervals(
+            session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
         )
-    elif fit.n_comparisons == 0:
-        result = _Summary(None, None, "no_comparisons", "There are no comparisons yet.", entry)
+        extra = 0 if intervals.entry is entry else _nbytes(intervals.entry)
+        if entry.key is not None:
+            cache.lru.put(conf_key, intervals, _nbytes(intervals.conf) + extra, parents=(fit_key,))
+    conf = intervals.conf
+    if conf is None:
+        result = _Summary(None, None, intervals.reason, intervals.message, intervals.entry)
     else:
-        if uncertainty == "bootstrap" and method != "debiased_mle":
-            raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
-        clusters = None
-        if covariance == "cluster" or uncertainty == "bootstrap":
-            target, clusters = _with_clusters(session, survey, entry, method, cache.rows)
-        try:
-            if uncertainty == "bootstrap":
-                conf = _bootstrap(session, survey, target, level, covariance, clusters)
-            else:
-                conf = confidence(target.fit, level, clusters=clusters if covariance == "cluster" else None)
-        except IntervalsUnavailable as exc:
-            result = _Summary(None, None, exc.reason, exc.message, target)
-        else:
-            seed = _seed(survey.id, version, method, level, k, uncertainty, covariance)
-            ranks = rank_confidence(
-                conf.estimate,
-                conf.cov,
-                level,
-                k,
-                rng=np.random.default_rng(seed),
-                component=conf.component,
-                point=conf.theta,
-            )
-            result = _Summary(conf, ranks, None, None, target)
-    entry.summaries[key] = result
+        seed = _seed(survey.id, version, method, level, k, uncertainty, covariance)
+        ranks = rank_confidence(
+            conf.estimate,
+            conf.cov,
+            level,
+            k,
+            rng=np.random.default_rng(seed),
+            component=conf.component,
+            point=conf.theta,
+            check=deadline.check,
+        )
+        result = _Summary(conf, ranks, None, None, intervals.entry)
+    if entry.key is not None:
+        cache.lru.put(rank_key, result, _nbytes(result.ranks), parents=(fit_key, conf_key))
     return result
 
 
+def _intervals(
+    session: Session,
+    survey: Survey,
+    cache: FitCache,
+    entry: _Entry,
+    method: str,
+    level: float,
+    uncertainty: str,
+    covariance: str,
+    replicates: int | None,
+    deadline: Deadline,
+) -> _Intervals:
+    fit = entry.fit
+    m = fit.theta.size
+    if uncertainty == "none":
+        return _Intervals(None, "not_requested", "Intervals were not requested.", entry)
+    if m > MAX_ITEMS_COVARIANCE:
+        return _Intervals(
+            None, "too_many_items", f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items.", entry
+        )
+    if fit.n_comparisons == 0:
+        return _Intervals(None, "no_comparisons", "There are no comparisons yet.", entry)
+    if uncertainty == "bootstrap" and method != "debiased_mle":
+        raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
+    target, clusters = entry, None
+    if covariance == "cluster" or uncertainty == "bootstrap":
+        target, clusters = _with_clusters(session, survey, entry, method, cache)
+    deadline.check()
+    try:
+        if uncertainty == "bootstrap":
+            conf = _bootstrap(survey, target, level, covariance, clusters, replicates, deadline)
+        else:
+            conf = confidence(
+                target.fit,
+                level,
+                clusters=clusters if covariance == "cluster" else None,
+                check=deadline.check,
+            )
+    except IntervalsUnavailable as exc:
+        return _Intervals(None, exc.reason, exc.message, target)
+    return _Intervals(conf, None, None, target)
+
+
 def _with_clusters(
-    session: Session, survey: Survey, entry: _Entry, method: str, rows: RowStore
+    session: Session, survey: Survey, entry: _Entry, method: str, cache: FitCache
 ) -> tuple[_Entry, Clusters]:
     """The fit's comparisons grouped by respondent, and the fit they belong to.
 
@@ -332,7 +554,7 @@ def _with_clusters(
     """
     if entry.clusters is not None:
         return entry, entry.clusters
-    resp, i, j, y, eps = rows.read(session, survey.id)
+    resp, i, j, y, eps = cache.rows.read(session, survey.id)
     m = entry.fit.theta.size
     m = max(m, int(j.max(initial=-1)) + 1)
     # The naive (classic RR) fit's estimating equation uses ỹ itself: z = ỹ, no privacy term.
@@ -340,6 +562,7 @@ def _with_clusters(
     clusters = Clusters.from_answers(m, i, j, y, eps_for_z, resp)
     if i.size == entry.fit.n_comparisons and m == entry.fit.theta.size:
         entry.clusters = clusters
+        cache.grew(entry)
         return entry, clusters
     stats = pair_stats(m, i, j, y, eps)
     theta0 = np.concatenate((entry.fit.theta, np.zeros(m - entry.fit.theta.size)))
@@ -354,25 +577,50 @@ def current_fit(
     those comparisons grouped by respondent, the items and the data version (the
     planner starts from these)."""
     entry, version, _ = _fit(session, survey, cache, "debiased_mle", None)
-    target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache.rows)
+    target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
     items = survey_items(session, survey.id)
     return target.fit, clusters, items, version
 
 
-def _bootstrap(
-    session: Session, survey: Survey, entry: _Entry, level: float, covariance: str, clusters: Clusters
-) -> Confidence:
-    """``covariance=cluster``: the nonparametric bootstrap over respondents (nothing is
-    privatized again); ``model``: the parametric bootstrap of independent answers."""
-    fit = entry.fit
+def _check_bootstrap(fit: BTLFit, covariance: str, replicates: int, budget: float) -> None:
+    """Refuse, before any work, a bootstrap that cannot finish: too many comparisons,
+    replicates out of range, or a predicted run time far beyond the time budget."""
+    if not BOOTSTRAP_MIN_REPLICATES <= replicates <= BOOTSTRAP_MAX_REPLICATES:
+        raise Invalid(f"replicates must be between {BOOTSTRAP_MIN_REPLICATES} and {BOOTSTRAP_MAX_REPLICATES}")
     if fit.n_comparisons > BOOTSTRAP_MAX_COMPARISONS:
         raise Invalid(
             f"uncertainty=bootstrap is for small samples (at most {BOOTSTRAP_MAX_COMPARISONS} "
             "comparisons); use the default sandwich intervals"
         )
+    predicted = bootstrap_seconds(fit.theta.size, fit.n_comparisons, replicates, covariance)
+    if math.isfinite(budget) and predicted > BOOTSTRAP_REFUSE_FACTOR * budget:
+        raise Invalid(
+            f"uncertainty=bootstrap with {replicates} replicates would take about {predicted:.0f} s here "
+            f"({fit.theta.size} items, {fit.n_comparisons} comparisons), beyond the analysis time budget "
+            f"of {budget:g} s; ask for fewer replicates"
+            + (" or use covariance=cluster" if covariance == "model" else "")
+            + ", or use the default sandwich intervals"
+        )
+
+
+def _bootstrap(
+    survey: Survey,
+    entry: _Entry,
+    level: float,
+    covariance: str,
+    clusters: Clusters,
+    replicates: int,
+    deadline: Deadline,
+) -> Confidence:
+    """``covariance=cluster``: the nonparametric bootstrap over respondents (nothing is
+    privatized again); ``model``: the parametric bootstrap of independent answers."""
+    fit = entry.fit
+    _check_bootstrap(fit, covariance, replicates, deadline.seconds)
     rng = np.random.default_rng(_seed(survey.id, fit.n_comparisons, "bootstrap", covariance))
     if covariance == "cluster":
-        return cluster_bootstrap_confidence(fit, clusters, level, n_boot=BOOTSTRAP_REPLICATES, rng=rng)
+        return cluster_bootstrap_confidence(
+            fit, clusters, level, n_boot=replicates, rng=rng, check=deadline.check
+        )
     return bootstrap_confidence(
         fit.theta.size,
         clusters.i,
@@ -380,8 +628,9 @@ def _bootstrap(
         eps_of(clusters.v),
         fit,
         level,
-        n_boot=BOOTSTRAP_REPLICATES,
+        n_boot=replicates,
         rng=rng,
+        check=deadline.check,
     )
 
 
@@ -454,6 +703,16 @@ def _graph(stats: PairStats) -> dict:
         "algebraic_connectivity": float(max(vals[1], 0.0)) if m > 1 else 0.0,
         "algebraic_connectivity_normalized": float(max(norm_vals[1], 0.0)) if m > 1 else 0.0,
     }
+
+
+def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> dict:
+    """:func:`_graph` of the entry's statistics, computed once per fit (O(m³): two
+    eigenvalue problems; the largest cost of a cached ranking before it was kept)."""
+    if entry.graph is None:
+        deadline.check()
+        entry.graph = _graph(entry.stats)
+        cache.grew(entry)
+    return entry.graph
 
 
 def _spend(session: Session, survey_id: str) -> tuple[dict, dict]:
@@ -547,16 +806,35 @@ def ranking(
     level: float = 0.95,
     uncertainty: str = "sandwich",
     covariance: str = "cluster",
+    replicates: int = BOOTSTRAP_REPLICATES,
+    deadline: Deadline | None = None,
 ) -> dict:
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
-    groups, and diagnostics."""
+    groups, and diagnostics. ``deadline`` bounds the long steps (module doc)."""
+    deadline = deadline or Deadline.none()
     require_local(survey)
-    _check(method, lam, level, uncertainty, covariance)
-    n_before = len(survey_items(session, survey.id))
+    level = _check(method, lam, level, uncertainty, covariance)
+    if uncertainty == "bootstrap" and not BOOTSTRAP_MIN_REPLICATES <= replicates <= BOOTSTRAP_MAX_REPLICATES:
+        raise Invalid(f"replicates must be between {BOOTSTRAP_MIN_REPLICATES} and {BOOTSTRAP_MAX_REPLICATES}")
+    n_before = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
     entry, version, items = _fit(session, survey, cache, method, lam)
-    summary = _summaries(session, survey, cache, entry, version, method, level, k, uncertainty, covariance)
+    deadline.check()
+    summary = _summaries(
+        session,
+        survey,
+        cache,
+        entry,
+        version,
+        method,
+        level,
+        k,
+        uncertainty,
+        covariance,
+        replicates,
+        deadline,
+    )
     conf, ranks = summary.conf, summary.ranks
     fit, stats = summary.entry.fit, summary.entry.stats
     items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
@@ -607,7 +885,7 @@ def ranking(
         "connected": bool(fit.connected),
         "n_components": int(fit.n_components),
         "components": components,
-        **_graph(stats),
+        **_entry_graph(cache, summary.entry, deadline),
         "lambda": float(fit.lam),
         "lambda_source": "query" if lam is not None else "default: G(epsilon)",
         "iterations": int(fit.iterations),
@@ -645,14 +923,21 @@ def pairwise(
     method: str = "debiased_mle",
     lam: float | None = None,
     covariance: str = "cluster",
+    deadline: Deadline | None = None,
 ) -> dict:
-    """Estimated P(row item beats column item) with confidence intervals."""
+    """Estimated P(row item beats column item) with confidence intervals (at most
+    ``PAIRWISE_MAX_ITEMS`` items: O(m²) numbers in the answer)."""
+    deadline = deadline or Deadline.none()
     require_local(survey)
-    _check(method, lam, level, "sandwich", covariance)
-    if len(survey_items(session, survey.id)) > PAIRWISE_MAX_ITEMS:
+    level = _check(method, lam, level, "sandwich", covariance)
+    n_items = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
+    if n_items > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam)
-    summary = _summaries(session, survey, cache, entry, version, method, level, None, "sandwich", covariance)
+    deadline.check()
+    summary = _summaries(
+        session, survey, cache, entry, version, method, level, None, "sandwich", covariance, deadline=deadline
+    )
     conf, fit = summary.conf, summary.entry.fit
     items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
     m = len(items)

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,6 +116,15 @@ __all__ = [
 
 #: Dense m×m covariance is computed up to this many items (O(m³) time, O(m²) memory).
 MAX_ITEMS_COVARIANCE = 2000
+
+
+#: A callback that long computations call between units of work (a replicate, a
+#: correction step); it raises to stop them (the service passes a deadline's check).
+Check = Callable[[], None]
+
+
+def _no_check() -> None:
+    """No time budget: never stops the work."""
 
 
 def laplacian(n_items: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.float64]:
@@ -502,6 +512,7 @@ def confidence(
     variance: str = "model",
     clusters: Clusters | None = None,
     min_clusters: int = MIN_CLUSTERS,
+    check: Check | None = None,
 ) -> Confidence:
     """Sandwich confidence intervals for θ* from a fit (see the module doc).
 
@@ -518,7 +529,12 @@ def confidence(
     Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
     no comparisons, fewer than two respondents, no unpenalized fit to correct the
     ridge towards, or a bias correction too large to trust.
+
+    Work: O(m³ + comparisons) — a few m×m factorizations and products, and at most
+    m/2 second-order correction steps of O(m²) each. ``check`` is called between
+    those steps (it raises to stop the work).
     """
+    check = check or _no_check
     level = _check_level(level)
     m = fit.theta.size
     if m > MAX_ITEMS_COVARIANCE:
@@ -548,7 +564,9 @@ def confidence(
         zbar = data.s / n
         spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
     # 1. Remove the ridge: one Newton step of the unpenalized objective from θ̂.
+    check()
     centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
+    check()
     if not np.all(np.isfinite(centre)):
         raise IntervalsUnavailable(
             "not_identified",
@@ -558,6 +576,7 @@ def confidence(
     # 2. Sandwich at the corrected point.
     s, sp, w, v_model = _weights(centre, (i, j, n, data.v))
     lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
+    check()
     crit = float(ndtri(0.5 + level / 2.0))
     n_clusters = None
     if clusters is None:
@@ -575,8 +594,10 @@ def confidence(
         else:
             method = "cluster_bound"
             meat = _bound_meat(centre, clusters)
+    check()
     cov = lw_pinv @ meat @ lw_pinv
     cov = 0.5 * (cov + cov.T)
+    check()
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     if _separated(fit.theta, data, comp) and _flattened(
         lw_pinv_fit, lw_pinv, _weights(fit.theta, (i, j, n, data.v))[3], v_model, (m, i, j), identified
@@ -611,6 +632,7 @@ def confidence(
     unsafe = np.zeros(m, dtype=bool)
     limit = max(1, int(SECOND_ORDER_MAX_SHARE * identified.sum()))
     while True:
+        check()
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(bias == 0, 0.0, np.abs(bias) / se)
         bad = identified & ~unsafe & ~(ratio <= SECOND_ORDER_MAX_SE)
@@ -676,6 +698,7 @@ def bootstrap_confidence(
     level: float = 0.95,
     n_boot: int = 200,
     rng: RandomSource | None = None,
+    check: Check | None = None,
 ) -> Confidence:
     """Parametric bootstrap for small samples (answers independent given θ).
 
@@ -688,7 +711,11 @@ def bootstrap_confidence(
     centre = θ̃ − (mean θ̃* − θ̃). ``rng`` as in
     :func:`~app.stats.mechanisms.privatize` (None: OS CSPRNG). Respondents'
     answers are treated as independent: see :func:`cluster_bootstrap_confidence`.
+
+    Work: ``n_boot`` × (comparisons + a refit + an m×m pseudo-inverse, O(m³));
+    ``check`` is called before every replicate (it raises to stop the work).
     """
+    check = check or _no_check
     level = _check_level(level)
     if n_boot < 20:
         raise ValueError("n_boot must be at least 20")
@@ -703,6 +730,7 @@ def bootstrap_confidence(
     truth_p = expit(base[ia] - base[ja])
     reps = np.empty((n_boot, base.size))
     for b in range(n_boot):
+        check()
         u = rng.random(ia.size) if rng is not None else system_uniform(ia.size)
         y = (u < truth_p).astype(np.int8)
         stats = pair_stats(n_items, ia, ja, privatize(y, eps, rng=rng), eps)
@@ -720,6 +748,7 @@ def cluster_bootstrap_confidence(
     level: float = 0.95,
     n_boot: int = 200,
     rng: np.random.Generator | None = None,
+    check: Check | None = None,
 ) -> Confidence:
     """Nonparametric cluster bootstrap: resample respondents with replacement.
 
@@ -731,7 +760,11 @@ def cluster_bootstrap_confidence(
     whatever correlation one respondent's answers have. The resampling only
     describes uncertainty, so a seedable ``rng`` is fine (default: OS-seeded).
     Intervals use normal quantiles and always contain θ̂.
+
+    Work: ``n_boot`` × (comparisons + a refit); ``check`` is called before every
+    replicate (it raises to stop the work).
     """
+    check = check or _no_check
     level = _check_level(level)
     if n_boot < 20:
         raise ValueError("n_boot must be at least 20")
@@ -753,6 +786,7 @@ def cluster_bootstrap_confidence(
     c = clusters
     reps = np.empty((n_boot, m))
     for b in range(n_boot):
+        check()
         weight = np.bincount(gen.integers(0, g, g), minlength=g).astype(np.float64)
         take = weight[c.cluster] > 0
         wk = weight[c.cluster][take]
@@ -825,6 +859,7 @@ def rank_confidence(
     rng: np.random.Generator | None = None,
     component: ArrayLike | None = None,
     point: ArrayLike | None = None,
+    check: Check | None = None,
 ) -> RankConfidence:
     """Rank intervals and top-K probabilities from an estimate and its covariance.
 
@@ -836,7 +871,9 @@ def rank_confidence(
     ``component`` (default: all connected) marks incomparable groups of items.
     ``rng`` seeds the normal draws (they describe uncertainty; they do not
     protect anyone, so a seedable generator is fine; default: OS-seeded).
+    ``check`` is called between the steps (it raises to stop the work).
     """
+    check = check or _no_check
     level = _check_level(level)
     est = np.asarray(theta, dtype=np.float64)
     c = np.asarray(cov, dtype=np.float64)
@@ -850,7 +887,9 @@ def rank_confidence(
     if pt.shape != est.shape:
         raise ValueError("point must have one value per item")
     gen = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    check()
     crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen)
+    check()
     alpha = 1.0 - level
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b
@@ -861,6 +900,7 @@ def rank_confidence(
     connected = comp.max(initial=0) == 0
     if connected:
         draws = est + _mvn(gen, c, n_draws)
+        check()
         ranks = np.empty_like(draws, dtype=np.int64)
         order = np.argsort(-draws, axis=1)
         np.put_along_axis(ranks, order, np.arange(1, m + 1)[None, :].repeat(n_draws, 0), axis=1)
@@ -869,6 +909,7 @@ def rank_confidence(
         marginal = np.column_stack((lo, hi)).astype(np.int64)
         if k is not None:
             p_top = (ranks <= k).mean(axis=0)
+        check()
     else:
         marginal = simultaneous.copy()  # ranks across components are not identified
     # The reported rank (competition ranks of the point) lies in both intervals.
