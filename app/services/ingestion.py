@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from ..stats import privatize
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
 from .respondents import answer_epsilon, budget_remaining, check_epsilon, comparisons_remaining
-from .surveys import survey_items
+from .surveys import ItemIndex, item_index, normalize_label
 
 __all__ = [
     "ComparisonIn",
@@ -169,27 +170,32 @@ def remember_idempotent(
         )
 
 
-#: Items per survey, by id: items are only ever appended, so a cached list stays valid
-#: and is reloaded when a request names an item it does not hold. Per process.
-_ITEMS: dict[str, tuple[list, dict[str, int]]] = {}
+#: Items per survey, as plain values (:class:`ItemIndex`; never ORM rows, which belong to
+#: the session of the request that loaded them). Items are only ever appended and keep
+#: their id and position, so an index stays valid as far as it goes; its item count is
+#: its version: an index is reloaded when a request names an item it lacks, and replaced
+#: only by one with at least as many items. Per process, least recently used evicted.
+_ITEMS: OrderedDict[str, ItemIndex] = OrderedDict()
 _ITEMS_LOCK = threading.Lock()
 _ITEMS_MAX = 1024
 
 
-def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]):
+def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]) -> ItemIndex:
     with _ITEMS_LOCK:
         cached = _ITEMS.get(survey_id)
-    if cached is not None:
-        items, positions = cached
-        if all(c.a in positions and c.b in positions for c in comparisons):
-            return items, positions
-    items = survey_items(session, survey_id)
-    positions = {item.id: item.position for item in items}
+        if cached is not None:
+            _ITEMS.move_to_end(survey_id)
+    if cached is not None and all(c.a in cached.positions and c.b in cached.positions for c in comparisons):
+        return cached
+    fresh = item_index(session, survey_id)
     with _ITEMS_LOCK:
-        if len(_ITEMS) >= _ITEMS_MAX:
-            _ITEMS.pop(next(iter(_ITEMS)))
-        _ITEMS[survey_id] = (items, positions)
-    return items, positions
+        current = _ITEMS.get(survey_id)
+        if current is None or len(fresh) >= len(current):
+            _ITEMS[survey_id] = fresh
+            _ITEMS.move_to_end(survey_id)
+        while len(_ITEMS) > _ITEMS_MAX:
+            _ITEMS.popitem(last=False)
+    return fresh
 
 
 #: One statement, one round trip (PostgreSQL): the comparisons (array-bound, so the
@@ -269,7 +275,7 @@ def _store_batch(
     remember_idempotent(session, respondent_id, idempotency_key, fingerprint, body)
 
 
-def _repeated_pair(session: Session, respondent_id: str, i, j, items) -> Conflict:
+def _repeated_pair(session: Session, respondent_id: str, i, j, items: ItemIndex) -> Conflict:
     """The Conflict for a batch that repeats a pair this respondent answered before."""
     answered = set(
         map(
@@ -284,7 +290,7 @@ def _repeated_pair(session: Session, respondent_id: str, i, j, items) -> Conflic
         if (int(i[k]), int(j[k])) in answered:
             return Conflict(
                 f"comparisons[{k}]: this respondent already answered the pair "
-                f"({items[i[k]].id}, {items[j[k]].id})"
+                f"({items.ids[i[k]]}, {items.ids[j[k]]})"
             )
     return Conflict("a pair in this request was answered concurrently by the same respondent")
 
@@ -319,12 +325,12 @@ def submit_responses(
         eps = None
     else:
         eps = answer_epsilon(survey, respondent, privatized, epsilon)
-    items, positions = _item_index(session, survey.id, comparisons)
-    i, j, y = _canonical(comparisons, positions)
+    items = _item_index(session, survey.id, comparisons)
+    i, j, y = _canonical(comparisons, items.positions)
     k = _first_repeat(i * len(items) + j)
     if k is not None:
         raise Conflict(
-            f"comparisons[{k}] repeats a pair already in this request ({items[i[k]].id}, {items[j[k]].id})"
+            f"comparisons[{k}] repeats a pair already in this request ({items.ids[i[k]]}, {items.ids[j[k]]})"
         )
     if central:
         y_tilde, source = y, "central"  # the operator is trusted with true answers
@@ -486,9 +492,9 @@ def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str
                     check_epsilon(survey, eps)
                 except Invalid as exc:
                     raise Invalid(f"row {line}: {exc.detail}") from None
-            a = (rec.get(header["item_a"]) or "").strip()
-            b = (rec.get(header["item_b"]) or "").strip()
-            winner = (rec.get(header["winner"]) or "").strip()
+            a = normalize_label(rec.get(header["item_a"]) or "")
+            b = normalize_label(rec.get(header["item_b"]) or "")
+            winner = normalize_label(rec.get(header["winner"]) or "")
             rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
             refs.append(ref)
             eps_list.append(eps)
@@ -519,10 +525,13 @@ def import_comparisons(
     central = survey.privacy_model == "central"
     if central and privatized:
         raise Invalid("a central-model survey imports true answers: use privatized=false")
-    items = survey_items(session, survey.id)
-    lookup: dict[str, str] = {item.label: item.id for item in items}
-    lookup.update({item.id: item.id for item in items})
-    positions = {item.id: item.position for item in items}
+    items = item_index(session, survey.id)
+    # Labels as stored (NFC; rows from before labels were normalized too), then ids.
+    lookup: dict[str, str] = {
+        normalize_label(label): id_ for id_, label in zip(items.ids, items.labels, strict=True)
+    }
+    lookup.update({id_: id_ for id_ in items.ids})
+    positions = items.positions
     rows, refs, eps_list, lines = _parse_import(csv_text, max_rows, survey, lookup)
     i, j, y = _canonical(
         rows, positions, where=lambda k: f"row {lines[k]}", fields=("item_a", "item_b", "winner")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -22,12 +25,15 @@ __all__ = [
     "MAX_RANKING_ITEMS",
     "MAX_TOTAL_BUDGET",
     "MIN_EPSILON",
+    "ItemIndex",
     "PrivacyPolicy",
     "add_items",
     "coverage",
     "create_survey",
     "get_survey",
+    "item_index",
     "list_surveys",
+    "normalize_label",
     "require_local",
     "require_pairwise",
     "survey_items",
@@ -62,8 +68,18 @@ class PrivacyPolicy:
 MAX_TOTAL_BUDGET = 100.0
 
 
+def normalize_label(label: str) -> str:
+    """The stored form of an item label, and the form it is looked up in: Unicode NFC, stripped.
+
+    Two labels that differ only by normalization ("é" as one code point or as "e" plus a
+    combining accent) look the same to everyone, so they are one label. Case is kept and
+    counts ("US" and "us" may be different items): a respondent sees the difference.
+    """
+    return unicodedata.normalize("NFC", label).strip()
+
+
 def _clean_labels(labels: list[str]) -> list[str]:
-    cleaned = [label.strip() for label in labels]
+    cleaned = [normalize_label(label) for label in labels]
     if any(not label for label in cleaned):
         raise Invalid("item labels must not be empty")
     if any(len(label) > 500 for label in cleaned):
@@ -187,6 +203,38 @@ def survey_items(session: Session, survey_id: str) -> list[Item]:
     return list(session.scalars(select(Item).where(Item.survey_id == survey_id).order_by(Item.position)))
 
 
+@dataclass(frozen=True, eq=False)
+class ItemIndex:
+    """A survey's items as plain immutable values: ids and labels by position, and each
+    id's position.
+
+    Unlike ORM ``Item`` rows, which belong to the session that loaded them (a rollback
+    expires them; touching them later loads through that session, from whatever thread),
+    an index may be shared between requests and threads, e.g. in a per-process cache.
+    """
+
+    ids: tuple[str, ...]
+    labels: tuple[str, ...]
+    positions: Mapping[str, int]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def item_index(session: Session, survey_id: str) -> ItemIndex:
+    """The survey's items as an :class:`ItemIndex` (one query; no ORM objects)."""
+    rows = session.execute(
+        select(Item.id, Item.position, Item.label).where(Item.survey_id == survey_id).order_by(Item.position)
+    ).all()
+    if any(row.position != k for k, row in enumerate(rows)):  # pragma: no cover - positions are 0..m-1
+        raise RuntimeError(f"survey {survey_id}: item positions are not 0..m-1")
+    return ItemIndex(
+        ids=tuple(row.id for row in rows),
+        labels=tuple(row.label for row in rows),
+        positions=MappingProxyType({row.id: row.position for row in rows}),
+    )
+
+
 def update_survey(session: Session, survey_id: str, status: str | None, title: str | None) -> Survey:
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
@@ -213,7 +261,7 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
     if survey.status != "open":
         raise Conflict("items can only be added to an open survey")
     existing = survey_items(session, survey_id)
-    taken = {item.label for item in existing}
+    taken = {normalize_label(item.label) for item in existing}  # rows stored before labels were NFC
     clash = sorted(set(cleaned) & taken)
     if clash:
         raise Invalid(f"item labels must be unique; already in the survey: {clash}")
