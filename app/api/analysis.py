@@ -214,9 +214,11 @@ def comparisons_csv(request: Request, survey_id: str, session: Session = Depends
     require_local(survey)
     require_pairwise(survey)
     factory = request.app.state.session_factory
+    # The request's connection goes back to the pool before the stream takes its own:
+    # one request never holds two (admission counts one connection per request).
+    session.close()
 
     def body():
-        # Its own session: the response streams after the request's session closed.
         with factory() as stream_session:
             yield from iter_comparisons_csv(stream_session, survey_id)
 
@@ -296,6 +298,7 @@ def rankings_csv(request: Request, survey_id: str, session: Session = Depends(ge
             f"this survey collects pairwise comparisons: GET /v1/surveys/{survey.id}/comparisons.csv"
         )
     factory = request.app.state.session_factory
+    session.close()  # one connection per request (see comparisons_csv)
 
     def body():
         with factory() as stream_session:
