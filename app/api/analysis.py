@@ -265,7 +265,14 @@ async def import_csv(
     except UnicodeDecodeError:
         raise Invalid("the CSV must be UTF-8") from None
     survey = await run_in_threadpool(get_survey, session, survey_id)
-    return await run_in_threadpool(ingestion.import_comparisons, session, survey, text, privatized)
+    return await run_in_threadpool(
+        ingestion.import_comparisons,
+        session,
+        survey,
+        text,
+        privatized,
+        sqlite_max_rows=request.app.state.settings.sqlite_max_import_rows,
+    )
 
 
 _RANKINGS_CSV_EXAMPLE = (
