@@ -31,6 +31,7 @@ import io
 import json
 import os
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -71,11 +72,13 @@ def _items(parameters: dict) -> list[_Item]:
 
 
 def _resolver(items: list[_Item]):
-    by_key = {it.label: it.position for it in items}
+    """Names to positions; labels compare in Unicode NFC (as the service stores them), so a
+    file that spells "é" as "e" + a combining accent still finds its item."""
+    by_key = {unicodedata.normalize("NFC", it.label).strip(): it.position for it in items}
     by_key.update({it.id: it.position for it in items})
 
     def resolve(name: str) -> int | None:
-        return by_key.get(name.strip())
+        return by_key.get(unicodedata.normalize("NFC", name).strip())
 
     return resolve
 

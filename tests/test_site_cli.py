@@ -221,3 +221,20 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
         site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None)
     assert site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None) == 0
     assert len(sent) == 2 and sent[0] == sent[1]
+
+
+def test_site_files_match_labels_in_either_unicode_form(tmp_path):
+    """The service stores labels in NFC; a site's file that spells "é" decomposed (or
+    the reverse) must still name the same item."""
+    from app.site import load_rankings
+
+    params = {
+        "items": [
+            {"id": "itm_a", "label": "Caf\u00e9", "position": 0},
+            {"id": "itm_b", "label": "Tea", "position": 1},
+        ]
+    }
+    path = tmp_path / "r.csv"
+    path.write_text("ranking\nTea>Cafe\u0301\n", encoding="utf-8")
+    orders = load_rankings(path, params, rng=np.random.default_rng(0))
+    assert orders.tolist() == [[1, 0]]
