@@ -86,6 +86,15 @@ async def _soak(base: str, survey: dict, seconds: float):
     return records, acknowledged
 
 
+def _in_own_thread(coroutine):
+    """``asyncio.run`` in a thread of its own: it cannot run where a test before this one
+    left an event loop running in the main thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def _stored(url: str, survey: dict) -> list[tuple[str, str, str]]:
     ids = {item["position"]: item["id"] for item in survey["items"]}
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
@@ -103,7 +112,7 @@ def _check(name: str, server, url: str) -> None:
     try:
         survey = create_survey(server.base, ADMIN_KEY, n_items=20, title="soak")
         t0 = time.monotonic()
-        records, acknowledged = asyncio.run(_soak(server.base, survey, phase_seconds(20)))
+        records, acknowledged = _in_own_thread(_soak(server.base, survey, phase_seconds(20)))
         wall = time.monotonic() - t0
     finally:
         log = server.stop()
