@@ -111,6 +111,7 @@ def question(ctx=Depends(respondent_of_survey), session: Session = Depends(get_s
     summary="Pairs for the calling respondent to compare",
 )
 def pairs(
+    request: Request,
     count: int = Query(1, ge=1, le=100),
     ctx=Depends(respondent_of_survey),
     session: Session = Depends(get_session),
@@ -118,12 +119,18 @@ def pairs(
     """Pairs this respondent has not answered, least-answered first (random among
     ties), in random orientation. Fewer than ``count`` (or none) when the pairs or
     the respondent's privacy budget run out, or the survey is closed. Ranking
-    surveys: 409 (see ``GET …/question``)."""
+    surveys: 409 (see ``GET …/question``). The work is O(m + answers), never
+    O(m²): see :mod:`app.services.assignment`."""
     survey, respondent = ctx
     if survey.kind != "pairwise":
         raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
-    chosen = next_pairs(session, survey, respondent, count)
-    return PairsOut(pairs=[PairOut(a=a.id, b=b.id, a_label=a.label, b_label=b.label) for a, b in chosen])
+    chosen = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
+    return PairsOut(
+        pairs=[
+            PairOut(a=a_id, b=b_id, a_label=a_label, b_label=b_label)
+            for (a_id, a_label), (b_id, b_label) in chosen
+        ]
+    )
 
 
 @router.post(

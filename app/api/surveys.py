@@ -115,7 +115,7 @@ def public_survey(survey_id: str, session: Session = Depends(get_session)) -> Pu
     """Title, kind, status and the privacy a respondent will get — what the respondent
     page shows before registering. Nothing about answers or other respondents."""
     survey = svc.get_survey(session, survey_id)
-    n = len(svc.survey_items(session, survey.id))
+    n = svc.item_count(session, survey.id)
     return PublicSurveyOut(
         id=survey.id,
         title=survey.title,

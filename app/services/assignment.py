@@ -8,32 +8,71 @@ m items, the first ⌈m/2⌉ answered pairs already cover every item.
 
 Counts come from the folded statistics after an opportunistic, non-blocking fold
 of pending answers, so they may lag a concurrent fold by a moment; that only
-affects balance, never correctness. Above 2,000,000 possible pairs (m > 2,000)
-a dense count vector is too costly per request: pairs are then drawn uniformly
-among those not yet answered, which balances coverage in expectation.
+affects balance, never correctness.
 
 Central-model surveys hold true answers, and which pairs were answered is
 itself protected there (edge and individual DP cover it): serving least-answered
 pairs first would let anyone who registers read the per-pair counts. Their pairs
 are drawn uniformly among those the respondent has not answered, from nothing
 but the respondent's own history.
+
+**Work per request.** With m items, M = m(m−1)/2 possible pairs, s pairs answered
+at least once in the survey, a answered by the respondent and ``count`` ≤ 100
+asked for, a request costs O(m + a + count·log M) — never O(M):
+
+* pairs are numbered 0 … M−1 (row-major upper triangle) and never materialized;
+  a uniform draw among the pairs outside a sorted exclusion list maps a rank to a
+  pair by binary search (:func:`_skip`), and ``Generator.choice`` without
+  replacement draws ``count`` distinct ranks in O(count) (Floyd's algorithm);
+* central model: uniform outside the respondent's own a pairs;
+* local model, while at most half the pairs have been answered (s + a ≤ M/2,
+  judged from the survey's folded comparison count, an upper bound on s): every
+  never-answered pair has the least count, 0; candidates drawn uniformly outside
+  the respondent's pairs are looked up in ``pair_stats`` by primary key and kept
+  when absent (each is kept with probability ≥ ½, so a few lookups of ~2·count
+  keys suffice);
+* otherwise M < 2(s + a), so O(s) is O(answers): the survey's per-pair counts are
+  read (streamed; ~1.5 µs per answered pair) into plain sorted arrays — the answered
+  pairs by key and by (count, key) — kept in the process's analysis cache (its byte
+  budget, ``PRIVRANK_ANALYSIS_CACHE_MB``) and shared by every request; one request
+  per process reads while the others wait, or serve from the previous counts. While
+  answers keep arriving, counts that took t seconds to read are reused for 10·t
+  seconds (:data:`REFRESH_SHARE`): balance may lag by that much, never correctness
+  (the respondent's own pairs are always read fresh). A request then walks the count
+  levels upward from 0, drawing uniformly inside each level outside the
+  respondent's pairs.
+
+Items come from the per-process :class:`~app.services.surveys.ItemIndex` cache
+(plain values), checked against the survey's item count by one ``COUNT``.
 """
 
 from __future__ import annotations
 
+import itertools
 import secrets
+import threading
+import time
+from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select
+from numpy.typing import NDArray
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
-from ..db.models import Comparison, Item, PairStat, Respondent, Survey
+from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from .aggregation import fold_pending
-from .surveys import survey_items
+from .surveys import current_item_index
 
-__all__ = ["DENSE_PAIR_LIMIT", "next_pairs"]
+__all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "next_pairs"]
 
-DENSE_PAIR_LIMIT = 2_000_000
+#: Below this many possible pairs the counts are always read whole (a few kB).
+SMALL_SURVEY_PAIRS = 1_000
+
+#: Rounds of candidate look-ups before falling back to the per-pair counts.
+_LOOKUP_ROUNDS = 6
+
+#: Rows fetched per round trip when the per-pair counts are streamed.
+_STREAM_ROWS = 50_000
 
 
 def _rng() -> np.random.Generator:
@@ -42,69 +81,273 @@ def _rng() -> np.random.Generator:
     return np.random.default_rng(secrets.randbits(128))
 
 
+# -- pair numbering ---------------------------------------------------------------
+
+
+def _ints(rows, width: int) -> NDArray[np.int64]:
+    """Integer result rows as an (n, width) array (numpy probes a SQLAlchemy ``Row`` for
+    array attributes one by one: ``np.array(rows)`` is ~10× slower)."""
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
+    return flat.reshape(-1, width)
+
+
+def _row_starts(m: int) -> NDArray[np.int64]:
+    """Number of the first pair (i, i+1) of each row i."""
+    r = np.arange(m, dtype=np.int64)
+    return r * m - r * (r + 1) // 2
+
+
+def _keys(i: NDArray[np.int64], j: NDArray[np.int64], starts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Pair numbers of i < j."""
+    return starts[i] + (j - i - 1)
+
+
+def _pairs(keys: NDArray[np.int64], starts: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
+    """(i, j) of pair numbers."""
+    i = np.searchsorted(starts, keys, side="right") - 1
+    return i, keys - starts[i] + i + 1
+
+
+def _free_below(excluded: NDArray[np.int64]) -> NDArray[np.int64]:
+    """For sorted distinct ``excluded`` ≥ 0: how many non-excluded integers lie below each."""
+    return excluded - np.arange(excluded.size, dtype=np.int64)
+
+
+def _skip(
+    ranks: NDArray[np.int64], excluded: NDArray[np.int64], free_below: NDArray[np.int64] | None = None
+) -> NDArray[np.int64]:
+    """The ``ranks``-th integers (0-based) that are not in ``excluded`` (sorted, distinct,
+    ≥ 0): the k-th excluded value has ``excluded[k] − k`` free values below it
+    (``free_below``, when precomputed)."""
+    if excluded.size == 0:
+        return ranks
+    if free_below is None:
+        free_below = _free_below(excluded)
+    return ranks + np.searchsorted(free_below, ranks, side="right")
+
+
+def _draw(n: int, excluded: NDArray[np.int64], want: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    """Up to ``want`` distinct integers drawn uniformly from [0, n) minus ``excluded``
+    (sorted, distinct, inside [0, n)), in random order."""
+    free = n - excluded.size
+    take = min(want, free)
+    if take <= 0:
+        return np.empty(0, dtype=np.int64)
+    ranks = rng.choice(free, size=take, replace=False).astype(np.int64)
+    return _skip(ranks, excluded)
+
+
+def _member(sorted_keys: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Which ``keys`` are in ``sorted_keys``."""
+    if sorted_keys.size == 0:
+        return np.zeros(keys.size, dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    return sorted_keys[at] == keys
+
+
+# -- per-pair counts (dense surveys) ------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Counts:
+    """A survey's answered pairs at (at least) one data version, as plain immutable arrays."""
+
+    answered: NDArray[np.int64]  # pair numbers with n ≥ 1, sorted
+    by_count: NDArray[np.int64]  # the same, sorted by (n, pair number)
+    levels: NDArray[np.int64]  # start of each count level in by_count, then its end
+    free_below: NDArray[np.int64]  # _free_below(answered), shared by every request
+    version: int = 0  # the survey's data version read before the counts
+    read_at: float = 0.0  # time.monotonic() when they were read
+    read_seconds: float = 0.0  # how long reading them took
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.answered, self.by_count, self.levels, self.free_below)
+        return sum(int(a.nbytes) for a in arrays) + 200
+
+    def usable_at(self, version: int, now: float) -> bool:
+        """Current, or recent enough: counts older than the data are re-read at most once
+        per ``read_seconds / REFRESH_SHARE`` (they steer balance only; the respondent's
+        own pairs are always read fresh)."""
+        return version == self.version or now - self.read_at < self.read_seconds / REFRESH_SHARE
+
+
+#: Share of one core that re-reading a busy survey's per-pair counts may take: counts
+#: that took t seconds to read are reused for 10·t seconds while new answers arrive.
+REFRESH_SHARE = 0.1
+
+_READING: dict[tuple, threading.Lock] = {}
+_READING_LOCK = threading.Lock()
+
+
+def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _Counts:
+    """The per-pair counts of items < m, from the cache when usable at ``version``, else
+    read (one request per process reads; the others wait for it, or serve from the
+    previous counts meanwhile when there are some)."""
+    key = ("pair-counts", survey_id, m)
+    found = cache.lru.get(key) if cache is not None else None
+    if found is not None and found.usable_at(version, time.monotonic()):
+        return found
+    with _READING_LOCK:
+        lock = _READING.setdefault(key, threading.Lock())
+    if not lock.acquire(blocking=found is None):
+        return found  # another request is reading newer counts
+    try:
+        again = cache.lru.get(key) if cache is not None else None
+        if again is not None and again.usable_at(version, time.monotonic()):
+            return again
+        counts = _read_counts(session, survey_id, m, version)
+        if cache is not None:
+            cache.lru.put(key, counts, counts.nbytes)
+        return counts
+    finally:
+        lock.release()
+        with _READING_LOCK:
+            _READING.pop(key, None)
+
+
+def _read_counts(session: Session, survey_id: str, m: int, version: int) -> _Counts:
+    started = time.monotonic()
+    starts = _row_starts(m)
+    keys, ns = [], []
+    result = session.connection().execute(  # Core: no ORM row processing per row
+        select(PairStat.i, PairStat.j, PairStat.n)
+        .where(PairStat.survey_id == survey_id, PairStat.j < m)
+        .execution_options(yield_per=_STREAM_ROWS)
+    )
+    for part in result.partitions():
+        block = _ints(part, 3)
+        keys.append(_keys(block[:, 0], block[:, 1], starts))
+        ns.append(block[:, 2])
+    key = np.concatenate(keys) if keys else np.empty(0, dtype=np.int64)
+    n = np.concatenate(ns) if ns else np.empty(0, dtype=np.int64)
+    order = np.lexsort((key, n))
+    n_sorted = n[order]
+    levels = np.concatenate(([0], np.flatnonzero(np.diff(n_sorted)) + 1, [n_sorted.size])).astype(np.int64)
+    now = time.monotonic()
+    answered = np.sort(key)
+    return _Counts(answered, key[order], levels, _free_below(answered), version, now, now - started)
+
+
+def _least_answered(
+    counts: _Counts, n_pairs: int, mine: NDArray[np.int64], want: int, rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """Pairs outside ``mine`` (sorted), least-answered first, uniformly among ties."""
+    # Level 0: pairs never answered = outside counts.answered. Exclude the respondent's
+    # own pairs there too, in the rank space of the never-answered pairs.
+    outside = mine[~_member(counts.answered, mine)]
+    outside_ranks = outside - np.searchsorted(counts.answered, outside)
+    ranks = _draw(n_pairs - counts.answered.size, outside_ranks, want, rng)
+    out = [_skip(ranks, counts.answered, counts.free_below)]
+    got = ranks.size
+    for lo, hi in zip(counts.levels[:-1], counts.levels[1:], strict=True):
+        if got >= want:
+            break
+        level = counts.by_count[lo:hi]  # sorted by pair number within a level
+        at = np.searchsorted(level, mine)
+        hit = at < level.size
+        hit[hit] = level[at[hit]] == mine[hit]
+        pos = _draw(level.size, at[hit], want - got, rng)
+        out.append(level[pos])
+        got += pos.size
+    return np.concatenate(out)
+
+
+# -- sparse surveys: look-ups by primary key ----------------------------------------
+
+
+def _never_answered(
+    session: Session,
+    survey_id: str,
+    n_pairs: int,
+    starts: NDArray[np.int64],
+    mine: NDArray[np.int64],
+    want: int,
+    rng: np.random.Generator,
+) -> NDArray[np.int64] | None:
+    """``want`` pairs drawn uniformly among those nobody has answered and the respondent
+    has not, by looking candidates up in ``pair_stats``; None when a few rounds did not
+    find enough (the caller then reads the counts)."""
+    excluded = mine
+    picked: list[int] = []
+    for _ in range(_LOOKUP_ROUNDS):
+        cand = _draw(n_pairs, excluded, 2 * (want - len(picked)) + 8, rng)
+        ci, cj = _pairs(cand, starts)
+        seen = session.execute(
+            select(PairStat.i, PairStat.j).where(
+                PairStat.survey_id == survey_id,
+                tuple_(PairStat.i, PairStat.j).in_(list(zip(ci.tolist(), cj.tolist(), strict=True))),
+            )
+        ).all()
+        answered = set()
+        if seen:
+            block = _ints(seen, 2)
+            answered = set(_keys(block[:, 0], block[:, 1], starts).tolist())
+        for k in cand.tolist():
+            if k not in answered:
+                picked.append(k)
+                if len(picked) == want:
+                    return np.array(picked, dtype=np.int64)
+        excluded = np.union1d(excluded, cand)  # a few hundred values at most
+    return None
+
+
+# -- the service's entry point ----------------------------------------------------
+
+
 def next_pairs(
-    session: Session, survey: Survey, respondent: Respondent, count: int
-) -> list[tuple[Item, Item]]:
-    """Up to ``count`` pairs for ``respondent`` (fewer when the budget or the pairs run out)."""
-    fold_pending(session, survey.id, wait=False)
-    items = survey_items(session, survey.id)
-    m = len(items)
-    n_pairs = m * (m - 1) // 2
+    session: Session, survey: Survey, respondent: Respondent, count: int, cache=None
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Up to ``count`` pairs ``((id, label), (id, label))`` for ``respondent`` (fewer
+    when the budget or the pairs run out). ``cache``: the process's
+    :class:`~app.services.analysis.FitCache`, which keeps dense surveys' per-pair
+    counts between requests (None: read them each time)."""
     if survey.respondent_budget is not None:
         # Affordability at the registered ε (a client-privatized batch may declare another).
         affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // respondent.epsilon)
         count = min(count, max(0, affordable))
     if survey.max_comparisons is not None:  # central model: at most L answers each
         count = min(count, max(0, survey.max_comparisons - respondent.n_comparisons))
-    if survey.status != "open" or survey.kind != "pairwise" or count <= 0 or m < 2:
+    if survey.status != "open" or survey.kind != "pairwise" or count <= 0:
         return []
-    answered = np.array(
+    central = survey.privacy_model == "central"
+    if not central:
+        fold_pending(session, survey.id, wait=False)
+    items = current_item_index(session, survey.id)
+    m = len(items)
+    if m < 2:
+        return []
+    n_pairs = m * (m - 1) // 2
+    starts = _row_starts(m)
+    done = _ints(
         session.execute(
-            select(Comparison.i, Comparison.j).where(Comparison.respondent_id == respondent.id)
+            select(Comparison.i, Comparison.j).where(
+                Comparison.respondent_id == respondent.id, Comparison.j < m
+            )
         ).all(),
-        dtype=np.int64,
-    ).reshape(-1, 2)
+        2,
+    )
+    mine = np.unique(_keys(done[:, 0], done[:, 1], starts))
     rng = _rng()
-    if n_pairs <= DENSE_PAIR_LIMIT:
-        pi, pj = np.triu_indices(m, k=1)
-        row_start = np.arange(m) * m - np.arange(m) * (np.arange(m) + 1) // 2
-        counts = np.zeros(n_pairs)
-        central = survey.privacy_model == "central"
-        stats = (
-            []
-            if central
-            else session.execute(
-                select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
-            ).all()
-        )
-        if stats:
-            s = np.array(stats, dtype=np.int64)
-            s = s[s[:, 1] < m]  # items added after we read the list are not served yet
-            counts[row_start[s[:, 0]] + s[:, 1] - s[:, 0] - 1] = s[:, 2]
-        answered = answered[answered[:, 1] < m]
-        if answered.size:
-            counts[row_start[answered[:, 0]] + answered[:, 1] - answered[:, 0] - 1] = np.inf
-        # Random tie-break: a uniform fraction < 1 added to integer counts.
-        keys = counts + rng.random(n_pairs)
-        take = min(count, int(np.isfinite(keys).sum()))
-        if take == 0:
-            return []
-        chosen = np.argpartition(keys, take - 1)[:take]
-        chosen = chosen[np.argsort(keys[chosen])]
-        a, b = pi[chosen], pj[chosen]
+    if central:
+        chosen = _draw(n_pairs, mine, count, rng)
     else:
-        done = set(map(tuple, answered.tolist()))
-        picked: list[tuple[int, int]] = []
-        seen: set[tuple[int, int]] = set()
-        while len(picked) < count and len(done) + len(seen) < n_pairs:
-            x, y = rng.choice(m, size=2, replace=False)
-            pair = (int(min(x, y)), int(max(x, y)))
-            if pair not in done and pair not in seen:
-                seen.add(pair)
-                picked.append(pair)
-        if not picked:
-            return []
-        a, b = (np.array(v) for v in zip(*picked, strict=True))
+        state = session.execute(
+            select(SurveyStats.version, SurveyStats.n_comparisons).where(SurveyStats.survey_id == survey.id)
+        ).one()
+        chosen = None
+        if n_pairs >= SMALL_SURVEY_PAIRS and 2 * (state.n_comparisons + mine.size) <= n_pairs:
+            chosen = _never_answered(session, survey.id, n_pairs, starts, mine, count, rng)
+        if chosen is None:
+            counts = _counts(session, survey.id, m, state.version, cache)
+            chosen = _least_answered(counts, n_pairs, mine, count, rng)
+    if chosen.size == 0:
+        return []
+    a, b = _pairs(chosen, starts)
     flip = rng.random(a.size) < 0.5
     first, second = np.where(flip, b, a), np.where(flip, a, b)
-    return [(items[x], items[y]) for x, y in zip(first, second, strict=True)]
+    ids, labels = items.ids, items.labels
+    return [
+        ((ids[x], labels[x]), (ids[y], labels[y]))
+        for x, y in zip(first.tolist(), second.tolist(), strict=True)
+    ]

@@ -19,9 +19,7 @@ import json
 import logging
 import math
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +34,7 @@ from ..stats import privatize
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
 from .respondents import answer_epsilon, budget_remaining, check_epsilon, comparisons_remaining
-from .surveys import ItemIndex, item_index, normalize_label
+from .surveys import ItemIndex, item_index, known_item_index, normalize_label
 
 __all__ = [
     "ComparisonIn",
@@ -171,32 +169,14 @@ def remember_idempotent(
         )
 
 
-#: Items per survey, as plain values (:class:`ItemIndex`; never ORM rows, which belong to
-#: the session of the request that loaded them). Items are only ever appended and keep
-#: their id and position, so an index stays valid as far as it goes; its item count is
-#: its version: an index is reloaded when a request names an item it lacks, and replaced
-#: only by one with at least as many items. Per process, least recently used evicted.
-_ITEMS: OrderedDict[str, ItemIndex] = OrderedDict()
-_ITEMS_LOCK = threading.Lock()
-_ITEMS_MAX = 1024
-
-
 def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]) -> ItemIndex:
-    with _ITEMS_LOCK:
-        cached = _ITEMS.get(survey_id)
-        if cached is not None:
-            _ITEMS.move_to_end(survey_id)
-    if cached is not None and all(c.a in cached.positions and c.b in cached.positions for c in comparisons):
-        return cached
-    fresh = item_index(session, survey_id)
-    with _ITEMS_LOCK:
-        current = _ITEMS.get(survey_id)
-        if current is None or len(fresh) >= len(current):
-            _ITEMS[survey_id] = fresh
-            _ITEMS.move_to_end(survey_id)
-        while len(_ITEMS) > _ITEMS_MAX:
-            _ITEMS.popitem(last=False)
-    return fresh
+    """The survey's items (plain values, cached per process), read again when a
+    comparison names an item the cached index lacks (items added since)."""
+    return known_item_index(
+        session,
+        survey_id,
+        lambda idx: all(c.a in idx.positions and c.b in idx.positions for c in comparisons),
+    )
 
 
 #: One statement, one round trip (PostgreSQL): the comparisons (array-bound, so the

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -30,8 +32,11 @@ __all__ = [
     "add_items",
     "coverage",
     "create_survey",
+    "current_item_index",
     "get_survey",
+    "item_count",
     "item_index",
+    "known_item_index",
     "list_surveys",
     "normalize_label",
     "require_local",
@@ -233,6 +238,58 @@ def item_index(session: Session, survey_id: str) -> ItemIndex:
         labels=tuple(row.label for row in rows),
         positions=MappingProxyType({row.id: row.position for row in rows}),
     )
+
+
+def item_count(session: Session, survey_id: str) -> int:
+    """How many items the survey holds (one ``COUNT``; no rows loaded)."""
+    return int(session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey_id)) or 0)
+
+
+class _ItemIndexCache:
+    """Items per survey as plain values, per process, least recently used evicted.
+
+    Items are only ever appended and keep their id and position, so an index stays
+    valid as far as it goes; its item count is its version. A caller says when a
+    cached index is fresh enough for it; otherwise the survey's items are read again,
+    and the cache keeps the index with the most items."""
+
+    def __init__(self, max_surveys: int = 1024) -> None:
+        self.max_surveys = max_surveys
+        self._store: OrderedDict[str, ItemIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, survey_id: str, fresh: Callable[[ItemIndex], bool]) -> ItemIndex:
+        with self._lock:
+            cached = self._store.get(survey_id)
+            if cached is not None:
+                self._store.move_to_end(survey_id)
+        if cached is not None and fresh(cached):
+            return cached
+        index = item_index(session, survey_id)
+        with self._lock:
+            current = self._store.get(survey_id)
+            if current is None or len(index) >= len(current):
+                self._store[survey_id] = index
+                self._store.move_to_end(survey_id)
+            while len(self._store) > self.max_surveys:
+                self._store.popitem(last=False)
+        return index
+
+
+_ITEM_INDEXES = _ItemIndexCache()
+
+
+def known_item_index(session: Session, survey_id: str, ids: Callable[[ItemIndex], bool]) -> ItemIndex:
+    """The survey's items, from the process's cache when ``ids(index)`` holds for the
+    cached index (e.g. it knows every item a request names), else read again."""
+    return _ITEM_INDEXES.get(session, survey_id, ids)
+
+
+def current_item_index(session: Session, survey_id: str) -> ItemIndex:
+    """The survey's items now: the cached index when it has as many items as the survey
+    (one ``COUNT``), else read again. O(m) only when items were added."""
+    n = item_count(session, survey_id)
+    return _ITEM_INDEXES.get(session, survey_id, lambda index: len(index) >= n)
 
 
 def update_survey(session: Session, survey_id: str, status: str | None, title: str | None) -> Survey:

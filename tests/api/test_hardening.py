@@ -269,25 +269,6 @@ def test_least_answered_pairs_first_with_many_items(client):
     assert {frozenset((p["a"], p["b"])) for p in got} == {frozenset(p) for p in fresh}
 
 
-def test_large_surveys_use_the_sparse_pair_picker(client):
-    from app.services.assignment import DENSE_PAIR_LIMIT
-
-    m = 2001
-    assert m * (m - 1) // 2 > DENSE_PAIR_LIMIT
-    s = create_survey(client, items=[f"item {k}" for k in range(m)])
-    _, h = register(client, s["id"])
-    got = client.get(f"/v1/surveys/{s['id']}/pairs?count=50", headers=h).json()["pairs"]
-    assert len(got) == 50 and len({frozenset((p["a"], p["b"])) for p in got}) == 50
-    assert all(p["a"] != p["b"] for p in got)
-    first = got[:3]
-    assert (
-        post(client, s["id"], h, [{"a": p["a"], "b": p["b"], "winner": p["a"]} for p in first]).status_code
-        == 201
-    )
-    again = client.get(f"/v1/surveys/{s['id']}/pairs?count=100", headers=h).json()["pairs"]
-    assert not {frozenset((p["a"], p["b"])) for p in again} & {frozenset((p["a"], p["b"])) for p in first}
-
-
 def test_registration_and_failed_authentication_are_rate_limited(database_url):
     """Per client address: the 4th registration within a minute (limit 3) gets 429 with
     Retry-After and stores nothing; after 2 failed authentications (limit 2) a configured
