@@ -296,7 +296,8 @@ def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(database
             session.execute(
                 text(
                     "INSERT INTO pair_stats (survey_id, i, j, n, sum_y, sum_z, sum_z2, sum_v) "
-                    "SELECT a.survey_id, a.position, b.position, 1 + (a.position + b.position) % 3, 0, 0, 0, 1 "
+                    "SELECT a.survey_id, a.position, b.position, "
+                    "1 + (a.position + b.position) % 3, 0, 0, 0, 1 "
                     "FROM items a JOIN items b ON a.survey_id = b.survey_id AND a.position < b.position "
                     "WHERE a.survey_id = :sid AND (7 * a.position + 13 * b.position) % 5 < 3"
                 ),
