@@ -9,13 +9,23 @@ from starlette.concurrency import run_in_threadpool
 from ..services.errors import Invalid
 from ..services.planning import plan_from_survey, run_plan
 from ..services.surveys import get_survey
-from ..stats.planner import MAX_PLAN_ITEMS
+from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU
+from .bounded import run_bounded
 from .common import errors
 from .deps import get_session, reader
-from .schemas import PlanOut, SurveyPlanOut
+from .schemas import ErrorOut, PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
+
+_PLAN_503 = {
+    503: {
+        "model": ErrorOut,
+        "description": "The simulation did not finish within its time budget (PRIVRANK_ANALYSIS_SECONDS), "
+        "the client went away or the server is stopping. Retry after the Retry-After header's seconds, "
+        "or ask for less work.",
+    }
+}
 
 
 def _floats(text: str | None, name: str) -> list[float] | None:
@@ -33,16 +43,20 @@ def _floats(text: str | None, name: str) -> list[float] | None:
 @router.get(
     "/plan",
     response_model=PlanOut,
-    responses=errors(401, 403, 422),
+    responses={**errors(401, 403, 422), **_PLAN_503},
     dependencies=[Depends(reader)],
     summary="Plan a survey: predicted accuracy, or respondents / ε needed",
 )
 async def get_plan(
+    request: Request,
     items: int = Query(ge=2, le=MAX_PLAN_ITEMS, description="Number of items m."),
     pairs_per_respondent: int = Query(ge=1, description="Pairs each respondent answers."),
     k: int = Query(ge=1, description="Size K of the top set of interest."),
     respondents: int | None = Query(
-        None, ge=1, description="Respondents L (not needed for solve=respondents)."
+        None,
+        ge=1,
+        le=MAX_PLAN_RESPONDENTS,
+        description="Respondents L (not needed for solve=respondents).",
     ),
     epsilon: str | None = Query(
         None, min_length=1, description="ε, or comma-separated ε values of a distribution."
@@ -73,11 +87,15 @@ async def get_plan(
     top-K — each with its Monte Carlo standard error — for m items, L respondents
     answering k pairs each at privacy level ε (the server's balanced pair
     assignment and the default λ are simulated), and each respondent's total ε.
-    With ``solve``, the fewest respondents or the smallest ε that reach ``target``."""
+    With ``solve``, the fewest respondents or the smallest ε that reach ``target``.
+    Bounded: at most 32 distinct ε values; a plan predicted to take more than twice
+    the analysis time budget is refused (422), and a running one stops at the
+    budget, when the client leaves or when the server stops (503)."""
     eps = _floats(epsilon, "epsilon")
     weights = _floats(epsilon_weights, "epsilon_weights")
     pilot = _floats(scores, "scores")
-    return await run_in_threadpool(
+    return await run_bounded(
+        request,
         run_plan,
         items,
         respondents,
@@ -92,17 +110,19 @@ async def get_plan(
         solve,
         target,
         pilot,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the plan's simulation",
     )
 
 
 @router.get(
     "/surveys/{survey_id}/plan",
     response_model=SurveyPlanOut,
-    responses=errors(401, 403, 404, 409, 422),
+    responses={**errors(401, 403, 404, 409, 422), **_PLAN_503},
     dependencies=[Depends(reader)],
     summary="How many more respondents certify the top-K, from where the survey stands",
 )
-def get_survey_plan(
+async def get_survey_plan(
     request: Request,
     survey_id: str,
     k: int = Query(ge=1, description="Size K of the top set to certify."),
@@ -153,9 +173,11 @@ def get_survey_plan(
     (422 beyond it); ranking surveys, central-model surveys and surveys without
     answers (unless pilot scores and the new respondents' design are given) get
     409."""
-    survey = get_survey(session, survey_id)
+    survey = await run_in_threadpool(get_survey, session, survey_id)
     values = _floats(scores, "scores")
-    return plan_from_survey(
+    return await run_bounded(
+        request,
+        plan_from_survey,
         session,
         survey,
         request.app.state.fit_cache,
@@ -170,4 +192,6 @@ def get_survey_plan(
         epsilon=epsilon,
         replications=replications,
         seed=seed,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the plan's simulation",
     )

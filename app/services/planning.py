@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..stats.planner import epsilon_needed, plan, respondents_needed
+from ..stats.planner import (
+    MAX_PLAN_RESPONDENTS,
+    epsilon_distribution,
+    epsilon_needed,
+    plan,
+    plan_seconds,
+    respondents_needed,
+)
 from ..stats.survey_plan import (
     MAX_SURVEY_PLAN_ITEMS,
     SurveyDesign,
@@ -13,10 +22,48 @@ from ..stats.survey_plan import (
     respondents_to_certify,
 )
 from .analysis import current_fit, eps_of
+from .deadline import Deadline
 from .errors import Conflict, Invalid
 from .surveys import require_local, require_pairwise, survey_items
 
-__all__ = ["plan_from_survey", "run_plan"]
+__all__ = ["PLAN_REFUSE_FACTOR", "plan_from_survey", "run_plan"]
+
+#: A plan predicted (:func:`~app.stats.planner.plan_seconds`) to need more than this
+#: many times the time budget is refused at once (422); anything closer runs under
+#: the deadline, which stops it at the budget (503).
+PLAN_REFUSE_FACTOR = 2.0
+
+
+def _check_plan_work(
+    items: int,
+    respondents: int | None,
+    pairs_per_respondent: int,
+    epsilon: list[float] | None,
+    weights: list[float] | None,
+    replications: int,
+    solve: str,
+    budget: float,
+) -> None:
+    """Refuse a plan whose first simulation alone is predicted far beyond the budget
+    (a search runs more: those are left to the deadline). The first simulation of
+    ``solve=respondents`` is at 10 respondents, of ``solve=epsilon`` at the largest ε."""
+    if not math.isfinite(budget):
+        return
+    levels = 1
+    if epsilon is not None and solve != "epsilon":
+        try:
+            levels = epsilon_distribution(epsilon, weights)[0].size
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+    first = 10 if solve == "respondents" else respondents
+    if first is None or not 1 <= first <= MAX_PLAN_RESPONDENTS or pairs_per_respondent < 1:
+        return  # refused with its own message by the planner
+    predicted = plan_seconds(items, first * pairs_per_respondent, levels, replications)
+    if predicted > PLAN_REFUSE_FACTOR * budget:
+        raise Invalid(
+            f"this plan would take about {predicted:.0f} s here, beyond the time budget of {budget:g} s: "
+            "ask for fewer replications, items or epsilon values"
+        )
 
 
 def run_plan(
@@ -33,11 +80,24 @@ def run_plan(
     solve: str,
     target: float | None,
     scores: list[float] | None = None,
+    deadline: Deadline | None = None,
 ) -> dict:
-    """Shared by the API and ``privrank plan``: a prediction or an inverse problem."""
+    """Shared by the API and ``privrank plan``: a prediction or an inverse problem.
+    ``deadline`` bounds the work (none: no time budget, as for the CLI)."""
+    deadline = deadline or Deadline.none()
     if scores is not None and len(scores) != items:
         raise Invalid(f"scores needs one value per item ({items})")
-    options = {"spread": spread, "gap": gap, "replications": replications, "seed": seed, "scores": scores}
+    _check_plan_work(
+        items, respondents, pairs_per_respondent, epsilon, weights, replications, solve, deadline.seconds
+    )
+    options = {
+        "spread": spread,
+        "gap": gap,
+        "replications": replications,
+        "seed": seed,
+        "scores": scores,
+        "check": deadline.check,
+    }
     try:
         if solve == "none":
             if respondents is None or epsilon is None:
@@ -93,10 +153,13 @@ def plan_from_survey(
     epsilon: float | None = None,
     replications: int = 100,
     seed: int = 0,
+    deadline: Deadline | None = None,
 ) -> dict:
     """``GET /v1/surveys/{sid}/plan`` and ``privrank plan --survey``: how many more
     respondents certify the top-K, simulated from the survey's own design, fit
-    and respondent clustering (:mod:`app.stats.survey_plan`)."""
+    and respondent clustering (:mod:`app.stats.survey_plan`). ``deadline`` bounds
+    the simulation besides its work bound (none: no time budget)."""
+    deadline = deadline or Deadline.none()
     require_pairwise(survey)
     require_local(survey)
     m = len(survey_items(session, survey.id))
@@ -139,6 +202,7 @@ def plan_from_survey(
         "epsilon": epsilon,
         "source": source,
         "tau_interval": tau_interval if tau is None else None,
+        "check": deadline.check,
     }
     try:
         if added is not None:

@@ -55,6 +55,7 @@ cluster-robust sandwich of Liang & Zeger (1986), Biometrika 73(1).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -532,6 +533,7 @@ def plan_survey(
     epsilon: float | None = None,
     source: str = "the given scores",
     tau_interval: list[float] | None = None,
+    check: Callable[[], None] | None = None,
 ) -> SurveyPlan:
     """P(the top-K is certified) once ``added_respondents`` more have answered (see the module doc).
 
@@ -539,6 +541,7 @@ def plan_survey(
     ``pairs_per_respondent`` and ``epsilon`` describe the new respondents; by
     default they copy current respondents' profiles. ``source`` and
     ``tau_interval`` (where τ came from) only word :attr:`SurveyPlan.assumption`.
+    ``check()`` is called before each replicate and may raise to stop the work.
     """
     th = _check_common(design, theta, k, level, replications)
     if not (math.isfinite(tau) and 0 <= tau <= MAX_TAU):
@@ -562,11 +565,11 @@ def plan_survey(
         )
     text = assumption_text(source, tau, design, new_profile, level, int(k), tau_interval)
     return _plan(
-        design, th, int(k), int(added_respondents), tau, level, replications, seed, new_profile, text
+        design, th, int(k), int(added_respondents), tau, level, replications, seed, new_profile, text, check
     )
 
 
-def _plan(design, th, k, added, tau, level, replications, seed, new_profile, text) -> SurveyPlan:
+def _plan(design, th, k, added, tau, level, replications, seed, new_profile, text, check) -> SurveyPlan:
     m = design.n_items
     pi, pj = np.triu_indices(m, k=1)
     lo, hi = np.minimum(design.i, design.j), np.maximum(design.i, design.j)
@@ -583,6 +586,8 @@ def _plan(design, th, k, added, tau, level, replications, seed, new_profile, tex
     out = np.empty((replications, 5))
     added_comparisons = 0
     for r in range(replications):
+        if check is not None:
+            check()
         g_profile, g_serve, g_answer, g_certify = (np.random.default_rng(x) for x in streams[r].spawn(4))
         profiles = _new_profiles(design, added, new_profile, g_profile)
         ni, nj, neps, who = _serve(counts0, pi, pj, profiles, g_serve)

@@ -225,8 +225,37 @@ def main(argv: list[str] | None = None) -> int:
         f"{time.perf_counter() - start:.2f} s (P(exact top-5) = {p.p_exact_top_k.mean:.3f} ± "
         f"{p.p_exact_top_k.se:.3f})"
     )
+    planner_prediction_check(args.quick)
     survey_planner_check(100 if args.quick else 600)
     return 0
+
+
+def planner_prediction_check(quick: bool) -> None:
+    """The planner's run-time prediction (what GET /v1/plan refuses on) against the run time
+    measured here: it must not under-predict by much (a refusal would then be missed and
+    left to the deadline) nor over-predict by much (it would refuse plans that fit)."""
+    from app.stats.planner import plan_seconds
+
+    sizes = [  # m, L, k pairs, ε levels
+        (10, 100, 3, 1),
+        (50, 1_000, 10, 1),
+        (100, 100_000, 10, 1),
+        (100, 100_000, 10, 32),
+        (200, 1_000, 10, 1),
+        (500, 1_000, 10, 1),
+        (500, 100_000, 10, 1),
+        (500, 100_000, 10, 8),
+    ]
+    reps = 10 if quick else 40
+    print(f"\nplanner run time, predicted (plan_seconds) against measured, {reps} replicates:")
+    print(f"{'m':>4} {'L':>8} {'levels':>6}  {'predicted s':>11}  {'measured s':>10}  measured/predicted")
+    for m, L, kp, levels in sizes:
+        eps = np.linspace(0.5, 3.0, levels)
+        start = time.perf_counter()
+        plan(m, L, kp, eps, 2, replications=reps, seed=1)
+        measured = time.perf_counter() - start
+        predicted = plan_seconds(m, L * kp, levels, reps)
+        print(f"{m:>4} {L:>8} {levels:>6}  {predicted:11.3f}  {measured:10.3f}  {measured / predicted:.2f}")
 
 
 def survey_planner_check(reps: int) -> None:
