@@ -192,8 +192,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
-    app.state.fit_cache = FitCache()
-    app.state.consensus_cache = ConsensusCache()
+    app.state.fit_cache = FitCache(settings.analysis_cache_mb * 2**20)
+    app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru)  # one byte budget
     app.state.rate_limiter = RateLimiter(
         {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute}
     )

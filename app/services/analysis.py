@@ -29,11 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sys
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
@@ -58,6 +54,7 @@ from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
+from .cache import OBJECT_BYTES, ByteLRU, nbytes
 from .deadline import Deadline
 from .errors import Conflict, Invalid
 from .surveys import require_local, survey_items
@@ -106,9 +103,6 @@ PAIRWISE_MAX_ITEMS = 300
 LEVELS = (*(round(0.5 + x / 100, 2) for x in range(50)), 0.995, 0.999)
 #: Default memory budget of a :class:`FitCache` (PRIVRANK_ANALYSIS_CACHE_MB sets the service's).
 CACHE_BYTES = 256 * 2**20
-#: Bytes counted per Python object in a cached value besides its arrays' buffers
-#: (object headers, dict slots, boxed numbers: ~50–100 bytes each in CPython).
-_OBJECT_BYTES = 100
 
 
 def bootstrap_seconds(n_items: int, n_comparisons: int, replicates: int, covariance: str) -> float:
@@ -117,106 +111,6 @@ def bootstrap_seconds(n_items: int, n_comparisons: int, replicates: int, covaria
     if covariance == "model":
         per += float(n_items) ** 3 * BOOTSTRAP_SECONDS_PER_CUBE
     return replicates * per
-
-
-def _nbytes(value: object, seen: set[int] | None = None) -> int:
-    """Approximate memory held by a cached value: its NumPy buffers' ``nbytes`` plus
-    ``_OBJECT_BYTES`` per Python object reached (containers, dataclasses, scalars).
-    Objects shared within one value count once."""
-    seen = set() if seen is None else seen
-    if id(value) in seen or value is None:
-        return 0
-    seen.add(id(value))
-    if isinstance(value, np.ndarray):
-        return _OBJECT_BYTES + (value.nbytes if value.base is None or id(value.base) not in seen else 0)
-    if isinstance(value, (str, bytes)):
-        return sys.getsizeof(value)
-    if isinstance(value, (int, float, bool, np.generic)):
-        return _OBJECT_BYTES
-    if isinstance(value, dict):
-        return _OBJECT_BYTES + sum(_nbytes(k, seen) + _nbytes(v, seen) for k, v in value.items())
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return _OBJECT_BYTES + sum(_nbytes(v, seen) for v in value)
-    total = _OBJECT_BYTES
-    if is_dataclass(value):
-        total += sum(_nbytes(getattr(value, f.name, None), seen) for f in fields(value))
-    if hasattr(value, "__dict__"):  # e.g. values computed on first use (functools.cached_property)
-        total += sum(_nbytes(v, seen) for v in vars(value).values())
-    return total
-
-
-class _LRU:
-    """Values with a size in bytes; the least recently used go first once the total
-    exceeds ``max_bytes``. A value may depend on others (a summary on its fit): when
-    one is removed, whatever depends on it goes too, so nothing it references stays
-    in memory uncounted. A value larger than the whole budget is not kept."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = int(max_bytes)
-        self.bytes = 0
-        self._items: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-        self._children: dict[Hashable, set[Hashable]] = {}
-        self._parents: dict[Hashable, tuple[Hashable, ...]] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._items
-
-    def get(self, key: Hashable):
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-            return found[0]
-
-    def pop(self, key: Hashable):
-        with self._lock:
-            found = self._items.get(key)
-            self._remove(key)
-            return None if found is None else found[0]
-
-    def put(self, key: Hashable, value: object, size: int, parents: tuple[Hashable, ...] = ()) -> bool:
-        """Keep ``value`` (``size`` bytes); False when it was not kept (too large, or a
-        value it depends on is no longer cached)."""
-        with self._lock:
-            self._remove(key)
-            if size > self.max_bytes or any(p not in self._items for p in parents):
-                return False
-            self._items[key] = (value, int(size))
-            self.bytes += int(size)
-            self._parents[key] = parents
-            for p in parents:
-                self._children.setdefault(p, set()).add(key)
-            while self.bytes > self.max_bytes:
-                self._remove(next(iter(self._items)))
-            return key in self._items
-
-    def resize(self, key: Hashable, size: int) -> None:
-        """A cached value grew (or shrank) in place."""
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return
-            self._items[key] = (found[0], int(size))
-            self.bytes += int(size) - found[1]
-            while self.bytes > self.max_bytes:
-                self._remove(next(iter(self._items)))
-
-    def _remove(self, key: Hashable) -> None:
-        found = self._items.pop(key, None)
-        if found is None:
-            return
-        self.bytes -= found[1]
-        for p in self._parents.pop(key, ()):
-            siblings = self._children.get(p)
-            if siblings is not None:
-                siblings.discard(key)
-        for child in list(self._children.pop(key, ())):
-            self._remove(child)
 
 
 @dataclass(eq=False)
@@ -284,7 +178,7 @@ class _Rows:
 
     def size(self) -> int:
         """Bytes held: the arrays, and each respondent code (a string key and an int)."""
-        return sum(a.nbytes for part in self.parts for a in part) + len(self.codes) * (2 * _OBJECT_BYTES)
+        return sum(a.nbytes for part in self.parts for a in part) + len(self.codes) * (2 * OBJECT_BYTES)
 
 
 class RowStore:
@@ -296,7 +190,7 @@ class RowStore:
     the survey is read again whole. Kept in the :class:`FitCache`'s memory budget.
     """
 
-    def __init__(self, lru: _LRU) -> None:
+    def __init__(self, lru: ByteLRU) -> None:
         self._lru = lru
 
     def read(self, session: Session, survey_id: str) -> tuple[np.ndarray, ...]:
@@ -341,7 +235,7 @@ class FitCache:
     """
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
-        self.lru = _LRU(max_bytes)
+        self.lru = ByteLRU(max_bytes)
         self.rows = RowStore(self.lru)
 
     @property
@@ -362,13 +256,13 @@ class FitCache:
 
     def put(self, key: tuple, entry: _Entry) -> None:
         entry.key = key
-        self.lru.put(("fit", key), entry, _nbytes(entry))
-        self.lru.put(("warm", key[:3]), entry.fit.theta, _nbytes(entry.fit.theta))
+        self.lru.put(("fit", key), entry, nbytes(entry))
+        self.lru.put(("warm", key[:3]), entry.fit.theta, nbytes(entry.fit.theta))
 
     def grew(self, entry: _Entry) -> None:
         """The entry gained a part (its clusters, its graph): count it."""
         if entry.key is not None:
-            self.lru.resize(("fit", entry.key), _nbytes(entry))
+            self.lru.resize(("fit", entry.key), nbytes(entry))
 
     def warm_start(self, key: tuple, n_items: int) -> np.ndarray | None:
         theta = self.lru.get(("warm", key[:3]))
@@ -474,9 +368,9 @@ def _summaries(
         intervals = _intervals(
             session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
         )
-        extra = 0 if intervals.entry is entry else _nbytes(intervals.entry)
+        extra = 0 if intervals.entry is entry else nbytes(intervals.entry)
         if entry.key is not None:
-            cache.lru.put(conf_key, intervals, _nbytes(intervals.conf) + extra, parents=(fit_key,))
+            cache.lru.put(conf_key, intervals, nbytes(intervals.conf) + extra, parents=(fit_key,))
     conf = intervals.conf
     if conf is None:
         result = _Summary(None, None, intervals.reason, intervals.message, intervals.entry)
@@ -494,7 +388,7 @@ def _summaries(
         )
         result = _Summary(conf, ranks, None, None, intervals.entry)
     if entry.key is not None:
-        cache.lru.put(rank_key, result, _nbytes(result.ranks), parents=(fit_key, conf_key))
+        cache.lru.put(rank_key, result, nbytes(result.ranks), parents=(fit_key, conf_key))
     return result
 
 

@@ -23,8 +23,6 @@ import io
 import json
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -48,6 +46,7 @@ from ..stats.rankings import (
     random_permutation,
 )
 from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
+from .cache import ByteLRU, nbytes
 from .errors import Conflict, Invalid
 from .export import iso_utc
 from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
@@ -240,26 +239,18 @@ def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
 
 
 class ConsensusCache:
-    """Consensus computations per (survey, method, λ, data version); per process."""
+    """Consensus computations per (survey, method, λ, level, data version), per process,
+    in a byte-bounded LRU: the analysis cache's when given (one memory budget per
+    worker, ``PRIVRANK_ANALYSIS_CACHE_MB``), else one of its own."""
 
-    def __init__(self, size: int = 128) -> None:
-        self._store: OrderedDict[tuple, dict] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
+    def __init__(self, lru: ByteLRU | None = None, max_bytes: int = 64 * 2**20) -> None:
+        self.lru = lru if lru is not None else ByteLRU(max_bytes)
 
     def get(self, key: tuple) -> dict | None:
-        with self._lock:
-            hit = self._store.get(key)
-            if hit is not None:
-                self._store.move_to_end(key)
-            return hit
+        return self.lru.get(("consensus", *key))
 
     def put(self, key: tuple, value: dict) -> None:
-        with self._lock:
-            self._store[key] = value
-            self._store.move_to_end(key)
-            while len(self._store) > self._size:
-                self._store.popitem(last=False)
+        self.lru.put(("consensus", *key), value, nbytes(value))
 
 
 def _seed(*parts) -> np.random.Generator:

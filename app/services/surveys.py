@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
+from .cache import OBJECT_BYTES, ByteLRU
 from .errors import Conflict, Invalid, NotFound
 
 #: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
@@ -225,6 +226,12 @@ class ItemIndex:
     def __len__(self) -> int:
         return len(self.ids)
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held: the strings, and per item its tuple and mapping slots."""
+        strings = sum(sys.getsizeof(x) for x in self.ids) + sum(sys.getsizeof(x) for x in self.labels)
+        return strings + 120 * len(self.ids) + 3 * OBJECT_BYTES
+
 
 def item_index(session: Session, survey_id: str) -> ItemIndex:
     """The survey's items as an :class:`ItemIndex` (one query; no ORM objects)."""
@@ -245,34 +252,32 @@ def item_count(session: Session, survey_id: str) -> int:
     return int(session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey_id)) or 0)
 
 
+#: Memory of the per-process item index cache (ids and labels of recently used surveys).
+ITEM_CACHE_BYTES = 64 * 2**20
+
+
 class _ItemIndexCache:
-    """Items per survey as plain values, per process, least recently used evicted.
+    """Items per survey as plain values, per process, within a byte budget (least
+    recently used evicted first).
 
     Items are only ever appended and keep their id and position, so an index stays
     valid as far as it goes; its item count is its version. A caller says when a
     cached index is fresh enough for it; otherwise the survey's items are read again,
     and the cache keeps the index with the most items."""
 
-    def __init__(self, max_surveys: int = 1024) -> None:
-        self.max_surveys = max_surveys
-        self._store: OrderedDict[str, ItemIndex] = OrderedDict()
+    def __init__(self, max_bytes: int = ITEM_CACHE_BYTES) -> None:
+        self.lru = ByteLRU(max_bytes)
         self._lock = threading.Lock()
 
     def get(self, session: Session, survey_id: str, fresh: Callable[[ItemIndex], bool]) -> ItemIndex:
-        with self._lock:
-            cached = self._store.get(survey_id)
-            if cached is not None:
-                self._store.move_to_end(survey_id)
+        cached = self.lru.get(survey_id)
         if cached is not None and fresh(cached):
             return cached
         index = item_index(session, survey_id)
         with self._lock:
-            current = self._store.get(survey_id)
+            current = self.lru.get(survey_id)
             if current is None or len(index) >= len(current):
-                self._store[survey_id] = index
-                self._store.move_to_end(survey_id)
-            while len(self._store) > self.max_surveys:
-                self._store.popitem(last=False)
+                self.lru.put(survey_id, index, index.nbytes)
         return index
 
 

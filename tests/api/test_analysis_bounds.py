@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.services import analysis
+from app.services.cache import ByteLRU
 from app.services.deadline import SHUTDOWN, Deadline, OutOfTime
 from app.services.surveys import get_survey
 from app.stats import fit_debiased_mle
@@ -241,7 +242,7 @@ def test_the_cache_stays_within_its_byte_budget(app, small):
 
 
 def test_evicting_a_fit_takes_its_summaries_with_it():
-    lru = analysis._LRU(1000)
+    lru = ByteLRU(1000)
     assert lru.put("fit", object(), 400)
     assert lru.put("intervals", object(), 300, parents=("fit",))
     assert lru.put("ranks", object(), 100, parents=("fit", "intervals"))
