@@ -111,6 +111,22 @@ class Settings(BaseSettings):
         description="Memory for cached fits, intervals and rank summaries per worker (MiB; least "
         "recently used evicted first). One set of intervals at 2,000 items takes ~35 MiB.",
     )
+    max_downloads: int = Field(
+        default=4,
+        validation_alias="PRIVRANK_MAX_DOWNLOADS",
+        ge=1,
+        le=1000,
+        description="CSV exports being prepared or sent at once per worker; one more gets 503 with "
+        "Retry-After at once. An export is written to a temporary file at database speed, then sent "
+        "without holding a database connection or an API slot.",
+    )
+    send_timeout: float = Field(
+        default=60.0,
+        validation_alias="PRIVRANK_SEND_TIMEOUT",
+        gt=0,
+        le=86_400,
+        description="Seconds a download may wait for its client to read before the connection is dropped.",
+    )
     sqlite_max_import_rows: int = Field(
         default=200_000,
         validation_alias="PRIVRANK_SQLITE_MAX_IMPORT_ROWS",

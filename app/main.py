@@ -22,6 +22,7 @@ from threadpoolctl import threadpool_limits
 from . import __version__
 from .api import analysis, errors, federation, health, keys, plan, releases, respondents, surveys
 from .api.admission import Admission, Slots, admitted
+from .api.downloads import Downloads
 from .api.errors import where
 from .api.limits import BodyLimit
 from .api.ratelimit import RateLimiter
@@ -194,6 +195,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.session_factory = make_session_factory(engine)
     app.state.fit_cache = FitCache(settings.analysis_cache_mb * 2**20)
     app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru)  # one byte budget
+    app.state.downloads = Downloads(settings.max_downloads, settings.send_timeout)
     app.state.rate_limiter = RateLimiter(
         {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute}
     )

@@ -26,7 +26,11 @@ import json
 import threading
 from collections import deque
 
-__all__ = ["MAX_RUNNING", "Admission", "Slots", "admitted"]
+__all__ = ["MAX_RUNNING", "RELEASE_ADMISSION", "Admission", "Slots", "admitted"]
+
+#: Scope key of a function that gives the request's slot back early: a response that no
+#: longer needs a connection or a thread (a spooled download being sent) calls it.
+RELEASE_ADMISSION = "privrank.release_admission"
 
 #: Requests of one worker that run at once at most, whatever the pool's size: AnyIO's
 #: default thread pool has 40 threads, and static files and probes need some too.
@@ -137,7 +141,16 @@ class Admission:
             )
             await send({"type": "http.response.body", "body": _BUSY})
             return
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self.slots.release()
+
+        scope[RELEASE_ADMISSION] = release
         try:
             await self.app(scope, receive, send)
         finally:
-            self.slots.release()
+            release()

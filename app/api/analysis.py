@@ -14,6 +14,7 @@ from ..services.surveys import get_survey, require_local, require_pairwise
 from .bounded import run_bounded
 from .common import errors
 from .deps import admin, get_session, reader
+from .downloads import SpooledDownload, spool
 from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
@@ -213,19 +214,28 @@ def comparisons_csv(request: Request, survey_id: str, session: Session = Depends
     survey = get_survey(session, survey_id)
     require_local(survey)
     require_pairwise(survey)
-    factory = request.app.state.session_factory
-    # The request's connection goes back to the pool before the stream takes its own:
-    # one request never holds two (admission counts one connection per request).
-    session.close()
+    return _download(
+        request, session, iter_comparisons_csv(session, survey_id), f"{survey_id}-comparisons.csv"
+    )
 
-    def body():
-        with factory() as stream_session:
-            yield from iter_comparisons_csv(stream_session, survey_id)
 
-    return StreamingResponse(
-        body(),
+def _download(request: Request, session: Session, chunks, filename: str) -> SpooledDownload:
+    """Write the export at database speed into a spooled file, give the connection back,
+    then send the file at the client's pace outside admission (see :mod:`.downloads`)."""
+    downloads = request.app.state.downloads
+    release = downloads.take()
+    try:
+        file = spool(chunks)
+    except BaseException:
+        release()
+        raise
+    session.close()  # the connection goes back to the pool before the (possibly slow) send
+    return SpooledDownload(
+        file,
+        release,
+        downloads.send_timeout,
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{survey_id}-comparisons.csv"'},
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
 
@@ -304,15 +314,6 @@ def rankings_csv(request: Request, survey_id: str, session: Session = Depends(ge
         raise Conflict(
             f"this survey collects pairwise comparisons: GET /v1/surveys/{survey.id}/comparisons.csv"
         )
-    factory = request.app.state.session_factory
-    session.close()  # one connection per request (see comparisons_csv)
-
-    def body():
-        with factory() as stream_session:
-            yield from ranking_surveys.iter_rankings_csv(stream_session, survey_id)
-
-    return StreamingResponse(
-        body(),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{survey_id}-rankings.csv"'},
+    return _download(
+        request, session, ranking_surveys.iter_rankings_csv(session, survey_id), f"{survey_id}-rankings.csv"
     )
