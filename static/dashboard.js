@@ -138,7 +138,7 @@ async function listView() {
       h("td", {}, s.kind),
       h("td", {}, h("span", { class: `badge ${s.status}` }, s.status)),
       h("td", {}, s.privacy.model),
-      h("td", { class: "num" }, String(s.items.length)),
+      h("td", { class: "num" }, String(s.n_items)),
       h("td", {}, new Date(s.created_at).toLocaleString()),
     ),
   );
@@ -754,12 +754,13 @@ async function centralSections(s, body) {
                   h("td", {}, r.unit),
                   h("td", { class: "num" }, fmt(r.epsilon)),
                   h("td", { class: "num" }, fmt(r.cost)),
-                  h("td", {}, r.result.items.slice(0, 3).map((it) => it.label).join(", ")),
+                  h("td", {}, r.top.slice(0, 3).map((it) => it.label).join(", ")),
                 ),
               ),
             ),
           )
         : h("p", { class: "hint" }, "No releases yet."),
+      ledger.total > ledger.releases.length ? h("p", { class: "hint" }, `The newest ${ledger.releases.length} of ${ledger.total} releases.`) : null,
     );
   };
   const form = h(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..db.models import Survey
 from ..services.surveys import survey_items
 from ..stats import flip_probability
-from .schemas import ErrorOut, ItemOut, PrivacyOut, SurveyOut
+from .schemas import ErrorOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
 
 
 def errors(*codes: int) -> dict:
@@ -22,6 +22,21 @@ def errors(*codes: int) -> dict:
     return {c: {"model": ErrorOut, "description": text[c]} for c in codes}
 
 
+def privacy_out(survey: Survey) -> PrivacyOut:
+    return PrivacyOut(
+        model=survey.privacy_model,
+        epsilon_default=survey.epsilon_default,
+        epsilon_min=survey.epsilon_min,
+        epsilon_max=survey.epsilon_max,
+        respondent_budget=survey.respondent_budget,
+        flip_probability_default=None
+        if survey.epsilon_default is None
+        else float(flip_probability(survey.epsilon_default)),
+        total_budget=survey.total_budget,
+        max_comparisons_per_respondent=survey.max_comparisons,
+    )
+
+
 def survey_out(session, survey: Survey) -> SurveyOut:
     items = survey_items(session, survey.id)
     return SurveyOut(
@@ -29,19 +44,21 @@ def survey_out(session, survey: Survey) -> SurveyOut:
         title=survey.title,
         kind=survey.kind,
         status=survey.status,
-        privacy=PrivacyOut(
-            model=survey.privacy_model,
-            epsilon_default=survey.epsilon_default,
-            epsilon_min=survey.epsilon_min,
-            epsilon_max=survey.epsilon_max,
-            respondent_budget=survey.respondent_budget,
-            flip_probability_default=None
-            if survey.epsilon_default is None
-            else float(flip_probability(survey.epsilon_default)),
-            total_budget=survey.total_budget,
-            max_comparisons_per_respondent=survey.max_comparisons,
-        ),
+        privacy=privacy_out(survey),
         items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
+        created_at=survey.created_at,
+        updated_at=survey.updated_at,
+    )
+
+
+def survey_summary(survey: Survey, n_items: int) -> SurveySummary:
+    return SurveySummary(
+        id=survey.id,
+        title=survey.title,
+        kind=survey.kind,
+        status=survey.status,
+        privacy=privacy_out(survey),
+        n_items=n_items,
         created_at=survey.created_at,
         updated_at=survey.updated_at,
     )

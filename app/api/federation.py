@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
@@ -57,9 +57,16 @@ def open_round(
     dependencies=[Depends(reader)],
     summary="The survey's federated rounds",
 )
-def list_rounds(survey_id: str, session: Session = Depends(get_session)):
+def list_rounds(
+    survey_id: str,
+    limit: int = Query(20, ge=1, le=100, description="Rounds per page."),
+    offset: int = Query(0, ge=0, le=1_000_000, description="Rounds to skip (newest first)."),
+    session: Session = Depends(get_session),
+):
+    """A page of rounds, newest first, each with its sites and result, and how many there are."""
     get_survey(session, survey_id)
-    return {"rounds": [svc.round_view(session, r) for r in svc.list_rounds(session, survey_id)]}
+    rows, total = svc.list_rounds(session, survey_id, limit, offset)
+    return {"rounds": [svc.round_view(session, r) for r in rows], "total": total}
 
 
 @router.get(

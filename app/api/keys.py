@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from ..db.session import begin_write
 from ..services import auth
 from .common import errors
 from .deps import admin, get_session, principal
-from .schemas import KeyCreate, KeyCreated, KeyOut, WhoAmI
+from .schemas import KeyCreate, KeyCreated, KeyList, KeyOut, WhoAmI
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[Depends(admin)])
 whoami_router = APIRouter(tags=["keys"])
@@ -52,9 +52,15 @@ def create_key(body: KeyCreate | None = None, session: Session = Depends(get_ses
     return KeyCreated(**_out(row), key=plaintext)
 
 
-@router.get("", response_model=list[KeyOut], responses=errors(401, 403), summary="List keys (no secrets)")
-def list_keys(session: Session = Depends(get_session)) -> list[KeyOut]:
-    return [KeyOut(**_out(r)) for r in auth.list_keys(session)]
+@router.get("", response_model=KeyList, responses=errors(401, 403, 422), summary="List keys (no secrets)")
+def list_keys(
+    limit: int = Query(100, ge=1, le=1000, description="Keys per page."),
+    offset: int = Query(0, ge=0, le=1_000_000, description="Keys to skip (newest first)."),
+    session: Session = Depends(get_session),
+) -> KeyList:
+    """A page of keys, newest first, and how many there are."""
+    rows, total = auth.list_keys(session, limit, offset)
+    return KeyList(keys=[KeyOut(**_out(r)) for r in rows], total=total)
 
 
 @router.delete("/{key_id}", status_code=204, responses=errors(401, 403, 404, 409), summary="Revoke a key")

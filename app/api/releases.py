@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
@@ -68,10 +68,18 @@ def create_release(
     response_model=ReleaseList,
     responses=errors(401, 403, 404, 409),
     dependencies=[Depends(reader)],
-    summary="The ledger: every release and the budget",
+    summary="The ledger: the releases, newest first, and the budget",
 )
-def list_releases(survey_id: str, session: Session = Depends(get_session)):
-    return svc.list_releases(session, survey_id)
+def list_releases(
+    survey_id: str,
+    limit: int = Query(100, ge=1, le=1000, description="Releases per page."),
+    offset: int = Query(0, ge=0, le=1_000_000, description="Releases to skip (newest first)."),
+    session: Session = Depends(get_session),
+):
+    """Each release with its first 10 items (the whole result: ``GET …/releases/{id}``),
+    the number of releases (``total``) and the budget. O(limit) whatever the number of
+    items."""
+    return svc.list_releases(session, survey_id, limit, offset)
 
 
 @router.get(

@@ -176,8 +176,21 @@ class SurveyOut(BaseModel):
     )
 
 
+class SurveySummary(BaseModel):
+    """A survey in the list: everything but its items, which ``GET /v1/surveys/{id}`` gives."""
+
+    id: str
+    title: str
+    kind: str
+    status: str
+    privacy: PrivacyOut
+    n_items: int = Field(description="How many items the survey has.")
+    created_at: datetime
+    updated_at: datetime
+
+
 class SurveyList(BaseModel):
-    surveys: list[SurveyOut]
+    surveys: list[SurveySummary]
     total: int
 
 
@@ -822,8 +835,26 @@ class ReleaseOut(BaseModel):
     )
 
 
+class ReleaseSummary(BaseModel):
+    """A release in the ledger: its first items only (the whole result: ``GET …/releases/{id}``)."""
+
+    id: str
+    survey_id: str
+    method: str
+    unit: str
+    epsilon: float
+    cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
+    k: int | None
+    created_at: datetime
+    parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
+    top: list[ReleasedScore] | list[ReleasedWins] = Field(
+        description="The release's first 10 items in its order (rank 1 first)."
+    )
+
+
 class ReleaseList(BaseModel):
-    releases: list[ReleaseOut]
+    releases: list[ReleaseSummary] = Field(description="This page of the ledger, newest first.")
+    total: int = Field(description="How many releases the survey has.")
     budget: Budget
 
 
@@ -850,6 +881,11 @@ class KeyOut(BaseModel):
     label: str | None
     created_at: datetime
     revoked_at: datetime | None
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut] = Field(description="This page of keys, newest first.")
+    total: int = Field(description="How many keys there are (revoked ones included).")
 
 
 class KeyCreated(KeyOut):
@@ -1121,7 +1157,8 @@ class RoundOut(BaseModel):
 
 
 class RoundList(BaseModel):
-    rounds: list[RoundOut]
+    rounds: list[RoundOut] = Field(description="This page of rounds, newest first.")
+    total: int = Field(description="How many rounds the survey has.")
 
 
 class SitePeer(BaseModel):

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Query
 from sqlalchemy.orm import Session
 
 from ..services import surveys as svc
-from .common import errors, survey_out
+from .common import errors, survey_out, survey_summary
 from .deps import admin, get_session, reader
 from .schemas import (
     CoverageOut,
@@ -63,9 +63,10 @@ def list_surveys(
     offset: int = Query(0, ge=0, le=1_000_000),
     session: Session = Depends(get_session),
 ) -> SurveyList:
-    """Surveys, newest first."""
+    """Surveys, newest first, with their number of items (``n_items``; the items
+    themselves: ``GET /v1/surveys/{id}``). Two queries whatever ``limit``."""
     rows, total = svc.list_surveys(session, limit, offset)
-    return SurveyList(surveys=[survey_out(session, s) for s in rows], total=total)
+    return SurveyList(surveys=[survey_summary(s, n) for s, n in rows], total=total)
 
 
 @router.get(

@@ -70,8 +70,13 @@ def mint_key(session: Session, role: str, label: str | None = None) -> tuple[Api
     return row, f"{row.id}.{secret}"
 
 
-def list_keys(session: Session) -> list[ApiKey]:
-    return list(session.scalars(select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)))
+def list_keys(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[ApiKey], int]:
+    """A page of the keys, newest first, and how many there are."""
+    total = session.scalar(select(func.count()).select_from(ApiKey))
+    rows = session.scalars(
+        select(ApiKey).order_by(ApiKey.created_at.desc(), ApiKey.id).limit(limit).offset(offset)
+    )
+    return list(rows), int(total or 0)
 
 
 def revoke_key(session: Session, key_id: str, env_admin_key: str | None = None) -> ApiKey:

@@ -31,7 +31,7 @@ import logging
 import re
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..db.models import FederatedRound, RoundSite, Survey, new_id, utcnow
@@ -164,14 +164,21 @@ def get_round(session: Session, survey_id: str, round_id: str) -> FederatedRound
     return rnd
 
 
-def list_rounds(session: Session, survey_id: str) -> list[FederatedRound]:
-    return list(
-        session.scalars(
-            select(FederatedRound)
-            .where(FederatedRound.survey_id == survey_id)
-            .order_by(FederatedRound.created_at.desc(), FederatedRound.id)
-        )
+def list_rounds(
+    session: Session, survey_id: str, limit: int = 20, offset: int = 0
+) -> tuple[list[FederatedRound], int]:
+    """A page of the survey's rounds, newest first, and how many there are."""
+    total = session.scalar(
+        select(func.count()).select_from(FederatedRound).where(FederatedRound.survey_id == survey_id)
     )
+    rows = session.scalars(
+        select(FederatedRound)
+        .where(FederatedRound.survey_id == survey_id)
+        .order_by(FederatedRound.created_at.desc(), FederatedRound.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(rows), int(total or 0)
 
 
 def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | None = None) -> dict:

@@ -209,13 +209,31 @@ def _jsonable(params: dict) -> dict:
     return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items()}
 
 
-def list_releases(session: Session, survey_id: str) -> dict:
+#: Items of a release's result shown in the ledger (the whole result: ``GET …/releases/{id}``).
+LEDGER_TOP = 10
+
+
+def list_releases(session: Session, survey_id: str, limit: int = 100, offset: int = 0) -> dict:
+    """A page of the ledger, newest first: each release with its first
+    :data:`LEDGER_TOP` items (O(1) each, whatever the number of items), the number
+    of releases and the budget."""
     survey = get_survey(session, survey_id)
     _require_central(survey)
+    total = session.scalar(select(func.count()).select_from(Release).where(Release.survey_id == survey.id))
     rows = session.scalars(
-        select(Release).where(Release.survey_id == survey.id).order_by(Release.created_at, Release.id)
+        select(Release)
+        .where(Release.survey_id == survey.id)
+        .order_by(Release.created_at.desc(), Release.id.desc())
+        .limit(limit)
+        .offset(offset)
     )
-    return {"releases": [release_out(r, survey) for r in rows], "budget": budget(session, survey)}
+    releases = []
+    for r in rows:
+        out = release_out(r, survey)
+        result = out.pop("result")
+        out["top"] = result["items"][:LEDGER_TOP]
+        releases.append(out)
+    return {"releases": releases, "total": int(total or 0), "budget": budget(session, survey)}
 
 
 def get_release(session: Session, survey_id: str, release_id: str) -> dict:

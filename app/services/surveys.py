@@ -197,12 +197,22 @@ def get_survey(session: Session, survey_id: str, lock: bool = False) -> Survey:
     return survey
 
 
-def list_surveys(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[Survey], int]:
+def list_surveys(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[tuple[Survey, int]], int]:
+    """A page of surveys, newest first, each with its number of items; and how many
+    surveys there are. Two queries whatever the page's size, and no item is loaded:
+    positions are 0 … m−1, so m is the largest position + 1, one seek on the
+    (survey_id, position) index per survey."""
     total = session.scalar(select(func.count()).select_from(Survey)) or 0
-    rows = session.scalars(
-        select(Survey).order_by(Survey.created_at.desc(), Survey.id).limit(limit).offset(offset)
+    n_items = (
+        select(func.coalesce(func.max(Item.position) + 1, 0))
+        .where(Item.survey_id == Survey.id)
+        .correlate(Survey)
+        .scalar_subquery()
     )
-    return list(rows), int(total)
+    rows = session.execute(
+        select(Survey, n_items).order_by(Survey.created_at.desc(), Survey.id).limit(limit).offset(offset)
+    ).all()
+    return [(survey, int(n)) for survey, n in rows], int(total)
 
 
 def survey_items(session: Session, survey_id: str) -> list[Item]:

@@ -176,8 +176,10 @@ def test_opening_and_cancelling_rounds(client, unchanged):
         client, s["id"], "lehmer", sites=("a", "b"), phi=0.6, max_rankings=1000, allow_two_sites=True
     )
     assert rnd["parameters"]["exact_histogram"] is True and rnd["parameters"]["low_bits"] >= 3
-    listed = client.get(url, headers=analyst).json()["rounds"]
+    page = client.get(url, headers=analyst).json()
+    listed = page["rounds"]
     assert [x["id"] for x in listed] == [rnd["id"]] and all(x["token"] is None for x in listed[0]["sites"])
+    assert page["total"] == 1 and client.get(f"{url}?limit=101", headers=analyst).status_code == 422
     site = Site(client, rnd["sites"][0]["token"], _site_data(np.arange(6), 0.3, (3,), 0)[0])
     site.join()
     assert client.post(f"{url}/{rnd['id']}/cancel", headers=analyst).status_code == 403

@@ -143,7 +143,12 @@ def test_releases_spend_the_budget_and_are_stored(client, db, filled, unchanged)
     assert r.status_code == 409 and "nothing was spent" in r.json()["detail"]
     ledger = client.get(f"/v1/surveys/{sid}/releases", headers=ADMIN).json()
     assert ledger["budget"] == {"total": 4.0, "spent": 2.5, "remaining": 1.5}
-    assert [x["id"] for x in ledger["releases"]] == [rel["id"], second]
+    assert [x["id"] for x in ledger["releases"]] == [second, rel["id"]]  # newest first
+    assert ledger["total"] == 2
+    oldest = ledger["releases"][1]
+    assert oldest["top"] == rel["result"]["items"][:10] and "result" not in oldest
+    page = client.get(f"/v1/surveys/{sid}/releases?limit=1&offset=1", headers=ADMIN).json()
+    assert [x["id"] for x in page["releases"]] == [rel["id"]] and page["total"] == 2
     # Reading a release again is free and returns the same result.
     with unchanged():
         again = client.get(f"/v1/surveys/{sid}/releases/{rel['id']}", headers=ADMIN).json()

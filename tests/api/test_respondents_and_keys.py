@@ -76,8 +76,11 @@ def test_analyst_keys_lifecycle(client, db, unchanged):
     assert row.secret_hash == hash_secret(key.split(".", 1)[1])
     analyst = {"Authorization": f"Bearer {key}"}
     assert client.get("/v1/surveys", headers=analyst).status_code == 200
-    listed = client.get("/v1/keys", headers=ADMIN).json()
-    assert data["id"] in [k["id"] for k in listed]
+    page = client.get("/v1/keys", headers=ADMIN).json()
+    listed = page["keys"]
+    assert listed[0]["id"] == data["id"] and page["total"] >= len(listed)  # newest first
+    assert client.get("/v1/keys?limit=1", headers=ADMIN).json()["keys"] == [listed[0]]
+    assert client.get("/v1/keys?limit=1001", headers=ADMIN).status_code == 422
     assert all("key" not in k and "secret_hash" not in k for k in listed)
     with unchanged():
         assert client.post("/v1/keys", json={}, headers=analyst).status_code == 403
