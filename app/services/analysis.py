@@ -55,7 +55,7 @@ from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
 from .cache import OBJECT_BYTES, ByteLRU, nbytes
-from .deadline import Deadline
+from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
 from .surveys import require_local, survey_items
 
@@ -234,9 +234,11 @@ class FitCache:
     Per process; each worker keeps its own (the API is stateless otherwise).
     """
 
-    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+    def __init__(self, max_bytes: int = CACHE_BYTES, computations: int = 2) -> None:
         self.lru = ByteLRU(max_bytes)
         self.rows = RowStore(self.lru)
+        #: Long computations (fits, intervals, rank summaries) at once in this process.
+        self.work = WorkSlots(computations)
 
     @property
     def max_bytes(self) -> int:
@@ -294,7 +296,12 @@ def _check(
 
 
 def _fit(
-    session: Session, survey: Survey, cache: FitCache, method: str, lam: float | None
+    session: Session,
+    survey: Survey,
+    cache: FitCache,
+    method: str,
+    lam: float | None,
+    deadline: Deadline | None = None,
 ) -> tuple[_Entry, int, list[Item]]:
     """The cached fit at the current data version (folding pending answers first),
     with the version and the survey's items."""
@@ -317,7 +324,8 @@ def _fit(
         if entry is None:
             stats = snap.stats if snap.stats is not None else read_snapshot(session, survey.id, m).stats
             key = (*base_key, snap.version)
-            fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, m))
+            with cache.work.hold(deadline or Deadline.none()):
+                fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, m))
             entry = _Entry(fit, stats)
             cache.put(key, entry)
         return entry, snap.version, items
@@ -365,9 +373,10 @@ def _summaries(
             return found
     intervals = cache.lru.get(conf_key) if entry.key is not None else None
     if intervals is None:
-        intervals = _intervals(
-            session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
-        )
+        with cache.work.hold(deadline):
+            intervals = _intervals(
+                session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
+            )
         extra = 0 if intervals.entry is entry else nbytes(intervals.entry)
         if entry.key is not None:
             cache.lru.put(conf_key, intervals, nbytes(intervals.conf) + extra, parents=(fit_key,))
@@ -376,16 +385,17 @@ def _summaries(
         result = _Summary(None, None, intervals.reason, intervals.message, intervals.entry)
     else:
         seed = _seed(survey.id, version, method, level, k, uncertainty, covariance)
-        ranks = rank_confidence(
-            conf.estimate,
-            conf.cov,
-            level,
-            k,
-            rng=np.random.default_rng(seed),
-            component=conf.component,
-            point=conf.theta,
-            check=deadline.check,
-        )
+        with cache.work.hold(deadline):
+            ranks = rank_confidence(
+                conf.estimate,
+                conf.cov,
+                level,
+                k,
+                rng=np.random.default_rng(seed),
+                component=conf.component,
+                point=conf.theta,
+                check=deadline.check,
+            )
         result = _Summary(conf, ranks, None, None, intervals.entry)
     if entry.key is not None:
         cache.lru.put(rank_key, result, nbytes(result.ranks), parents=(fit_key, conf_key))
@@ -465,12 +475,12 @@ def _with_clusters(
 
 
 def current_fit(
-    session: Session, survey: Survey, cache: FitCache
+    session: Session, survey: Survey, cache: FitCache, deadline: Deadline | None = None
 ) -> tuple[BTLFit, Clusters, list[Item], int]:
     """The default fit (debiased MLE, default λ) of exactly the stored comparisons,
     those comparisons grouped by respondent, the items and the data version (the
     planner starts from these)."""
-    entry, version, _ = _fit(session, survey, cache, "debiased_mle", None)
+    entry, version, _ = _fit(session, survey, cache, "debiased_mle", None, deadline)
     target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
     items = survey_items(session, survey.id)
     return target.fit, clusters, items, version
@@ -713,7 +723,7 @@ def ranking(
     n_before = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
-    entry, version, items = _fit(session, survey, cache, method, lam)
+    entry, version, items = _fit(session, survey, cache, method, lam, deadline)
     deadline.check()
     summary = _summaries(
         session,
@@ -827,7 +837,7 @@ def pairwise(
     n_items = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
     if n_items > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
-    entry, version, items = _fit(session, survey, cache, method, lam)
+    entry, version, items = _fit(session, survey, cache, method, lam, deadline)
     deadline.check()
     summary = _summaries(
         session, survey, cache, entry, version, method, level, None, "sandwich", covariance, deadline=deadline

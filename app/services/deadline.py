@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .errors import ServiceError
 
-__all__ = ["SHUTDOWN", "Deadline", "OutOfTime"]
+__all__ = ["SHUTDOWN", "Deadline", "OutOfTime", "WorkSlots"]
 
 #: Set when the process is shutting down: every deadline counts as expired.
 SHUTDOWN = threading.Event()
@@ -75,3 +77,26 @@ class Deadline:
                 f"{self.what} did not finish within its time budget of {self.seconds:g} s; "
                 "ask for less work (fewer replicates or items) or retry when the server is less busy"
             )
+
+
+class WorkSlots:
+    """At most ``capacity`` long computations of a process at once (fits, intervals,
+    rank summaries, bootstraps): each holds O(m²) memory and a core, so N concurrent
+    requests for new summaries must not take N times that. The others wait for a slot
+    within their own deadline (503 when it is spent while waiting)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._slots = threading.BoundedSemaphore(capacity)
+
+    @contextmanager
+    def hold(self, deadline: Deadline) -> Iterator[None]:
+        """A slot for the duration of the block (never nested: one slot per thread)."""
+        while not self._slots.acquire(timeout=0.1):
+            deadline.check()
+        try:
+            yield
+        finally:
+            self._slots.release()

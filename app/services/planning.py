@@ -169,7 +169,7 @@ def plan_from_survey(
         raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
     if scores is not None and len(scores) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
-    fit, clusters, items, version = current_fit(session, survey, cache)
+    fit, clusters, items, version = current_fit(session, survey, cache, deadline)
     m = len(items)  # items may have been added meanwhile
     if scores is not None and len(scores) != m:
         raise Conflict("the survey's items changed while planning; retry")

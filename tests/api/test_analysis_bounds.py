@@ -272,3 +272,70 @@ def test_cached_ranking_is_much_cheaper_than_the_first(client):
     print(f"\nuncached {uncached:.3f} s, cached {cached:.3f} s, ratio {uncached / cached:.1f}")
     # Measured ~10× here; a factor 3 leaves room for a loaded machine.
     assert cached * 3 < uncached
+
+
+def test_long_computations_take_turns_within_their_budget(client, small, budget):
+    """At most PRIVRANK_ANALYSIS_CONCURRENCY long computations run at once per worker (each
+    holds O(m²) memory: eight new rank summaries at 2,000 items at once peaked at 2.7 GB).
+    A request that needs one waits for a turn, within its own time budget; a cached
+    answer needs none."""
+    from app.services.deadline import WorkSlots
+
+    cache = client.app.state.fit_cache
+    original = cache.work
+    cache.work = WorkSlots(1)
+    try:
+        assert client.get(f"/v1/surveys/{small}/ranking?k=2", headers=ADMIN).status_code == 200
+        held = threading.Event()
+        done = threading.Event()
+
+        def occupy() -> None:
+            with cache.work.hold(Deadline(60)):
+                held.set()
+                done.wait(30)
+
+        thread = threading.Thread(target=occupy)
+        thread.start()
+        assert held.wait(10)
+        try:
+            # Cached: answered at once although the only slot is taken.
+            assert client.get(f"/v1/surveys/{small}/ranking?k=2", headers=ADMIN).status_code == 200
+            # A new rank summary waits for the slot and runs out of its 0.5 s budget.
+            budget(0.5)
+            started = time.perf_counter()
+            r = client.get(f"/v1/surveys/{small}/ranking?k=5", headers=ADMIN)
+            waited = time.perf_counter() - started
+            assert r.status_code == 503 and "time budget of 0.5 s" in r.json()["detail"], r.text
+            assert 0.5 <= waited < 5.0
+        finally:
+            done.set()
+            thread.join(10)
+        # With the slot free it is computed.
+        assert client.get(f"/v1/surveys/{small}/ranking?k=5", headers=ADMIN).status_code == 200
+    finally:
+        cache.work = original
+
+
+def test_work_slots_bound_concurrent_holders():
+    from app.services.deadline import WorkSlots
+
+    slots = WorkSlots(2)
+    inside, most = 0, 0
+    lock = threading.Lock()
+
+    def work() -> None:
+        nonlocal inside, most
+        with slots.hold(Deadline(60)):
+            with lock:
+                inside += 1
+                most = max(most, inside)
+            time.sleep(0.05)
+            with lock:
+                inside -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert most == 2 and inside == 0

@@ -278,3 +278,31 @@ def test_invalid_arguments():
         confidence(fit, variance="magic")
     with pytest.raises(ValueError, match="m×m"):
         rank_confidence(np.zeros(3), np.eye(2))
+
+
+@pytest.mark.parametrize(("m", "block"), [(5, 7), (40, 300), (300, 1000)])
+def test_rank_summaries_from_blocks_equal_the_whole_draw(monkeypatch, m, block):
+    """Ranks are counted block by block (bounded memory); the marginal rank intervals and
+    top-K probabilities equal np.quantile's "lower"/"higher" and the mean over all the
+    draws at once, from the same normal stream (blocks of 7 to 1,000 values; the service
+    uses a million)."""
+    from app.stats import inference
+
+    rng = np.random.default_rng(m)
+    theta = np.sort(rng.normal(0, 0.5, m))[::-1]
+    a = rng.normal(size=(m, m)) / m
+    cov = a @ a.T + 0.01 * np.eye(m)
+    monkeypatch.setattr(inference, "_BLOCK_VALUES", block)
+    got = inference.rank_confidence(theta, cov, 0.9, k=min(3, m), n_draws=999, rng=np.random.default_rng(1))
+    # The whole draw at once, as the summaries were computed before.
+    gen = np.random.default_rng(1)
+    inference.simultaneous_critical_value(cov, 0.9, np.zeros(m, dtype=np.int64), 999, gen)
+    draws = theta + gen.standard_normal((999, m)) @ inference._mvn_root(cov).T
+    ranks = np.empty_like(draws, dtype=np.int64)
+    np.put_along_axis(ranks, np.argsort(-draws, axis=1), np.arange(1, m + 1)[None, :], axis=1)
+    lo = np.quantile(ranks, 0.05, axis=0, method="lower")
+    hi = np.quantile(ranks, 0.95, axis=0, method="higher")
+    point = inference.competition_ranks(theta)
+    np.testing.assert_array_equal(got.rank_ci[:, 0], np.minimum(lo, point))
+    np.testing.assert_array_equal(got.rank_ci[:, 1], np.maximum(hi, point))
+    np.testing.assert_allclose(got.p_top_k, (ranks <= min(3, m)).mean(axis=0), rtol=0, atol=1e-12)
