@@ -194,7 +194,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.fit_cache = FitCache(settings.analysis_cache_mb * 2**20, settings.analysis_concurrency)
-    app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru)  # one byte budget
+    # One memory budget and one set of turns for every analysis of the worker.
+    app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru, app.state.fit_cache.work)
     app.state.downloads = Downloads(settings.max_downloads, settings.send_timeout)
     app.state.rate_limiter = RateLimiter(
         {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute}

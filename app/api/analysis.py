@@ -72,8 +72,7 @@ async def ranking(
         0.95,
         ge=0.5,
         lt=1,
-        description="Level of every interval in the answer. Pairwise surveys: two decimals (0.50 … 0.99), "
-        "or 0.995 or 0.999.",
+        description="Level of every interval in the answer: two decimals (0.50 … 0.99), or 0.995 or 0.999.",
     ),
     uncertainty: str = Query(
         "sandwich",
@@ -123,7 +122,8 @@ async def ranking(
     if survey.kind == "ranking":
         if uncertainty not in ("sandwich", "none"):
             raise Invalid("ranking surveys compute their own intervals; uncertainty=bootstrap is not offered")
-        return await run_in_threadpool(
+        return await run_bounded(
+            request,
             ranking_surveys.consensus,
             session,
             survey,
@@ -132,6 +132,8 @@ async def ranking(
             lambda_,
             k,
             confidence,
+            seconds=request.app.state.settings.analysis_seconds,
+            what="the consensus",
         )
     return await run_bounded(
         request,

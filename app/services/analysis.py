@@ -72,6 +72,7 @@ __all__ = [
     "bootstrap_seconds",
     "current_fit",
     "eps_of",
+    "offered_level",
     "pairwise",
     "privacy_regime",
     "ranking",
@@ -283,15 +284,22 @@ def _check(
         raise Invalid(f"method must be one of {sorted(METHODS)}")
     if lam is not None and not (math.isfinite(lam) and 0 < lam <= 1e9):
         raise Invalid("lambda must be a number in (0, 1e9]")
+    level = offered_level(level)
+    if uncertainty not in UNCERTAINTY:
+        raise Invalid(f"uncertainty must be one of {list(UNCERTAINTY)}")
+    if covariance not in COVARIANCE:
+        raise Invalid(f"covariance must be one of {list(COVARIANCE)}")
+    return level
+
+
+def offered_level(level: float) -> float:
+    """``level`` as one of :data:`LEVELS` (422 otherwise): every level is its own cached
+    computation, so a client must not be able to mint unboundedly many."""
     if not (math.isfinite(level) and 0.5 <= level < 1):
         raise Invalid("confidence must be in [0.5, 1)")
     offered = [v for v in LEVELS if abs(v - level) < 1e-9]
     if not offered:
         raise Invalid("confidence must have at most two decimals (0.50, 0.51, …, 0.99), or be 0.995 or 0.999")
-    if uncertainty not in UNCERTAINTY:
-        raise Invalid(f"uncertainty must be one of {list(UNCERTAINTY)}")
-    if covariance not in COVARIANCE:
-        raise Invalid(f"covariance must be one of {list(COVARIANCE)}")
     return offered[0]
 
 

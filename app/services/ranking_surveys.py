@@ -46,7 +46,9 @@ from ..stats.rankings import (
     random_permutation,
 )
 from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
+from .analysis import offered_level
 from .cache import ByteLRU, nbytes
+from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
 from .export import iso_utc
 from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
@@ -241,10 +243,14 @@ def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
 class ConsensusCache:
     """Consensus computations per (survey, method, λ, level, data version), per process,
     in a byte-bounded LRU: the analysis cache's when given (one memory budget per
-    worker, ``PRIVRANK_ANALYSIS_CACHE_MB``), else one of its own."""
+    worker, ``PRIVRANK_ANALYSIS_CACHE_MB``), else one of its own; computed in turn with
+    the other long computations (``work``)."""
 
-    def __init__(self, lru: ByteLRU | None = None, max_bytes: int = 64 * 2**20) -> None:
+    def __init__(
+        self, lru: ByteLRU | None = None, work: WorkSlots | None = None, max_bytes: int = 64 * 2**20
+    ) -> None:
         self.lru = lru if lru is not None else ByteLRU(max_bytes)
+        self.work = work if work is not None else WorkSlots(2)
 
     def get(self, key: tuple) -> dict | None:
         return self.lru.get(("consensus", *key))
@@ -323,14 +329,16 @@ def consensus(
     lam: float | None = None,
     k: int | None = None,
     level: float = 0.95,
+    deadline: Deadline | None = None,
 ) -> dict:
-    """The ``GET …/ranking`` answer of a ranking survey."""
+    """The ``GET …/ranking`` answer of a ranking survey. ``deadline`` bounds the work
+    (the consensus and its intervals are O(m²)–O(m³) with m ≤ 256)."""
+    deadline = deadline or Deadline.none()
     if method not in CONSENSUS_METHODS:
         raise Invalid(f"method must be one of {list(CONSENSUS_METHODS)} for a ranking survey")
     if lam is not None and (method != "btl" or not (math.isfinite(lam) and 0 < lam <= 1e9)):
         raise Invalid("lambda applies to method=btl and must be in (0, 1e9]")
-    if not (math.isfinite(level) and 0.5 <= level < 1):
-        raise Invalid("confidence must be in [0.5, 1)")
+    level = offered_level(level)
     items = survey_items(session, survey.id)
     m = len(items)
     if k is not None and not 1 <= k <= m:
@@ -344,7 +352,9 @@ def consensus(
     key = (survey.id, method, lam_used, level, snap.version)
     core = cache.get(key)
     if core is None:
-        core = _compute(stats, method, lam_used, _seed(survey.id, snap.version, method), level)
+        deadline.check()
+        with cache.work.hold(deadline):
+            core = _compute(stats, method, lam_used, _seed(survey.id, snap.version, method), level)
         cache.put(key, core)
     order = core["order"]
     rank = np.empty(m, dtype=np.int64)
@@ -352,9 +362,15 @@ def consensus(
     conf = core["conf"]
     ranks = None
     if conf is not None:
-        ranks = rank_confidence(
-            conf.estimate, conf.cov, level, k, rng=_seed(survey.id, snap.version, method, level, k)
-        )
+        with cache.work.hold(deadline):
+            ranks = rank_confidence(
+                conf.estimate,
+                conf.cov,
+                level,
+                k,
+                rng=_seed(survey.id, snap.version, method, level, k),
+                check=deadline.check,
+            )
     mean_pos = stats.mean_position
     score = core["score"]
     rows = []

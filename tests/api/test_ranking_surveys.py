@@ -258,12 +258,18 @@ def test_default_method_and_refusals(client, answered, unchanged):
     assert r.status_code == 200 and r.json()["method"] == "borda"
     # The same data give the same consensus on every read (tie-breaks seeded by the data version).
     assert client.get(f"/v1/surveys/{s['id']}/ranking", headers=ADMIN).json() == r.json()
+    at90 = client.get(f"/v1/surveys/{s['id']}/ranking?method=btl&confidence=0.9", headers=ADMIN)
+    assert at90.status_code == 200 and at90.json()["uncertainty"]["level"] == 0.9
     with unchanged():
         for url in (
             "ranking?method=debiased_mle",
             "ranking?method=kemeny&lambda=2",
             "ranking?uncertainty=bootstrap",
             "ranking?k=9",
+            # Every level is its own cached computation: two decimals only, as for pairwise
+            # surveys (150 levels 1e-7 apart used to add 228 MB of cached consensus).
+            "ranking?method=btl&confidence=0.9000001",
+            "ranking?confidence=0.955",
         ):
             assert client.get(f"/v1/surveys/{s['id']}/{url}", headers=ADMIN).status_code == 422, url
         for url in ("pairwise", "comparisons.csv"):
