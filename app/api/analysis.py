@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
@@ -272,10 +274,10 @@ async def import_csv(
     """All or nothing, with the same rules as ``POST …/responses``. Items by id or
     label; each distinct ``respondent`` value becomes a respondent of the survey."""
     raw = await request.body()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise Invalid("the CSV must be UTF-8") from None
+    # Decoded as it is parsed (a wrapper over the body's own buffer): a 250 MiB body used
+    # to be held three times over, as bytes, as text and as a StringIO's copy (~6.7×).
+    text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig", newline="")
+    del raw
     survey = await run_in_threadpool(get_survey, session, survey_id)
     return await run_in_threadpool(
         ingestion.import_comparisons,

@@ -22,6 +22,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 from sqlalchemy import Connection, Dialect, Executable, bindparam, insert, or_, select, text, update
@@ -431,32 +432,51 @@ def _chunks(values: list, size: int = _IN_CHUNK):
         yield values[start : start + size]
 
 
-def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str, str], why: str = ""):
-    """Rows of the CSV as (comparisons, pseudonyms, ε's, line numbers); Invalid on bad content."""
-    reader = csv.DictReader(io.StringIO(csv_text))
+def _parse_import(
+    csv_text: str | IO[str], max_rows: int, survey: Survey, lookup: dict[str, str], why: str = ""
+):
+    """Rows of the CSV as (comparisons, pseudonyms, ε's, line numbers); Invalid on bad content.
+
+    ``csv_text``: the text, or a text stream (read as it is parsed, so that a large body
+    is never copied whole). Blank records count towards ``max_rows`` like data rows, so
+    that a body of blank lines is refused as soon as it passes the limit."""
+    stream = io.StringIO(csv_text) if isinstance(csv_text, str) else csv_text
+    reader = csv.reader(stream)
     try:
-        fieldnames = list(reader.fieldnames or [])
+        fieldnames = next(reader, [])
     except csv.Error:
         raise Invalid("the CSV cannot be parsed") from None
+    except UnicodeDecodeError:
+        raise Invalid("the CSV must be UTF-8") from None
     names = [name.strip().lower() for name in fieldnames]
     if len(set(names)) != len(names):
         raise Invalid("the CSV header repeats a column")
-    header = dict(zip(names, fieldnames, strict=True))
+    column = {name: k for k, name in enumerate(names)}
     central = survey.privacy_model == "central"
     required = [c for c in _REQUIRED if not (central and c == "epsilon")]
-    missing = [c for c in required if c not in header]
+    missing = [c for c in required if c not in column]
     if missing:
         raise Invalid(f"CSV header lacks column(s) {missing}; need {required}")
+    c_ref, c_a, c_b, c_win = (column[c] for c in ("respondent", "item_a", "item_b", "winner"))
+    c_eps = None if central else column["epsilon"]
+
+    def field(rec: list[str], at: int) -> str:
+        return rec[at] if at < len(rec) else ""
+
     rows: list[ComparisonIn] = []
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
+    records = 0
     try:
         for rec in reader:
-            line = reader.line_num
-            if len(rows) >= max_rows:
+            records += 1
+            if records > max_rows:
                 raise Invalid(f"at most {max_rows} rows per import{why}; split the file")
-            ref = (rec.get(header["respondent"]) or "").strip()
+            if not rec:
+                continue  # a blank line (counted above)
+            line = reader.line_num
+            ref = field(rec, c_ref).strip()
             if not _PSEUDONYM.fullmatch(ref):
                 raise Invalid(
                     f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
@@ -466,22 +486,24 @@ def _parse_import(csv_text: str, max_rows: int, survey: Survey, lookup: dict[str
                 eps = math.inf  # true answers (an epsilon column, if any, is ignored)
             else:
                 try:
-                    eps = float(rec.get(header["epsilon"]) or "nan")
+                    eps = float(field(rec, c_eps) or "nan")
                 except ValueError:
                     raise Invalid(f"row {line}: epsilon is not a number") from None
                 try:
                     check_epsilon(survey, eps)
                 except Invalid as exc:
                     raise Invalid(f"row {line}: {exc.detail}") from None
-            a = normalize_label(rec.get(header["item_a"]) or "")
-            b = normalize_label(rec.get(header["item_b"]) or "")
-            winner = normalize_label(rec.get(header["winner"]) or "")
+            a = normalize_label(field(rec, c_a))
+            b = normalize_label(field(rec, c_b))
+            winner = normalize_label(field(rec, c_win))
             rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
             refs.append(ref)
             eps_list.append(eps)
             lines.append(line)
     except csv.Error:
         raise Invalid(f"the CSV cannot be parsed after line {reader.line_num}") from None
+    except UnicodeDecodeError:
+        raise Invalid("the CSV must be UTF-8") from None
     if not rows:
         raise Invalid("the CSV has no data rows")
     return rows, refs, eps_list, lines
@@ -588,7 +610,7 @@ def _spent_meanwhile(
 def import_comparisons(
     session: Session,
     survey: Survey,
-    csv_text: str,
+    csv_text: str | IO[str],
     privatized: bool,
     max_rows: int = 1_000_000,
     sqlite_max_rows: int | None = None,
