@@ -122,9 +122,9 @@ def _canonical(
         pa = positions.get(c.a)
         pb = positions.get(c.b)
         if pa is None:
-            raise Invalid(f"{where(k)}: {fa} is not an item of this survey ({c.a!r})")
+            raise Invalid(f"{where(k)}: {fa} is not an item of this survey")
         if pb is None:
-            raise Invalid(f"{where(k)}: {fb} is not an item of this survey ({c.b!r})")
+            raise Invalid(f"{where(k)}: {fb} is not an item of this survey")
         if pa == pb:
             raise Invalid(f"{where(k)}: {fa} and {fb} must be two different items")
         if c.winner == c.a:
