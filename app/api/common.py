@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from fastapi import Query
+
 from ..db.models import Survey
 from ..services.surveys import survey_items
 from ..stats import flip_probability
 from .schemas import ErrorOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
+
+#: Pagination of the lists (newest first): entries per page and entries to skip.
+Limit = Annotated[int, Query(ge=1, le=1000, description="Entries per page (at most 1,000).")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Entries to skip (newest first).")]
 
 
 def errors(*codes: int) -> dict:
@@ -37,28 +45,25 @@ def privacy_out(survey: Survey) -> PrivacyOut:
     )
 
 
+def _survey_fields(survey: Survey) -> dict:
+    return {
+        "id": survey.id,
+        "title": survey.title,
+        "kind": survey.kind,
+        "status": survey.status,
+        "privacy": privacy_out(survey),
+        "created_at": survey.created_at,
+        "updated_at": survey.updated_at,
+    }
+
+
 def survey_out(session, survey: Survey) -> SurveyOut:
     items = survey_items(session, survey.id)
     return SurveyOut(
-        id=survey.id,
-        title=survey.title,
-        kind=survey.kind,
-        status=survey.status,
-        privacy=privacy_out(survey),
+        **_survey_fields(survey),
         items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
-        created_at=survey.created_at,
-        updated_at=survey.updated_at,
     )
 
 
 def survey_summary(survey: Survey, n_items: int) -> SurveySummary:
-    return SurveySummary(
-        id=survey.id,
-        title=survey.title,
-        kind=survey.kind,
-        status=survey.status,
-        privacy=privacy_out(survey),
-        n_items=n_items,
-        created_at=survey.created_at,
-        updated_at=survey.updated_at,
-    )
+    return SurveySummary(**_survey_fields(survey), n_items=n_items)

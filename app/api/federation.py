@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
@@ -11,7 +13,7 @@ from ..db.models import RoundSite
 from ..services import auth
 from ..services import federation as svc
 from ..services.surveys import get_survey
-from .common import errors
+from .common import Offset, errors
 from .deps import admin, get_session, reader, site
 from .schemas import ContributionIn, RoundCreate, RoundList, RoundOut, SiteKeyIn, SiteView
 
@@ -59,8 +61,8 @@ def open_round(
 )
 def list_rounds(
     survey_id: str,
-    limit: int = Query(20, ge=1, le=100, description="Rounds per page."),
-    offset: int = Query(0, ge=0, le=1_000_000, description="Rounds to skip (newest first)."),
+    limit: Annotated[int, Query(ge=1, le=100, description="Rounds per page (at most 100).")] = 20,
+    offset: Offset = 0,
     session: Session = Depends(get_session),
 ):
     """A page of rounds, newest first, each with its sites and result, and how many there are."""

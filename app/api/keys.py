@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ..db.session import begin_write
 from ..services import auth
-from .common import errors
+from .common import Limit, Offset, errors
 from .deps import admin, get_session, principal
 from .schemas import KeyCreate, KeyCreated, KeyList, KeyOut, WhoAmI
 
@@ -54,8 +54,8 @@ def create_key(body: KeyCreate | None = None, session: Session = Depends(get_ses
 
 @router.get("", response_model=KeyList, responses=errors(401, 403, 422), summary="List keys (no secrets)")
 def list_keys(
-    limit: int = Query(100, ge=1, le=1000, description="Keys per page."),
-    offset: int = Query(0, ge=0, le=1_000_000, description="Keys to skip (newest first)."),
+    limit: Limit = 100,
+    offset: Offset = 0,
     session: Session = Depends(get_session),
 ) -> KeyList:
     """A page of keys, newest first, and how many there are."""

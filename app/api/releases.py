@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Depends, Header
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from ..services import auth
 from ..services import releases as svc
-from .common import errors
+from .common import Limit, Offset, errors
 from .deps import get_session, reader
 from .schemas import ReleaseCreate, ReleaseList, ReleaseOut
 
@@ -72,8 +72,8 @@ def create_release(
 )
 def list_releases(
     survey_id: str,
-    limit: int = Query(100, ge=1, le=1000, description="Releases per page."),
-    offset: int = Query(0, ge=0, le=1_000_000, description="Releases to skip (newest first)."),
+    limit: Limit = 100,
+    offset: Offset = 0,
     session: Session = Depends(get_session),
 ):
     """Each release with its first 10 items (the whole result: ``GET …/releases/{id}``),

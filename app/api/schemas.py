@@ -138,15 +138,18 @@ class PrivacyOut(BaseModel):
     max_comparisons_per_respondent: int | None = None
 
 
-class SurveyOut(BaseModel):
+class _SurveyFields(BaseModel):
     id: str
     title: str
     kind: str
     status: str
     privacy: PrivacyOut
-    items: list[ItemOut]
     created_at: datetime
     updated_at: datetime
+
+
+class SurveyOut(_SurveyFields):
+    items: list[ItemOut]
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -176,17 +179,10 @@ class SurveyOut(BaseModel):
     )
 
 
-class SurveySummary(BaseModel):
+class SurveySummary(_SurveyFields):
     """A survey in the list: everything but its items, which ``GET /v1/surveys/{id}`` gives."""
 
-    id: str
-    title: str
-    kind: str
-    status: str
-    privacy: PrivacyOut
     n_items: int = Field(description="How many items the survey has.")
-    created_at: datetime
-    updated_at: datetime
 
 
 class SurveyList(BaseModel):
@@ -795,7 +791,7 @@ class Budget(BaseModel):
     remaining: float
 
 
-class ReleaseOut(BaseModel):
+class _ReleaseFields(BaseModel):
     id: str
     survey_id: str
     method: str
@@ -805,6 +801,9 @@ class ReleaseOut(BaseModel):
     k: int | None
     created_at: datetime
     parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
+
+
+class ReleaseOut(_ReleaseFields):
     result: ReleaseResult
     budget: Budget | None = None
 
@@ -835,18 +834,9 @@ class ReleaseOut(BaseModel):
     )
 
 
-class ReleaseSummary(BaseModel):
+class ReleaseSummary(_ReleaseFields):
     """A release in the ledger: its first items only (the whole result: ``GET …/releases/{id}``)."""
 
-    id: str
-    survey_id: str
-    method: str
-    unit: str
-    epsilon: float
-    cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
-    k: int | None
-    created_at: datetime
-    parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
     top: list[ReleasedScore] | list[ReleasedWins] = Field(
         description="The release's first 10 items in its order (rank 1 first)."
     )

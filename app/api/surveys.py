@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from sqlalchemy.orm import Session
 
 from ..services import surveys as svc
-from .common import errors, survey_out, survey_summary
+from .common import Limit, Offset, errors, survey_out, survey_summary
 from .deps import admin, get_session, reader
 from .schemas import (
     CoverageOut,
@@ -59,8 +59,8 @@ def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -
     summary="List surveys",
 )
 def list_surveys(
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=1_000_000),
+    limit: Limit = 100,
+    offset: Offset = 0,
     session: Session = Depends(get_session),
 ) -> SurveyList:
     """Surveys, newest first, with their number of items (``n_items``; the items

@@ -75,6 +75,18 @@ def app(database_url):
 
 
 @pytest.fixture
+def budget(app):
+    """``budget(seconds)``: the analysis time budget of the test app for one test."""
+    original = app.state.settings
+
+    def set_budget(seconds: float) -> None:
+        app.state.settings = original.model_copy(update={"analysis_seconds": seconds})
+
+    yield set_budget
+    app.state.settings = original
+
+
+@pytest.fixture
 def client(app) -> Iterator[TestClient]:
     with TestClient(app) as c:
         yield c

@@ -50,18 +50,6 @@ def small(app) -> str:
         return _import_survey(client, 12, 150, 12, seed=3)
 
 
-@pytest.fixture
-def budget(app):
-    """``budget(seconds)``: the analysis time budget of the test app for one test."""
-    original = app.state.settings
-
-    def set_budget(seconds: float) -> None:
-        app.state.settings = original.model_copy(update={"analysis_seconds": seconds})
-
-    yield set_budget
-    app.state.settings = original
-
-
 def test_absurd_replicates_are_refused(client, small, unchanged):
     with unchanged():
         for value in (10**9, analysis.BOOTSTRAP_MAX_REPLICATES + 1, 5, -1):

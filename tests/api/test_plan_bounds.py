@@ -29,18 +29,6 @@ PLAN = "/v1/plan?items={m}&pairs_per_respondent={kp}&k=2"
 LONG = PLAN.format(m=500, kp=10) + "&respondents=100000&epsilon=1&replications=2000"
 
 
-@pytest.fixture
-def budget(app):
-    """``budget(seconds)``: the analysis time budget of the test app for one test."""
-    original = app.state.settings
-
-    def set_budget(seconds: float) -> None:
-        app.state.settings = original.model_copy(update={"analysis_seconds": seconds})
-
-    yield set_budget
-    app.state.settings = original
-
-
 def _timed(client, url):
     t = time.perf_counter()
     r = client.get(url, headers=ADMIN)
