@@ -186,7 +186,11 @@ def test_pairwise_matrix(client, survey):
     np.testing.assert_allclose(p[off], pp[off], atol=2e-6)
     np.testing.assert_allclose(lo[off], plo[off], atol=2e-6)
     np.testing.assert_allclose(hi[off], phi[off], atol=2e-6)
-    assert p[0, 5] > 0.8  # the best beats the worst most of the time
+    # The best beats the worst: true σ(3) = 0.95. The survey's answers are privatized with
+    # the OS CSPRNG, so this cannot be seeded: its estimate's logit has median ~2.4 and sd
+    # ~0.5 (300 simulated surveys of this design: 2.3% fell below 0.8, the bound this test
+    # used to have, and failed CI once), so 0.5 is 4.6 sd away: P(failure) ~ 2e-6.
+    assert p[0, 5] > 0.5
     _, h = register(client, sid)
     assert client.get(f"/v1/surveys/{sid}/pairwise", headers=h).status_code == 403
 
