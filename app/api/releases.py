@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Header
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from ..services import auth
 from ..services import releases as svc
+from .bounded import run_bounded
 from .common import Limit, Offset, errors
 from .deps import get_session, reader
 from .schemas import ReleaseCreate, ReleaseList, ReleaseOut
@@ -25,11 +26,12 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}/releases", tags=["releases"])
             "model": ReleaseOut,
             "description": "A retry with the same Idempotency-Key: the release, unspent.",
         },
-        **errors(401, 403, 404, 409, 422),
+        **errors(401, 403, 404, 409, 422, 503),
     },
     summary="Make a differentially private release (spends budget)",
 )
-def create_release(
+async def create_release(
+    request: Request,
     survey_id: str,
     body: ReleaseCreate,
     who: auth.Principal = Depends(reader),
@@ -46,8 +48,12 @@ def create_release(
     Costs ``epsilon`` of the survey's person-level budget for ``unit=individual``
     and ``L·epsilon`` for ``unit=edge`` (a person's L answers, by group privacy).
     409 when that exceeds what remains — nothing is spent then. The stored release
-    can be read again for free (``GET …/releases/{id}``)."""
-    out, replayed = svc.create_release(
+    can be read again for free (``GET …/releases/{id}``). The mechanism takes a turn
+    with the worker's other long computations, within ``PRIVRANK_ANALYSIS_SECONDS``
+    (503 beyond, nothing spent)."""
+    out, replayed = await run_bounded(
+        request,
+        svc.create_release,
         session,
         survey_id,
         body.method,
@@ -56,6 +62,9 @@ def create_release(
         body.k,
         created_by=who.key_id or "admin (PRIVRANK_ADMIN_KEY)",
         idempotency_key=idempotency_key,
+        work=request.app.state.fit_cache.work,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the release",
     )
     headers = {"Idempotent-Replayed": "true"} if replayed else None
     return JSONResponse(

@@ -347,6 +347,8 @@ class Release(Base):
     data_version: Mapped[int] = mapped_column(BigInteger)
     parameters: Mapped[dict] = mapped_column(JSON)
     result: Mapped[dict] = mapped_column(JSON)
+    #: The result's first items, for the ledger (which never loads ``result``).
+    top: Mapped[list] = mapped_column(JSON)
     created_by: Mapped[str] = mapped_column(String(40))
     #: A retried request with the same key returns this release and spends nothing.
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)

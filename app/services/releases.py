@@ -28,6 +28,7 @@ from ..db.models import Release, Survey, new_id
 from ..db.session import begin_write
 from ..stats.central import noisy_counts, perturbed_mle, win_counts
 from .aggregation import fold_pending, read_snapshot
+from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid, NotFound
 from .surveys import get_survey, survey_items
 
@@ -98,6 +99,10 @@ def _existing(
     return row
 
 
+#: Items of a release's result shown in the ledger (the whole result: ``GET …/releases/{id}``).
+LEDGER_TOP = 10
+
+
 def create_release(
     session: Session,
     survey_id: str,
@@ -107,8 +112,15 @@ def create_release(
     k: int | None,
     created_by: str,
     idempotency_key: str | None = None,
+    work: WorkSlots | None = None,
+    deadline: Deadline | None = None,
 ) -> tuple[dict, bool]:
-    """Run and store a release; returns (its JSON, whether it was a replay)."""
+    """Run and store a release; returns (its JSON, whether it was a replay).
+
+    The mechanism runs in one of ``work``'s turns (the worker's long computations),
+    waiting at most until ``deadline``."""
+    deadline = deadline or Deadline.none()
+    work = work or WorkSlots(1)
     if method not in ("perturbed_mle", "noisy_counts"):
         raise Invalid("method must be 'perturbed_mle' or 'noisy_counts'")
     if unit not in ("edge", "individual"):
@@ -125,6 +137,11 @@ def create_release(
     cost = epsilon if unit == "individual" else L * epsilon
     ledger = budget(session, survey)
     if ledger["spent"] + cost > survey.total_budget + SLACK:
+        # The same request may have been stored meanwhile (a retry racing its original,
+        # which spent the budget after the first look-up): replay it, not 409.
+        replay = _existing(session, survey.id, idempotency_key, request)
+        if replay is not None:
+            return release_out(replay, survey, budget(session, survey)), True
         raise _over_budget(survey, ledger, cost, unit, L, epsilon)
     # The mechanism runs before the write transaction, so that on SQLite the database's
     # one write lock (which every answer waits for) is held only to check the budget and
@@ -145,13 +162,14 @@ def create_release(
         items = survey_items(session, survey.id)  # items were added and answered meanwhile
     else:
         raise Conflict("the survey's items changed while reading; retry")
-    if method == "noisy_counts":
-        wins = win_counts(m, stats.i, stats.j, stats.n, stats.sum_y)
-        out = noisy_counts(wins, epsilon, unit, L)
-        value_key = "noisy_wins"
-    else:
-        out = perturbed_mle(m, stats.i, stats.j, stats.n, stats.sum_y, epsilon, unit, L=L)
-        value_key = "score"
+    with work.hold(deadline):
+        if method == "noisy_counts":
+            wins = win_counts(m, stats.i, stats.j, stats.n, stats.sum_y)
+            out = noisy_counts(wins, epsilon, unit, L)
+            value_key = "noisy_wins"
+        else:
+            out = perturbed_mle(m, stats.i, stats.j, stats.n, stats.sum_y, epsilon, unit, L=L)
+            value_key = "score"
     ranks = out.ranks()
     result_items = [
         {
@@ -189,6 +207,7 @@ def create_release(
             data_version=int(snap.version),
             parameters=_jsonable(parameters),
             result=result,
+            top=result_items[:LEDGER_TOP],
             created_by=created_by,
             idempotency_key=idempotency_key,
         )
@@ -225,30 +244,37 @@ def _jsonable(params: dict) -> dict:
     return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items()}
 
 
-#: Items of a release's result shown in the ledger (the whole result: ``GET …/releases/{id}``).
-LEDGER_TOP = 10
-
-
 def list_releases(session: Session, survey_id: str, limit: int = 100, offset: int = 0) -> dict:
     """A page of the ledger, newest first: each release with its first
-    :data:`LEDGER_TOP` items (O(1) each, whatever the number of items), the number
-    of releases and the budget."""
+    :data:`LEDGER_TOP` items (its ``top`` column: the results are not read, so a page
+    costs O(limit) whatever the number of items), the number of releases and the
+    budget."""
     survey = get_survey(session, survey_id)
     _require_central(survey)
     total = session.scalar(select(func.count()).select_from(Release).where(Release.survey_id == survey.id))
-    rows = session.scalars(
-        select(Release)
+    columns = [c for c in Release.__table__.c if c.name not in ("result", "created_by", "idempotency_key")]
+    rows = session.execute(
+        select(*columns)
         .where(Release.survey_id == survey.id)
         .order_by(Release.created_at.desc(), Release.id.desc())
         .limit(limit)
         .offset(offset)
-    )
-    releases = []
-    for r in rows:
-        out = release_out(r, survey)
-        result = out.pop("result")
-        out["top"] = result["items"][:LEDGER_TOP]
-        releases.append(out)
+    ).mappings()
+    releases = [
+        {
+            "id": r["id"],
+            "survey_id": r["survey_id"],
+            "method": r["method"],
+            "unit": r["unit"],
+            "epsilon": r["epsilon"],
+            "cost": r["cost"],
+            "k": r["k"],
+            "created_at": r["created_at"],
+            "parameters": r["parameters"],
+            "top": r["top"],
+        }
+        for r in rows
+    ]
     return {"releases": releases, "total": int(total or 0), "budget": budget(session, survey)}
 
 

@@ -203,6 +203,7 @@ def test_sqlite_downgrade_removes_central_surveys_with_their_rows(tmp_path):
                 data_version=0,
                 parameters={},
                 result={},
+                top=[],
                 created_by="x",
             )
         )
@@ -215,3 +216,39 @@ def test_sqlite_downgrade_removes_central_surveys_with_their_rows(tmp_path):
         assert conn.execute(text("SELECT id FROM surveys")).scalar_one() == "srv_aaaaaaaaaaaaaaaa"
         assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
     engine.dispose()
+
+
+def test_releases_stored_before_0004_get_their_ledger_items(tmp_path):
+    """0004 adds ``top`` (the ledger's first items) and fills it from each stored result."""
+    import json
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/ledger.db"
+    command.upgrade(alembic_config(url), "0003")
+    items = [{"item_id": f"itm_{k}", "label": str(k), "rank": k + 1, "noisy_wins": 20 - k} for k in range(12)]
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO surveys (id, title, kind, privacy_model, status, total_budget, max_comparisons, "
+                "created_at, updated_at) VALUES ('srv_cccccccccccccccc', 't', 'pairwise', 'central', 'open', "
+                "2.0, 2, '2026-01-01', '2026-01-01')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO releases (id, survey_id, method, unit, epsilon, cost, data_version, parameters, "
+                "result, created_by, created_at) VALUES ('rel_cccccccccccccccc', 'srv_cccccccccccccccc', "
+                "'noisy_counts', 'edge', 1.0, 2.0, 0, '{}', :result, 'x', '2026-01-01')"
+            ),
+            {"result": json.dumps({"items": items, "top_k": None})},
+        )
+    upgrade(url)
+    with engine.connect() as conn:
+        top = conn.execute(text("SELECT top FROM releases")).scalar_one()
+    engine.dispose()
+    assert json.loads(top) == items[:10]

@@ -372,3 +372,48 @@ def test_the_mechanism_runs_outside_the_write_lock(app, filled, monkeypatch):
         thread.join(60)
     assert r.status_code == 201 and waited < 2.0, (r.status_code, waited)
     assert outcome == [201]
+
+
+def test_a_retry_racing_its_original_is_replayed_not_refused(client, filled, monkeypatch):
+    """PostgreSQL, READ COMMITTED: a retry's first look-up for its Idempotency-Key can run
+    before the original commits, and its budget check after: the budget is then spent by
+    the very release it retries. It must be replayed, not told "nothing was spent"."""
+    from app.services import releases
+
+    sid, _ = filled
+    body = {"method": "noisy_counts", "unit": "individual", "epsilon": 3.5}  # most of the 4.0
+    first = client.post(f"/v1/surveys/{sid}/releases", json=body, headers={**ADMIN, "Idempotency-Key": "K"})
+    assert first.status_code == 201
+    real, calls = releases._existing, []
+
+    def late(session, survey_id, key, request):
+        calls.append(key)
+        return None if len(calls) == 1 else real(session, survey_id, key, request)  # not yet committed
+
+    monkeypatch.setattr(releases, "_existing", late)
+    again = client.post(f"/v1/surveys/{sid}/releases", json=body, headers={**ADMIN, "Idempotency-Key": "K"})
+    assert again.status_code == 200 and again.headers["Idempotent-Replayed"] == "true", again.text
+    assert again.json()["id"] == first.json()["id"] and len(calls) == 2
+
+
+def test_the_ledger_never_reads_the_results(client, filled):
+    """A page of the ledger reads each release's ``top`` column, never its whole result
+    (1.1 MB of JSON at 10,000 items: a page of 1,000 used to parse ~3.6 GiB)."""
+    from sqlalchemy import event
+
+    sid, _ = filled
+    body = {"method": "noisy_counts", "unit": "individual", "epsilon": 0.5}
+    made = client.post(f"/v1/surveys/{sid}/releases", json=body, headers=ADMIN).json()
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    engine = client.app.state.engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        ledger = client.get(f"/v1/surveys/{sid}/releases", headers=ADMIN).json()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert ledger["releases"][0]["top"] == made["result"]["items"][:10]
+    assert not [s for s in statements if "releases.result" in s]
