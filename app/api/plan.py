@@ -110,6 +110,7 @@ async def get_plan(
         solve,
         target,
         pilot,
+        work=request.app.state.fit_cache.work,
         seconds=request.app.state.settings.analysis_seconds,
         what="the plan's simulation",
     )
@@ -192,6 +193,7 @@ async def get_survey_plan(
         epsilon=epsilon,
         replications=replications,
         seed=seed,
+        work=request.app.state.fit_cache.work,
         seconds=request.app.state.settings.analysis_seconds,
         what="the plan's simulation",
     )

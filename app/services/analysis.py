@@ -483,13 +483,19 @@ def _with_clusters(
 
 
 def current_fit(
-    session: Session, survey: Survey, cache: FitCache, deadline: Deadline | None = None
+    session: Session,
+    survey: Survey,
+    cache: FitCache,
+    deadline: Deadline | None = None,
+    work: WorkSlots | None = None,
 ) -> tuple[BTLFit, Clusters, list[Item], int]:
     """The default fit (debiased MLE, default λ) of exactly the stored comparisons,
     those comparisons grouped by respondent, the items and the data version (the
-    planner starts from these)."""
+    planner starts from these). Fits take turns in ``work`` (default: the cache's)."""
+    deadline = deadline or Deadline.none()
     entry, version, _ = _fit(session, survey, cache, "debiased_mle", None, deadline)
-    target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
+    with (work or cache.work).hold(deadline):  # a refit when answers arrived meanwhile
+        target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
     items = survey_items(session, survey.id)
     return target.fit, clusters, items, version
 
@@ -622,8 +628,10 @@ def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> dict:
     eigenvalue problems; the largest cost of a cached ranking before it was kept)."""
     if entry.graph is None:
         deadline.check()
-        entry.graph = _graph(entry.stats)
-        cache.grew(entry)
+        with cache.work.hold(deadline):
+            if entry.graph is None:  # another request may have computed it while this one waited
+                entry.graph = _graph(entry.stats)
+                cache.grew(entry)
     return entry.graph
 
 

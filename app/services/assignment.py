@@ -52,6 +52,7 @@ import itertools
 import secrets
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,7 +177,10 @@ class _Counts:
 #: that took t seconds to read are reused for 10·t seconds while new answers arrive.
 REFRESH_SHARE = 0.1
 
-_READING: dict[tuple, threading.Lock] = {}
+#: One lock per (survey, m) while anyone reads or waits for its counts: a waiter holds a
+#: strong reference, so the lock lives exactly as long as it is in use (weak values: no
+#: entry outlives its last user, and none is replaced while a user holds it).
+_READING: weakref.WeakValueDictionary[tuple, threading.Lock] = weakref.WeakValueDictionary()
 _READING_LOCK = threading.Lock()
 
 
@@ -189,7 +193,9 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
     if found is not None and found.usable_at(version, time.monotonic()):
         return found
     with _READING_LOCK:
-        lock = _READING.setdefault(key, threading.Lock())
+        lock = _READING.get(key)
+        if lock is None:
+            lock = _READING[key] = threading.Lock()
     if not lock.acquire(blocking=found is None):
         return found  # another request is reading newer counts
     try:
@@ -202,8 +208,6 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
         return counts
     finally:
         lock.release()
-        with _READING_LOCK:
-            _READING.pop(key, None)
 
 
 def _read_counts(session: Session, survey_id: str, m: int, version: int) -> _Counts:

@@ -22,7 +22,7 @@ from ..stats.survey_plan import (
     respondents_to_certify,
 )
 from .analysis import current_fit, eps_of
-from .deadline import Deadline
+from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
 from .surveys import require_local, require_pairwise, survey_items
 
@@ -81,10 +81,13 @@ def run_plan(
     target: float | None,
     scores: list[float] | None = None,
     deadline: Deadline | None = None,
+    work: WorkSlots | None = None,
 ) -> dict:
     """Shared by the API and ``privrank plan``: a prediction or an inverse problem.
-    ``deadline`` bounds the work (none: no time budget, as for the CLI)."""
+    ``deadline`` bounds the work (none: no time budget, as for the CLI); the
+    simulation takes one of ``work``'s turns (the worker's long computations)."""
     deadline = deadline or Deadline.none()
+    work = work or WorkSlots(1)
     if scores is not None and len(scores) != items:
         raise Invalid(f"scores needs one value per item ({items})")
     _check_plan_work(
@@ -98,6 +101,11 @@ def run_plan(
         "scores": scores,
         "check": deadline.check,
     }
+    with work.hold(deadline):
+        return _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options)
+
+
+def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options) -> dict:
     try:
         if solve == "none":
             if respondents is None or epsilon is None:
@@ -154,12 +162,14 @@ def plan_from_survey(
     replications: int = 100,
     seed: int = 0,
     deadline: Deadline | None = None,
+    work: WorkSlots | None = None,
 ) -> dict:
     """``GET /v1/surveys/{sid}/plan`` and ``privrank plan --survey``: how many more
     respondents certify the top-K, simulated from the survey's own design, fit
     and respondent clustering (:mod:`app.stats.survey_plan`). ``deadline`` bounds
     the simulation besides its work bound (none: no time budget)."""
     deadline = deadline or Deadline.none()
+    work = work or cache.work
     require_pairwise(survey)
     require_local(survey)
     m = len(survey_items(session, survey.id))
@@ -169,7 +179,7 @@ def plan_from_survey(
         raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
     if scores is not None and len(scores) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
-    fit, clusters, items, version = current_fit(session, survey, cache, deadline)
+    fit, clusters, items, version = current_fit(session, survey, cache, deadline, work)
     m = len(items)  # items may have been added meanwhile
     if scores is not None and len(scores) != m:
         raise Conflict("the survey's items changed while planning; retry")
@@ -205,14 +215,15 @@ def plan_from_survey(
         "check": deadline.check,
     }
     try:
-        if added is not None:
-            result = plan_survey(design, theta, k, added, **options)
-            solution, reached, limit = added, None, None
-        else:
-            solution, result, limit = respondents_to_certify(
-                design, theta, k, target, max_added=max_added, **options
-            )
-            reached = solution is not None
+        with work.hold(deadline):
+            if added is not None:
+                result = plan_survey(design, theta, k, added, **options)
+                solution, reached, limit = added, None, None
+            else:
+                solution, result, limit = respondents_to_certify(
+                    design, theta, k, target, max_added=max_added, **options
+                )
+                reached = solution is not None
     except ValueError as exc:
         raise Invalid(str(exc)) from None
     return {

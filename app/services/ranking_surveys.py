@@ -258,6 +258,13 @@ class ConsensusCache:
     def put(self, key: tuple, value: dict) -> None:
         self.lru.put(("consensus", *key), value, nbytes(value))
 
+    def get_ranks(self, key: tuple, k: int | None):
+        return self.lru.get(("consensus-ranks", *key, k))
+
+    def put_ranks(self, key: tuple, k: int | None, ranks) -> None:
+        """Rank summaries per k, dropped with the consensus they belong to."""
+        self.lru.put(("consensus-ranks", *key, k), ranks, nbytes(ranks), parents=(("consensus", *key),))
+
 
 def _seed(*parts) -> np.random.Generator:
     """Tie-breaking seeded by (survey, data version, method): the same data always gives
@@ -362,6 +369,8 @@ def consensus(
     conf = core["conf"]
     ranks = None
     if conf is not None:
+        ranks = cache.get_ranks(key, k)
+    if conf is not None and ranks is None:
         with cache.work.hold(deadline):
             ranks = rank_confidence(
                 conf.estimate,
@@ -371,6 +380,7 @@ def consensus(
                 rng=_seed(survey.id, snap.version, method, level, k),
                 check=deadline.check,
             )
+        cache.put_ranks(key, k, ranks)
     mean_pos = stats.mean_position
     score = core["score"]
     rows = []

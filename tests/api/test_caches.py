@@ -74,3 +74,49 @@ def test_consensus_results_share_the_analysis_cache_budget(client: TestClient):
     assert len(keys) == 1
     assert lru.bytes - before >= lru._items[keys[0]][1] > 1000
     assert client.app.state.consensus_cache.lru is lru
+
+
+def test_a_cached_consensus_does_not_wait_for_a_turn(client: TestClient):
+    """The consensus and its rank summaries (per k) are cached: a repeated request is
+    answered while every turn for long computations is taken."""
+    import threading
+    import time
+
+    from app.services.deadline import Deadline, WorkSlots
+
+    s = create_ranking_survey(client, items=("A", "B", "C", "D"))
+    ids = [it["id"] for it in s["items"]]
+    for r in range(32):  # intervals need 30 rankings
+        _, h = register(client, s["id"])
+        order = ids[r % 4 :] + ids[: r % 4]
+        assert (
+            client.post(
+                f"/v1/surveys/{s['id']}/responses", json={"ranking": order, "privatized": False}, headers=h
+            ).status_code
+            == 201
+        )
+    url = f"/v1/surveys/{s['id']}/ranking?method=borda&k=2"
+    first = client.get(url, headers=ADMIN)
+    assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text
+    cache = client.app.state.consensus_cache
+    original = cache.work
+    cache.work = WorkSlots(1)
+    held, done = threading.Event(), threading.Event()
+
+    def occupy() -> None:
+        with cache.work.hold(Deadline(60)):
+            held.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=occupy)
+    thread.start()
+    try:
+        assert held.wait(10)
+        started = time.perf_counter()
+        again = client.get(url, headers=ADMIN)
+        assert again.status_code == 200 and again.json() == first.json()
+        assert time.perf_counter() - started < 2.0
+    finally:
+        done.set()
+        thread.join(10)
+        cache.work = original
