@@ -694,7 +694,8 @@ async function rankingSurveySections(s, body) {
   body.append(section("ranking", "Consensus", h("div", { class: "field" }, h("label", { for: "method" }, "Method"), method), box));
   await load();
   try {
-    const rounds = (await api("GET", `/v1/surveys/${s.id}/rounds`)).rounds;
+    const page = await api("GET", `/v1/surveys/${s.id}/rounds`);
+    const rounds = page.rounds;
     if (rounds.length)
       body.append(
         section(
@@ -720,6 +721,7 @@ async function rankingSurveySections(s, body) {
               ),
             ),
           ),
+          page.total > rounds.length ? h("p", { class: "hint" }, `The newest ${rounds.length} of ${page.total} rounds.`) : null,
         ),
       );
   } catch (err) {

@@ -14,13 +14,17 @@ it reads. What a slow client can still hold is bounded:
 
 * at most ``PRIVRANK_MAX_DOWNLOADS`` downloads per worker are being written or sent at
   once (:class:`Downloads`); one more is answered 503 with ``Retry-After`` at once;
-* a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds is dropped (the
-  response ends unfinished, the connection is closed, its slot freed).
+* a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds, or that reads
+  slower than :data:`MIN_SEND_RATE` on average after that grace period, is dropped
+  (the response ends unfinished, the connection is closed, its slot freed): a
+  download of b bytes takes at most ``PRIVRANK_SEND_TIMEOUT`` + b / MIN_SEND_RATE.
 """
 
 from __future__ import annotations
 
 import tempfile
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import IO
 
@@ -37,6 +41,9 @@ __all__ = ["SPOOL_MEMORY_BYTES", "Downloads", "SpooledDownload", "spool"]
 SPOOL_MEMORY_BYTES = 1 * 2**20
 #: Bytes read from the spool and sent per chunk.
 CHUNK_BYTES = 64 * 2**10
+#: Slowest average pace (bytes a second) a client may read at, beyond the grace period
+#: of ``PRIVRANK_SEND_TIMEOUT``: 16 KiB/s, a 15 MB export in 16 minutes.
+MIN_SEND_RATE = 16 * 2**10
 
 
 class Busy(ServiceError):
@@ -107,6 +114,9 @@ class SpooledDownload(StreamingResponse):
         self.release = release
         self.send_timeout = send_timeout
         self._release_admission: Callable[[], None] | None = None
+        # Also when the response is never sent (the request cancelled after the endpoint
+        # returned it): the slot and the file go with the object.
+        weakref.finalize(self, release)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._release_admission = scope.get(RELEASE_ADMISSION)
@@ -120,12 +130,17 @@ class SpooledDownload(StreamingResponse):
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         if self._release_admission is not None:
             self._release_admission()  # from here on the request costs no connection
+        started, sent = time.monotonic(), 0
         async for chunk in self.body_iterator:
+            sent += len(chunk)
+            # This chunk must be taken by the time a reader at MIN_SEND_RATE would have
+            # taken it, after the grace period.
+            allowed = started + self.send_timeout + sent / MIN_SEND_RATE - time.monotonic()
             try:
-                with anyio.fail_after(self.send_timeout):
+                with anyio.fail_after(max(allowed, 0.0)):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except TimeoutError:
-                # The client read nothing for send_timeout seconds: end the response
+                # The client stopped reading, or reads too slowly: end the response
                 # unfinished (the server closes the connection) and free the slot.
                 return
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -381,7 +382,10 @@ def _summaries(
             return found
     intervals = cache.lru.get(conf_key) if entry.key is not None else None
     if intervals is None:
-        with cache.work.hold(deadline):
+        fit = entry.fit
+        # Only a real covariance takes a turn; the refusals below are immediate.
+        cheap = uncertainty == "none" or fit.theta.size > MAX_ITEMS_COVARIANCE or fit.n_comparisons == 0
+        with nullcontext() if cheap else cache.work.hold(deadline):
             intervals = _intervals(
                 session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
             )

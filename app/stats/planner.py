@@ -170,10 +170,12 @@ def _scores(scores: ArrayLike | None, m: int) -> np.ndarray | None:
     th = np.asarray(scores, dtype=float).reshape(-1)
     if th.shape != (m,) or not np.all(np.isfinite(th)):
         raise ValueError("scores must be finite, one per item")
-    # Centre only values small enough not to overflow; then bound the centred spread.
-    if np.abs(th).max() <= 1e6:
+    # Shift by the first score before centring (no overflow for any finite spread that
+    # can pass: scores far from 0 but close together are fine), then bound the spread.
+    with np.errstate(over="ignore", invalid="ignore"):
+        th = th - th[0]
         th = th - th.mean()
-    if np.abs(th).max() > MAX_PLAN_SCORE:
+    if not np.all(np.abs(th) <= MAX_PLAN_SCORE):  # also false for the inf of an overflow
         raise ValueError(
             f"scores must lie within ±{MAX_PLAN_SCORE:g} of their mean (they are log-odds: beyond that, "
             "every comparison's outcome is certain)"

@@ -129,3 +129,47 @@ def test_stalled_export_readers_do_not_stall_the_api(database_url):
             s.close()
         log = server.stop()
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_a_trickling_reader_is_dropped_at_the_minimum_pace(monkeypatch):
+    """A client that takes 64 KiB every few seconds never trips a per-send timeout;
+    the download's overall allowance (grace + bytes / MIN_SEND_RATE) ends it. Here
+    the grace is 0.5 s and the minimum pace 256 KiB/s, and the client takes a 64 KiB
+    chunk every 0.5 s (128 KiB/s): it is dropped early in the 1 MiB file. A reader at
+    1 MiB/s gets the whole file."""
+    import io
+
+    import anyio
+
+    from app.api import downloads
+
+    monkeypatch.setattr(downloads, "MIN_SEND_RATE", 256 * 2**10)
+    body = b"x" * 2**20
+
+    def run(seconds_per_chunk: float) -> tuple[int, bool, bool]:
+        released = []
+        response = downloads.SpooledDownload(
+            io.BytesIO(body), lambda: released.append(1), 0.5, media_type="text/csv", headers={}
+        )
+        got, finished = [], []
+
+        async def send(message):
+            if message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    await anyio.sleep(seconds_per_chunk)
+                    got.append(len(message["body"]))
+                else:
+                    finished.append(True)
+
+        async def receive():
+            await anyio.sleep(60)
+            return {"type": "http.disconnect"}
+
+        scope = {"type": "http", "asgi": {"spec_version": "2.4"}}
+        anyio.run(response, scope, receive, send)
+        return sum(got), bool(finished), bool(released)
+
+    sent, finished, released = run(0.5)
+    assert not finished and released and 0 < sent < len(body)
+    sent, finished, released = run(1 / 16)
+    assert finished and released and sent == len(body)

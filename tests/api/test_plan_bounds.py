@@ -204,3 +204,12 @@ def test_a_live_plan_stops_when_its_client_leaves_and_never_holds_up_shutdown(da
     print(f"SIGTERM during a plan: stopped in {stopped:.2f} s; the request got {outcome}")
     assert stopped < 5.0
     assert outcome and outcome[0] in (503, "RemoteProtocolError", "ReadError")
+
+
+def test_scores_far_from_zero_but_close_together_are_fine(client):
+    """Only their spread matters (log-odds are defined up to a constant)."""
+    url = PLAN.format(m=5, kp=2) + "&respondents=100&epsilon=1&replications=20"
+    far = client.get(url + "&scores=10000001,10000000,10000000,9999999.5,10000000", headers=ADMIN)
+    near = client.get(url + "&scores=1,0,0,-0.5,0", headers=ADMIN)
+    assert far.status_code == near.status_code == 200, far.text
+    assert far.json()["plan"]["p_exact_top_k"] == near.json()["plan"]["p_exact_top_k"]
