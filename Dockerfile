@@ -15,13 +15,13 @@ RUN useradd --create-home --uid 10001 privrank \
     && mkdir -p /data && chown privrank /data
 
 WORKDIR /srv/privrank
-# Dependencies first, for layer caching; then the code (app/ and migrations/).
+# A regular (not editable) install: the pages and the migrations are inside the package,
+# so the source tree is not needed at run time and is removed.
 COPY pyproject.toml README.md ./
 COPY app ./app
-COPY migrations ./migrations
-COPY static ./static
-RUN pip install -e . && chown -R root:root /srv/privrank
+RUN pip install . && cd / && rm -rf /srv/privrank
 
+WORKDIR /data
 USER privrank
 VOLUME ["/data"]
 EXPOSE 8000

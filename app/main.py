@@ -273,6 +273,6 @@ _API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/openapi.json", "/docs", "/redo
 
 
 def static_dir() -> Path:
-    """``static/`` beside the ``app`` package, or ``PRIVRANK_STATIC_DIR``."""
+    """``app/static`` (inside the package: any install), or ``PRIVRANK_STATIC_DIR``."""
     override = os.environ.get("PRIVRANK_STATIC_DIR")
-    return Path(override) if override else Path(__file__).resolve().parents[1] / "static"
+    return Path(override) if override else Path(__file__).resolve().parent / "static"

@@ -27,7 +27,13 @@ def _label(key: str, value) -> str:
 
 def plot_scenario(result: ScenarioResult, path: Path) -> Path:
     """Draw the scenario's panels (mean ± 1.96·se against L, one line per series)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit(
+            "drawing the figures needs matplotlib, an optional extra: pip install 'privrank[plots]' "
+            "(or add --no-figures for the tables only)"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -12,12 +12,12 @@ __all__ = ["alembic_config", "migrations_dir", "upgrade"]
 
 
 def migrations_dir() -> Path:
-    """``migrations/`` beside the ``app`` package (source tree or editable install),
-    or ``PRIVRANK_MIGRATIONS_DIR``."""
+    """``app/db/migrations`` (inside the package: any install, editable or not), or
+    ``PRIVRANK_MIGRATIONS_DIR``."""
     override = os.environ.get("PRIVRANK_MIGRATIONS_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[2] / "migrations"
+    return Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(url: str) -> Config:
