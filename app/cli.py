@@ -254,9 +254,9 @@ def _site(args) -> int:
         return 2
     try:
         if args.site_command == "status":
-            from .site import _Client
+            from .site import SiteClient
 
-            print(json.dumps(_Client(args.server, token).call("GET", "/v1/site"), indent=2))
+            print(json.dumps(SiteClient(args.server, token).call("GET", "/v1/site"), indent=2))
             return 0
         if args.epsilon is not None and not (args.epsilon > 0):
             print("privrank site: --epsilon must be positive", file=sys.stderr)

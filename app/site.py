@@ -45,6 +45,7 @@ from .stats.preflib import read_preflib
 from .stats.rankings import complete_ranking, mallows_privatize
 
 __all__ = [
+    "SiteClient",
     "SiteError",
     "contribute",
     "derive_seed",
@@ -225,7 +226,7 @@ def masked_message(
 # -- the HTTP side ------------------------------------------------------------------------------
 
 
-class _Client:
+class SiteClient:
     def __init__(self, server: str, token: str, timeout: float = 30.0) -> None:
         self.base = server.rstrip("/")
         self.token = token
@@ -316,7 +317,7 @@ def contribute(
         ("http://127.", "http://localhost", "http://[::1]")
     ):
         say(f"warning: {server} is not https; the credential and masked message travel unencrypted")
-    client = _Client(server, token)
+    client = SiteClient(server, token)
     view = client.call("GET", "/v1/site")
     round_id, site = view["round_id"], view["site"]
     if view["status"] == "cancelled":

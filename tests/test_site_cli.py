@@ -206,7 +206,7 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
             headers={"Authorization": f"Bearer {t}"},
         )
     sent = []
-    real_call = site._Client.call
+    real_call = site.SiteClient.call
 
     def flaky(self, method, path, body=None):
         if path == "/v1/site/contribution":
@@ -215,7 +215,7 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
                 raise site.SiteError("POST /v1/site/contribution: HTTP 503: the database is unreachable")
         return real_call(self, method, path, body)
 
-    monkeypatch.setattr(site._Client, "call", flaky)
+    monkeypatch.setattr(site.SiteClient, "call", flaky)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(site.SiteError, match="503"):
         site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None)

@@ -39,6 +39,7 @@ from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
 from threadpoolctl import ThreadpoolController
 
+from .laplacian import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
 from .mechanisms import validate_epsilon
 from .pairs import PairStats, item_count, pair_stats, reduce_by_pair, validate_comparisons
 
@@ -153,8 +154,6 @@ class BTLFit:
         """Sandwich covariance of θ̂ (on each component's sum-to-zero subspace):
         H⁻¹ L_V H⁻¹ with H = L_W + 2λI, W = nσ'(d̂), V = nσ'(d̂) + Σ e^ε/(e^ε−1)²
         (Lemma 2). Rows of never-compared items are 0."""
-        from .inference import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
-
         m = self.theta.size
         if self.data is None or m > MAX_ITEMS_COVARIANCE:
             raise ValueError(f"cov needs the fit's data and at most {MAX_ITEMS_COVARIANCE} items")

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from scipy.special import expit
 
 from .btl import BTLFit, fit_btl
-from .inference import Confidence, _finish, laplacian, laplacian_pinv
+from .inference import Confidence, confidence_from_cov, laplacian, laplacian_pinv
 from .rankings import RankingStats
 
 __all__ = ["borda_confidence", "btl_confidence", "fit_ranking_btl", "position_covariance"]
@@ -52,7 +52,7 @@ def borda_confidence(stats: RankingStats, level: float = 0.95) -> Confidence:
     score = m - stats.mean_position
     cov = position_covariance(stats) / stats.n
     comp = np.zeros(m, dtype=np.int64)
-    return _finish(score, cov, level, comp, "borda (normal approximation)", score)
+    return confidence_from_cov(score, cov, level, comp, "borda (normal approximation)", score)
 
 
 def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFit:
@@ -98,4 +98,6 @@ def btl_confidence(stats: RankingStats, fit: BTLFit, level: float = 0.95) -> Con
     v = outer_b - np.outer(c, sum_b) - np.outer(sum_b, c) + r * np.outer(c, c)
     cov = h_pinv @ v @ h_pinv
     cov = 0.5 * (cov + cov.T)
-    return _finish(theta.copy(), cov, level, np.zeros(m, dtype=np.int64), "cluster-robust sandwich", theta)
+    return confidence_from_cov(
+        theta.copy(), cov, level, np.zeros(m, dtype=np.int64), "cluster-robust sandwich", theta
+    )

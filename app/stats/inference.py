@@ -88,6 +88,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
 from .btl import BTLFit, fit_btl
+from .laplacian import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
 from .mechanisms import (
     RandomSource,
     debias,
@@ -110,14 +111,11 @@ __all__ = [
     "bootstrap_confidence",
     "cluster_bootstrap_confidence",
     "confidence",
+    "confidence_from_cov",
     "laplacian",
     "laplacian_pinv",
     "rank_confidence",
 ]
-
-#: Dense m×m covariance is computed up to this many items (O(m³) time, O(m²) memory).
-MAX_ITEMS_COVARIANCE = 2000
-
 
 #: A callback that long computations call between units of work (a replicate, a
 #: correction step); it raises to stop them (the service passes a deadline's check).
@@ -126,29 +124,6 @@ Check = Callable[[], None]
 
 def _no_check() -> None:
     """No time budget: never stops the work."""
-
-
-def laplacian(n_items: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.float64]:
-    """Dense graph Laplacian Σ w_ij (e_i − e_j)(e_i − e_j)ᵀ over distinct pairs."""
-    lap = np.zeros((n_items, n_items))
-    lap[i, j] = -w
-    lap[j, i] = -w
-    lap[np.diag_indices(n_items)] = np.bincount(i, w, n_items) + np.bincount(j, w, n_items)
-    return lap
-
-
-def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Moore–Penrose inverse of a (possibly disconnected) Laplacian.
-
-    With P = Σ_c 1_c1_cᵀ/|c| the projector on its null space and ρ > 0,
-    (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization.
-    """
-    m = lap.shape[0]
-    sizes = np.bincount(component, minlength=int(component.max(initial=-1)) + 1).astype(float)
-    proj = (component[:, None] == component[None, :]) / sizes[component][:, None]
-    rho = max(float(np.mean(np.diag(lap))), 1.0)
-    factor = scipy.linalg.cho_factor(lap + rho * proj, lower=True, check_finite=False)
-    return scipy.linalg.cho_solve(factor, np.eye(m), check_finite=False) - proj / rho
 
 
 def _weights(theta: NDArray, stats_like: tuple[NDArray, NDArray, NDArray, NDArray]):
@@ -351,9 +326,12 @@ class Confidence:
         return p, lo, hi
 
 
-def _finish(
+def confidence_from_cov(
     estimate, cov, level, component, method, theta, crit=None, n_clusters=None, corrections=None
 ) -> Confidence:
+    """Intervals estimate ± crit·se from a covariance (crit: the normal quantile unless
+    given), NaN for items alone in their component, each widened to contain ``theta``
+    (the reported scores)."""
     sizes = np.bincount(component)
     identified = sizes[component] > 1
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -662,7 +640,7 @@ def confidence(
         "second_order_max_se": _largest_in_se(applied, se, identified),
         "second_order_skipped_items": int(unsafe.sum()),
     }
-    conf = _finish(estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections)
+    conf = confidence_from_cov(estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections)
     if unsafe.any():
         # Span the interval with and without the correction for the items it skipped.
         lower = np.where(unsafe, np.minimum(conf.lower, conf.lower - bias), conf.lower)
@@ -740,7 +718,7 @@ def bootstrap_confidence(
         )
         reps[b] = _unshrink(refit.theta, fit.lam, refit.data, refit.component)[0]
     cov = np.atleast_2d(np.cov(reps, rowvar=False))
-    return _finish(2.0 * base - reps.mean(axis=0), cov, level, comp, "bootstrap", fit.theta)
+    return confidence_from_cov(2.0 * base - reps.mean(axis=0), cov, level, comp, "bootstrap", fit.theta)
 
 
 def cluster_bootstrap_confidence(
@@ -803,7 +781,7 @@ def cluster_bootstrap_confidence(
         reps[b] = theta_b
     cov = np.atleast_2d(np.cov(reps, rowvar=False))
     comp = fit.component
-    return _finish(
+    return confidence_from_cov(
         2.0 * fit.theta - reps.mean(axis=0),
         cov,
         level,

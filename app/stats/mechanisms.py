@@ -31,6 +31,7 @@ __all__ = [
     "privatize",
     "rr_probability",
     "system_uniform",
+    "uniform_draws",
     "validate_binary",
     "validate_epsilon",
     "z_variance",
@@ -59,7 +60,8 @@ def system_uniform(size: int | tuple[int, ...]) -> NDArray[np.float64]:
     return ((words >> np.uint64(11)).astype(np.float64) * _TWO_POW_MINUS_53).reshape(shape)
 
 
-def _uniform(rng: RandomSource | None, shape: tuple[int, ...]) -> NDArray[np.float64]:
+def uniform_draws(rng: RandomSource | None, shape: tuple[int, ...]) -> NDArray[np.float64]:
+    """Uniforms on [0, 1): from the OS CSPRNG (``rng=None``: privatization) or ``rng``."""
     if rng is None:
         return system_uniform(shape)
     return np.asarray(rng.random(shape), dtype=np.float64)
@@ -134,7 +136,7 @@ def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None)
     p = flip_probability(epsilon)
     _check_one_draw_per_answer(y_arr.shape, p.shape)
     y_arr, p = np.broadcast_arrays(y_arr.astype(np.int8), p)
-    flips = _uniform(rng, y_arr.shape) < p
+    flips = uniform_draws(rng, y_arr.shape) < p
     return np.where(flips, 1 - y_arr, y_arr).astype(np.int8)
 
 
@@ -217,7 +219,7 @@ def laplace_privatize(
     y_arr, eps = np.broadcast_arrays(y_arr, eps)
     # Centre [0, 1) on 0 and shift by half a grid step: both steps are exact, so
     # |u| ≤ 1/2 − 2⁻⁵⁴ and the inverse CDF below stays finite.
-    u = (_uniform(rng, y_arr.shape) - 0.5) + 2.0**-54
+    u = (uniform_draws(rng, y_arr.shape) - 0.5) + 2.0**-54
     noise = -np.sign(u) * np.log1p(-2.0 * np.abs(u)) / eps
     return y_arr + noise
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .mechanisms import RandomSource, _uniform
+from .mechanisms import RandomSource, uniform_draws
 
 __all__ = [
     "KEMENY_EXACT_MAX_ITEMS",
@@ -332,7 +332,7 @@ def _sample_stages(b: NDArray[np.float64], m: int, rng: RandomSource | None) -> 
     """V^(t), t = 2..m, for each row's dispersion b (inverse-CDF of the truncated geometric)."""
     n = b.size
     t = np.arange(2, m + 1, dtype=np.float64)[None, :]
-    u = _uniform(rng, (n, m - 1))
+    u = uniform_draws(rng, (n, m - 1))
     bb = b[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
         # J = t−1−V, P(J = j) ∝ e^{−bj}: J = ⌊−log1p(U·expm1(−bt))/b⌋ (Mallows note §3.3).
@@ -415,7 +415,7 @@ def laplace_rank_privatize(order: ArrayLike, epsilon: float, rng: RandomSource |
     arr = np.atleast_2d(arr)
     n, m = arr.shape
     scale = 2.0 * (m - 1) / float(epsilon)
-    u = (_uniform(rng, (n, m)) - 0.5) + 2.0**-54
+    u = (uniform_draws(rng, (n, m)) - 0.5) + 2.0**-54
     noisy = np.arange(m)[None, :] - np.sign(u) * np.log1p(-2.0 * np.abs(u)) * scale
     out = np.take_along_axis(arr, np.argsort(noisy, axis=1, kind="stable"), axis=1)
     return out[0] if single else out
