@@ -1,24 +1,32 @@
-"""Shared test helpers.
+"""Suite-wide configuration. Helpers live in ``tests.helpers``.
 
-Statistical assertions use a z-score of 4.5 unless a test says otherwise: for a
-correct implementation a seeded test then fails with probability < 7e-6 over
-seeds, so a failure means the code is wrong, not that the seed was unlucky.
+Markers (registered in pyproject.toml) let a developer run the suite in pieces: the
+directories mark their own tests (``browser``, ``postgres``, ``faults``, ``fuzz``),
+and tests that take more than ~10 s are listed in :data:`SLOW` (kept here, in one
+place, from the durations pytest prints at the end of every run). The fast loop:
+
+    .venv/bin/pytest -m "not slow and not browser and not postgres and not faults and not fuzz"
 """
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-Z = 4.5
+import pytest
+
+_HERE = Path(__file__).parent
+_BY_DIRECTORY = {"browser": "browser", "postgres": "postgres", "faults": "faults"}
+
+#: Tests (by node id, without parameters) that take more than ~10 s on 2 cores.
+SLOW: set[str] = set()
 
 
-def assert_close_mc(observed: float, expected: float, se: float, z: float = Z, what: str = "") -> None:
-    """|observed − expected| ≤ z·se, with se the Monte Carlo standard error."""
-    assert se > 0, "standard error must be positive"
-    dev = abs(observed - expected) / se
-    assert dev <= z, f"{what}: observed {observed:.6g}, expected {expected:.6g} ± {z}·{se:.3g} ({dev:.2f} se)"
-
-
-def binomial_se(n: int, p: float) -> float:
-    """Standard error of a binomial proportion."""
-    return float(np.sqrt(p * (1 - p) / n))
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        parts = Path(item.path).relative_to(_HERE).parts
+        if parts and parts[0] in _BY_DIRECTORY:
+            item.add_marker(_BY_DIRECTORY[parts[0]])
+        if parts[-1] == "test_fuzz.py":
+            item.add_marker(pytest.mark.fuzz)
+        if item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker(pytest.mark.slow)

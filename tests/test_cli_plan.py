@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer plan-admin"}
 LABELS = ["A", "B", "C", "D", "E"]

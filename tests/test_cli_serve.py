@@ -8,7 +8,7 @@ import sys
 
 import httpx2
 
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 KEY_LINE = re.compile(r"^\s+(key_[a-z0-9]+\.\S+)$", re.MULTILINE)
 

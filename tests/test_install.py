@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.live import free_port
+from tests.helpers.live import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

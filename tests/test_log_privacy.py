@@ -18,7 +18,7 @@ import uuid
 
 import httpx2
 
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ADMIN = "log-admin-" + uuid.uuid4().hex
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs" / "walkthrough.sh"

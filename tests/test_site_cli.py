@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.stats.federated import FederatedScheme
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer cli-admin"}
 LABELS = ["Housing", "Transit", "Parks", "Schools"]

@@ -7,40 +7,16 @@ against a fresh database created on that server for this run and dropped after.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
 
-from app.config import Settings, normalize_database_url
-from app.db import models
+from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
-
-ADMIN_KEY = "test-admin-key-0123456789"
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def fresh_postgres_database(server_url: str) -> tuple[str, callable]:
-    """Create an empty database on the server of ``server_url``; returns its URL and a dropper."""
-    import psycopg
-
-    name = f"privrank_test_{uuid.uuid4().hex[:12]}"
-    conninfo = server_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = normalize_database_url(server_url).rpartition("/")
-    url = f"{base}/{name}"
-
-    def drop() -> None:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return url, drop
+from tests.helpers.api import ADMIN_KEY, database_state, fresh_postgres_database
 
 
 @pytest.fixture(scope="session")
@@ -99,17 +75,6 @@ def db(app):
         yield session
 
 
-def database_state(app) -> dict[str, str]:
-    """A digest of every row of every table: a rejected request must leave it unchanged
-    (not merely the row counts: an UPDATE or a delete-and-insert would pass those)."""
-    with app.state.session_factory() as session:
-        state = {}
-        for table in models.Base.metadata.sorted_tables:
-            rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
-            state[table.name] = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
-        return state
-
-
 @pytest.fixture
 def unchanged(app):
     """``with unchanged(): …`` asserts that the block changed nothing in the database."""
@@ -124,43 +89,3 @@ def unchanged(app):
         assert not changed, f"a rejected request changed the database: {changed}"
 
     return check
-
-
-def create_survey(client: TestClient, items=("A", "B", "C", "D"), **privacy) -> dict:
-    body = {"title": "Test survey", "items": list(items)}
-    if privacy:
-        body["privacy"] = privacy
-    r = client.post("/v1/surveys", json=body, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def create_ranking_survey(client: TestClient, items=("a", "b", "c")) -> dict:
-    r = client.post(
-        "/v1/surveys", json={"title": "r", "kind": "ranking", "items": list(items)}, headers=ADMIN
-    )
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def create_central_survey(client: TestClient, items=("a", "b", "c"), budget=100.0, per_respondent=3) -> dict:
-    privacy = {"model": "central", "total_budget": budget, "max_comparisons_per_respondent": per_respondent}
-    r = client.post(
-        "/v1/surveys", json={"title": "c", "items": list(items), "privacy": privacy}, headers=ADMIN
-    )
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def register(client: TestClient, survey_id: str, epsilon: float | None = None) -> tuple[str, dict]:
-    body = {} if epsilon is None else {"epsilon": epsilon}
-    r = client.post(f"/v1/surveys/{survey_id}/respondents", json=body)
-    assert r.status_code == 201, r.text
-    data = r.json()
-    return data["respondent_id"], {"Authorization": f"Bearer {data['token']}"}
-
-
-def analyst_headers(client: TestClient) -> dict:
-    r = client.post("/v1/keys", json={"label": "analyst"}, headers=ADMIN)
-    assert r.status_code == 201, r.text
-    return {"Authorization": f"Bearer {r.json()['key']}"}

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 from app.api.admission import Admission, Slots, admitted
 from app.config import Settings
 from app.main import create_app
-from tests.api.conftest import ADMIN, ADMIN_KEY
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY
+from tests.helpers.live import LiveServer
 
 
 async def _burst(base: str, path: str, headers: dict, n: int) -> list[tuple[int, float, dict]]:

@@ -17,7 +17,7 @@ from app.services.deadline import SHUTDOWN, Deadline, OutOfTime
 from app.services.surveys import get_survey
 from app.stats import fit_debiased_mle
 from app.stats.inference import Clusters, cluster_bootstrap_confidence, confidence
-from tests.api.conftest import ADMIN, create_survey
+from tests.helpers.api import ADMIN, create_survey
 
 
 def _import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:

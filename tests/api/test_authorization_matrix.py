@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import (
+from tests.helpers.api import (
     ADMIN,
     analyst_headers,
     create_central_survey,

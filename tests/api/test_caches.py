@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from app.services import surveys
 from app.services.cache import ByteLRU
 from app.services.surveys import ItemIndex, item_index
-from tests.api.conftest import ADMIN, create_ranking_survey, create_survey, register
+from tests.helpers.api import ADMIN, create_ranking_survey, create_survey, register
 
 
 def _index(m: int, label_chars: int) -> ItemIndex:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.api.conftest import ADMIN, create_survey, register
-from tests.consistency import check_pairwise_json, check_ranking_json
+from tests.helpers.api import ADMIN, create_survey, register
+from tests.helpers.consistency import check_pairwise_json, check_ranking_json
 
 
 def _answer(client, sid, headers, count, rng, theta, ids):

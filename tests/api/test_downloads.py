@@ -16,8 +16,8 @@ import time
 import httpx2
 import numpy as np
 
-from tests.api.conftest import ADMIN, ADMIN_KEY
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY
+from tests.helpers.live import LiveServer
 
 #: Longer than preparing the four exports takes (~1 s each), so that none is dropped early.
 SEND_TIMEOUT = 10.0

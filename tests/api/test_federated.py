@@ -13,7 +13,7 @@ from app.db.models import FederatedRound, RoundSite
 from app.site import masked_message, new_private_key, public_key
 from app.stats.federated import FederatedScheme
 from app.stats.rankings import mallows_sample
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 LABELS = ("Housing", "Transit", "Parks", "Schools", "Safety", "Jobs")
 

@@ -12,8 +12,8 @@ import pytest
 
 from app.stats import fit_debiased_mle, privatize
 from app.stats.simulation import uniform_theta
-from tests.api.conftest import ADMIN, create_survey, register
-from tests.conftest import Z
+from tests.helpers.api import ADMIN, create_survey, register
+from tests.helpers.stats import Z
 
 
 def test_complete_survey_ranking_equals_library_and_flips_at_the_rr_rate(client):

@@ -19,8 +19,11 @@ in the README uses 500).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from pathlib import Path
 
+import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
@@ -31,22 +34,34 @@ from app.db.migrate import upgrade
 from app.main import create_app
 
 EXAMPLES = int(os.environ.get("PRIVRANK_FUZZ_EXAMPLES", "30"))
-_DIR = tempfile.mkdtemp(prefix="privrank-fuzz-")
-_URL = f"sqlite:///{_DIR}/fuzz.db"
-upgrade(_URL)
+ADMIN = {"Authorization": "Bearer fuzz-admin"}
+#: The fuzzed service's database: nothing is created on import (the engine connects
+#: lazily); the ``world`` fixture makes the directory and the schema, and removes both.
+_DIR = Path(tempfile.gettempdir()) / f"privrank-fuzz-{os.getpid()}"
 APP = create_app(
     Settings(
-        DATABASE_URL=_URL,
+        DATABASE_URL=f"sqlite:///{_DIR / 'fuzz.db'}",
         PRIVRANK_ADMIN_KEY="fuzz-admin",
         PRIVRANK_REGISTER_PER_MINUTE=0,
         PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
     )
 )
-ADMIN = {"Authorization": "Bearer fuzz-admin"}
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP)  # in process: no database involved
 
 
-def _world() -> dict:
-    with TestClient(APP) as c:
+@pytest.fixture(scope="module")
+def world():
+    _DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        upgrade(str(APP.state.settings.database_url))
+        yield _world(APP)
+    finally:
+        APP.state.engine.dispose()
+        shutil.rmtree(_DIR, ignore_errors=True)
+
+
+def _world(app) -> dict:
+    with TestClient(app) as c:
         pairwise = c.post(
             "/v1/surveys", json={"title": "p", "items": ["a", "b", "c", "d"]}, headers=ADMIN
         ).json()
@@ -87,10 +102,6 @@ def _world() -> dict:
     }
 
 
-WORLD = _world()
-schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
-
-
 def _kind(path: str) -> str:
     if "/releases" in path:
         return "central"
@@ -104,22 +115,22 @@ _RESPONDENT_PATHS = ("/pairs", "/responses", "/question", "/respondents/me")
 
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-def test_no_server_errors_and_no_schema_violations(case):
+def test_no_server_errors_and_no_schema_violations(case, world):
     path = case.operation.path
     kind = _kind(path)
     params = case.path_parameters or {}
     for name, value in (
-        ("survey_id", WORLD["survey"][kind]),
-        ("round_id", WORLD["round"]),
-        ("release_id", WORLD["release"]),
-        ("key_id", WORLD["key"]),
+        ("survey_id", world["survey"][kind]),
+        ("round_id", world["round"]),
+        ("release_id", world["release"]),
+        ("key_id", world["key"]),
     ):
         if name in params:
             params[name] = value
     if path.startswith("/v1/site"):
-        token = WORLD["site"]
+        token = world["site"]
     elif path.endswith(_RESPONDENT_PATHS):
-        token = WORLD["respondent"][kind]
+        token = world["respondent"][kind]
     else:
         token = "fuzz-admin"
     case.call_and_validate(

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from app.db.models import Comparison, IdempotencyRecord, Item, new_id
 from app.services import analysis, ingestion
 from app.stats import mechanisms
-from tests.api.conftest import ADMIN, create_survey, register
+from tests.helpers.api import ADMIN, PAYLOADS, create_survey, register
 
 
 def post(client, sid, headers, comparisons, key=None, privatized=False, epsilon=None):
@@ -320,18 +320,6 @@ def test_rate_limiter_refills_over_time(monkeypatch):
     now[0] += 1.0
     assert lim.take("x", "ip") is None and lim.take("x", "ip") is not None
     assert all(lim.take("off", "ip") is None for _ in range(1000))
-
-
-PAYLOADS = [
-    "Robert'); DROP TABLE surveys;--",
-    "<script>window.__pwned = 1</script>",
-    '<img src=x onerror="window.__pwned=1">',
-    "<svg onload=alert(1)>",
-    "' OR '1'='1",
-    "Ünïcödé — 東京 — 🚇 — עברית — \u202eRTL override",
-    "%s %d {0} ${x} {{7*7}}",
-    '=HYPERLINK("http://evil")',
-]
 
 
 def test_hostile_labels_are_stored_and_returned_verbatim(client, db):

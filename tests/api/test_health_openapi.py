@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.api.conftest import ADMIN
+from tests.helpers.api import ADMIN
 
 CONTRACT = {
     ("post", "/v1/surveys"),

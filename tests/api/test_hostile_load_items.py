@@ -20,8 +20,8 @@ from sqlalchemy import create_engine, func, select
 
 from app.config import normalize_database_url
 from app.db.models import Comparison
-from tests.api.conftest import ADMIN, ADMIN_KEY, create_survey, register
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, register
+from tests.helpers.live import LiveServer
 
 
 def _post(client, sid, headers, pairs):

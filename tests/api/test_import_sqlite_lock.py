@@ -24,8 +24,8 @@ from sqlalchemy import func, select, update
 
 from app.db.models import Comparison, Respondent
 from app.services import ingestion
-from tests.api.conftest import ADMIN, ADMIN_KEY, create_survey, register
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, register
+from tests.helpers.live import LiveServer
 
 #: Respondents' answers must never wait this long for the import (the busy timeout they
 #: used to hit is 30 s; an uncontended answer takes ~10 ms, the import's write ~0.5 s).

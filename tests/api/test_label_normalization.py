@@ -13,7 +13,7 @@ import unicodedata
 from sqlalchemy import select
 
 from app.db.models import Comparison, Item
-from tests.api.conftest import ADMIN, create_survey
+from tests.helpers.api import ADMIN, create_survey
 
 COMPOSED = "Caf\u00e9"
 DECOMPOSED = "Cafe\u0301"

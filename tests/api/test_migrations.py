@@ -54,7 +54,7 @@ def test_every_migration_downgrades_and_upgrades_again(database_url, tmp_path):
         url = f"sqlite:///{tmp_path}/walk.db"
         drop = None
     else:
-        from tests.api.conftest import fresh_postgres_database
+        from tests.helpers.api import fresh_postgres_database
 
         url, drop = fresh_postgres_database(database_url.rsplit("/", 1)[0] + "/test")
     try:

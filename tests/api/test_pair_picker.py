@@ -22,8 +22,8 @@ import pytest
 from scipy import stats as sps
 
 from app.services import assignment
-from tests.api.conftest import ADMIN, ADMIN_KEY, create_survey, register
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, register
+from tests.helpers.live import LiveServer
 
 
 def fetch(client, sid, h, count):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 
 def fetch(client, sid, h, count):

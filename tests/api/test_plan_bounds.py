@@ -19,8 +19,8 @@ import pytest
 
 from app.services import planning
 from app.stats import planner
-from tests.api.conftest import ADMIN, ADMIN_KEY, create_survey
-from tests.live import LiveServer
+from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey
+from tests.helpers.live import LiveServer
 
 PLAN = "/v1/plan?items={m}&pairs_per_respondent={kp}&k=2"
 

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from app.db.models import Comparison, Respondent
 from app.stats import debias, fit_debiased_mle, fit_naive_mle
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 
 def answer(client, sid, h, triples, privatized=False, epsilon=None):

@@ -18,8 +18,8 @@ from app.stats.rankings import (
     mallows_log_pmf,
     ranking_stats,
 )
-from tests.api.conftest import ADMIN, analyst_headers, register
-from tests.conftest import assert_close_mc, binomial_se
+from tests.helpers.api import ADMIN, analyst_headers, register
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 LABELS = ("Housing", "Transit", "Parks", "Schools", "Safety")
 
@@ -57,7 +57,7 @@ def test_question_lists_the_items_in_a_fresh_random_order(client):
     assert body["adjacent_swap_probability"] == pytest.approx(1 / (1 + math.exp(0.5)))
     # Pairwise surveys have pairs, not a question; ranking surveys have no pairs.
     assert client.get(f"/v1/surveys/{s['id']}/pairs", headers=h).status_code == 409
-    from tests.api.conftest import create_survey
+    from tests.helpers.api import create_survey
 
     p = create_survey(client)
     _, hp = register(client, p["id"])
@@ -162,7 +162,7 @@ def test_bad_rankings_are_refused_without_echo(client, unchanged):
     assert closed.status_code == 200
     with unchanged():
         assert submit(client, s["id"], h, ids).status_code == 409
-    from tests.api.conftest import create_survey
+    from tests.helpers.api import create_survey
 
     p = create_survey(client)
     _, hp = register(client, p["id"])
@@ -299,7 +299,7 @@ def test_rankings_csv_reproduces_the_consensus(client, answered):
     lib = borda_aggregate(stats, 0)
     if len(set(stats.position_sum.tolist())) == 5:  # no exact ties: the order is determined
         assert api["order"] == [s["items"][x]["id"] for x in lib]
-    from tests.api.conftest import create_survey
+    from tests.helpers.api import create_survey
 
     p = create_survey(client)
     assert client.get(f"/v1/surveys/{p['id']}/rankings.csv", headers=ADMIN).status_code == 409

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db.models import Comparison, Release
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 CENTRAL = {"model": "central", "total_budget": 3.0, "max_comparisons_per_respondent": 3}
 

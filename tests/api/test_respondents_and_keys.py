@@ -8,7 +8,7 @@ import pytest
 
 from app.db.models import ApiKey, Respondent
 from app.services.auth import hash_secret
-from tests.api.conftest import ADMIN, create_survey, register
+from tests.helpers.api import ADMIN, create_survey, register
 
 
 def test_register_with_default_and_chosen_epsilon(client, db):

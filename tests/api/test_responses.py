@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 
 def post(client, sid, headers, comparisons, privatized=False, epsilon=None, key=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.api.conftest import (
+from tests.helpers.api import (
     ADMIN,
     create_central_survey,
     create_ranking_survey,

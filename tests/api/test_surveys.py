@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 
 def test_create_survey_returns_items_and_privacy(client):
@@ -209,7 +209,7 @@ def test_add_items_to_open_survey(client, unchanged):
 
 
 def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
-    from tests.api.conftest import register
+    from tests.helpers.api import register
 
     s = create_survey(client, epsilon_default=1.0, epsilon_min=0.5, epsilon_max=3.0, respondent_budget=10)
     with unchanged():

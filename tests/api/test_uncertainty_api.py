@@ -12,7 +12,7 @@ import pytest
 
 from app.stats import fit_debiased_mle
 from app.stats.inference import Clusters, confidence, rank_confidence
-from tests.api.conftest import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 
 @pytest.fixture(scope="module")

@@ -267,7 +267,8 @@ def survey_planner_check(reps: int) -> None:
     times is the planner's speed-up.
     """
     from app.stats.survey_plan import plan_survey
-    from tests.stats.test_survey_plan import _direct, _unbalanced_design
+    from tests.helpers.survey_plan import direct_simulation as _direct
+    from tests.helpers.survey_plan import unbalanced_design as _unbalanced_design
 
     design = _unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])

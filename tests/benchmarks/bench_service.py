@@ -233,9 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     import httpx2
 
     from app.stats.planner import plan
-    from tests.api.conftest import fresh_postgres_database
     from tests.benchmarks.bench_stats import versus_choix
-    from tests.live import LiveServer
+    from tests.helpers.api import fresh_postgres_database
+    from tests.helpers.live import LiveServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; targets not evaluated")

@@ -11,32 +11,12 @@ with ``PRIVRANK_SCREENSHOT_DIR=docs/img pytest tests/browser``), else to a temp 
 from __future__ import annotations
 
 import os
-import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.live import LiveServer
-
-ADMIN_KEY = "browser-admin-key"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-# Network-level messages Chromium logs for a non-2xx fetch; a test that expects such an
-# answer says so with console.allow(status).
-_FAILED_LOAD = re.compile(r"Failed to load resource: the server responded with a status of (\d+)")
-
-
-def chromium_path() -> str | None:
-    path = os.environ.get("PRIVRANK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    return path if path and Path(path).exists() else None
+from tests.helpers.browser import ADMIN_KEY, CHROMIUM_ARGS, FAILED_LOAD, chromium_path
+from tests.helpers.live import LiveServer
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +66,7 @@ class Console:
     def _console(self, msg) -> None:
         if msg.type not in ("error", "warning"):
             return
-        m = _FAILED_LOAD.search(msg.text)
+        m = FAILED_LOAD.search(msg.text)
         if m and int(m.group(1)) in self.allowed:
             return
         self.errors.append(f"{msg.type}: {msg.text}")

@@ -10,33 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from app.stats.rankings import kendall_distance, mallows_log_pmf
-from tests.browser.conftest import ADMIN_KEY
-from tests.conftest import assert_close_mc, binomial_se
-
-ITEMS = ["Housing", "Transit", "Parks", "Schools"]
-TRUTH = ["Transit", "Schools", "Housing", "Parks"]  # the respondents' true preference
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def sign_in(page, base: str) -> None:
-    page.goto(base + "/")
-    page.get_by_label("API key").fill(ADMIN_KEY)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
-
-
-def answer_pairs(page, link: str, n: int) -> None:
-    """One respondent: open the page, start at the default ε, answer n pairs truthfully."""
-    page.goto(f"{link}?n={n}")
-    expect(page.get_by_role("heading", name="Your privacy")).to_be_visible()
-    page.get_by_role("button", name="Start").click()
-    for k in range(n):
-        expect(page.locator("#progress-text")).to_have_text(f"Question {k + 1} of {n}")
-        a = page.locator("#choice-a").inner_text()
-        b = page.locator("#choice-b").inner_text()
-        best = a if TRUTH.index(a) < TRUTH.index(b) else b
-        page.get_by_role("button", name=best, exact=True).click()
-    expect(page.locator("#thanks")).to_be_visible()
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, answer_pairs, sign_in
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 
 def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_page, console, shots):
@@ -342,7 +317,7 @@ def test_hostile_labels_render_as_text(server, new_page):
     """Titles and labels with HTML/script payloads show as text in the dashboard (list,
     survey view, charts, tables) and on the respondent page; nothing runs, no element is
     injected."""
-    from tests.api.test_hardening import PAYLOADS
+    from tests.helpers.api import PAYLOADS
 
     labels = PAYLOADS[:4]
     r = httpx2.post(

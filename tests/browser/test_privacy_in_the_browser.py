@@ -14,9 +14,8 @@ from playwright.sync_api import expect
 from scipy import stats as sps
 
 from app.stats.rankings import expected_concordant_pairs, mallows_log_pmf
-from tests.browser.conftest import ADMIN_KEY
-from tests.browser.test_pages import ADMIN, ITEMS, TRUTH, sign_in
-from tests.conftest import assert_close_mc, binomial_se
+from tests.helpers.browser import ADMIN, ADMIN_KEY, ITEMS, TRUTH, sign_in
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 
 def _survey(server, **privacy) -> dict:

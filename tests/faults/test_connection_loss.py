@@ -19,7 +19,7 @@ from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
 from app.services import ingestion
-from tests.faults.conftest import ADMIN, ADMIN_KEY, PrivatePostgres
+from tests.helpers.faults import ADMIN, ADMIN_KEY, PrivatePostgres
 
 #: The steps of a submission, each after the write transaction began: the replay check,
 #: the survey's row lock, the statement storing the comparisons, pending batch and

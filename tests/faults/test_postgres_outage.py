@@ -35,7 +35,7 @@ import httpx2
 import pytest
 
 from tests.benchmarks.loadgen import LoadResult, create_survey, run_load
-from tests.faults.conftest import (
+from tests.helpers.faults import (
     ADMIN_KEY,
     check_acknowledged,
     engine_limits,

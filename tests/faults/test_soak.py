@@ -23,8 +23,8 @@ import numpy as np
 from sqlalchemy import create_engine, text
 
 from tests.benchmarks.loadgen import create_survey, percentiles
-from tests.faults.conftest import ADMIN_KEY, phase_seconds, serve
-from tests.live import LiveServer
+from tests.helpers.faults import ADMIN_KEY, phase_seconds, serve
+from tests.helpers.live import LiveServer
 
 USERS = 200
 

@@ -31,7 +31,7 @@ import time
 import httpx2
 
 from tests.benchmarks.loadgen import LoadResult, create_survey, run_load
-from tests.faults.conftest import ADMIN_KEY, check_acknowledged, children, phase_seconds, serve, worker_pids
+from tests.helpers.faults import ADMIN_KEY, check_acknowledged, children, phase_seconds, serve, worker_pids
 
 USERS = 8
 BATCH = 5

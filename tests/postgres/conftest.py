@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.api.conftest import fresh_postgres_database
+from tests.helpers.api import fresh_postgres_database
 
 DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -12,7 +12,7 @@ import numpy as np
 from sqlalchemy import create_engine, func, select, text
 
 from app.db.models import Comparison, PairStat, PendingBatch
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer concurrency-admin"}
 

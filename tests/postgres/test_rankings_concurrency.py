@@ -11,7 +11,7 @@ from sqlalchemy import create_engine, func, select
 from app.db.models import FederatedRound, Ranking, RoundSite
 from app.site import masked_message, new_private_key, public_key
 from app.stats.rankings import mallows_sample
-from tests.live import LiveServer
+from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer ranking-race-admin"}
 LABELS = ["a", "b", "c", "d", "e"]

@@ -28,7 +28,7 @@ from app.stats.central import (
     win_counts,
 )
 from app.stats.preflib import ballot_comparisons, read_preflib
-from tests.conftest import assert_close_mc
+from tests.helpers.stats import assert_close_mc
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "preflib-debian"
 Z = 3.0

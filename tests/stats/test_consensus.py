@@ -30,7 +30,7 @@ from app.stats.rankings import (
     positions_from_orders,
     ranking_stats,
 )
-from tests.conftest import assert_close_mc, binomial_se
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "preflib-debian"
 M = 5

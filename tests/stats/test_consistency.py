@@ -21,7 +21,7 @@ from app.stats.inference import (
     confidence,
     rank_confidence,
 )
-from tests.consistency import check_library
+from tests.helpers.consistency import check_library
 
 
 def _tiny_survey(rng):

@@ -21,7 +21,7 @@ from app.stats.mechanisms import (
     system_uniform,
     z_variance,
 )
-from tests.conftest import assert_close_mc, binomial_se
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 3.0, 8.0]
 

@@ -10,7 +10,7 @@ import pytest
 from app.stats import fit_debiased_mle, kendall_tau_error, linf_error, privatize, top_k_membership
 from app.stats.planner import epsilon_needed, plan, respondents_needed
 from app.stats.simulation import all_pairs, uniform_theta
-from tests.conftest import Z
+from tests.helpers.stats import Z
 
 
 def direct(m, L, pairs, eps_values, weights, k, reps, rng):

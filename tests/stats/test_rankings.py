@@ -41,7 +41,7 @@ from app.stats.rankings import (
     stage_moments,
     stage_pmf,
 )
-from tests.conftest import assert_close_mc, binomial_se
+from tests.helpers.stats import assert_close_mc, binomial_se
 
 
 def perms(m: int) -> np.ndarray:

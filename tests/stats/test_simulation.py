@@ -19,7 +19,7 @@ from app.stats.simulation import (
     sparse_design,
     uniform_theta,
 )
-from tests.conftest import assert_close_mc
+from tests.helpers.stats import assert_close_mc
 
 
 def test_theta_generators():

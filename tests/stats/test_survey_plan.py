@@ -20,15 +20,15 @@ import pytest
 from scipy.special import expit
 
 from app.stats import fit_debiased_mle_stats, pair_stats, privatize
-from app.stats.inference import Clusters, IntervalsUnavailable, confidence, rank_confidence
+from app.stats.inference import Clusters
 from app.stats.survey_plan import (
     MAX_SURVEY_PLAN_WORK,
-    SurveyDesign,
     attenuation,
     estimate_tau,
     plan_survey,
     respondents_to_certify,
 )
+from tests.helpers.survey_plan import direct_simulation, unbalanced_design
 
 
 def _survey(m, theta, n_resp, pairs_each, eps, tau, rng, pairs_pool=None):
@@ -76,74 +76,13 @@ def test_tau_is_zero_without_repeated_answers():
     assert estimate_tau(fit.theta, Clusters.from_answers(5, i, j, y, e, resp))[0] == 0.0
 
 
-def _direct(design, theta, k, added, tau, reps, seed, level=0.95):
-    """P(certified) and E(certified items) by simulating the survey answer by answer."""
-    rng = np.random.default_rng(seed)
-    m = design.n_items
-    a, b = np.triu_indices(m, 1)
-    index = {(int(x), int(y)): p for p, (x, y) in enumerate(zip(a, b, strict=True))}
-    profiles = design.profiles()
-    scale = attenuation(tau)
-    certified, items = [], []
-    for _ in range(reps):
-        counts = np.zeros(a.size)
-        for x, y in zip(design.i, design.j, strict=True):
-            counts[index[(min(x, y), max(x, y))]] += 1
-        i, j, eps, resp = list(design.i), list(design.j), list(design.epsilon), list(design.respondent)
-        for r in range(added):
-            profile = profiles[rng.integers(len(profiles))]
-            keys = counts + rng.random(a.size)  # next_pairs: fewest answers first, random tie-break
-            chosen = np.argsort(keys)[: profile.size]
-            for p, e in zip(chosen, profile, strict=True):
-                flip = rng.random() < 0.5
-                i.append(b[p] if flip else a[p])
-                j.append(a[p] if flip else b[p])
-                eps.append(e)
-                resp.append(design.n_respondents + r)
-                counts[p] += 1
-        i, j, eps, resp = np.array(i), np.array(j), np.array(eps), np.array(resp)
-        u = tau * rng.standard_normal((design.n_respondents + added, m))
-        y = rng.random(i.size) < expit(scale * (theta[i] - theta[j]) + u[resp, i] - u[resp, j])
-        y_t = privatize(y.astype(int), eps, rng).astype(float)
-        fit = fit_debiased_mle_stats(pair_stats(m, i, j, y_t, eps))
-        try:
-            conf = confidence(fit, level, clusters=Clusters.from_answers(m, i, j, y_t, eps, resp))
-        except IntervalsUnavailable:
-            certified.append(0.0)
-            items.append(0.0)
-            continue
-        ranks = rank_confidence(
-            conf.estimate, conf.cov, level, k, rng=rng, component=conf.component, point=conf.theta
-        )
-        n = int(ranks.top_k_certain.sum())
-        certified.append(float(n == k))
-        items.append(float(n))
-    return np.array(certified), np.array(items)
-
-
-def _unbalanced_design(rng):
-    """6 items; 30 respondents × 4 pairs at ε ∈ {1, 2}, half of them only ever asked about items 0–3."""
-    m = 6
-    a, b = np.triu_indices(m, 1)
-    inner = np.flatnonzero(b < 4)
-    i, j, eps, resp = [], [], [], []
-    for r in range(30):
-        pool = inner if r < 15 else np.arange(a.size)
-        for p in rng.choice(pool, 4, replace=False):
-            i.append(a[p])
-            j.append(b[p])
-            eps.append(1.0 if r % 3 == 0 else 2.0)
-            resp.append(r)
-    return SurveyDesign.from_comparisons(m, i, j, eps, resp)
-
-
 @pytest.mark.parametrize(("added", "tau"), [(500, 0.0), (500, 0.8), (800, 1.5)])
 def test_planner_agrees_with_a_direct_simulation_of_the_survey(added, tau):
-    design = _unbalanced_design(np.random.default_rng(7))
+    design = unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])
     reps = 300
     plan = plan_survey(design, theta, 2, added, tau=tau, replications=reps, seed=1)
-    certified, items = _direct(design, theta, 2, added, tau, reps, seed=2)
+    certified, items = direct_simulation(design, theta, 2, added, tau, reps, seed=2)
     for predicted, direct in ((plan.p_certified, certified), (plan.certified_items, items)):
         se = math.sqrt(predicted.se**2 + direct.var(ddof=1) / reps)
         # Two independent Monte Carlo estimates of one quantity: |difference| within
@@ -155,7 +94,7 @@ def test_planner_agrees_with_a_direct_simulation_of_the_survey(added, tau):
 
 def test_more_heterogeneity_needs_more_respondents():
     # New respondents answer all 15 pairs, so one person's taste moves many answers.
-    design = _unbalanced_design(np.random.default_rng(7))
+    design = unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])
     options = {"replications": 300, "seed": 3, "pairs_per_respondent": 15, "epsilon": 2.0}
     calm = plan_survey(design, theta, 2, 150, tau=0.0, **options)
@@ -166,7 +105,7 @@ def test_more_heterogeneity_needs_more_respondents():
 
 
 def test_search_finds_the_smallest_size_that_reaches_the_target():
-    design = _unbalanced_design(np.random.default_rng(7))
+    design = unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])
     n, plan, limit = respondents_to_certify(design, theta, 2, 0.7, tau=0.3, replications=60, seed=4)
     assert limit is None
@@ -185,7 +124,7 @@ def test_search_finds_the_smallest_size_that_reaches_the_target():
 
 
 def test_work_is_bounded_and_input_checked():
-    design = _unbalanced_design(np.random.default_rng(7))
+    design = unbalanced_design(np.random.default_rng(7))
     theta = np.zeros(6)
     with pytest.raises(ValueError, match="too much work"):
         plan_survey(design, theta, 2, MAX_SURVEY_PLAN_WORK // 4, replications=10)

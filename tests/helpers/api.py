@@ -1,0 +1,97 @@
+"""Calls the API tests make over and over: create surveys, register respondents, mint
+an analyst key; a fresh PostgreSQL database; a digest of the whole database."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.config import normalize_database_url
+from app.db import models
+
+ADMIN_KEY = "test-admin-key-0123456789"
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+#: Hostile strings (SQL, HTML, format strings, unicode, spreadsheet formulas) used as labels.
+PAYLOADS = [
+    "Robert'); DROP TABLE surveys;--",
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned=1">',
+    "<svg onload=alert(1)>",
+    "' OR '1'='1",
+    "Ünïcödé — 東京 — 🚇 — עברית — \u202eRTL override",
+    "%s %d {0} ${x} {{7*7}}",
+    '=HYPERLINK("http://evil")',
+]
+
+
+def fresh_postgres_database(server_url: str) -> tuple[str, callable]:
+    """Create an empty database on the server of ``server_url``; returns its URL and a dropper."""
+    import psycopg
+
+    name = f"privrank_test_{uuid.uuid4().hex[:12]}"
+    conninfo = server_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, _ = normalize_database_url(server_url).rpartition("/")
+    url = f"{base}/{name}"
+
+    def drop() -> None:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return url, drop
+
+
+def database_state(app) -> dict[str, str]:
+    """A digest of every row of every table: a rejected request must leave it unchanged
+    (not merely the row counts: an UPDATE or a delete-and-insert would pass those)."""
+    with app.state.session_factory() as session:
+        state = {}
+        for table in models.Base.metadata.sorted_tables:
+            rows = session.execute(select(table).order_by(*table.primary_key.columns)).all()
+            state[table.name] = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
+        return state
+
+
+def create_survey(client: TestClient, items=("A", "B", "C", "D"), **privacy) -> dict:
+    body = {"title": "Test survey", "items": list(items)}
+    if privacy:
+        body["privacy"] = privacy
+    r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def create_ranking_survey(client: TestClient, items=("a", "b", "c")) -> dict:
+    r = client.post(
+        "/v1/surveys", json={"title": "r", "kind": "ranking", "items": list(items)}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def create_central_survey(client: TestClient, items=("a", "b", "c"), budget=100.0, per_respondent=3) -> dict:
+    privacy = {"model": "central", "total_budget": budget, "max_comparisons_per_respondent": per_respondent}
+    r = client.post(
+        "/v1/surveys", json={"title": "c", "items": list(items), "privacy": privacy}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def register(client: TestClient, survey_id: str, epsilon: float | None = None) -> tuple[str, dict]:
+    body = {} if epsilon is None else {"epsilon": epsilon}
+    r = client.post(f"/v1/surveys/{survey_id}/respondents", json=body)
+    assert r.status_code == 201, r.text
+    data = r.json()
+    return data["respondent_id"], {"Authorization": f"Bearer {data['token']}"}
+
+
+def analyst_headers(client: TestClient) -> dict:
+    r = client.post("/v1/keys", json={"label": "analyst"}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['key']}"}

@@ -1,0 +1,24 @@
+"""Statistical assertions.
+
+Statistical assertions use a z-score of 4.5 unless a test says otherwise: for a
+correct implementation a seeded test then fails with probability < 7e-6 over
+seeds, so a failure means the code is wrong, not that the seed was unlucky.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Z = 4.5
+
+
+def assert_close_mc(observed: float, expected: float, se: float, z: float = Z, what: str = "") -> None:
+    """|observed − expected| ≤ z·se, with se the Monte Carlo standard error."""
+    assert se > 0, "standard error must be positive"
+    dev = abs(observed - expected) / se
+    assert dev <= z, f"{what}: observed {observed:.6g}, expected {expected:.6g} ± {z}·{se:.3g} ({dev:.2f} se)"
+
+
+def binomial_se(n: int, p: float) -> float:
+    """Standard error of a binomial proportion."""
+    return float(np.sqrt(p * (1 - p) / n))
