@@ -231,7 +231,7 @@ def test_classic_and_debiased_rank_identically_homogeneous_complete_T6():
         np.testing.assert_array_equal(
             competition_ranks(deb.theta, 1e-7), competition_ranks(naive.theta, 1e-7)
         )
-        # ... while the naive scores are shrunk towards 0 (note §5.1)
+        # ... while the naive scores are shrunk towards 0 (docs/estimator.md §8.1; paper Lemma 1)
         assert np.abs(naive.theta).max() < np.abs(deb.theta).max()
 
 

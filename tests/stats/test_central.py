@@ -1,6 +1,6 @@
 """Central-model DP releases (Cai, Chakraborty & Wang): sensitivity, noise, trends, real ballots.
 
-Section A of the design note's validation list are exact checks; section B are
+Section A: exact checks of the sensitivities and noise calibration (docs/mechanisms.md §2.2–2.3); section B are
 the paper's Experiments 1–7 at reduced size (seeded; each comparison of means is
 one-sided at z = 3 on the Monte Carlo standard error of the difference).
 """
@@ -181,7 +181,7 @@ def test_individual_sensitivity_bounds_A2_A3():
         ratio = _logdet_hessian(t, n, i, j, gamma) - _logdet_hessian(t, n, i2, j2, gamma)
         assert abs(ratio) <= L * math.log(1 + 2 * KAPPA2 / gamma) + 1e-9
     # The worst case is exactly 2L: a user's L wins of item 0 over 1 become L wins of 1 over 0 —
-    # which is why Algorithm 3's printed scale L/ε gives only 2ε (note P2).
+    # which is why Algorithm 3's printed scale L/ε gives only 2ε (docs/mechanisms.md §2.2).
     i, j, y = np.zeros(L, int), np.ones(L, int), np.ones(L, int)
     d = win_counts(2, i, j, np.ones(L, int), y) - win_counts(2, i, j, np.ones(L, int), 1 - y)
     assert np.abs(d).sum() == 2 * L and worst <= 2 * L
@@ -338,7 +338,7 @@ def test_published_parameters_depend_on_public_values_only():
 def _theta(n, rng):
     k = max(n // 4, 1)
     e = np.ones(n)
-    e[k:] = rng.uniform(0.2, 0.7, n - k)  # 0-based: the first k items are the top set (note §7.1)
+    e[k:] = rng.uniform(0.2, 0.7, n - k)  # 0-based: the first k items are the top set (docs/mechanisms.md §2.5; paper §4.1.1)
     t = np.log(e)
     return t - t.mean(), k
 

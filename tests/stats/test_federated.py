@@ -1,4 +1,4 @@
-"""Borda FRA and Lehmer FRA with secure aggregation (federated note §5.4: D1–D9, S1–S4)."""
+"""Borda FRA and Lehmer FRA with secure aggregation (docs/federated.md §2–7)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_quantizer_nearest_centroid_with_midpoints_to_the_larger_index():
 
 def test_lehmer_parameters():
     assert lehmer_concentration(10, 0.5) == pytest.approx(0.7991, abs=1e-4)
-    assert lehmer_low_bits(10, 0.5, 500, 0.01) == 8  # note §2.8 example
+    assert lehmer_low_bits(10, 0.5, 500, 0.01) == 8  # docs/federated.md §4.2 example (paper eq. (5))
     with pytest.raises(ValueError, match="phi"):
         lehmer_low_bits(20, 0.62, 500, 0.01)
     # φ + φ² < 1 + φ^N holds up to φ ≈ 0.618 at every N, and fails at 0.62 for N ≥ 20.
@@ -103,7 +103,7 @@ def test_bit_split_round_trips_when_all_sites_agree(low_bits):
         est, code = lehmer_server_order(total, m, sites, low_bits, rng)
         assert est.tolist() == order.tolist()
         assert code.tolist() == lehmer_code(positions_from_orders(order)).tolist()
-    # The note's example: coordinate i = 20 (1-based), I = 2, v = 19 → high 4, low 3.
+    # docs/federated.md §4.3, correction 3: coordinate i = 20 (1-based), I = 2, v = 19 → high 4, low 3.
     code = np.zeros(20, dtype=np.int64)
     code[19] = 19
     order = orders_from_positions(lehmer_decode(code))
@@ -294,9 +294,9 @@ def test_s4_lehmer_mean_is_worse_than_majority(experiments):
         assert mean > 4.5 * se, key
 
 
-def test_reference_values_of_the_note_within_monte_carlo_error(experiments):
-    """The note's own re-implementation (100 replicates, §5.4): our means agree within the
-    combined Monte Carlo error (z = 4.5, the note's se estimated from our spread)."""
+def test_reference_values_within_monte_carlo_error(experiments):
+    """The reference values of docs/federated.md §7 (an independent re-implementation, 100 replicates): our means agree within the
+    combined Monte Carlo error (z = 4.5, the reference's se estimated from our spread; docs/federated.md §7)."""
     ref = {
         (0.3, False, 1): {"borda_fra": 0.31, "lehmer_fra": 0.25},
         (0.5, False, 5): {"borda_fra": 0.18, "lehmer_fra": 0.38},

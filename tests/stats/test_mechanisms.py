@@ -1,4 +1,4 @@
-"""Randomized response, debiasing and the Laplace baseline (note §1.2–1.3, §5.2)."""
+"""Randomized response, debiasing and the Laplace baseline (docs/estimator.md §2–3, §8.2; docs/mechanisms.md §1)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_example_1_probabilities_T2():
     p12 = rr_probability(theta[0], theta[1], eps)
     p23 = rr_probability(theta[1], theta[2], eps)
     p13 = rr_probability(theta[0], theta[2], eps)
-    # In the stated orientation (θ1 < θ2 < θ3): 4/9, 4/9, 2/5 (note §1.2, [D]).
+    # In the stated orientation (θ1 < θ2 < θ3): 4/9, 4/9, 2/5 (docs/estimator.md §2; paper Example 1).
     assert (p12, p23, p13) == pytest.approx((4 / 9, 4 / 9, 2 / 5), abs=1e-15)
     # The paper's printed values are the preferred item's: 5/9, 5/9, 3/5.
     assert (1 - p12, 1 - p23, 1 - p13) == pytest.approx((5 / 9, 5 / 9, 3 / 5), abs=1e-15)
@@ -69,7 +69,7 @@ def test_lemma_2_mean_and_variance_exact_T1(eps, d):
     mean = q * z1 + (1 - q) * z0
     var = q * z1**2 + (1 - q) * z0**2 - mean**2
     assert mean == pytest.approx(expit(d), rel=1e-12)  # E z = σ(θ_i − θ_j)
-    # Lemma 2 as printed, and its closed form σ'(d) + e^ε/(e^ε−1)² (note §1.3).
+    # Lemma 2 as printed, and its closed form σ'(d) + e^ε/(e^ε−1)² (docs/estimator.md §3).
     assert float(z_variance(d, 0.0, eps)) == pytest.approx(var, rel=1e-10)
     closed = expit(d) * (1 - expit(d)) + math.exp(eps) / math.expm1(eps) ** 2
     assert closed == pytest.approx(var, rel=1e-10)
@@ -78,8 +78,8 @@ def test_lemma_2_mean_and_variance_exact_T1(eps, d):
     )
 
 
-def test_privacy_noise_variance_matches_note_values():
-    # note §1.3: 3.918 at 0.5, 0.921 at 1, 0.181 at 2, 0.0551 at 3.
+def test_privacy_noise_variance_matches_the_reference_values():
+    # docs/estimator.md §3: 3.918 at 0.5, 0.921 at 1, 0.181 at 2, 0.0551 at 3.
     np.testing.assert_allclose(
         privacy_noise_variance([0.5, 1.0, 2.0, 3.0]), [3.918, 0.921, 0.181, 0.0551], rtol=2e-3
     )
@@ -261,7 +261,7 @@ def test_laplace_baseline_noise_scale():
 
 
 def test_debiased_rr_has_smaller_variance_than_laplace_for_every_epsilon():
-    # note §5.2: e^ε/(e^ε−1)² < 2/ε² for all ε > 0; the ratio → 2 as ε → 0.
+    # docs/estimator.md §8.2: e^ε/(e^ε−1)² < 2/ε² for all ε > 0; the ratio → 2 as ε → 0.
     eps = np.geomspace(1e-3, 20, 400)
     rr, lap = privacy_noise_variance(eps), 2 / eps**2
     assert np.all(rr < lap)

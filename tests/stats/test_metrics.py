@@ -1,4 +1,4 @@
-"""Ranking metrics H_K and K with the tie convention of note §4."""
+"""Ranking metrics H_K and K with the tie convention of docs/estimator.md §6."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_kendall_matches_brute_force_with_ties_for_larger_m():
 
 
 def test_solver_noise_is_a_tie():
-    # Exact Borda ties come out of a solver as ~1e-10 differences (note P11).
+    # Exact Borda ties come out of a solver as ~1e-10 differences (docs/estimator.md §5, §6).
     noisy = np.array([1.0, 1.0 + 3e-11, 0.0])
     assert tie_groups(noisy).tolist() == [0, 0, 1]
     assert competition_ranks(noisy).tolist() == [1, 1, 3]

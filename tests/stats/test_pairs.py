@@ -1,4 +1,4 @@
-"""Per-pair sufficient statistics (note §7.2): exact against a brute-force loop."""
+"""Per-pair sufficient statistics (docs/estimator.md §4.1): exact against a brute-force loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Permutations, the Mallows mechanism and rank aggregation (Mallows note, federated note).
+"""Permutations, the Mallows mechanism and rank aggregation (docs/mechanisms.md §3, docs/federated.md).
 
 Exact tests enumerate S_m for m ≤ 6; statistical ones are seeded with z = 4.5
 tolerances (tests/conftest.py) or χ² p-values against 1e-4.
@@ -55,7 +55,7 @@ def brute_kendall(a, b) -> int:
 
 
 def neighbours(order) -> set[tuple[int, ...]]:
-    """Orderings obtained by taking one item out and reinserting it elsewhere (note §2.2)."""
+    """Orderings obtained by taking one item out and reinserting it elsewhere (docs/mechanisms.md §3.1; Definition 2)."""
     out = set()
     for k in range(len(order)):
         rest = list(order[:k]) + list(order[k + 1 :])
@@ -74,7 +74,7 @@ CENTER5 = np.array([2, 0, 3, 4, 1])
 
 
 def test_orderings_and_position_vectors_are_inverse():
-    # Note §1.1: rank vector (2,3,1) (1-based) has ordering (I3, I1, I2).
+    # Rank vector vs ordering (docs/README.md §2): rank vector (2,3,1) (1-based) has ordering (I3, I1, I2).
     pos = np.array([1, 2, 0])
     assert orders_from_positions(pos).tolist() == [2, 0, 1]
     assert positions_from_orders(np.array([2, 0, 1])).tolist() == [1, 2, 0]
@@ -91,13 +91,13 @@ def test_kendall_distance_matches_brute_force_both_paths():
         assert got.tolist() == [brute_kendall(x, y) for x, y in zip(a, b, strict=True)]
     assert kendall_distance(np.arange(6), np.arange(6)[::-1]) == 15
     assert kendall_distance(np.array([2, 0, 1]), np.array([0, 1, 2])) == 2
-    # Invariant to relabelling the items (federated note §2.2).
+    # Invariant to relabelling the items (docs/federated.md §2).
     a, b, relabel = rng.permutation(9), rng.permutation(9), rng.permutation(9)
     assert kendall_distance(relabel[a], relabel[b]) == kendall_distance(a, b)
 
 
 def test_lehmer_worked_examples_and_round_trip():
-    # Federated note §2.5 (1-based positions there, 0-based here).
+    # docs/federated.md §2, Lehmer examples (1-based positions there, 0-based here).
     assert lehmer_code(np.array([2, 0, 1])).tolist() == [0, 1, 1]
     assert lehmer_code(np.array([1, 3, 0, 2])).tolist() == [0, 0, 2, 1]
     assert lehmer_code(np.array([3, 2, 1, 0])).tolist() == [0, 1, 2, 3]
@@ -205,9 +205,9 @@ def test_default_randomness_comes_from_the_os(monkeypatch):
 
 
 def test_privacy_loss_over_neighbours_equals_epsilon_exactly():
-    """Lemma 1, tight (note §2.5): max over every input, each of its (m−1)² single-move
+    """Lemma 1, tight (docs/mechanisms.md §3.2): max over every input, each of its (m−1)² single-move
     neighbours and every output of |log P(σ̃|φ) − log P(σ̃|φ')| is exactly ε. And the exact
-    LDP level over arbitrary input pairs is εm/2 (note §2.4)."""
+    LDP level over arbitrary input pairs is εm/2 (docs/mechanisms.md §3.3)."""
     for m in (3, 4, 5, 6):
         p = perms(m)
         index = {tuple(x): k for k, x in enumerate(p)}
@@ -232,16 +232,16 @@ def test_normalizer_matches_brute_force_and_reference_values():
         for b in (0.1, 0.7, 2.5):
             brute = np.exp(-b * kendall_distance(np.arange(m), perms(m))).sum()
             assert math.exp(mallows_log_normalizer(m, b)) == pytest.approx(brute, rel=1e-12)
-    # Ψ = e^{b·C(m,2)}·Z, reference values of note §1.3.
+    # Ψ = e^{b·C(m,2)}·Z, reference values of docs/mechanisms.md §3.5.
     for m, eps, psi in [(3, 0.7, 10.72329163), (5, 2.0, 2413.388299), (8, 0.7, 177365.473)]:
         b = eps / (m - 1)
         assert math.exp(mallows_log_normalizer(m, b) + b * m * (m - 1) / 2) == pytest.approx(psi, rel=1e-8)
-    # Federated note D3: Z for N = 5, φ = 0.5.
+    # docs/federated.md §2 and §7: Z for N = 5, φ = 0.5 (the federated paper's printed normalizer is off by one).
     assert math.exp(mallows_log_normalizer(5, math.log(2))) == pytest.approx(9.5361328125, rel=1e-12)
 
 
 def test_stage_moments_theorem_1_3():
-    # Reference values of note §3.5 and the exact moments of stage_pmf.
+    # Reference values of docs/mechanisms.md §3.5 (Theorem 1(3)) and the exact moments of stage_pmf.
     assert stage_moments(3, 5, 1.0) == pytest.approx((1.16495374, 0.64629443), abs=1e-8)
     assert stage_moments(7, 10, 3.0) == pytest.approx((4.22397087, 3.09019727), abs=1e-8)
     for m in (3, 6):
@@ -273,7 +273,7 @@ def test_adjacent_pairs_flip_with_probability_one_over_one_plus_e_b():
         for a in range(m - 1):
             flipped = prob[pos[:, a] > pos[:, a + 1]].sum()
             assert flipped == pytest.approx(rk.adjacent_flip_probability(m, eps), rel=1e-12)
-    # Note §4a's Monte Carlo check: m = 6, ε = 1.5 → 0.4256.
+    # Adjacent swap probability 1/(1 + e^{ε/(m−1)}) (docs/mechanisms.md §3.2): m = 6, ε = 1.5 → 0.4256.
     assert rk.adjacent_flip_probability(6, 1.5) == pytest.approx(0.4256, abs=1e-4)
 
 
@@ -299,7 +299,7 @@ def test_edge_cases_and_limits():
 
 
 def test_lemma_4_mallows_keeps_more_concordant_pairs_than_laplace():
-    # Exact table of note §6.1.
+    # Exact table of docs/mechanisms.md §3.4 (Lemma 4).
     table = [
         (3, 1, 1.9426, 1.7448),
         (5, 2, 6.9328, 6.1850),
@@ -409,9 +409,9 @@ def test_kemeny_approximation_is_locally_optimal_and_certified():
 
 
 def test_inference_attack_kemeny_error_obeys_the_binomial_bound_and_reference():
-    """Note §4a/§6.3: N synthetic copies of one ranking; the attacker's MLE (Kemeny) errs
+    """Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4–3.5): N synthetic copies of one ranking; the attacker's MLE (Kemeny) errs
     at least P(Bin(N, 1/(1+e^{ε/(m−1)})) > N/2) of the time, and its error (uniform
-    tie-breaking) matches the note's Monte Carlo reference within MC error."""
+    tie-breaking) matches the Monte Carlo reference of docs/mechanisms.md §3.5 within MC error (Theorem 2; §3.4)."""
     rng = np.random.default_rng(12)
     reps = 1000
     for m, eps, n_copies, ref in [(4, 2.0, 20, 0.209), (3, 1.0, 50, 0.081), (5, 2.0, 20, 0.493)]:
@@ -424,7 +424,7 @@ def test_inference_attack_kemeny_error_obeys_the_binomial_bound_and_reference():
         flip = rk.adjacent_flip_probability(m, eps)
         bound = float(sps.binom.sf(n_copies // 2, n_copies, flip))
         assert rate >= bound - 4.5 * binomial_se(reps, max(bound, 1e-3))
-        se = math.sqrt(binomial_se(reps, ref) ** 2 + binomial_se(1000, ref) ** 2)  # ours and the note's
+        se = math.sqrt(binomial_se(reps, ref) ** 2 + binomial_se(1000, ref) ** 2)  # ours and the reference's (docs/mechanisms.md §3.5)
         assert_close_mc(rate, ref, se, what=f"attack m={m} eps={eps} N={n_copies}")
 
 

@@ -86,7 +86,7 @@ def test_scenario_I_rate_is_one_over_root_L(scenario_one):
 
 
 def test_scheme_epsilons_follow_the_formulas():
-    # Values of note §3 ("Values [D]"), keyed by formula; the paper's numbers 1-3.
+    # Values of docs/estimator.md §7 (adaptive schemes), keyed by formula; the paper's numbers 1-3.
     assert SCHEMES == {"log_over_sqrt": 1, "inv_sqrt": 2, "inv_sqrt_log": 3}
     Ls = [50, 100, 200, 400, 800, 1600]
     table = {
@@ -109,7 +109,7 @@ def test_scenario_II_dividing_line_by_formula_T10():
     """ε ∝ log(mL)/√(mL) converges, ε ∝ 1/(√(mL) log mL) diverges (Cor. 1-2).
 
     The paper's narrative says the opposite with the scheme numbers swapped
-    (note §3); the formulas and the theory agree with this test.
+    (docs/estimator.md §7, "Printed scheme labels"); the formulas and the theory agree with this test.
     """
     result = run_scenario("II", replications=100, seed=2)
     for m in (10, 20, 30):
@@ -144,7 +144,7 @@ def test_scenario_III_ranking_errors_fall_with_L_m_delta_T11():
         assert_smaller(result, "K", dict(m=m, delta=0.2, L=100), dict(m=m, delta=0.05, L=100))
         assert_smaller(result, "H_K", dict(m=m, delta=0.2, L=100), dict(m=m, delta=0.05, L=100))
     assert_smaller(result, "K", dict(m=30, delta=0.1, L=200), dict(m=10, delta=0.1, L=200))
-    # "approaches almost zero" at (L, m, Δ) = (400, 30, 0.2): note [S] K ≈ 0.002.
+    # "approaches almost zero" at (L, m, Δ) = (400, 30, 0.2) (paper §5.2, Scenario III; docs/estimator.md §9); an independent reproduction gave K ≈ 0.002.
     k_end, _ = result.value("K", m=30, delta=0.2, L=400)
     assert k_end < 0.01
 
@@ -153,7 +153,7 @@ def test_scenario_V_classic_rr_stays_biased_while_debiased_converges_T9():
     rng = np.random.default_rng(4)
     m, eps, reps = 10, 2.0, 100
     theta = uniform_theta(m, rng)
-    # Population limit of classic RR (note §5.1): the BTL fit of the flipped
+    # Population limit of classic RR (docs/estimator.md §8.1): the BTL fit of the flipped
     # probabilities q_ij, here the exact minimizer with the data replaced by its mean.
     pi, pj = all_pairs(m)
     q = rr_probability(theta[pi], theta[pj], eps)
