@@ -1,6 +1,7 @@
 """Central-model DP releases (Cai, Chakraborty & Wang): sensitivity, noise, trends, real ballots.
 
-Section A: exact checks of the sensitivities and noise calibration (docs/mechanisms.md §2.2–2.3); section B are
+Section A: exact checks of the sensitivities and noise calibration
+(docs/mechanisms.md §2.2–2.3); section B are
 the paper's Experiments 1–7 at reduced size (seeded; each comparison of means is
 one-sided at z = 3 on the Monte Carlo standard error of the difference).
 """
@@ -338,7 +339,8 @@ def test_published_parameters_depend_on_public_values_only():
 def _theta(n, rng):
     k = max(n // 4, 1)
     e = np.ones(n)
-    e[k:] = rng.uniform(0.2, 0.7, n - k)  # 0-based: the first k items are the top set (docs/mechanisms.md §2.5; paper §4.1.1)
+    # 0-based: the first k items are the top set (docs/mechanisms.md §2.5; paper §4.1.1)
+    e[k:] = rng.uniform(0.2, 0.7, n - k)
     t = np.log(e)
     return t - t.mean(), k
 

@@ -295,8 +295,9 @@ def test_s4_lehmer_mean_is_worse_than_majority(experiments):
 
 
 def test_reference_values_within_monte_carlo_error(experiments):
-    """The reference values of docs/federated.md §7 (an independent re-implementation, 100 replicates): our means agree within the
-    combined Monte Carlo error (z = 4.5, the reference's se estimated from our spread; docs/federated.md §7)."""
+    """The reference values of docs/federated.md §7 (an independent re-implementation,
+    100 replicates): our means agree within the combined Monte Carlo error (z = 4.5, the
+    reference's se estimated from our spread)."""
     ref = {
         (0.3, False, 1): {"borda_fra": 0.31, "lehmer_fra": 0.25},
         (0.5, False, 5): {"borda_fra": 0.18, "lehmer_fra": 0.38},

@@ -1,4 +1,6 @@
-"""Randomized response, debiasing and the Laplace baseline (docs/estimator.md §2–3, §8.2; docs/mechanisms.md §1)."""
+"""Randomized response, debiasing and the Laplace baseline.
+
+See docs/estimator.md §2–3, §8.2 and docs/mechanisms.md §1."""
 
 from __future__ import annotations
 

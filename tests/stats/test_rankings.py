@@ -55,7 +55,8 @@ def brute_kendall(a, b) -> int:
 
 
 def neighbours(order) -> set[tuple[int, ...]]:
-    """Orderings obtained by taking one item out and reinserting it elsewhere (docs/mechanisms.md §3.1; Definition 2)."""
+    """Orderings obtained by taking one item out and reinserting it elsewhere
+    (docs/mechanisms.md §3.1; Definition 2)."""
     out = set()
     for k in range(len(order)):
         rest = list(order[:k]) + list(order[k + 1 :])
@@ -236,7 +237,8 @@ def test_normalizer_matches_brute_force_and_reference_values():
     for m, eps, psi in [(3, 0.7, 10.72329163), (5, 2.0, 2413.388299), (8, 0.7, 177365.473)]:
         b = eps / (m - 1)
         assert math.exp(mallows_log_normalizer(m, b) + b * m * (m - 1) / 2) == pytest.approx(psi, rel=1e-8)
-    # docs/federated.md §2 and §7: Z for N = 5, φ = 0.5 (the federated paper's printed normalizer is off by one).
+    # docs/federated.md §2 and §7: Z for N = 5, φ = 0.5 (the federated paper's printed
+    # normalizer is off by one).
     assert math.exp(mallows_log_normalizer(5, math.log(2))) == pytest.approx(9.5361328125, rel=1e-12)
 
 
@@ -409,9 +411,10 @@ def test_kemeny_approximation_is_locally_optimal_and_certified():
 
 
 def test_inference_attack_kemeny_error_obeys_the_binomial_bound_and_reference():
-    """Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4–3.5): N synthetic copies of one ranking; the attacker's MLE (Kemeny) errs
-    at least P(Bin(N, 1/(1+e^{ε/(m−1)})) > N/2) of the time, and its error (uniform
-    tie-breaking) matches the Monte Carlo reference of docs/mechanisms.md §3.5 within MC error (Theorem 2; §3.4)."""
+    """Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4–3.5): N synthetic copies of one
+    ranking; the attacker's MLE (Kemeny) errs at least P(Bin(N, 1/(1+e^{ε/(m−1)})) > N/2)
+    of the time, and its error (uniform tie-breaking) matches the Monte Carlo reference of
+    docs/mechanisms.md §3.5 within MC error."""
     rng = np.random.default_rng(12)
     reps = 1000
     for m, eps, n_copies, ref in [(4, 2.0, 20, 0.209), (3, 1.0, 50, 0.081), (5, 2.0, 20, 0.493)]:
@@ -424,7 +427,7 @@ def test_inference_attack_kemeny_error_obeys_the_binomial_bound_and_reference():
         flip = rk.adjacent_flip_probability(m, eps)
         bound = float(sps.binom.sf(n_copies // 2, n_copies, flip))
         assert rate >= bound - 4.5 * binomial_se(reps, max(bound, 1e-3))
-        se = math.sqrt(binomial_se(reps, ref) ** 2 + binomial_se(1000, ref) ** 2)  # ours and the reference's (docs/mechanisms.md §3.5)
+        se = math.sqrt(binomial_se(reps, ref) ** 2 + binomial_se(1000, ref) ** 2)  # ours and the reference's
         assert_close_mc(rate, ref, se, what=f"attack m={m} eps={eps} N={n_copies}")
 
 

@@ -144,7 +144,8 @@ def test_scenario_III_ranking_errors_fall_with_L_m_delta_T11():
         assert_smaller(result, "K", dict(m=m, delta=0.2, L=100), dict(m=m, delta=0.05, L=100))
         assert_smaller(result, "H_K", dict(m=m, delta=0.2, L=100), dict(m=m, delta=0.05, L=100))
     assert_smaller(result, "K", dict(m=30, delta=0.1, L=200), dict(m=10, delta=0.1, L=200))
-    # "approaches almost zero" at (L, m, Δ) = (400, 30, 0.2) (paper §5.2, Scenario III; docs/estimator.md §9); an independent reproduction gave K ≈ 0.002.
+    # "approaches almost zero" at (L, m, Δ) = (400, 30, 0.2) (paper §5.2, Scenario III;
+    # docs/estimator.md §9); an independent reproduction gave K ≈ 0.002.
     k_end, _ = result.value("K", m=30, delta=0.2, L=400)
     assert k_end < 0.01
 
