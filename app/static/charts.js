@@ -3,6 +3,7 @@
  * Every chart is an <svg role="img"> with a <title> and <desc>, and every value it
  * shows is also written as text, so it reads without colour.
  */
+import { fmt, h } from "/static/dom.js";
 
 const NS = "http://www.w3.org/2000/svg";
 let uid = 0;
@@ -27,8 +28,6 @@ function frame(width, height, title, desc) {
   return svg;
 }
 
-const fmt = (x, d = 2) => (x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d));
-
 /** A label cut to `max` characters with "…", the full text in a <title> tooltip. */
 function label(attrs, text, max = 24) {
   const el = svgEl("text", attrs, text.length > max ? `${text.slice(0, max - 1)}…` : text);
@@ -38,32 +37,31 @@ function label(attrs, text, max = 24) {
 
 /** A visually hidden table with the same numbers as a chart, for screen readers. */
 export function hiddenTable(caption, header, rows) {
-  const t = document.createElement("table");
-  t.className = "visually-hidden";
-  const cap = document.createElement("caption");
-  cap.textContent = caption;
-  const head = document.createElement("tr");
-  for (const x of header) {
-    const th = document.createElement("th");
-    th.scope = "col";
-    th.textContent = x;
-    head.append(th);
-  }
-  const body = document.createElement("tbody");
-  for (const r of rows) {
-    const tr = document.createElement("tr");
-    r.forEach((x, k) => {
-      const c = document.createElement(k === 0 ? "th" : "td");
-      if (k === 0) c.scope = "row";
-      c.textContent = x;
-      tr.append(c);
-    });
-    body.append(tr);
-  }
-  const thead = document.createElement("thead");
-  thead.append(head);
-  t.append(cap, thead, body);
-  return t;
+  return h(
+    "table",
+    { class: "visually-hidden" },
+    h("caption", {}, caption),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        header.map((x) => h("th", { scope: "col" }, x)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      rows.map((r) =>
+        h(
+          "tr",
+          {},
+          r.map((x, k) => h(k === 0 ? "th" : "td", { scope: k === 0 ? "row" : null }, x)),
+        ),
+      ),
+    ),
+  );
 }
 
 /**
@@ -79,7 +77,9 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
   const top = 30;
   const height = top + rows.length * rowH + 36;
   const width = labelW + plotW + noteW;
-  const values = rows.flatMap((r) => [r.value, r.lo ?? r.value, r.hi ?? r.value]).filter((v) => Number.isFinite(v));
+  const values = rows
+    .flatMap((r) => [r.value, r.lo ?? r.value, r.hi ?? r.value])
+    .filter((v) => Number.isFinite(v));
   let min = Math.min(...values);
   let max = Math.max(...values);
   if (!(max > min)) {
@@ -101,16 +101,36 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
   }
   svg.append(svgEl("text", { x: labelW + plotW / 2, y: 16, "text-anchor": "middle" }, axisLabel));
   if (min < 0 && max > 0) {
-    svg.append(svgEl("line", { x1: x(0), x2: x(0), y1: top - 6, y2: axisY, stroke: "#9aa0a6", "stroke-dasharray": "3 3" }));
+    svg.append(
+      svgEl("line", {
+        x1: x(0),
+        x2: x(0),
+        y1: top - 6,
+        y2: axisY,
+        stroke: "#9aa0a6",
+        "stroke-dasharray": "3 3",
+      }),
+    );
   }
   rows.forEach((r, k) => {
     const y = top + k * rowH + rowH / 2;
     const g = svgEl("g", { class: "row" });
     g.append(label({ x: labelW - 8, y: y + 4, "text-anchor": "end" }, r.label));
     if (Number.isFinite(r.lo) && Number.isFinite(r.hi)) {
-      g.append(svgEl("line", { x1: x(r.lo), x2: x(r.hi), y1: y, y2: y, stroke: "#1b1b1b", "stroke-width": 2 }));
+      g.append(
+        svgEl("line", { x1: x(r.lo), x2: x(r.hi), y1: y, y2: y, stroke: "#1b1b1b", "stroke-width": 2 }),
+      );
       for (const end of [r.lo, r.hi]) {
-        g.append(svgEl("line", { x1: x(end), x2: x(end), y1: y - 6, y2: y + 6, stroke: "#1b1b1b", "stroke-width": 2 }));
+        g.append(
+          svgEl("line", {
+            x1: x(end),
+            x2: x(end),
+            y1: y - 6,
+            y2: y + 6,
+            stroke: "#1b1b1b",
+            "stroke-width": 2,
+          }),
+        );
       }
     }
     if (Number.isFinite(r.value)) {
@@ -148,8 +168,16 @@ export function heatmap(cells, labels, { title, desc, max = null, format = (v) =
       const x0 = labelW + c * cell;
       const y0 = top + r * cell;
       if (v === null || !Number.isFinite(v)) {
-        svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: "#ffffff", stroke: "#d5d8dd" }));
-        svg.append(svgEl("text", { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: "#5c5f66" }, "–"));
+        svg.append(
+          svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: "#ffffff", stroke: "#d5d8dd" }),
+        );
+        svg.append(
+          svgEl(
+            "text",
+            { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: "#5c5f66" },
+            "–",
+          ),
+        );
         continue;
       }
       const t = Math.max(0, Math.min(1, v / hi));
@@ -160,8 +188,23 @@ export function heatmap(cells, labels, { title, desc, max = null, format = (v) =
         .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4))
         .reduce((acc, c, k) => acc + c * [0.2126, 0.7152, 0.0722][k], 0);
       const ink = (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) ? "#000000" : "#ffffff";
-      svg.append(svgEl("rect", { x: x0, y: y0, width: cell, height: cell, fill: `rgb(${rgb.join(",")})`, stroke: "#ffffff" }));
-      svg.append(svgEl("text", { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: ink }, format(v)));
+      svg.append(
+        svgEl("rect", {
+          x: x0,
+          y: y0,
+          width: cell,
+          height: cell,
+          fill: `rgb(${rgb.join(",")})`,
+          stroke: "#ffffff",
+        }),
+      );
+      svg.append(
+        svgEl(
+          "text",
+          { x: x0 + cell / 2, y: y0 + cell / 2 + 4, "text-anchor": "middle", fill: ink },
+          format(v),
+        ),
+      );
     }
   });
   return svg;
@@ -169,15 +212,18 @@ export function heatmap(cells, labels, { title, desc, max = null, format = (v) =
 
 /** A horizontal bar of `spent` out of `total` with the figures as text. */
 export function budgetBar(spent, total) {
-  const wrap = document.createElement("div");
-  wrap.className = "budget-bar";
-  wrap.setAttribute("role", "meter");
-  wrap.setAttribute("aria-valuemin", "0");
-  wrap.setAttribute("aria-valuemax", String(total));
-  wrap.setAttribute("aria-valuenow", String(spent));
-  wrap.setAttribute("aria-label", `privacy budget spent: ${fmt(spent)} of ${fmt(total)}`);
-  const bar = document.createElement("span");
+  const bar = h("span");
   bar.style.width = `${Math.min(100, (100 * spent) / total)}%`;
-  wrap.append(bar);
-  return wrap;
+  return h(
+    "div",
+    {
+      class: "budget-bar",
+      role: "meter",
+      "aria-valuemin": "0",
+      "aria-valuemax": String(total),
+      "aria-valuenow": String(spent),
+      "aria-label": `privacy budget spent: ${fmt(spent)} of ${fmt(total)}`,
+    },
+    bar,
+  );
 }

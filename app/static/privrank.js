@@ -142,7 +142,10 @@ export class PrivrankError extends Error {
     if (typeof detail === "string") return detail;
     if (Array.isArray(detail)) {
       return detail
-        .map((e) => `${(e.loc || []).filter((x) => x !== "body" && x !== "query").join(".") || "request"}: ${e.msg}`)
+        .map(
+          (e) =>
+            `${(e.loc || []).filter((x) => x !== "body" && x !== "query").join(".") || "request"}: ${e.msg}`,
+        )
         .join("; ");
     }
     return JSON.stringify(detail);
@@ -160,7 +163,11 @@ function defaultStore() {
     return globalThis.sessionStorage;
   } catch {
     const mem = new Map();
-    return { getItem: (k) => mem.get(k) ?? null, setItem: (k, v) => mem.set(k, String(v)), removeItem: (k) => mem.delete(k) };
+    return {
+      getItem: (k) => mem.get(k) ?? null,
+      setItem: (k, v) => mem.set(k, String(v)),
+      removeItem: (k) => mem.delete(k),
+    };
   }
 }
 
@@ -310,7 +317,10 @@ export class PrivrankClient {
       this.remember(`pair.${pair}`, { winner: report.winner, epsilon });
       return report;
     });
-    const signature = reported.map((c) => [c.a, c.b].sort().join("|")).sort().join(",");
+    const signature = reported
+      .map((c) => [c.a, c.b].sort().join("|"))
+      .sort()
+      .join(",");
     const keyName = `key.${signature}`;
     const key = this.remembered(keyName) ?? randomKey();
     this.remember(keyName, key);
@@ -331,7 +341,11 @@ export class PrivrankClient {
     if (!(epsilon > 0)) throw new Error("register() first, or pass the epsilon to use");
     let memo = this.remembered("ranking");
     if (!memo || memo.epsilon !== epsilon) {
-      memo = { synthetic: mallowsPrivatize(completeRanking(ranking, allItems), epsilon), epsilon, key: randomKey() };
+      memo = {
+        synthetic: mallowsPrivatize(completeRanking(ranking, allItems), epsilon),
+        epsilon,
+        key: randomKey(),
+      };
       this.remember("ranking", memo);
     }
     return this.request(

@@ -1,0 +1,79 @@
+/**
+ * The DOM helpers every page shares (the dashboard, the respondent page and the charts):
+ * building elements, formatting numbers, the live region, and the dashboard's panels.
+ * Written once here; nothing in this module touches the page when it is imported.
+ */
+
+/**
+ * An element: `attrs` become attributes (a key starting with "on" adds an event
+ * listener, "text" sets the text; null, undefined and false are left out, true is an
+ * empty attribute), then `children` (nested arrays flattened; strings become text).
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "text") el.textContent = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c !== null && c !== undefined) el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+/** A number with `d` decimals; "–" when there is none. */
+export const fmt = (x, d = 2) =>
+  x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d);
+
+/** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
+export const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).toFixed(0)}%`);
+
+/** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
+export const fmtSignificant = (x, digits = 2) => String(Number(Number(x).toPrecision(digits)));
+
+/** Says `text` through the page's live region (#status), for screen-reader users. */
+export function announce(text) {
+  document.getElementById("status").textContent = text;
+}
+
+/** A dashboard panel: a <section> labelled by its <h3>. */
+export function section(id, title, ...children) {
+  return h(
+    "section",
+    { class: "panel", "aria-labelledby": `${id}-h`, id },
+    h("h3", { id: `${id}-h` }, title),
+    ...children,
+  );
+}
+
+/** A labelled number input (a dashboard form field). */
+export function numberField(id, label, value, attrs = {}) {
+  return h(
+    "div",
+    { class: "field" },
+    h("label", { for: id }, label),
+    h("input", { id, type: "number", step: "any", value, ...attrs }),
+  );
+}
+
+/** The scrolling box a chart sits in. */
+export function chartBox(svg) {
+  return h("div", { class: "chart" }, svg);
+}
+
+/**
+ * Re-runs `load` every 30 s while the tab is visible, the URL's hash is unchanged and
+ * the element #`markerId` is still on screen; stops once the view is gone.
+ */
+export function autoRefresh(load, markerId) {
+  const hash = location.hash;
+  const timer = setInterval(() => {
+    if (location.hash !== hash || !document.body.contains(document.getElementById(markerId))) {
+      clearInterval(timer);
+      return;
+    }
+    if (!document.hidden) load().catch(() => {});
+  }, 30_000);
+}

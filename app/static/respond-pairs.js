@@ -1,0 +1,94 @@
+/** The respondent page's pairs: one pair at a time, each answer randomized on this device (local surveys). */
+import { announce, h, pct } from "/static/dom.js";
+import { truthProbability } from "/static/privrank.js";
+import { failure, thanks } from "/static/respond-end.js";
+import { central, client, main, params, show, state } from "/static/respond-state.js";
+
+function progressBar() {
+  const { target } = state;
+  const done = Math.min(state.answered, target);
+  const bar = h("div", {
+    class: "progress",
+    role: "progressbar",
+    "aria-valuemin": 0,
+    "aria-valuemax": target,
+    "aria-valuenow": done,
+    "aria-label": "Progress",
+  });
+  const fill = h("span");
+  fill.style.width = `${(100 * done) / Math.max(1, target)}%`;
+  bar.append(fill);
+  return h(
+    "div",
+    {},
+    h("p", { class: "hint", id: "progress-text" }, `Question ${Math.min(done + 1, target)} of ${target}`),
+    bar,
+  );
+}
+
+export async function nextPair() {
+  const { survey, skipped } = state;
+  const asked = Number(params.get("n"));
+  state.target =
+    Number.isInteger(asked) && asked > 0 ? asked : Math.min(10, (survey.n_items * (survey.n_items - 1)) / 2);
+  if (central()) state.target = Math.min(state.target, survey.max_comparisons_per_respondent);
+  else if (survey.respondent_budget)
+    state.target = Math.min(state.target, Math.floor((survey.respondent_budget + 1e-9) / client.epsilon));
+  if (state.answered >= state.target) return thanks();
+  let pairs;
+  try {
+    pairs = await client.pairs(Math.min(100, skipped.size + 1));
+  } catch (err) {
+    return failure(err);
+  }
+  const pair = pairs.find((p) => !skipped.has(`${p.a}|${p.b}`) && !skipped.has(`${p.b}|${p.a}`));
+  if (!pair) return thanks();
+  const choose = (winner) => async () => {
+    for (const b of main.querySelectorAll("button")) b.disabled = true;
+    try {
+      await client.answer([{ a: pair.a, b: pair.b, winner }], { central: central() });
+      state.answered += 1;
+      announce(
+        central()
+          ? `Answer ${state.answered} sent`
+          : `Answer ${state.answered} sent (randomized on this device)`,
+      );
+      await nextPair();
+    } catch (err) {
+      failure(err);
+    }
+  };
+  const skip = () => {
+    skipped.add(`${pair.a}|${pair.b}`);
+    announce("Skipped");
+    nextPair();
+  };
+  show(
+    progressBar(),
+    h("h2", { id: "question" }, "Which matters more to you?"),
+    h(
+      "div",
+      { class: "pair", role: "group", "aria-labelledby": "question", "data-serial": ++state.serial },
+      h("button", { type: "button", id: "choice-a", onclick: choose(pair.a) }, pair.a_label),
+      h("button", { type: "button", id: "choice-b", onclick: choose(pair.b) }, pair.b_label),
+    ),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "button", class: "secondary", id: "skip", onclick: skip }, "Skip this pair"),
+      h("button", { type: "button", class: "secondary", id: "finish", onclick: () => thanks() }, "Finish"),
+    ),
+    central()
+      ? h(
+          "p",
+          { class: "hint" },
+          "Your answer is kept by the organizer and published only in differentially private summaries.",
+        )
+      : h(
+          "p",
+          { class: "hint" },
+          `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`,
+        ),
+  );
+  main.querySelector("#choice-a").focus();
+}

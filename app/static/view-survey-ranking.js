@@ -1,0 +1,118 @@
+/** A ranking survey's sections: the consensus by the chosen method, and its federated rounds. */
+import { api, showError } from "/static/api.js";
+import { errorBarChart } from "/static/charts.js";
+import { autoRefresh, chartBox, fmt, h, section } from "/static/dom.js";
+
+const METHODS = [
+  ["borda", "Borda (mean position)"],
+  ["kemeny", "Kemeny (closest in Kendall distance)"],
+  ["btl", "BTL on implied pairs"],
+  ["lehmer", "Lehmer majority"],
+];
+
+export async function rankingSurveySections(s, body) {
+  const method = h("select", { id: "method" }, ...METHODS.map(([v, t]) => h("option", { value: v }, t)));
+  const box = h("div", { id: "ranking-box" });
+  const load = async () => {
+    try {
+      const r = await api(
+        "GET",
+        `/v1/surveys/${s.id}/ranking?method=${method.value}&k=${Math.min(3, s.items.length)}`,
+      );
+      const d = r.diagnostics;
+      const rows = r.items.map((it) => ({
+        label: it.label,
+        value: it.score ?? it.mean_position,
+        lo: it.ci ? it.ci[0] : null,
+        hi: it.ci ? it.ci[1] : null,
+        note: `rank ${it.rank}, mean position ${fmt(it.mean_position)}`,
+      }));
+      box.replaceChildren(
+        h(
+          "dl",
+          { class: "stats" },
+          h("div", {}, h("dt", {}, "Rankings"), h("dd", { id: "stat-rankings" }, String(d.rankings))),
+          h(
+            "div",
+            {},
+            h("dt", {}, "Mean Kendall distance to the consensus"),
+            h("dd", {}, fmt(d.mean_kendall_distance)),
+          ),
+          h("div", {}, h("dt", {}, "Smallest ε"), h("dd", {}, fmt(d.epsilon_min))),
+        ),
+        chartBox(
+          errorBarChart(rows, {
+            title: `Consensus by ${method.value}`,
+            desc: "Items in consensus order with their score (or mean position) and intervals when available.",
+            axisLabel: r.items[0].score === null ? "mean position (1 = best)" : "score",
+          }),
+        ),
+        h("p", {}, h("strong", {}, "Order: "), r.items.map((it) => it.label).join(" > ")),
+        r.uncertainty.available ? null : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
+      );
+    } catch (err) {
+      if (err.status === 409)
+        box.replaceChildren(
+          h(
+            "p",
+            { class: "hint", id: "no-data" },
+            "No rankings yet: the consensus appears as respondents answer.",
+          ),
+        );
+      else showError(box, err);
+    }
+  };
+  method.addEventListener("change", load);
+  autoRefresh(load, "survey-title");
+  body.append(
+    section(
+      "ranking",
+      "Consensus",
+      h("div", { class: "field" }, h("label", { for: "method" }, "Method"), method),
+      box,
+    ),
+  );
+  await load();
+  try {
+    const page = await api("GET", `/v1/surveys/${s.id}/rounds`);
+    if (page.rounds.length) body.append(roundsSection(page));
+  } catch {
+    /* rounds are optional */
+  }
+}
+
+function roundsSection(page) {
+  const rounds = page.rounds;
+  const columns = ["Round", "Method", "Status", "Sites joined / contributed", "Consensus"];
+  return section(
+    "rounds",
+    "Federated rounds",
+    h(
+      "table",
+      {},
+      h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        rounds.map((x) =>
+          h(
+            "tr",
+            {},
+            h("td", { class: "mono" }, x.id),
+            h("td", {}, x.method),
+            h("td", {}, x.status),
+            h(
+              "td",
+              {},
+              `${x.sites.filter((z) => z.joined).length} / ${x.sites.filter((z) => z.contributed).length} of ${x.sites.length}`,
+            ),
+            h("td", {}, x.result ? x.result.items.map((it) => it.label).join(" > ") : "–"),
+          ),
+        ),
+      ),
+    ),
+    page.total > rounds.length
+      ? h("p", { class: "hint" }, `The newest ${rounds.length} of ${page.total} rounds.`)
+      : null,
+  );
+}
