@@ -361,7 +361,7 @@ def contribute(
     for peer in view["peers"]:
         if peer["name"] != site:
             say(f"  peer {peer['name']}: key fingerprint {fingerprint(peer['public_key'])}")
-    if "masked" in saved:
+    if orders is None:  # an earlier run saved its masked message (so no rankings were loaded)
         masked = [int(v) for v in saved["masked"]]
         say(f"site {site}: re-sending the masked message saved in {state}")
     else:

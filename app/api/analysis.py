@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -21,7 +22,7 @@ from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
 
-_ANALYSIS_503 = {
+_ANALYSIS_503: dict[int | str, dict[str, Any]] = {
     503: {
         "model": ErrorOut,
         "description": "The analysis did not finish within its time budget (PRIVRANK_ANALYSIS_SECONDS), "

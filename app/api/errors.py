@@ -62,8 +62,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
-        if getattr(exc, "retry_after", None):
-            headers = {"Retry-After": str(exc.retry_after)}
+        retry_after = getattr(exc, "retry_after", None)  # the "busy" errors (503, 429) carry one
+        if retry_after:
+            headers = {"Retry-After": str(retry_after)}
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(StarletteHTTPException)

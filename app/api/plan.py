@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -18,7 +20,7 @@ from .schemas import ErrorOut, PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
 
-_PLAN_503 = {
+_PLAN_503: dict[int | str, dict[str, Any]] = {
     503: {
         "model": ErrorOut,
         "description": "The simulation did not finish within its time budget (PRIVRANK_ANALYSIS_SECONDS), "

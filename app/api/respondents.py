@@ -11,7 +11,7 @@ from ..config import Settings
 from ..db.models import Ranking
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
-from ..services.errors import Conflict
+from ..services.errors import Conflict, Invalid
 from ..services.respondents import budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..stats import flip_probability
@@ -180,6 +180,8 @@ def responses(
         return JSONResponse(result.body, status_code=result.status_code, headers=headers)
     if survey.kind != "pairwise":
         raise Conflict('this survey asks for rankings, not pairwise comparisons: send {"ranking": [...]}')
+    if body.comparisons is None:  # pragma: no cover - ResponsesIn holds comparisons or a ranking
+        raise Invalid("send either comparisons (pairwise surveys) or ranking (ranking surveys)")
     result = ingestion.submit_responses(
         session,
         survey,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -185,7 +186,7 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     return int(i.size)
 
 
-def _fold_rankings(session: Session, survey_id: str, state: SurveyStats, payloads: list[bytes]) -> int:
+def _fold_rankings(session: Session, survey_id: str, state: SurveyStats, payloads: Sequence[bytes]) -> int:
     """Add pending synthetic rankings to the survey's ``ranking_stats`` (caller holds the lock)."""
     parts = [decode_rankings(p) for p in payloads]
     orders = np.concatenate([p[0] for p in parts])
@@ -240,6 +241,13 @@ class Snapshot:
     epsilon_min: float | None
     stats: PairStats | None  # None when only the version was read
 
+    @property
+    def loaded_stats(self) -> PairStats:
+        """``stats`` of a snapshot read with them (``need_stats`` was true for its version)."""
+        if self.stats is None:
+            raise RuntimeError("this snapshot was read without its statistics")
+        return self.stats
+
 
 def _state(session: Session, survey_id: str) -> SurveyStats:
     state = session.get(SurveyStats, survey_id, populate_existing=True)
@@ -284,9 +292,9 @@ def read_snapshot(
     eps_min = state.epsilon_min if state.epsilon_min is not None else float("inf")
     if rows:
         cols = list(zip(*rows, strict=True))
-        ints = [np.asarray(c, dtype=np.int64) for c in cols[:3]]
-        floats = [np.asarray(c, dtype=np.float64) for c in cols[3:]]
-        stats = PairStats(n_items, *ints, *floats, epsilon_min=eps_min)
+        i, j, n = (np.asarray(c, dtype=np.int64) for c in cols[:3])
+        sum_y, sum_z, sum_z2, sum_v = (np.asarray(c, dtype=np.float64) for c in cols[3:])
+        stats = PairStats(n_items, i, j, n, sum_y, sum_z, sum_z2, sum_v, epsilon_min=eps_min)
     else:
         stats = PairStats.empty(n_items)
     return Snapshot(version, state.n_comparisons, state.epsilon_min, stats)

@@ -31,6 +31,7 @@ import hashlib
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
@@ -58,7 +59,7 @@ from .aggregation import fold_pending, read_snapshot
 from .cache import OBJECT_BYTES, ByteLRU, nbytes
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
-from .surveys import require_local, survey_items
+from .surveys import item_count, require_local, survey_items
 
 __all__ = [
     "BOOTSTRAP_MAX_COMPARISONS",
@@ -331,7 +332,9 @@ def _fit(
         # The entry found while reading (not a second lookup: it may be evicted meanwhile).
         entry = found.get(snap.version) if snap.stats is None else None
         if entry is None:
-            stats = snap.stats if snap.stats is not None else read_snapshot(session, survey.id, m).stats
+            stats = snap.stats
+            if stats is None:  # the snapshot was read without them
+                stats = read_snapshot(session, survey.id, m).loaded_stats
             key = (*base_key, snap.version)
             with cache.work.hold(deadline or Deadline.none()):
                 fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, m))
@@ -387,7 +390,7 @@ def _summaries(
         cheap = uncertainty == "none" or fit.theta.size > MAX_ITEMS_COVARIANCE or fit.n_comparisons == 0
         with nullcontext() if cheap else cache.work.hold(deadline):
             intervals = _intervals(
-                session, survey, cache, entry, method, level, uncertainty, covariance, reps, deadline
+                session, survey, cache, entry, method, level, uncertainty, covariance, replicates, deadline
             )
         extra = 0 if intervals.entry is entry else nbytes(intervals.entry)
         if entry.key is not None:
@@ -423,9 +426,10 @@ def _intervals(
     level: float,
     uncertainty: str,
     covariance: str,
-    replicates: int | None,
+    replicates: int,
     deadline: Deadline,
 ) -> _Intervals:
+    """The intervals of ``entry``'s fit, or why there are none (``replicates``: of a bootstrap)."""
     fit = entry.fit
     m = fit.theta.size
     if uncertainty == "none":
@@ -444,6 +448,8 @@ def _intervals(
     deadline.check()
     try:
         if uncertainty == "bootstrap":
+            if clusters is None:  # pragma: no cover - read above for every bootstrap
+                raise RuntimeError("the bootstrap needs the comparisons grouped by respondent")
             conf = _bootstrap(survey, target, level, covariance, clusters, replicates, deadline)
         else:
             conf = confidence(
@@ -687,7 +693,7 @@ _ESTIMANDS = {
 
 def _uncertainty_info(summary: _Summary, level: float, uncertainty: str, covariance: str) -> dict:
     conf, ranks = summary.conf, summary.ranks
-    info = {
+    info: dict[str, Any] = {
         "available": conf is not None,
         "method": None if conf is None else conf.method,
         "covariance": covariance,
@@ -701,7 +707,7 @@ def _uncertainty_info(summary: _Summary, level: float, uncertainty: str, covaria
         "corrections": None,
         "widened": None,
     }
-    if conf is not None:
+    if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
         info.update(
             estimand=_ESTIMANDS[conf.method].format(g=conf.n_clusters),
             n_clusters=conf.n_clusters,
@@ -740,7 +746,7 @@ def ranking(
     level = _check(method, lam, level, uncertainty, covariance)
     if uncertainty == "bootstrap" and not BOOTSTRAP_MIN_REPLICATES <= replicates <= BOOTSTRAP_MAX_REPLICATES:
         raise Invalid(f"replicates must be between {BOOTSTRAP_MIN_REPLICATES} and {BOOTSTRAP_MAX_REPLICATES}")
-    n_before = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
+    n_before = item_count(session, survey.id)
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
     entry, version, items = _fit(session, survey, cache, method, lam, deadline)
@@ -777,7 +783,7 @@ def ranking(
             "rank": int(rank[x]),
             "comparisons": int(counts[x]),
         }
-        if conf is not None:
+        if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
             row["se"] = None if not math.isfinite(conf.se[x]) else float(conf.se[x])
             row["ci"] = _ci(conf.lower[x], conf.upper[x])
             row["rank_ci"] = [int(v) for v in ranks.rank_ci[x]]
@@ -854,7 +860,7 @@ def pairwise(
     deadline = deadline or Deadline.none()
     require_local(survey)
     level = _check(method, lam, level, "sandwich", covariance)
-    n_items = session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id))
+    n_items = item_count(session, survey.id)
     if n_items > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam, deadline)

@@ -62,6 +62,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from .aggregation import fold_pending
+from .respondents import registered_epsilon
 from .surveys import current_item_index
 
 __all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "next_pairs"]
@@ -196,7 +197,9 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
         lock = _READING.get(key)
         if lock is None:
             lock = _READING[key] = threading.Lock()
-    if not lock.acquire(blocking=found is None):
+    if found is None:
+        lock.acquire()  # nothing to serve meanwhile: wait for the reader
+    elif not lock.acquire(blocking=False):
         return found  # another request is reading newer counts
     try:
         again = cache.lru.get(key) if cache is not None else None
@@ -308,7 +311,8 @@ def next_pairs(
     counts between requests (None: read them each time)."""
     if survey.respondent_budget is not None:
         # Affordability at the registered ε (a client-privatized batch may declare another).
-        affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // respondent.epsilon)
+        eps = registered_epsilon(respondent)  # a budget is a local survey's: its respondents have an ε
+        affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // eps)
         count = min(count, max(0, affordable))
     if survey.max_comparisons is not None:  # central model: at most L answers each
         count = min(count, max(0, survey.max_comparisons - respondent.n_comparisons))
@@ -333,6 +337,7 @@ def next_pairs(
     )
     mine = np.unique(_keys(done[:, 0], done[:, 1], starts))
     rng = _rng()
+    chosen: NDArray[np.int64] | None
     if central:
         chosen = _draw(n_pairs, mine, count, rng)
     else:

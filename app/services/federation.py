@@ -29,6 +29,7 @@ import base64
 import hashlib
 import logging
 import re
+from typing import TypeVar
 
 import numpy as np
 from sqlalchemy import func, select
@@ -223,8 +224,19 @@ def cancel_round(session: Session, survey_id: str, round_id: str) -> FederatedRo
 # -- the site's side of the API ------------------------------------------------------------
 
 
+_Row = TypeVar("_Row", FederatedRound, RoundSite)
+
+
+def _still_there(row: _Row | None, what: str) -> _Row:
+    """A row an authenticated site's credential names, read again: its round and the site
+    itself exist as long as the credential does (no endpoint deletes them)."""
+    if row is None:
+        raise NotFound(f"the {what} no longer exists")
+    return row
+
+
 def site_view(session: Session, site: RoundSite) -> dict:
-    rnd = session.get(FederatedRound, site.round_id)
+    rnd = _still_there(session.get(FederatedRound, site.round_id), "round")
     peers = _sites(session, rnd.id)
     return {
         "round_id": rnd.id,
@@ -251,8 +263,10 @@ def site_view(session: Session, site: RoundSite) -> dict:
 def _lock_round(
     session: Session, site: RoundSite, allow_complete: bool = False
 ) -> tuple[FederatedRound, RoundSite]:
-    rnd = session.get(FederatedRound, site.round_id, with_for_update=True, populate_existing=True)
-    me = session.get(RoundSite, site.id, populate_existing=True)
+    rnd = _still_there(
+        session.get(FederatedRound, site.round_id, with_for_update=True, populate_existing=True), "round"
+    )
+    me = _still_there(session.get(RoundSite, site.id, populate_existing=True), "site")
     if rnd.status != "open" and not (allow_complete and rnd.status == "complete" and me.contributed_at):
         raise Conflict(f"the round is {rnd.status}")
     return rnd, me
@@ -330,7 +344,13 @@ def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[di
     session.flush()
     done = [p for p in peers if p.id == me.id or p.contributed_at is not None]
     if len(done) == len(peers):
-        _complete(rnd, scheme, [me.masked if p.id == me.id else p.masked for p in peers], peers)
+        messages: list[bytes] = []
+        for p in peers:
+            message = packed if p.id == me.id else p.masked
+            if message is None:  # pragma: no cover - set with contributed_at, cleared only at the end
+                raise RuntimeError(f"federated round {rnd.id}: site {p.name} contributed no message")
+            messages.append(message)
+        _complete(rnd, scheme, messages, peers)
     session.commit()
     log.info("federated round %s: site %s contributed", rnd.id, me.name)
     return site_view(session, me), True

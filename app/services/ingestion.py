@@ -20,22 +20,28 @@ import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 import numpy as np
-from sqlalchemy import Connection, Dialect, Executable, bindparam, insert, or_, select, text, update
+from sqlalchemy import Connection, Dialect, Table, UpdateBase, bindparam, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
+from ..db.models import Base, Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
 from ..db.session import begin_write
 from ..stats import privatize
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
-from .respondents import answer_epsilon, budget_remaining, check_epsilon, comparisons_remaining
-from .surveys import ItemIndex, item_index, known_item_index, normalize_label
+from .respondents import (
+    answer_epsilon,
+    budget_remaining,
+    check_epsilon,
+    comparisons_remaining,
+    reload_respondent,
+)
+from .surveys import ItemIndex, central_limits, item_index, known_item_index, normalize_label
 
 __all__ = [
     "ComparisonIn",
@@ -104,7 +110,7 @@ def _check_open_pairwise(status: str, kind: str, model: str) -> None:
 
 def _canonical(
     comparisons: Sequence[ComparisonIn],
-    positions: dict[str, int],
+    positions: Mapping[str, int],
     where=lambda k: f"comparisons[{k}]",
     fields: tuple[str, str, str] = ("a", "b", "winner"),
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -314,7 +320,8 @@ def submit_responses(
         raise Conflict(
             f"comparisons[{k}] repeats a pair already in this request ({items.ids[i[k]]}, {items.ids[j[k]]})"
         )
-    if central:
+    # eps is None exactly for a central survey.
+    if eps is None:
         y_tilde, source = y, "central"  # the operator is trusted with true answers
     elif privatized:
         y_tilde, source = y, "client"
@@ -322,7 +329,7 @@ def submit_responses(
         y_tilde, source = privatize(y, eps), "server"  # OS CSPRNG
     del y
     n = len(comparisons)
-    cost = 0.0 if central else eps * n
+    cost = 0.0 if eps is None else eps * n
     body: dict | None = None
     try:
         begin_write(session)
@@ -355,7 +362,7 @@ def submit_responses(
                 if replay is not None:
                     session.rollback()
                     return replay
-            now = session.get(Respondent, respondent.id, populate_existing=True)
+            now = reload_respondent(session, respondent.id)
             if central:
                 raise Conflict(
                     f"a respondent may give at most {survey.max_comparisons} comparisons; "
@@ -373,7 +380,7 @@ def submit_responses(
                 "epsilon_spent": None,
                 "epsilon_total": None,
                 "budget_remaining": None,
-                "comparisons_remaining": survey.max_comparisons - answered_total,
+                "comparisons_remaining": central_limits(survey)[1] - answered_total,
             }
         else:
             remaining = (
@@ -482,7 +489,7 @@ def _parse_import(
                     f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
                     "(starting with a letter or digit)"
                 )
-            if central:
+            if c_eps is None:  # central
                 eps = math.inf  # true answers (an epsilon column, if any, is ignored)
             else:
                 try:
@@ -522,15 +529,17 @@ class _Bulk:
     write lock) SQLAlchemy executes the statement with the rows as given.
     """
 
-    statement: Executable
+    statement: UpdateBase
     rows: list
     sql: str | None = None
 
     @classmethod
-    def stage(cls, dialect: Dialect, statement: Executable, rows: list[dict]) -> _Bulk:
+    def stage(cls, dialect: Dialect, statement: UpdateBase, rows: list[dict]) -> _Bulk:
         if dialect.name != "sqlite" or not rows:
             return cls(statement, rows)
         compiled = statement.compile(dialect=dialect, column_keys=list(rows[0]))
+        if compiled.positiontup is None:  # pragma: no cover - SQLite's driver takes positional parameters
+            return cls(statement, rows)
         names = list(compiled.positiontup)
         procs = [compiled.binds[name].type.bind_processor(dialect) for name in names]
         converted = [
@@ -546,6 +555,14 @@ class _Bulk:
         if self.sql is None:
             return conn.execute(self.statement, self.rows).rowcount
         return conn.exec_driver_sql(self.sql, self.rows).rowcount
+
+
+def _table(model: type[Base]) -> Table:
+    """The Core table a model maps (declarative classes type ``__table__`` as any FromClause)."""
+    table = model.__table__
+    if not isinstance(table, Table):  # pragma: no cover - every model here maps one table
+        raise TypeError(f"{model.__name__} does not map a single table")
+    return table
 
 
 def _over(survey: Survey, ref: str, cost: float, n: int, spent: float, answered: int) -> Conflict | None:
@@ -756,7 +773,7 @@ def import_comparisons(
     created = len(new_respondents)
     # Known respondents' counters grow in the write, on the condition that their budget
     # still holds then: answers of theirs may be stored while this import is prepared.
-    table = Respondent.__table__
+    table = _table(Respondent)
     spend = update(table).where(table.c.id == bindparam("rid"))
     limits: dict[str, float | int] = {}
     if survey.respondent_budget is not None:
@@ -776,8 +793,8 @@ def import_comparisons(
     spend_bulk = _Bulk.stage(dialect, spend, updates)
     inserts = [
         _Bulk.stage(dialect, insert(table), new_respondents),
-        _Bulk.stage(dialect, insert(Comparison.__table__), comparisons),
-        _Bulk.stage(dialect, insert(PendingBatch.__table__), pending),
+        _Bulk.stage(dialect, insert(_table(Comparison)), comparisons),
+        _Bulk.stage(dialect, insert(_table(PendingBatch)), pending),
     ]
     del new_respondents, comparisons, pending
     # -- write: re-check what can have changed, then bulk writes ----------------

@@ -16,6 +16,7 @@ from ..stats.planner import (
 )
 from ..stats.survey_plan import (
     MAX_SURVEY_PLAN_ITEMS,
+    PlanOptions,
     SurveyDesign,
     estimate_tau,
     plan_survey,
@@ -106,6 +107,7 @@ def run_plan(
 
 
 def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options) -> dict:
+    value: float | None  # respondents (an int) or epsilon
     try:
         if solve == "none":
             if respondents is None or epsilon is None:
@@ -203,7 +205,7 @@ def plan_from_survey(
         if scores is None
         else "the pilot scores given"
     )
-    options = {
+    options: PlanOptions = {
         "tau": use_tau,
         "level": level,
         "replications": replications,
@@ -216,6 +218,9 @@ def plan_from_survey(
     }
     try:
         with work.hold(deadline):
+            solution: int | None
+            reached: bool | None
+            limit: str | None
             if added is not None:
                 result = plan_survey(design, theta, k, added, **options)
                 solution, reached, limit = added, None, None

@@ -52,7 +52,7 @@ from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
 from .export import iso_utc
 from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
-from .respondents import answer_epsilon, budget_remaining
+from .respondents import answer_epsilon, budget_remaining, registered_epsilon, reload_respondent
 from .surveys import survey_items
 
 __all__ = [
@@ -167,7 +167,7 @@ def submit_ranking(
             spend.values(epsilon_spent=Respondent.epsilon_spent + eps).returning(Respondent.epsilon_spent)
         ).one_or_none()
         if done is None:
-            now = session.get(Respondent, respondent.id, populate_existing=True)
+            now = reload_respondent(session, respondent.id)
             left = budget_remaining(survey, now)
             raise Conflict(f"over the privacy budget: a ranking costs epsilon {eps:g}, {left:g} remains")
         spent = float(done[0])
@@ -221,7 +221,7 @@ def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
     items = survey_items(session, survey.id)
     shown = [items[k] for k in random_permutation(len(items))]
     answered = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
-    eps = float(respondent.epsilon)
+    eps = float(registered_epsilon(respondent))  # ranking surveys are local-model surveys
     m = len(items)
     return {
         "survey_id": survey.id,
@@ -393,7 +393,7 @@ def consensus(
             "score": None if score is None else float(score[x]),
             "mean_position": float(mean_pos[x]),
         }
-        if conf is not None:
+        if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
             row["se"] = float(conf.se[x])
             row["ci"] = [float(conf.lower[x]), float(conf.upper[x])]
             row["rank_ci"] = [int(v) for v in ranks.rank_ci[x]]

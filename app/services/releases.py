@@ -30,7 +30,7 @@ from ..stats.central import noisy_counts, perturbed_mle, win_counts
 from .aggregation import fold_pending, read_snapshot
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid, NotFound
-from .surveys import get_survey, survey_items
+from .surveys import central_limits, get_survey, survey_items
 
 __all__ = [
     "MAX_RELEASE_EPSILON",
@@ -64,7 +64,8 @@ def budget(session: Session, survey: Survey) -> dict:
         )
         or 0.0
     )
-    return {"total": survey.total_budget, "spent": spent, "remaining": max(0.0, survey.total_budget - spent)}
+    total, _ = central_limits(survey)
+    return {"total": total, "spent": spent, "remaining": max(0.0, total - spent)}
 
 
 def release_out(row: Release, survey: Survey, ledger: dict | None = None) -> dict:
@@ -133,10 +134,11 @@ def create_release(
     replay = _existing(session, survey.id, idempotency_key, request)
     if replay is not None:
         return release_out(replay, survey, budget(session, survey)), True
-    L = int(survey.max_comparisons)
+    total, cap = central_limits(survey)
+    L = int(cap)
     cost = epsilon if unit == "individual" else L * epsilon
     ledger = budget(session, survey)
-    if ledger["spent"] + cost > survey.total_budget + SLACK:
+    if ledger["spent"] + cost > total + SLACK:
         # The same request may have been stored meanwhile (a retry racing its original,
         # which spent the budget after the first look-up): replay it, not 409.
         replay = _existing(session, survey.id, idempotency_key, request)
@@ -156,7 +158,7 @@ def create_release(
     for _ in range(10):
         m = len(items)
         snap = read_snapshot(session, survey.id, m)
-        stats = snap.stats
+        stats = snap.loaded_stats
         if not (stats.n_pairs and int(stats.j.max()) >= m):
             break
         items = survey_items(session, survey.id)  # items were added and answered meanwhile
@@ -188,13 +190,14 @@ def create_release(
         begin_write(session)
         # The survey row lock serializes releases (and so the budget check) per survey.
         survey = get_survey(session, sid, lock=True)
+        total, _ = central_limits(survey)
         replay = _existing(session, survey.id, idempotency_key, request)
         if replay is not None:
             ledger = budget(session, survey)
             session.rollback()
             return release_out(replay, survey, ledger), True
         ledger = budget(session, survey)
-        if ledger["spent"] + cost > survey.total_budget + SLACK:
+        if ledger["spent"] + cost > total + SLACK:
             raise _over_budget(survey, ledger, cost, unit, L, epsilon)
         row = Release(
             id=new_id("rel"),
@@ -214,9 +217,9 @@ def create_release(
         session.add(row)
         session.flush()
         ledger = {
-            "total": survey.total_budget,
+            "total": total,
             "spent": ledger["spent"] + cost,
-            "remaining": max(0.0, survey.total_budget - ledger["spent"] - cost),
+            "remaining": max(0.0, total - ledger["spent"] - cost),
         }
         session.commit()
     except IntegrityError:

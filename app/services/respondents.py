@@ -9,20 +9,42 @@ from sqlalchemy.orm import Session
 from ..db.models import Respondent, Survey, new_id
 from ..db.session import begin_write
 from .auth import hash_secret, new_secret
-from .errors import Conflict, Invalid
+from .errors import Conflict, Invalid, NotFound
+from .surveys import local_epsilons
 
-__all__ = ["budget_remaining", "check_epsilon", "comparisons_remaining", "register_respondent"]
+__all__ = [
+    "budget_remaining",
+    "check_epsilon",
+    "comparisons_remaining",
+    "register_respondent",
+    "registered_epsilon",
+    "reload_respondent",
+]
 
 
 def check_epsilon(survey: Survey, epsilon: float) -> float:
     """ε within the survey's bounds, or Invalid (422)."""
     if survey.privacy_model != "local":
         raise Invalid("central-model surveys take true answers: there is no respondent epsilon")
-    if not (math.isfinite(epsilon) and survey.epsilon_min <= epsilon <= survey.epsilon_max):
-        raise Invalid(
-            f"epsilon must lie within the survey's bounds [{survey.epsilon_min:g}, {survey.epsilon_max:g}]"
-        )
+    lo, _, hi = local_epsilons(survey)
+    if not (math.isfinite(epsilon) and lo <= epsilon <= hi):
+        raise Invalid(f"epsilon must lie within the survey's bounds [{lo:g}, {hi:g}]")
     return float(epsilon)
+
+
+def registered_epsilon(respondent: Respondent) -> float:
+    """The ε a local-model survey's respondent registered with (NULL only in central surveys)."""
+    if respondent.epsilon is None:
+        raise RuntimeError(f"respondent {respondent.id} has no epsilon: not a local-model survey's")
+    return respondent.epsilon
+
+
+def reload_respondent(session: Session, respondent_id: str) -> Respondent:
+    """The respondent's row read again, with the counters committed meanwhile."""
+    row = session.get(Respondent, respondent_id, populate_existing=True)
+    if row is None:  # no endpoint deletes respondents; only their survey's deletion would
+        raise NotFound(f"no respondent {respondent_id!r}")
+    return row
 
 
 def answer_epsilon(survey: Survey, respondent: Respondent, privatized: bool, epsilon: float | None) -> float:
@@ -33,11 +55,12 @@ def answer_epsilon(survey: Survey, respondent: Respondent, privatized: bool, eps
         if epsilon is None:
             raise Invalid("epsilon is required when privatized is true")
         return check_epsilon(survey, epsilon)
-    if epsilon is not None and not math.isclose(epsilon, respondent.epsilon, rel_tol=1e-12):
+    registered = registered_epsilon(respondent)
+    if epsilon is not None and not math.isclose(epsilon, registered, rel_tol=1e-12):
         raise Invalid(
             "with privatized=false the server uses the respondent's registered epsilon; omit epsilon"
         )
-    return float(respondent.epsilon)
+    return float(registered)
 
 
 def budget_remaining(survey: Survey, respondent: Respondent) -> float | None:
@@ -63,7 +86,7 @@ def register_respondent(session: Session, survey: Survey, epsilon: float | None)
             raise Invalid("central-model surveys take true answers: there is no respondent epsilon")
         eps = None
     else:
-        eps = check_epsilon(survey, survey.epsilon_default if epsilon is None else epsilon)
+        eps = check_epsilon(survey, local_epsilons(survey)[1] if epsilon is None else epsilon)
         if survey.respondent_budget is not None and eps > survey.respondent_budget + 1e-9:
             raise Invalid(
                 f"epsilon {eps:g} exceeds the survey's per-respondent budget {survey.respondent_budget:g}: "

@@ -31,6 +31,7 @@ __all__ = [
     "ItemIndex",
     "PrivacyPolicy",
     "add_items",
+    "central_limits",
     "coverage",
     "create_survey",
     "current_item_index",
@@ -39,6 +40,7 @@ __all__ = [
     "item_index",
     "known_item_index",
     "list_surveys",
+    "local_epsilons",
     "normalize_label",
     "require_local",
     "require_pairwise",
@@ -152,6 +154,7 @@ def create_survey(
         raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
     if kind == "ranking" and len(cleaned) > MAX_RANKING_ITEMS:
         raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
+    fields: dict[str, float | int | None]
     if policy.model == "central":
         if kind != "pairwise":
             raise Invalid("central-model surveys are pairwise")
@@ -356,6 +359,24 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
     survey.updated_at = utcnow()
     session.commit()
     return new
+
+
+def local_epsilons(survey: Survey) -> tuple[float, float, float]:
+    """``(epsilon_min, epsilon_default, epsilon_max)`` of a local-model survey, which always
+    has them (``ck_surveys_privacy``); the caller has checked the privacy model."""
+    lo, default, hi = survey.epsilon_min, survey.epsilon_default, survey.epsilon_max
+    if lo is None or default is None or hi is None:
+        raise RuntimeError(f"survey {survey.id} has no epsilon bounds: not a local-model survey")
+    return lo, default, hi
+
+
+def central_limits(survey: Survey) -> tuple[float, int]:
+    """``(total_budget, max_comparisons)`` of a central-model survey, which always has them
+    (``ck_surveys_privacy``); the caller has checked the privacy model."""
+    total, cap = survey.total_budget, survey.max_comparisons
+    if total is None or cap is None:
+        raise RuntimeError(f"survey {survey.id} has no total budget: not a central-model survey")
+    return total, cap
 
 
 def require_pairwise(survey: Survey) -> None:

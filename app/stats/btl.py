@@ -145,6 +145,13 @@ class BTLFit:
     data: FitData | None = field(default=None, repr=False)
 
     @property
+    def fit_data(self) -> FitData:
+        """``data``, for fits known to carry it (every fit this module makes does)."""
+        if self.data is None:
+            raise ValueError("this fit carries no per-pair data")
+        return self.data
+
+    @property
     def connected(self) -> bool:
         """True when every item is linked to every other through comparisons."""
         return self.n_components == 1

@@ -234,7 +234,7 @@ def noisy_counts(
         float(epsilon),
         {
             "scale": scale,
-            "sensitivity_l1": 2.0 * (1 if unit == "edge" else int(L)),
+            "sensitivity_l1": 2.0 * _check(epsilon, unit, L),  # 1 per edge, L per person
             "noise": "discrete Laplace",
         },
     )

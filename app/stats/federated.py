@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -94,7 +95,7 @@ def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
     q = g[:-1] - g[1:] if n_items > 1 else np.zeros(0)  # q(1..N−1)
     cq = np.concatenate(([0.0], np.cumsum(q)))  # cq[k] = Σ_{d ≤ k} q(d)
     j = np.arange(1, n_items + 1)
-    return j - cq[j - 1] + cq[n_items - j]
+    return np.asarray(j - cq[j - 1] + cq[n_items - j], dtype=np.float64)
 
 
 def borda_quantize(mean_position: ArrayLike, centroids: ArrayLike) -> NDArray[np.int64]:
@@ -273,9 +274,16 @@ class FederatedScheme:
         )
 
     @property
+    def lehmer_bits(self) -> int:
+        """I, the low bits of a Lehmer scheme (``__post_init__`` checked that it is set)."""
+        if self.low_bits is None:
+            raise ValueError("only a Lehmer scheme has low_bits")
+        return int(self.low_bits)
+
+    @property
     def exact_histogram(self) -> bool:
         """Lehmer: every k_i = 0, so the server sees exact histograms of the local majorities."""
-        return self.method == "lehmer" and (self.n_items - 1).bit_length() <= self.low_bits
+        return self.method == "lehmer" and (self.n_items - 1).bit_length() <= self.lehmer_bits
 
     @cached_property
     def bits(self) -> NDArray[np.int64]:
@@ -283,7 +291,7 @@ class FederatedScheme:
         big_l = self.n_sites
         if self.method == "borda":
             return np.full(self.n_items, _bits_for(self.n_items * big_l)[0], dtype=np.int64)
-        k, h = _coordinate_split(self.n_items, int(self.low_bits))
+        k, h = _coordinate_split(self.n_items, self.lehmer_bits)
         out: list[int] = []
         onehot_bits = int(_bits_for(big_l)[0])
         for i in range(self.n_items):
@@ -301,7 +309,7 @@ class FederatedScheme:
         arr = validate_orders(orders, self.n_items)
         if self.method == "borda":
             return borda_client_message(arr, self.phi)
-        return lehmer_client_message(arr, int(self.low_bits), rng)
+        return lehmer_client_message(arr, self.lehmer_bits, rng)
 
     def consensus(self, total: ArrayLike, rng: np.random.Generator | int | None = None) -> dict:
         """The server's output from the sum of all L messages: ordering and per-item statistics."""
@@ -311,7 +319,7 @@ class FederatedScheme:
         if self.method == "borda":
             order = borda_server_order(s, rng)
             return {"order": order, "mean_quantized_position": s / self.n_sites}
-        order, code = lehmer_server_order(s, self.n_items, self.n_sites, int(self.low_bits), rng)
+        order, code = lehmer_server_order(s, self.n_items, self.n_sites, self.lehmer_bits, rng)
         return {"order": order, "lehmer_code": code}
 
 
@@ -357,7 +365,7 @@ def mask_message(message: ArrayLike, mask: ArrayLike, bits: ArrayLike) -> NDArra
     return (y.astype(np.uint64) + np.asarray(mask, dtype=np.uint64)) & _modulus_mask(b)
 
 
-def secure_sum(masked: list[ArrayLike], bits: ArrayLike) -> NDArray[np.int64]:
+def secure_sum(masked: Sequence[ArrayLike], bits: ArrayLike) -> NDArray[np.int64]:
     """Σ_ℓ (y_ℓ + z_ℓ) mod 2^{b_k} = Σ_ℓ y_ℓ once every site's masked message is in."""
     b = np.asarray(bits, dtype=np.int64)
     mod = _modulus_mask(b)

@@ -432,7 +432,7 @@ def _cluster_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     m, c = clusters.n_items, clusters
     resid = expit(theta[c.i] - theta[c.j]) - c.z
     if c.n_clusters * m <= 20_000_000:  # dense G×m and one BLAS product: faster when it fits
-        u = np.bincount(c.cluster * m + c.i, resid, c.n_clusters * m)
+        u = np.asarray(np.bincount(c.cluster * m + c.i, resid, c.n_clusters * m), dtype=np.float64)
         u -= np.bincount(c.cluster * m + c.j, resid, c.n_clusters * m)
         u = u.reshape(c.n_clusters, m)
         return u.T @ u

@@ -148,8 +148,11 @@ class PairStats:
         values = (y, z, z * z) if constant_v else (y, z, z * z, np.broadcast_to(v, (n_obs,)))
         pi, pj, n, sums = reduce_by_pair(lo, hi, n_items, values)
         if constant_v:
-            sums.append(n * float(v))
-        return cls(n_items, pi, pj, n, *sums, epsilon_min=float(epsilon_min))
+            sum_y, sum_z, sum_z2 = sums
+            sum_v = np.asarray(n * float(v), dtype=np.float64)
+        else:
+            sum_y, sum_z, sum_z2, sum_v = sums
+        return cls(n_items, pi, pj, n, sum_y, sum_z, sum_z2, sum_v, epsilon_min=float(epsilon_min))
 
     @classmethod
     def _from_homogeneous_rr(
@@ -178,7 +181,7 @@ class PairStats:
             sum_y,
             (sum_y - n * p) / t,
             (sum_y * (1.0 - 2.0 * p) + n * p * p) / (t * t),
-            n * float(privacy_noise_variance(epsilon)),
+            np.asarray(n * float(privacy_noise_variance(epsilon)), dtype=np.float64),
             epsilon_min=float(epsilon),
         )
 
@@ -198,13 +201,16 @@ class PairStats:
             self.n_items,
             [np.concatenate((getattr(self, f), getattr(other, f))) for f in _FIELDS],
         )
-        n, *rest = sums
+        n, sum_y, sum_z, sum_z2, sum_v = sums
         return PairStats(
             self.n_items,
             pi,
             pj,
             np.rint(n).astype(np.int64),
-            *rest,
+            sum_y,
+            sum_z,
+            sum_z2,
+            sum_v,
             epsilon_min=min(self.epsilon_min, other.epsilon_min),
         )
 
@@ -216,7 +222,11 @@ class PairStats:
             self.n_items,
             self.i[mask],
             self.j[mask],
-            *(getattr(self, f)[mask] for f in _FIELDS),
+            self.n[mask],
+            self.sum_y[mask],
+            self.sum_z[mask],
+            self.sum_z2[mask],
+            self.sum_v[mask],
             epsilon_min=self.epsilon_min,
         )
 
@@ -313,8 +323,17 @@ def reduce_by_pair(
         k = lo * n_items + hi
         counts = np.bincount(k, minlength=n_items * n_items)
         keep = np.flatnonzero(counts)
-        sums = [np.bincount(k, weights=w, minlength=n_items * n_items)[keep] for w in weights]
-        return keep // n_items, keep % n_items, counts[keep].astype(np.int64), sums
+        # A weighted bincount is float64 (numpy's stubs type every bincount as intp).
+        sums = [
+            np.asarray(np.bincount(k, weights=w, minlength=n_items * n_items)[keep], dtype=np.float64)
+            for w in weights
+        ]
+        return (
+            np.asarray(keep // n_items, dtype=np.int64),
+            np.asarray(keep % n_items, dtype=np.int64),
+            counts[keep].astype(np.int64),
+            sums,
+        )
     if n_items <= 1 << 16:
         order = np.lexsort((hi.astype(np.uint16), lo.astype(np.uint16)))
     else:
@@ -329,6 +348,8 @@ def reduce_by_pair(
     # array in one sequential pass (faster than gathering + reduceat).
     group = np.empty(n_obs, dtype=np.int64)
     group[order] = np.cumsum(new) - 1
-    sums = [np.bincount(group, weights=w, minlength=starts.size) for w in weights]
+    sums = [
+        np.asarray(np.bincount(group, weights=w, minlength=starts.size), dtype=np.float64) for w in weights
+    ]
     counts = np.diff(np.append(starts, n_obs)).astype(np.int64)
     return lo_s[starts], hi_s[starts], counts, sums

@@ -141,7 +141,9 @@ def epsilon_distribution(epsilon: ArrayLike, weights: ArrayLike | None) -> tuple
             f"at most {MAX_PLAN_EPSILON_LEVELS} distinct epsilon values ({values.size} given); "
             "group a finer distribution into bins"
         )
-    w = np.bincount(where.reshape(-1), weights=w / w.max(), minlength=values.size)
+    w = np.asarray(
+        np.bincount(where.reshape(-1), weights=w / w.max(), minlength=values.size), dtype=np.float64
+    )
     return values, w / w.sum()
 
 

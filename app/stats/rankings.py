@@ -707,13 +707,9 @@ def kemeny_consensus(
         _sort_random_ties(-copeland, gen),
         lehmer_aggregate(s, gen),
     ]
-    best = None
-    for start in starts:
-        cand = _kemeny_local_search(w, start)
-        obj = kemeny_objective(cand, s)
-        if best is None or obj < best[1]:
-            best = (cand, obj)
-    order, obj = best
+    searched = [_kemeny_local_search(w, start) for start in starts]
+    # min() keeps the first of equal objectives, as the strict ``<`` of a running best did.
+    order, obj = min(((cand, kemeny_objective(cand, s)) for cand in searched), key=lambda t: t[1])
     return KemenyResult(order, obj, lower, obj == lower, None, "local search (single-item moves)")
 
 

@@ -35,7 +35,7 @@ finite population as its own model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -76,6 +76,8 @@ class Population:
     i: NDArray[np.int64]
     j: NDArray[np.int64]
     y: NDArray[np.int8]
+    #: Row where each respondent's comparisons start (plus the total): set by __post_init__.
+    _start: NDArray[np.int64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         order = np.argsort(self.respondent, kind="stable")
@@ -234,7 +236,7 @@ def coverage(
             refused += 1
             continue
         methods.add(robust.method)
-        d = fit.data
+        d = fit.fit_data
         q = expit(model.estimate[d.i] - model.estimate[d.j])
         naive_se = np.sqrt(np.diag(laplacian_pinv(laplacian(m, d.i, d.j, d.n * q * (1 - q)), fit.component)))
         hits += [

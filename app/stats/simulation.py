@@ -52,7 +52,7 @@ def uniform_theta(
 
 def evenly_spaced_theta(n_items: int, delta: float) -> NDArray[np.float64]:
     """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0 (note §6.4)."""
-    return delta * ((n_items + 1) / 2.0 - np.arange(1, n_items + 1))
+    return np.asarray(delta * ((n_items + 1) / 2.0 - np.arange(1, n_items + 1)), dtype=np.float64)
 
 
 def all_pairs(n_items: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -215,6 +215,6 @@ def simulate_pair_stats(
         wins,
         wins * z1 + losses * z0,
         wins * z1**2 + losses * z0**2,
-        n * float(privacy_noise_variance(eps)),
+        np.asarray(n * float(privacy_noise_variance(eps)), dtype=np.float64),
         epsilon_min=eps,
     )

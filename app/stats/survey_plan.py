@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -77,6 +78,7 @@ from .pairs import pair_stats, validate_comparisons
 __all__ = [
     "MAX_SURVEY_PLAN_ITEMS",
     "MAX_SURVEY_PLAN_WORK",
+    "PlanOptions",
     "SurveyDesign",
     "SurveyPlan",
     "attenuation",
@@ -620,6 +622,20 @@ def _plan(design, th, k, added, tau, level, replications, seed, new_profile, tex
     )
 
 
+class PlanOptions(TypedDict, total=False):
+    """The keyword options of :func:`plan_survey`, which :func:`respondents_to_certify` passes on."""
+
+    tau: float
+    level: float
+    replications: int
+    seed: int | None
+    pairs_per_respondent: int | None
+    epsilon: float | None
+    source: str
+    tau_interval: list[float] | None
+    check: Callable[[], None] | None
+
+
 def respondents_to_certify(
     design: SurveyDesign,
     theta: ArrayLike,
@@ -627,7 +643,7 @@ def respondents_to_certify(
     target: float = 0.8,
     *,
     max_added: int = 100_000,
-    **options,
+    **options: Unpack[PlanOptions],
 ) -> tuple[int | None, SurveyPlan, str | None]:
     """The fewest added respondents whose predicted P(certified) reaches ``target``.
 
@@ -644,7 +660,7 @@ def respondents_to_certify(
     replications = int(options.get("replications", 100))
     new_profile = _profile(options.get("pairs_per_respondent"), options.get("epsilon"), design.n_items)
     per_new = _expected_new(design, new_profile)
-    budget = [MAX_SURVEY_PLAN_WORK]
+    budget: list[float] = [MAX_SURVEY_PLAN_WORK]
 
     def attempt(added: int) -> SurveyPlan | None:
         cost = _work(design.n_items, design.i.size + added * per_new, replications)
