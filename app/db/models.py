@@ -214,7 +214,7 @@ class Ranking(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
-        # One ranking per respondent (a second synthetic copy would compose: note pitfall 8).
+        # One ranking per respondent (a second synthetic copy would compose: docs/mechanisms.md §3.3).
         UniqueConstraint("respondent_id", name="uq_rankings_respondent"),
         CheckConstraint("epsilon >= 0.001", name="ck_rankings_epsilon"),
         Index("ix_rankings_survey_id_id", "survey_id", "id"),

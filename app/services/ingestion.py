@@ -1,4 +1,4 @@
-"""Private ingestion of pairwise answers (local model; ARCHITECTURE.md).
+"""Private ingestion of pairwise answers (local model; docs/mechanisms.md §1).
 
 Each comparison is randomized before it is stored: either the server flips it on
 arrival with the respondent's ε (OS CSPRNG, :func:`app.stats.privatize`), or the

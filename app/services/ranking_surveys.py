@@ -11,7 +11,7 @@ a log line or an error message (errors name no submitted item).
 
 The privacy unit is the whole ranking (ε-ranking DP, Definition 3 of *Ranking
 Differential Privacy*): a respondent may submit once (a second synthetic copy
-would compose, design note pitfall 8), and the ranking costs ε of the
+would compose, docs/mechanisms.md §3.3), and the ranking costs ε of the
 respondent budget.
 """
 

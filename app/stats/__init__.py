@@ -1,6 +1,6 @@
 """Statistical core of privrank: pure NumPy/SciPy, no web or database imports.
 
-The stable API (ARCHITECTURE.md) is re-exported here::
+The stable API (docs/README.md §3, "Code map") is re-exported here::
 
     from app.stats import privatize, debias, fit_debiased_mle, kendall_tau_error, top_k_error
 """

@@ -1,7 +1,7 @@
 """The debiased regularized MLE of the Bradley–Terry–Luce model and its baselines.
 
 Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
-eq. (3), in the per-comparison form of ARCHITECTURE.md (note §7.1–7.2):
+eq. (3), in the per-comparison form of docs/estimator.md §4.1:
 
     J(θ) = Σ_{i<j} [ S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j}) ] + λ‖θ‖²,
 
@@ -9,14 +9,14 @@ where n_ij counts the comparisons of pair (i, j) and S_ij sums their debiased
 values z (eq. (1)). In the paper's complete design, where each of L respondents
 answers every pair, J = L × (3) with λ = L·λ_paper.
 
-The gradient and Hessian are exact (note §2.3; Hessian: Lemma S5):
+The gradient and Hessian are exact (docs/estimator.md §4.2; Hessian: Lemma S5):
 
     ∇J = Σ_{i<j} (n_ij σ(θ_i−θ_j) − S_ij)(e_i − e_j) + 2λθ,
     ∇²J = Σ_{i<j} n_ij σ'(θ_i−θ_j)(e_i − e_j)(e_i − e_j)ᵀ + 2λI,
 
 a weighted graph Laplacian plus 2λI. It does not involve S, so J is
 2λ-strongly convex whatever the values of z̄ = S/n, including z̄ ∉ [0, 1]
-(note P3); the minimizer is unique for λ > 0 and sums to zero on every
+(docs/estimator.md §4.1–4.3); the minimizer is unique for λ > 0 and sums to zero on every
 connected component of the comparison graph (Lemma 3, per component).
 
 Solver: damped Newton with an Armijo backtracking line search. The Newton system
@@ -185,14 +185,14 @@ def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
     """Default ridge λ = G(ε), the mean of coth²(ε/2) over the comparisons.
 
     Derivation. The paper's experiments use λ_paper ≍ G(ε)/L for objective (3),
-    which averages each pair over its L respondents (Scenario I; note §2.2 on
+    which averages each pair over its L respondents (Scenario I, paper §5.1; docs/estimator.md §4.4 on
     why G/L and not the literal (e^ε+1)²/((e^ε−1)L)). J sums instead of
     averaging, so J = L·(3) and λ = L·λ_paper = G(ε) with constant 1. The same
     holds in incomplete designs with L replaced by any per-pair count, which
     cancels: the ridge is a fixed O(G) penalty while the data term grows with the
     number of comparisons, so its pull on θ̂ is O(G/n) per item — vanishing, and
     larger exactly when the privacy noise (variance ∝ G) is larger. λ > 0 always,
-    which existence needs when z̄ ∉ [0, 1] (note P4). With no comparisons G = 1.
+    which existence needs when z̄ ∉ [0, 1] (docs/estimator.md §4.3). With no comparisons G = 1.
     """
     if isinstance(stats_or_epsilon, PairStats):
         return stats_or_epsilon.G
@@ -420,7 +420,7 @@ def fit_btl(
     lam : float
         Ridge λ ≥ 0. λ = 0 (the plain MLE, each component centered) is accepted
         only when the minimizer exists: all z̄ in [0, 1] and Ford's condition;
-        otherwise ``ValueError`` (note P4).
+        otherwise ``ValueError`` (docs/estimator.md §4.3).
     theta0 : array, optional
         Warm start (e.g. the previous fit's θ̂ after new answers arrived).
     tol : float
@@ -629,7 +629,7 @@ def _check_mle_exists(m, ia, ja, n_arr, s_arr, labels, n_comp) -> None:
     the BTL likelihood and its maximizer exists iff, within each connected
     component, the digraph "a beat b at least once" is strongly connected (Ford,
     1957). With some z̄ outside [0, 1] — debiased private data — J can be
-    unbounded below (note §7.1, P4), so λ must be positive.
+    unbounded below (docs/estimator.md §4.3), so λ must be positive.
     """
     if np.any(s_arr < 0) or np.any(s_arr > n_arr):
         raise ValueError(
@@ -685,7 +685,7 @@ def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options
 def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
     """Classic-RR baseline: the same fit on the raw privatized ỹ, no debiasing.
 
-    The paper's Scenario V comparator (note §5.1): its scores converge to the
+    The paper's Scenario V comparator (paper §5.3; docs/estimator.md §8.1): its scores converge to the
     BTL fit of q_ij = p_ε + (1−2p_ε)σ(θ*_i−θ*_j), attenuated towards 0 by about
     tanh(ε/2), so it is inconsistent for θ* (its ranking is not, in complete
     homogeneous designs). Same default λ as the debiased fit.
@@ -751,7 +751,7 @@ def fit_laplace_mle(
 ) -> BTLFit:
     """Laplace baseline of Scenario V: eq. (3) with z replaced by y + Lap(1/ε).
 
-    The Laplace output is already unbiased, so it enters J as is (note §5.2);
+    The Laplace output is already unbiased, so it enters J as is (docs/estimator.md §8.2);
     the default λ is the same G(ε) as for RR at that ε, for a like-for-like
     comparison.
     """

@@ -1,7 +1,7 @@
 """Central-model differentially private releases from pairwise comparisons.
 
 Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
-Comparisons* (design note ``cai_dp_ranking.md``). The operator holds the true
+Comparisons* (2025; docs/mechanisms.md §2). The operator holds the true
 answers; every release is an (ε, 0)-differentially private function of them, under
 one of two units of privacy:
 
@@ -16,11 +16,11 @@ Mechanisms (all pure ε-DP):
   item's number of comparisons won plus Laplace noise of scale 2/ε (edge: one
   comparison moves one win, ℓ1 sensitivity 2) or **2L/ε** (individual: ℓ1
   sensitivity 2L). The paper prints L/ε for Algorithm 3, which is only 2ε-DP
-  (note §5.2, P2); the corrected scale is used.
+  (docs/mechanisms.md §2.2; paper §3.3, Algorithm 3); the corrected scale is used.
 * :func:`perturbed_mle` — Algorithm 1 (edge) / estimator (3.2) (individual):
   θ̃ = argmin 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ with w ~ Laplace(λ)ⁿ, for the logistic
   (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
-  (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; note §1.4, P4). Edge DP needs
+  (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; docs/mechanisms.md §2.3; paper eqs. (2.3)–(2.4)). Edge DP needs
   λ ≥ 8κ₁/ε and γ ≥ 4κ₂/ε (Prop. 2.1); individual DP λ ≥ 8Lκ₁/ε and
   γ ≥ 8Lκ₂/ε (Prop. 3.1). By default γ is exactly that floor, a function of
   public values only (ε, L, κ₂); the accuracy term c₀√(d log n) of Theorem 2.1

@@ -14,11 +14,13 @@ summaries here treat the ranking as the unit:
   cluster-robust ("sandwich") covariance H⁺ (Σ_r g_r g_rᵀ) H⁺ needs only the same
   second moments — O(m²) per query whatever R.
 
-Under the Mallows mechanism these describe the *synthetic* population; for a
-population whose members agree on a pair's order, the Mallows kernel keeps
-that order (Theorem 1(1) of *Ranking Differential Privacy*; its caveat for
-heterogeneous populations is in the design note §3.5), so the ordering they
-certify is the population's.
+Under the Mallows mechanism these describe the *synthetic* population. A pair whose
+order every member of the population agrees on keeps that order in expectation
+(Theorem 1(1) of *Ranking Differential Privacy* holds ranking by ranking), so there
+the certified order is the population's. A narrow majority can be reversed by the
+mechanism (m = 3, ε = 1, 51% of the inputs A > B > C and 49% B > C > A: the 51%
+majority for A over B becomes 46.6% of the synthetic rankings), so for heterogeneous populations the certified ordering is the
+synthetic population's, not necessarily the true one's (docs/mechanisms.md §3.4).
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
 """Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA.
 
 Sima, Rana & Milenkovic, *Federated Aggregation of Mallows Rankings: A
-Comparative Analysis of Borda and Lehmer Coding* (design note
-``federated_borda_lehmer.md``). L sites each hold rankings of the same N items;
-each sends one message; the server learns only the sum of the messages
+Comparative Analysis of Borda and Lehmer Coding* (2024; docs/federated.md).
+L sites each hold rankings of the same N items; each sends one message; the server learns only the sum of
+the messages
 (secure aggregation) and turns it into a consensus ordering.
 
 * **Borda FRA** (Algorithm 2): a site sends, per item, the index of the
   quantization centroid E_j nearest to its items' mean position; the server
   orders items by the sum.
-* **Lehmer FRA** (Algorithm 3, with the note's fixes): a site sends, per
+* **Lehmer FRA** (Algorithm 3, with the corrections of docs/federated.md §4.3): a site sends, per
   coordinate of the Lehmer code, its local majority value split into high bits
   (summed) and a one-hot histogram of the low ``I`` bits; the server takes the
   rounded mean of the high bits and the plurality of the low bits and decodes.
 
-Corrections to the printed paper (note §7): the outputs are orderings; the
+Corrections to the printed paper (docs/federated.md §3.1, §4.3): the outputs are orderings; the
 high-bit modulus must exceed the largest sum (the paper's 2^{k_i} loses it);
 the reconstruction is 2^I·V + Maj (not 2^{k_i}·V + Maj); the one-hot vector is
 indexed by value 0..2^I−1; decoded coordinates are clamped to [0, i].
@@ -81,9 +81,9 @@ MAX_MESSAGE_BITS = 62
 
 def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
     """E_j = E[σ(σ₀⁻¹(j))], j = 1..N: the expected position, under Mallows(σ₀, φ), of
-    the item σ₀ puts at position j (note §2.7; independent of σ₀).
+    the item σ₀ puts at position j (docs/federated.md §3.2; paper Lemma 2; independent of σ₀).
 
-    Exact closed form (note §2.7 [DERIVED]; the paper's Remark 1 recursion is
+    Exact closed form (docs/federated.md §3.2; the paper's Remark 1 recursion, supplement eqs. (19)–(20), is
     wrong): E_j = j − Σ_{d<j} q(d) + Σ_{d ≤ N−j} q(d), with
     q(d) = dφ^d/(1−φ^d) − (d+1)φ^{d+1}/(1−φ^{d+1}) the probability that two items
     at centroid distance d appear inverted. φ ≤ 0.95 (cancellation beyond).
@@ -99,7 +99,7 @@ def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
 
 
 def borda_quantize(mean_position: ArrayLike, centroids: ArrayLike) -> NDArray[np.int64]:
-    """Q(a) = argmin_j |a − E_j| ∈ 1..N, an exact midpoint going to the larger j (note §2.7,
+    """Q(a) = argmin_j |a − E_j| ∈ 1..N, an exact midpoint going to the larger j (docs/federated.md §3.3,
     from eq. (30) of the proof of Theorem 2)."""
     e = np.asarray(centroids, dtype=np.float64)
     thresholds = (e[:-1] + e[1:]) / 2.0  # t_2..t_N
@@ -118,7 +118,7 @@ def borda_client_message(orders: ArrayLike, phi: float) -> NDArray[np.int64]:
 
 def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None = None) -> NDArray[np.int64]:
     """Algorithm 2, server: items by Σ_ℓ σ̂_ℓ(i) ascending (every site weighs 1/L), exact ties
-    uniformly at random; returns the ordering (note §3.2 FIX)."""
+    uniformly at random; returns the ordering (docs/federated.md §3.1, §3.3)."""
     s = np.asarray(total, dtype=np.int64)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return np.lexsort((gen.random(s.size), s)).astype(np.int64)
@@ -128,7 +128,8 @@ def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None =
 
 
 def lehmer_concentration(n_items: int, phi: float) -> float:
-    """p = Σ_{u=1}^{N−1} φ^u / (1 + Σ_{u=3}^{N} φ^u) (note §2.8); Lehmer FRA's guarantees
+    """p = Σ_{u=1}^{N−1} φ^u / (1 + Σ_{u=3}^{N} φ^u) (paper Theorem 3; docs/federated.md §4.2); Lehmer
+    FRA's guarantees
     need p < 1, i.e. φ + φ² < 1 + φ^N (about φ ≤ 0.618)."""
     u = np.arange(1, n_items + 1, dtype=np.float64)
     powers = phi**u
@@ -137,7 +138,7 @@ def lehmer_concentration(n_items: int, phi: float) -> float:
 
 def lehmer_low_bits(n_items: int, phi: float, max_rankings: int, failure_probability: float) -> int:
     """I = ⌈log₂(2·log(M N²/ε)/log(1/p) + 1)⌉ of eq. (5), with M a public upper bound on the
-    total number of rankings (note pitfall 12) and ε = ``failure_probability``."""
+    total number of rankings (docs/federated.md §4.2) and ε = ``failure_probability``."""
     p = lehmer_concentration(n_items, phi)
     if not p < 1:
         raise ValueError(
@@ -198,7 +199,8 @@ def lehmer_server_order(
     rng: np.random.Generator | int | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Algorithm 3, server: per coordinate, V = round(S/L) (half up) and Maj = the most frequent
-    low part (ties at random), L̂(i) = 2^I·V + Maj clamped to [0, i] (note §3.4 FIX); decode.
+    low part (ties at random), L̂(i) = 2^I·V + Maj clamped to [0, i] (docs/federated.md §4.3, correction
+    3); decode.
     Returns (ordering, consensus Lehmer code)."""
     s = np.asarray(total, dtype=np.int64)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
@@ -222,7 +224,8 @@ def lehmer_server_order(
 
 def lehmer_mean_aggregate(orders: ArrayLike) -> NDArray[np.int64]:
     """Centralized Lehmer *mean* (rounded, clamped): the variant the paper reports as
-    clearly worse than the majority (note §5.4 S4)."""
+    clearly worse than the majority (paper §4.2, citing Li, Mazumdar & Milenkovic 2017; docs/federated.md
+    §4.1)."""
     arr = validate_orders(orders)
     m = arr.shape[1]
     mean = lehmer_code(positions_from_orders(arr)).mean(axis=0)
@@ -391,7 +394,8 @@ def fra_experiment(
     rng: np.random.Generator,
     low_bits: int | None = None,
 ) -> dict[str, NDArray[np.int64]]:
-    """Kendall distances K(σ₀, σ̂) over ``reps`` replicates (note §5.1, Set A/B): each replicate
+    """Kendall distances K(σ₀, σ̂) over ``reps`` replicates (paper §5 and supplement §8.2;
+    docs/federated.md §6–7): each replicate
     draws σ₀ (identity, or uniform when ``random_center``), ``per_site`` Mallows(σ₀, φ)
     rankings per site, and runs Borda FRA and Lehmer FRA through the masked protocol
     (fresh random seeds) next to their centralized versions and the Lehmer mean.

@@ -1,9 +1,9 @@
 """Local privacy mechanisms for one pairwise comparison.
 
 Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal
-Rank Aggregation with Private Pairwise Rankings* (design note
-``debiased_rr.md`` §1.2–1.3). The Laplace mechanism is the paper's Scenario V
-baseline, reconstructed as in the note §5.2.
+Rank Aggregation with Private Pairwise Rankings* (2024; docs/mechanisms.md §1,
+docs/estimator.md §2–3). The Laplace mechanism is the paper's Scenario V baseline
+(paper §5.3), reconstructed as in docs/estimator.md §8.2.
 
 Randomness
 ----------
@@ -101,7 +101,7 @@ def validate_binary(y: ArrayLike, what: str = "answers") -> NDArray:
 
 
 def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε) (note §1.2).
+    """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε) (paper §3.1; docs/mechanisms.md §1.1).
 
     Computed as ``expit(-ε)``-style ``exp(-ε)/(1+exp(-ε))`` so that it neither
     overflows for large ε nor loses precision; ε = ∞ gives 0.
@@ -114,7 +114,7 @@ def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
 def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None) -> NDArray[np.int8]:
     """Randomized response: report ``1 - y`` with probability 1/(1+e^ε), else ``y``.
 
-    This is the mechanism 𝒜_p of the paper (§2, Definition 1 and the line after
+    This is the mechanism 𝒜_p of the paper (§3.1, Definition 1 and the line after
     it): it is ε-locally differentially private for one comparison, because
     ``P(ỹ | y) / P(ỹ | 1-y) ≤ e^ε``.
 
@@ -142,7 +142,7 @@ def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None)
 
 def _check_one_draw_per_answer(y_shape: tuple[int, ...], eps_shape: tuple[int, ...]) -> None:
     """ε may broadcast *to* the answers, never enlarge them: randomizing one answer
-    several times lets the draws be averaged and the answer recovered (note §7.5)."""
+    several times lets the draws be averaged and the answer recovered (docs/mechanisms.md §1.2)."""
     try:
         shape = np.broadcast_shapes(y_shape, eps_shape)
     except ValueError:
@@ -157,7 +157,7 @@ def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
     """Debiased response z of eq. (1): z = ((e^ε+1)ỹ − 1)/(e^ε − 1).
 
     Evaluated in the equivalent, overflow-free form z = (ỹ − p_ε)/tanh(ε/2)
-    (note §1.3). E z = σ(θ_i − θ_j) exactly (Lemma 2), and z takes the values
+    (docs/estimator.md §3). E z = σ(θ_i − θ_j) exactly (Lemma 2), and z takes the values
     −1/(e^ε−1) or e^ε/(e^ε−1), so z is never in [0, 1] for finite ε. ε = ∞
     gives z = ỹ.
     """
@@ -174,7 +174,7 @@ def rr_probability(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -
 
 
 def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """The variance RR adds to z: e^ε/(e^ε − 1)² = 1/(4 sinh²(ε/2)) (note §1.3).
+    """The variance RR adds to z: e^ε/(e^ε − 1)² = 1/(4 sinh²(ε/2)) (Lemma 2; docs/estimator.md §3).
 
     Lemma 2 in closed form reads Var(z) = σ'(θ_i − θ_j) + this term, which does
     not depend on θ. It is 0 at ε = ∞.
@@ -189,7 +189,7 @@ def z_variance(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> ND
     """Var(z_ij) of Lemma 2: c_ε²/4 − (½ − p_ε)²·c_ε²·tanh²((θ_i−θ_j)/2) with c_ε = coth(ε/2).
 
     Written exactly as the paper prints it, so that a test can compare it with
-    the closed form σ'(d) + e^ε/(e^ε−1)² (note §1.3).
+    the closed form σ'(d) + e^ε/(e^ε−1)² (docs/estimator.md §3).
     """
     eps = validate_epsilon(epsilon)
     d = np.asarray(theta_i, dtype=np.float64) - np.asarray(theta_j, dtype=np.float64)
@@ -204,7 +204,7 @@ def laplace_privatize(
     """Laplace-mechanism baseline of Scenario V: y + Lap(0, 1/ε) per comparison.
 
     The paper names the Laplace mechanism without its details; this is the
-    reconstruction of note §5.2: an answer in {0, 1} has sensitivity 1, so
+    reconstruction of docs/estimator.md §8.2: an answer in {0, 1} has sensitivity 1, so
     scale 1/ε gives ε-LDP per comparison, matching RR. The output is unbiased
     for y (no debiasing) and must not be clipped or rounded. Its variance,
     p(1−p) + 2/ε², exceeds debiased RR's for every ε > 0.

@@ -1,15 +1,15 @@
-"""Ranking and estimation errors of Xu, Sun & Cheng (§5 of the paper; note §4).
+"""Ranking and estimation errors of Xu, Sun & Cheng (paper §4.2, §4.3, §5.1; docs/estimator.md §6).
 
 Rank convention: rank 1 is the most preferred item (largest θ).
 
 Ties. The paper's metrics assume tie-free scores, but θ̂ ties exactly whenever
-debiased Borda scores tie (note §2.4), which the solver renders as differences of
+debiased Borda scores tie (docs/estimator.md §5), which the solver renders as differences of
 ~1e-10. So scores closer than ``tol · max(1, ‖θ‖∞)`` (chained: a run of such
 neighbours is one group) are treated as tied, and every metric is the
 **expectation over a uniformly random tie-break**, independently in θ̂ and θ*:
 a pair tied in either vector counts ½ in K, and a tie group straddling position
 K puts each member in the top-K with probability (slots left)/(group size).
-These values do not depend on how items are labelled (note §4, "Ties").
+These values do not depend on how items are labelled (docs/estimator.md §6, "Ties").
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def top_k_membership(theta: ArrayLike, k: int, tol: float = TIE_TOL) -> NDArray[
 
 
 def top_k_error(theta_hat: ArrayLike, theta_true: ArrayLike, k: int, tol: float = TIE_TOL) -> float:
-    """Normalized top-K Hamming error H_K(θ̂, θ*) of the paper (§5; note §4).
+    """Normalized top-K Hamming error H_K(θ̂, θ*) of the paper (§4.2; docs/estimator.md §6).
 
     H_K = (1/2K) (#{true top-K items outside the estimated top-K}
                   + #{estimated top-K items outside the true top-K}),
@@ -90,7 +90,7 @@ def top_k_error(theta_hat: ArrayLike, theta_true: ArrayLike, k: int, tol: float 
 def kendall_tau_error(theta_hat: ArrayLike, theta_true: ArrayLike, tol: float = TIE_TOL) -> float:
     """Full-ranking error K(θ̂, θ*): the fraction of item pairs ordered differently.
 
-    K = 2/(m(m−1)) Σ_{i<j} 1{(σ̂_i − σ̂_j)(σ*_i − σ*_j) < 0}   (paper §5; note §4),
+    K = 2/(m(m−1)) Σ_{i<j} 1{(σ̂_i − σ̂_j)(σ*_i − σ*_j) < 0}   (paper §4.3; docs/estimator.md §6),
 
     with pairs tied in either vector counting ½. O(m log m): the discordant count
     is recovered exactly from SciPy's tau-b on integer tie-group ranks.
@@ -127,7 +127,7 @@ def _centered(theta_hat: ArrayLike, theta_true: ArrayLike) -> tuple[NDArray[np.f
     if a.size != b.size:
         raise ValueError("score vectors must have equal length")
     # θ̂ sums to 0 (Lemma 3) but θ* need not (e.g. Uniform(−2, 2) draws): compare
-    # the identified, centered versions (note P10).
+    # the identified, centered versions (docs/estimator.md §6).
     return a - a.mean(), b - b.mean()
 
 

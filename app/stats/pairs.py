@@ -1,6 +1,6 @@
 """Per-pair sufficient statistics of privatized comparisons.
 
-The debiased objective (ARCHITECTURE.md; note §7.1–7.2) depends on the data only
+The debiased objective (docs/estimator.md §4.1) depends on the data only
 through, for each observed pair i < j,
 
 * ``n``      — the number of comparisons n_ij,

@@ -1,8 +1,8 @@
 """Full rankings: permutations, the Mallows mechanism of ε-ranking DP, and rank aggregation.
 
-Papers: Xu, Sun & Cheng, *Ranking Differential Privacy* (design note
-``ranking_dp_mallows.md``) for the mechanism; Sima, Rana & Milenkovic,
-*Federated Aggregation of Mallows Rankings* (``federated_borda_lehmer.md``) for
+Papers: Xu, Sun & Cheng, *Ranking Differential Privacy* (2023;
+docs/mechanisms.md §3) for the mechanism; Sima, Rana & Milenkovic,
+*Federated Aggregation of Mallows Rankings* (docs/federated.md §2–4) for
 Borda and Lehmer-code aggregation; Kemeny for the maximum-likelihood consensus.
 
 Conventions
@@ -11,7 +11,7 @@ Items are the indices ``0..m-1``. An **ordering** lists items best → worst
 (the papers' φ⁻¹ / σ⁻¹); a **position vector** gives each item's 0-based
 position (the papers' rank vector φ(𝓘ᵢ) − 1). The two are inverse permutations
 and coincide only for involutions, so every test uses non-involutive examples
-(note pitfall 2; federated note §6.1). Functions take one ranking as a 1-d
+(docs/README.md §2; docs/federated.md §1, "Conventions"). Functions take one ranking as a 1-d
 array or a batch as a 2-d array with one ranking per row.
 
 Randomness
@@ -154,7 +154,7 @@ def kendall_distance(a: ArrayLike, b: ArrayLike) -> NDArray[np.int64] | int:
 
     ``a`` and ``b`` are orderings of the same items (1-d, or 2-d with one per row;
     they broadcast). ``d_K = C(m,2) − C`` with C the concordant pairs of the
-    Mallows note §1.2; the federated note's printed formula (§2.2) is not this
+    docs/mechanisms.md §3.2; the federated paper's printed formula (its §3; docs/federated.md §2) is not this
     and is not used. O(m log m) per pair of rankings.
     """
     aa, sa = _as_batch(a)
@@ -171,7 +171,7 @@ def kendall_distance(a: ArrayLike, b: ArrayLike) -> NDArray[np.int64] | int:
 def lehmer_code(positions: ArrayLike) -> NDArray[np.int64]:
     """Lehmer code of position vector(s): ``L[i] = #{t < i : pos[t] > pos[i]}``.
 
-    Federated note §2.5 with 0-based items: the number of items with a smaller
+    docs/federated.md §2 (federated paper §3) with 0-based items: the number of items with a smaller
     label ranked *below* item i; ``L[i] ∈ {0..i}``, ``L[0] = 0``; the identity
     has code 0 and the reverse (0, 1, …, m−1). Σ L = K(identity, σ).
     """
@@ -181,7 +181,7 @@ def lehmer_code(positions: ArrayLike) -> NDArray[np.int64]:
 
 
 def lehmer_decode(code: ArrayLike) -> NDArray[np.int64]:
-    """Position vector(s) with the given Lehmer code (federated note §2.5, inverse).
+    """Position vector(s) with the given Lehmer code (docs/federated.md §2, decoding).
 
     Items are inserted in label order, item i at 0-based index ``i − L[i]`` of
     the ordering built so far, so that exactly ``L[i]`` earlier items end up
@@ -209,7 +209,8 @@ def _insert(index: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def insertion_decode(order: ArrayLike, v: ArrayLike) -> NDArray:
-    """The repeated-insertion model's output (Mallows note §3.2).
+    """The repeated-insertion model's output (docs/mechanisms.md §3.2; Ranking DP paper §3.1, Algorithm 1,
+    Lemma 2).
 
     ``order`` is the input ordering (1-d, or 2-d per row); ``v[..., t-2]`` is
     V^(t) for t = 2..m: the t-th best item of the input is inserted after the
@@ -250,7 +251,8 @@ def complete_ranking(
     partial: ArrayLike, n_items: int, rng: np.random.Generator | None = None
 ) -> NDArray[np.int64]:
     """Complete a top-k list: the unranked items go below the ranked ones, in uniformly
-    random order (the completion rule of the federated note §5.2 / pitfall 20).
+    random order (the federated paper's rule for incomplete ballots, its §5; docs/mechanisms.md §3.3,
+    docs/federated.md §1).
 
     ``partial`` lists distinct items best → worst. The randomness is drawn from
     the OS CSPRNG unless ``rng`` is given; it is part of the privatization
@@ -270,7 +272,7 @@ def complete_ranking(
 
 def mallows_dispersion(n_items: int, epsilon: ArrayLike) -> NDArray[np.float64]:
     """b = ε/(m − 1): the weight per concordant pair that gives ε-ranking DP
-    (Mallows note §1.3, Lemma 1 with the normalised T; pitfall 1)."""
+    (Lemma 1 with the normalised T; docs/mechanisms.md §3.2, "Printed normalization")."""
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.any(np.isnan(eps)) or np.any(eps <= 0):
         raise ValueError("epsilon must be > 0 (inf for no privacy)")
@@ -281,7 +283,7 @@ def mallows_dispersion(n_items: int, epsilon: ArrayLike) -> NDArray[np.float64]:
 
 def stage_pmf(t: int, b: float) -> NDArray[np.float64]:
     """P(V^(t) = k), k = 0..t-1: the truncated geometric q^k (q−1)/(q^t−1), q = e^b
-    (Theorem 1(3); Mallows note §3.2). b = ∞ puts all mass on t − 1."""
+    (Theorem 1(3); docs/mechanisms.md §3.2). b = ∞ puts all mass on t − 1."""
     k = np.arange(t, dtype=np.float64)
     if math.isinf(b):
         return (k == t - 1).astype(np.float64)
@@ -309,7 +311,8 @@ def stage_moments(t: int, n_items: int, epsilon: float) -> tuple[float, float]:
 
 def mallows_log_normalizer(n_items: int, b: float) -> float:
     """log Z(b), Z(b) = Σ_σ e^{−b d_K(σ₀, σ)} = Π_{t=1}^m (1 − e^{−tb})/(1 − e^{−b})
-    (Mallows note §1.3; federated note §2.4 with φ = e^{−b}); independent of σ₀."""
+    (docs/mechanisms.md §3.2; docs/federated.md §2, eq. (1) of the federated paper with φ = e^{−b});
+    independent of σ₀."""
     if math.isinf(b):
         return 0.0
     t = np.arange(1, n_items + 1, dtype=np.float64)
@@ -335,7 +338,7 @@ def _sample_stages(b: NDArray[np.float64], m: int, rng: RandomSource | None) -> 
     u = uniform_draws(rng, (n, m - 1))
     bb = b[:, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        # J = t−1−V, P(J = j) ∝ e^{−bj}: J = ⌊−log1p(U·expm1(−bt))/b⌋ (Mallows note §3.3).
+        # J = t−1−V, P(J = j) ∝ e^{−bj}: J = ⌊−log1p(U·expm1(−bt))/b⌋ (docs/mechanisms.md §3.2, "Sampling").
         j = np.floor(-np.log1p(u * np.expm1(-bb * t)) / bb)
     j = np.where(np.isinf(bb), 0.0, j)  # ε = ∞: no discordance
     j = np.where(bb == 0, np.floor(u * t), j)  # b = 0: uniform
@@ -349,13 +352,14 @@ def mallows_privatize(order: ArrayLike, epsilon: ArrayLike, rng: RandomSource | 
     Returns an ordering (best → worst) distributed as the Mallows model centred
     at ``order`` with weight b = ε/(m − 1) per concordant pair,
     P(σ̃) ∝ exp(−b·d_K(order, σ̃)) (Lemma 2). Implemented as the repeated-insertion
-    model the algorithm reduces to (note §3.2: τ(k, χ) = k, so V^(t) is a
+    model the algorithm reduces to (docs/mechanisms.md §3.2: τ(k, χ) = k, so V^(t) is a
     truncated geometric, independent across stages): O(m²).
 
-    Guarantee: for orderings that differ by moving one item (the note's
-    neighbours, §2.2) the output probabilities differ by at most e^ε (Lemma 1;
+    Guarantee: for orderings that differ by moving one item (the paper's
+    neighbours, Definition 2; docs/mechanisms.md §3.1) the output probabilities differ by at most e^ε
+    (Lemma 1;
     exact, attained). Against arbitrary changes of the ranking it is εm/2-LDP
-    (note §2.4) — not ε-LDP. Privatizing the same ranking twice composes.
+    (docs/mechanisms.md §3.3) — not ε-LDP. Privatizing the same ranking twice composes.
 
     ``order`` is one ordering (1-d) or one per row; its entries may be any item
     labels. ``epsilon`` is a scalar or one value per row (``inf``: no privacy).
@@ -382,7 +386,8 @@ def mallows_sample(
     center: ArrayLike, phi: float, size: int, rng: RandomSource | None = None
 ) -> NDArray[np.int64]:
     """``size`` orderings from the Mallows model P(σ) ∝ φ^{d_K(center, σ)}, φ ∈ (0, 1]
-    (federated note §2.4; same sampler as :func:`mallows_privatize` with b = −log φ)."""
+    (docs/federated.md §2, federated paper eq. (1); same sampler as :func:`mallows_privatize` with b = −log
+    φ)."""
     if not 0 < phi <= 1:
         raise ValueError("phi must be in (0, 1]")
     c = np.asarray(center)
@@ -396,13 +401,14 @@ def mallows_sample(
 
 
 def adjacent_flip_probability(n_items: int, epsilon: float) -> float:
-    """P(two items adjacent in the input swap in 𝒜_ε) = 1/(1 + e^{ε/(m−1)}) (note §4a, test 5)."""
+    """P(two items adjacent in the input swap in 𝒜_ε) = 1/(1 + e^{ε/(m−1)}) (docs/mechanisms.md §3.2,
+    §3.5)."""
     b = float(mallows_dispersion(n_items, epsilon))
     return 0.0 if math.isinf(b) else 1.0 / (1.0 + math.exp(b))
 
 
 def expected_concordant_pairs(n_items: int, epsilon: float) -> float:
-    """E C(φ, 𝒜_ε(φ)) = Σ_{t=2}^m E V^(t) (Mallows note §3.5)."""
+    """E C(φ, 𝒜_ε(φ)) = Σ_{t=2}^m E V^(t) (Theorem 1(3); docs/mechanisms.md §3.2)."""
     return float(sum(stage_moments(t, n_items, epsilon)[0] for t in range(2, n_items + 1)))
 
 
@@ -423,7 +429,7 @@ def laplace_rank_privatize(order: ArrayLike, epsilon: float, rng: RandomSource |
 
 def laplace_expected_concordant_pairs(n_items: int, epsilon: float) -> float:
     """E C under :func:`laplace_rank_privatize`: Σ_d (m−d)[1 − (½ + dε/(8(m−1)))e^{−dε/(2(m−1))}]
-    (Lemma 4's proof; Mallows note §6.1)."""
+    (Lemma 4's proof; docs/mechanisms.md §3.4, table)."""
     m = n_items
     d = np.arange(1, m, dtype=np.float64)
     x = d * epsilon / (2.0 * (m - 1))
@@ -471,7 +477,8 @@ class RankingStats:
 
     @property
     def mean_position(self) -> NDArray[np.float64]:
-        """Mean 1-based position of each item (the Borda statistic A of the federated note)."""
+        """Mean 1-based position of each item (the Borda statistic A of the federated paper's Algorithm 1;
+        docs/federated.md §3.1)."""
         if self.n == 0:
             return np.full(self.n_items, np.nan)
         return self.position_sum / self.n + 1.0
@@ -517,7 +524,8 @@ def _sort_random_ties(key: NDArray, rng: np.random.Generator) -> NDArray[np.int6
 
 def borda_scores(data: ArrayLike | RankingStats) -> NDArray[np.float64]:
     """Mean 1-based position of each item (smaller is better): the Borda statistic
-    A_i of the federated note §2.6 (the same order as classic Borda points m − A_i)."""
+    A_i of the federated paper's Algorithm 1 (docs/federated.md §3.1; the same order as classic Borda
+    points m − A_i)."""
     return _stats(data).mean_position
 
 
@@ -526,7 +534,7 @@ def borda_aggregate(
 ) -> NDArray[np.int64]:
     """Algorithm 1 of the federated paper (centralized Borda): the ordering by mean
     position, ascending. Output is an ordering — the paper's printed σ̂₀(j) = i_j
-    is that, although its own convention calls for positions (note §3.1 FIX).
+    is that, although its own convention calls for positions (docs/federated.md §3.1).
     Exact ties (frequent: the sums are integers) are broken uniformly at random."""
     s = _stats(data)
     if s.n == 0:
@@ -544,10 +552,11 @@ def _mode_with_random_ties(hist: NDArray[np.int64], rng: np.random.Generator) ->
 def lehmer_aggregate(
     data: ArrayLike | RankingStats, rng: np.random.Generator | int | None = None
 ) -> NDArray[np.int64]:
-    """Centralized Lehmer majority (federated note §3.3, after [36]): the coordinate-wise
+    """Centralized Lehmer majority (federated paper Theorem 3, after Li, Mazumdar & Milenkovic 2017;
+    docs/federated.md §4.1): the coordinate-wise
     mode of the rankings' Lehmer codes (ties uniformly at random), decoded to an
     ordering. The codes are taken in item-label order, so the result depends on
-    how items are labelled (note pitfall 4)."""
+    how items are labelled (docs/federated.md §4.1)."""
     s = _stats(data)
     if s.n == 0:
         raise ValueError("no rankings to aggregate")
@@ -593,7 +602,7 @@ class KemenyResult:
 
 
 def _kemeny_exact(w: NDArray[np.int64], rng: np.random.Generator) -> tuple[NDArray[np.int64], int, int]:
-    """Subset dynamic programme over top-sets, O(2^m m²) (Mallows note §4a).
+    """Subset dynamic programme over top-sets, O(2^m m²) (the Kemeny MLE of docs/mechanisms.md §3.4).
 
     f[T] = least disagreement of an arrangement of the set T as the top |T|
     items: placing item i last in T costs the rankings that put some j ∉ T above
@@ -682,7 +691,7 @@ def kemeny_consensus(
     exact_max_items: int = KEMENY_EXACT_MAX_ITEMS,
 ) -> KemenyResult:
     """Kemeny consensus argmin_σ Σ_r d_K(σ, σ_r): the Mallows MLE of the centre, and
-    the attacker's estimator of the Mallows note §4a (the paper's printed eq. (1)
+    the attacker's estimator of Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4; the paper's printed eq. (1)
     has its sign wrong).
 
     m ≤ ``exact_max_items`` (at most 20): exact, by a dynamic programme over

@@ -1,4 +1,4 @@
-"""The simulation study of Xu, Sun & Cheng, Scenarios I–V (paper §5; note §6).
+"""The simulation study of Xu, Sun & Cheng, Scenarios I–V (paper §5; docs/estimator.md §9).
 
 Each scenario is a grid of cells; each cell is replicated with fresh θ* and data,
 and reports the mean of each metric with its Monte Carlo standard error. The

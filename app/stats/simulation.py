@@ -1,8 +1,8 @@
 """Simulated BTL surveys: true scores, designs, privatized answers.
 
-Data generation follows the paper's §5 (note §6.1, §6.4): θ* ~ Uniform(−2, 2)
+Data generation follows the paper's §5.1–5.2 (docs/estimator.md §9): θ* ~ Uniform(−2, 2)
 or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) independently for
-each respondent and pair, drawn once per unordered pair (note P7); then RR with
+each respondent and pair, drawn once per unordered pair (docs/estimator.md §1, §9); then RR with
 the respondent's own ε. Beyond the paper, designs may be incomplete (each
 respondent answers a random subset of pairs, or comparisons fall on random pairs
 of a large item set) and ε may differ between respondents.
@@ -45,13 +45,15 @@ __all__ = [
 def uniform_theta(
     n_items: int, rng: np.random.Generator, low: float = -2.0, high: float = 2.0
 ) -> NDArray[np.float64]:
-    """θ* with i.i.d. Uniform(low, high) entries, centered to sum to 0 (note P10)."""
+    """θ* with i.i.d. Uniform(low, high) entries, centered to sum to 0 (docs/estimator.md §6, §9; paper
+    §5.1)."""
     theta = rng.uniform(low, high, size=n_items)
     return theta - theta.mean()
 
 
 def evenly_spaced_theta(n_items: int, delta: float) -> NDArray[np.float64]:
-    """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0 (note §6.4)."""
+    """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0 (docs/estimator.md §9; paper
+    §5.2)."""
     return np.asarray(delta * ((n_items + 1) / 2.0 - np.arange(1, n_items + 1)), dtype=np.float64)
 
 
@@ -183,7 +185,7 @@ def simulate_pair_stats(
 
     Given ε, the number of reported "i wins" of a pair is Binomial(n_ij, q_ij)
     with q_ij = p_ε + (1−2p_ε)σ(θ_i − θ_j) (Lemma 1), and z is a function of ỹ,
-    so (Σỹ, Σz, Σz²) follow exactly from one binomial draw per pair (note §9).
+    so (Σỹ, Σz, Σz²) follow exactly from one binomial draw per pair (docs/estimator.md §9, "Exact shortcut").
     ε = ∞ simulates non-private data. ``pairs`` (distinct, any orientation)
     defaults to all pairs i < j; ``n_per_pair`` is a scalar or one count per pair.
     """

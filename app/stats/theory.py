@@ -1,4 +1,5 @@
-"""Privacy quantities of Xu, Sun & Cheng's theory (note §3).
+"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1, Theorem 1, Corollaries 1–2;
+docs/estimator.md §7).
 
 * G(ε) and H(ε) of Theorem 1, which govern the estimation error;
 * the three adaptive privacy schemes of Scenarios II and IV, whose ε shrinks with
@@ -6,7 +7,7 @@
   (Corollaries 1–2, Table 1).
 
 Scheme labels. The paper's narrative swaps Schemes 1 and 3 relative to their
-formulas and to its own theory (note §3, boxed contradiction; pitfall P8). The
+formulas and to its own theory (paper §5.1, Scenario II; docs/estimator.md §7, "Printed scheme labels"). The
 functions here are keyed by the formulas, which is what the theory speaks about:
 ``"log_over_sqrt"`` = ε ∝ log(mL)/√(mL) (Scheme 1 as printed, consistent),
 ``"inv_sqrt"`` = ε ∝ 1/√(mL) (Scheme 2, the dividing line),
@@ -60,7 +61,7 @@ def scheme_epsilon(
 ) -> NDArray[np.float64] | float:
     """ε of an adaptive privacy scheme (Scenario II), normalized to 1 at L = 100.
 
-    Closed forms (note §3, "Explicit forms"; the log base cancels), with L₀ = 100:
+    Closed forms (docs/estimator.md §7; the log base cancels), with L₀ = 100:
 
     * ``"log_over_sqrt"`` (1): ε = √(L₀/L) · log(mL)/log(mL₀)
     * ``"inv_sqrt"`` (2):       ε = √(L₀/L)
@@ -82,7 +83,7 @@ def dividing_line_epsilon(n_items: float, n_respondents: float) -> float:
 
     Only an order of magnitude: Corollary 1 needs ε ≳ log(mL)/√(mL) for the
     errors to vanish, Corollary 2 shows ε ≍ 1/√(mL) leaves them bounded away
-    from 0. Constants are unknown (note P13).
+    from 0. Constants are unknown (docs/estimator.md §7).
     """
     return 1.0 / math.sqrt(float(n_items) * float(n_respondents))
 
