@@ -19,8 +19,9 @@ order every member of the population agrees on keeps that order in expectation
 (Theorem 1(1) of *Ranking Differential Privacy* holds ranking by ranking), so there
 the certified order is the population's. A narrow majority can be reversed by the
 mechanism (m = 3, ε = 1, 51% of the inputs A > B > C and 49% B > C > A: the 51%
-majority for A over B becomes 46.6% of the synthetic rankings), so for heterogeneous populations the certified ordering is the
-synthetic population's, not necessarily the true one's (docs/mechanisms.md §3.4).
+majority for A over B becomes 46.6% of the synthetic rankings), so for heterogeneous
+populations the certified ordering is the synthetic population's, not necessarily the
+true one's (docs/mechanisms.md §3.4).
 """
 
 from __future__ import annotations
