@@ -7,6 +7,8 @@ from functools import lru_cache
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .limits import MAX_BATCH, MAX_BATCH_CEILING
+
 __all__ = ["Settings", "get_settings", "normalize_database_url"]
 
 
@@ -38,7 +40,13 @@ class Settings(BaseSettings):
         validation_alias="PRIVRANK_CORS_ORIGINS",
         description="Comma-separated origins allowed to call the API from a browser ('*' for any).",
     )
-    max_batch: int = Field(default=1000, validation_alias="PRIVRANK_MAX_BATCH", ge=1, le=100_000)
+    max_batch: int = Field(
+        default=MAX_BATCH,
+        validation_alias="PRIVRANK_MAX_BATCH",
+        ge=1,
+        le=MAX_BATCH_CEILING,
+        description="Most comparisons per POST …/responses (the request schema accepts up to the ceiling).",
+    )
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
     access_log: bool = Field(
         default=False,

@@ -32,7 +32,7 @@ import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ..services.errors import ServiceError
+from ..services.errors import TemporarilyUnavailable
 from .admission import RELEASE_ADMISSION, Slots
 
 __all__ = ["SPOOL_MEMORY_BYTES", "Downloads", "SpooledDownload", "spool"]
@@ -46,14 +46,8 @@ CHUNK_BYTES = 64 * 2**10
 MIN_SEND_RATE = 16 * 2**10
 
 
-class Busy(ServiceError):
+class Busy(TemporarilyUnavailable):
     """Too many downloads at once in this worker (503 with ``Retry-After``)."""
-
-    status_code = 503
-
-    def __init__(self, detail: str, retry_after: int = 5) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
 
 
 class Downloads:

@@ -17,7 +17,17 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..services.errors import ServiceError, Unauthorized
+from ..services.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServiceError,
+    TemporarilyUnavailable,
+    TooLarge,
+    TooMany,
+    Unauthorized,
+)
 
 log = logging.getLogger("privrank.api")
 
@@ -58,6 +68,24 @@ def where(exc: BaseException) -> str:
     return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else "?"
 
 
+#: What each domain error means in HTTP (the first match along the exception's MRO).
+STATUS: dict[type[ServiceError], int] = {
+    Invalid: 422,
+    NotFound: 404,
+    Conflict: 409,
+    Unauthorized: 401,
+    Forbidden: 403,
+    TooLarge: 413,
+    TooMany: 429,
+    TemporarilyUnavailable: 503,
+    ServiceError: 400,
+}
+
+
+def status_of(exc: ServiceError) -> int:
+    return next(STATUS[cls] for cls in type(exc).__mro__ if cls in STATUS)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
@@ -65,7 +93,7 @@ def install(app: FastAPI) -> None:
         retry_after = getattr(exc, "retry_after", None)  # the "busy" errors (503, 429) carry one
         if retry_after:
             headers = {"Retry-After": str(retry_after)}
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+        return JSONResponse({"detail": exc.detail}, status_code=status_of(exc), headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -12,24 +12,19 @@ the service admits up to W times the configured rate.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import OrderedDict
 
 from fastapi import Request
 
-from ..services.errors import ServiceError
+from ..services.errors import TooMany
 
 __all__ = ["RateLimiter", "TooManyRequests", "client_address"]
 
 
-class TooManyRequests(ServiceError):
-    status_code = 429
-
-    def __init__(self, detail: str, retry_after: float) -> None:
-        super().__init__(detail)
-        self.retry_after = max(1, math.ceil(retry_after))
+class TooManyRequests(TooMany):
+    """Over a rate limit of this client address (429 with ``Retry-After``)."""
 
 
 def client_address(request: Request) -> str:

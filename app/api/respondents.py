@@ -12,6 +12,7 @@ from ..db.models import Ranking
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
 from ..services.errors import Conflict, Invalid
+from ..services.idempotency import Stored
 from ..services.respondents import budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..stats import flip_probability
@@ -176,8 +177,7 @@ def responses(
             epsilon=body.epsilon,
             idempotency_key=idempotency_key,
         )
-        headers = {"Idempotent-Replayed": "true"} if result.replayed else None
-        return JSONResponse(result.body, status_code=result.status_code, headers=headers)
+        return _answered(result)
     if survey.kind != "pairwise":
         raise Conflict('this survey asks for rankings, not pairwise comparisons: send {"ranking": [...]}')
     if body.comparisons is None:  # pragma: no cover - ResponsesIn holds comparisons or a ranking
@@ -192,5 +192,11 @@ def responses(
         idempotency_key=idempotency_key,
         max_batch=settings.max_batch,
     )
-    headers = {"Idempotent-Replayed": "true"} if result.replayed else None
-    return JSONResponse(result.body, status_code=result.status_code, headers=headers)
+    return _answered(result)
+
+
+def _answered(stored: Stored) -> JSONResponse:
+    """201 with the receipt; a retry gets its first answer again (201, the first receipt),
+    marked ``Idempotent-Replayed``."""
+    headers = {"Idempotent-Replayed": "true"} if stored.replayed else None
+    return JSONResponse(stored.receipt.as_dict(), status_code=201, headers=headers)

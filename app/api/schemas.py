@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from ..limits import MAX_BATCH_CEILING, MAX_ITEMS, MAX_LABEL, MAX_RANKING_ITEMS
+
 #: C0 control characters and DEL.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -34,7 +36,7 @@ def _not_blank(value):
 Label = Annotated[
     str,
     BeforeValidator(_not_blank),
-    Field(min_length=1, max_length=500, pattern=r"\S"),
+    Field(min_length=1, max_length=MAX_LABEL, pattern=r"\S"),
     AfterValidator(_printable),
 ]
 
@@ -78,7 +80,7 @@ class PrivacyIn(_Model):
 class SurveyCreate(_Model):
     title: Text = Field(min_length=1, max_length=500)
     kind: Literal["pairwise", "ranking"] = "pairwise"
-    items: list[Label] = Field(min_length=2, max_length=10_000, description="Item labels, unique.")
+    items: list[Label] = Field(min_length=2, max_length=MAX_ITEMS, description="Item labels, unique.")
     privacy: PrivacyIn = Field(default_factory=PrivacyIn)
 
     model_config = ConfigDict(
@@ -116,7 +118,7 @@ class SurveyUpdate(_Model):
 
 
 class ItemsAdd(_Model):
-    items: list[Label] = Field(min_length=1, max_length=10_000, description="Labels of the new items.")
+    items: list[Label] = Field(min_length=1, max_length=MAX_ITEMS, description="Labels of the new items.")
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
 
@@ -299,12 +301,15 @@ class ResponsesIn(_Model):
     )
     epsilon: float | None = Field(None, description="Required when privatized is true.")
     comparisons: list[ComparisonIn] | None = Field(
-        None, min_length=1, max_length=10_000, description="Pairwise surveys: the answers."
+        None,
+        min_length=1,
+        max_length=MAX_BATCH_CEILING,
+        description="Pairwise surveys: the answers (at most PRIVRANK_MAX_BATCH, 1,000 by default).",
     )
     ranking: list[Text] | None = Field(
         None,
         min_length=1,
-        max_length=256,
+        max_length=MAX_RANKING_ITEMS,
         description="Ranking surveys: item ids, best first. With privatized=false it may list only the "
         "top items (the server puts the rest below, in uniformly random order, then applies the Mallows "
         "mechanism); with privatized=true it is the full synthetic ranking made on the device.",

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import ServiceError
+from .errors import TemporarilyUnavailable
 
 __all__ = ["SHUTDOWN", "Deadline", "OutOfTime", "WorkSlots"]
 
@@ -26,15 +26,9 @@ __all__ = ["SHUTDOWN", "Deadline", "OutOfTime", "WorkSlots"]
 SHUTDOWN = threading.Event()
 
 
-class OutOfTime(ServiceError):
+class OutOfTime(TemporarilyUnavailable):
     """The computation stopped: its time budget was spent, its client left, or the
     server is stopping (503 with ``Retry-After``; nothing was stored)."""
-
-    status_code = 503
-
-    def __init__(self, detail: str, retry_after: float = 5.0) -> None:
-        super().__init__(detail)
-        self.retry_after = max(1, math.ceil(retry_after))
 
 
 class Deadline:

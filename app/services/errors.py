@@ -1,15 +1,28 @@
-"""Domain errors raised by services and turned into HTTP answers by the API layer.
+"""Domain errors raised by services; the API layer decides what each means in HTTP
+(:mod:`app.api.errors`), so the services know nothing of status codes.
 
 Messages are shown to clients. They must never contain a submitted answer.
 """
 
 from __future__ import annotations
 
-__all__ = ["Conflict", "Forbidden", "Invalid", "NotFound", "ServiceError", "TooLarge", "Unauthorized"]
+import math
+
+__all__ = [
+    "Conflict",
+    "Forbidden",
+    "Invalid",
+    "NotFound",
+    "ServiceError",
+    "TemporarilyUnavailable",
+    "TooLarge",
+    "TooMany",
+    "Unauthorized",
+]
 
 
 class ServiceError(Exception):
-    status_code = 400
+    """A request the service refuses, with a message for the client."""
 
     def __init__(self, detail: str | list | dict) -> None:
         super().__init__(detail if isinstance(detail, str) else "service error")
@@ -17,28 +30,40 @@ class ServiceError(Exception):
 
 
 class Invalid(ServiceError):
-    """The request is well-formed but its content is not acceptable (422)."""
-
-    status_code = 422
+    """The request is well-formed but its content is not acceptable."""
 
 
 class NotFound(ServiceError):
-    status_code = 404
+    """No such survey, item, respondent, key, release or round."""
 
 
 class Conflict(ServiceError):
-    """The request conflicts with the survey's state or earlier answers (409)."""
-
-    status_code = 409
+    """The request conflicts with the survey's state or earlier answers; nothing was stored."""
 
 
 class Unauthorized(ServiceError):
-    status_code = 401
+    """Missing or invalid credentials."""
 
 
 class Forbidden(ServiceError):
-    status_code = 403
+    """Valid credentials that do not allow this call."""
 
 
 class TooLarge(ServiceError):
-    status_code = 413
+    """A body or an upload over its size limit."""
+
+
+class _RetryLater(ServiceError):
+    """A refusal that goes away: ``retry_after`` seconds (at least 1) is worth waiting."""
+
+    def __init__(self, detail: str, retry_after: float = 5.0) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, math.ceil(retry_after))
+
+
+class TemporarilyUnavailable(_RetryLater):
+    """The work could not be done now (busy, out of time, shutting down); retry later."""
+
+
+class TooMany(_RetryLater):
+    """This client asked too often (a rate limit); retry later."""

@@ -29,33 +29,26 @@ from sqlalchemy import Connection, Dialect, Table, UpdateBase, bindparam, insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import Base, Comparison, IdempotencyRecord, PendingBatch, Respondent, Survey, new_id, utcnow
+from ..db.models import Base, Comparison, PendingBatch, Respondent, Survey, new_id, utcnow
 from ..db.session import begin_write
+from ..limits import MAX_BATCH
 from ..stats import privatize
+from . import idempotency
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
+from .idempotency import Receipt, Stored
 from .respondents import (
     answer_epsilon,
-    budget_remaining,
     check_epsilon,
-    comparisons_remaining,
-    reload_respondent,
 )
-from .surveys import ItemIndex, central_limits, item_index, known_item_index, normalize_label
+from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions
+from .surveys import ItemIndex, item_index, known_item_index, normalize_label
 
-__all__ = [
-    "ComparisonIn",
-    "IngestResult",
-    "import_comparisons",
-    "remember_idempotent",
-    "replay_idempotent",
-    "submit_responses",
-]
+__all__ = ["ComparisonIn", "import_comparisons", "submit_responses"]
 
 log = logging.getLogger("privrank.ingestion")
 
 #: Floating-point slack when comparing a sum of ε with the budget.
-BUDGET_SLACK = 1e-9
 #: Rows per pending batch written by an import (keeps each payload under ~1.7 MB).
 IMPORT_CHUNK = 100_000
 
@@ -67,13 +60,6 @@ class ComparisonIn:
     winner: str
 
 
-@dataclass(frozen=True)
-class IngestResult:
-    status_code: int
-    body: dict
-    replayed: bool = False
-
-
 def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[ComparisonIn]) -> str:
     """What identifies a request for Idempotency-Key: its mode, ε and *set* of pairs.
 
@@ -82,21 +68,7 @@ def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[
     a one-bit answer): the pairs are taken unordered and sorted.
     """
     pairs = sorted(sorted((c.a, c.b)) for c in comparisons)
-    shape = {"privatized": privatized, "epsilon": epsilon, "pairs": pairs}
-    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
-
-
-def _lock_survey_open(session: Session, survey_id: str) -> None:
-    """Inside a write transaction: re-read the survey with a shared row lock
-    (PostgreSQL ``FOR SHARE``; SQLite's write lock already excludes others) and
-    check it still takes pairwise answers. Closing takes the conflicting lock, so
-    once ``PATCH status=closed`` has answered, no answer can be stored."""
-    row = session.execute(
-        select(Survey.status, Survey.kind, Survey.privacy_model)
-        .where(Survey.id == survey_id)
-        .with_for_update(read=True)
-    ).one()
-    _check_open_pairwise(row.status, row.kind, row.privacy_model)
+    return idempotency.fingerprint(privatized=privatized, epsilon=epsilon, pairs=pairs)
 
 
 def _check_open_pairwise(status: str, kind: str, model: str) -> None:
@@ -151,31 +123,6 @@ def _first_repeat(keys: np.ndarray) -> int | None:
     return int(repeats[0]) if repeats.size else None
 
 
-def replay_idempotent(
-    session: Session, respondent_id: str, key: str, fingerprint: str
-) -> IngestResult | None:
-    """The first answer to an earlier request with this Idempotency-Key; 409 if that request
-    had another fingerprint."""
-    record = session.get(IdempotencyRecord, (respondent_id, key))
-    if record is None:
-        return None
-    if record.fingerprint != fingerprint:
-        raise Conflict("this Idempotency-Key was already used for a different request")
-    return IngestResult(record.status_code, dict(record.response), replayed=True)
-
-
-def remember_idempotent(
-    session: Session, respondent_id: str, key: str | None, fingerprint: str, body: dict
-) -> None:
-    """Store the answer to a request sent with an Idempotency-Key (in its transaction)."""
-    if key is not None:
-        session.add(
-            IdempotencyRecord(
-                respondent_id=respondent_id, key=key, fingerprint=fingerprint, status_code=201, response=body
-            )
-        )
-
-
 def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]) -> ItemIndex:
     """The survey's items (plain values, cached per process), read again when a
     comparison names an item the cached index lacks (items added since)."""
@@ -217,11 +164,12 @@ def _store_batch(
     payload: bytes,
     idempotency_key: str | None,
     fingerprint: str,
-    body: dict,
-) -> None:
-    """Append the comparisons, the packed pending batch and the idempotency record, in the
-    session's transaction: one statement on PostgreSQL, ORM/Core inserts elsewhere. A pair
-    this respondent answered before raises IntegrityError (uq_comparisons_respondent_pair)."""
+    receipt: Receipt,
+) -> bool:
+    """Append the comparisons and the packed pending batch in the session's transaction;
+    True when the idempotency record went in too (PostgreSQL: one statement for all three;
+    elsewhere Core inserts, and the caller adds the record). A pair this respondent
+    answered before raises IntegrityError (uq_comparisons_respondent_pair)."""
     now = utcnow()
     if session.get_bind().dialect.name == "postgresql":
         session.execute(
@@ -239,10 +187,10 @@ def _store_batch(
                 "payload": payload,
                 "key": idempotency_key,
                 "fingerprint": fingerprint,
-                "response": json.dumps(body),
+                "response": json.dumps(receipt.as_dict()),
             },
         )
-        return
+        return True
     session.execute(
         insert(Comparison),
         [
@@ -260,7 +208,7 @@ def _store_batch(
         ],
     )
     session.add(PendingBatch(survey_id=survey_id, n=int(i.size), payload=payload))
-    remember_idempotent(session, respondent_id, idempotency_key, fingerprint, body)
+    return False
 
 
 def _repeated_pair(session: Session, respondent_id: str, i, j, items: ItemIndex) -> Conflict:
@@ -291,15 +239,16 @@ def submit_responses(
     privatized: bool,
     epsilon: float | None,
     idempotency_key: str | None = None,
-    max_batch: int = 1000,
-) -> IngestResult:
-    """Validate, privatize (unless the client did) and store one batch of answers."""
-    fingerprint = _fingerprint(privatized, epsilon, comparisons)
-    if idempotency_key is not None and survey.status != "open":
+    max_batch: int = MAX_BATCH,
+) -> Stored:
+    """Validate, privatize (unless the client did) and store one batch of answers
+    (through the one write path, :func:`app.services.spending.spend_and_store`)."""
+    shape = _fingerprint(privatized, epsilon, comparisons)
+    if survey.status != "open":
         # A retry of an answer acknowledged before the survey closed is still answered.
-        replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-        if replay is not None:
-            return replay
+        replayed = idempotency.replay(session, respondent.id, idempotency_key, shape)
+        if replayed is not None:
+            return replayed
     _check_open_pairwise(survey.status, survey.kind, survey.privacy_model)
     if not 1 <= len(comparisons) <= max_batch:
         raise Invalid(f"send between 1 and {max_batch} comparisons per request")
@@ -329,73 +278,13 @@ def submit_responses(
         y_tilde, source = privatize(y, eps), "server"  # OS CSPRNG
     del y
     n = len(comparisons)
-    cost = 0.0 if eps is None else eps * n
-    body: dict | None = None
-    try:
-        begin_write(session)
-        if idempotency_key is not None:
-            # Inside the transaction: a retry of a request that committed is answered
-            # with its first answer. Two copies racing both get past this; the second
-            # then waits on the respondent's row (the UPDATE below) and fails on the
-            # unique pairs, and is replayed in the handler below.
-            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-            if replay is not None:
-                session.rollback()
-                return replay
-        _lock_survey_open(session, survey.id)
-        spend = update(Respondent).where(Respondent.id == respondent.id)
-        if survey.respondent_budget is not None:
-            spend = spend.where(Respondent.epsilon_spent + cost <= survey.respondent_budget + BUDGET_SLACK)
-        if survey.max_comparisons is not None:  # central: the contribution bound L
-            spend = spend.where(Respondent.n_comparisons + n <= survey.max_comparisons)
-        row = session.execute(
-            spend.values(
-                epsilon_spent=Respondent.epsilon_spent + cost,
-                n_comparisons=Respondent.n_comparisons + n,
-            ).returning(Respondent.epsilon_spent, Respondent.n_comparisons)
-        ).one_or_none()
-        if row is None:
-            if idempotency_key is not None:
-                # A copy of this request that committed while we waited for the row lock
-                # may have spent the budget: then this is a retry (READ COMMITTED sees it).
-                replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-                if replay is not None:
-                    session.rollback()
-                    return replay
-            now = reload_respondent(session, respondent.id)
-            if central:
-                raise Conflict(
-                    f"a respondent may give at most {survey.max_comparisons} comparisons; "
-                    f"{comparisons_remaining(survey, now)} remain"
-                )
-            left = budget_remaining(survey, now)
-            raise Conflict(f"over the privacy budget: this request costs epsilon {cost:g}, {left:g} remains")
-        spent = float(row[0])  # SQLite may hand back an integral REAL as int
-        answered_total = int(row[1])
-        # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
-        payload = encode_batch(i, j, y_tilde, np.full(n, np.inf if central else eps))
-        if central:
-            body = {
-                "accepted": n,
-                "epsilon_spent": None,
-                "epsilon_total": None,
-                "budget_remaining": None,
-                "comparisons_remaining": central_limits(survey)[1] - answered_total,
-            }
-        else:
-            remaining = (
-                None if survey.respondent_budget is None else max(0.0, survey.respondent_budget - spent)
-            )
-            body = {
-                "accepted": n,
-                "epsilon_spent": cost,
-                "epsilon_total": spent,
-                "budget_remaining": remaining,
-                "comparisons_remaining": None,
-            }
+    # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
+    payload = encode_batch(i, j, y_tilde, np.full(n, np.inf if eps is None else eps))
+
+    def store(session: Session, receipt: Receipt) -> bool:
         # A pair this respondent answered before violates uq_comparisons_respondent_pair:
-        # the database checks it (no scan of the respondent's answers); see the handler.
-        _store_batch(
+        # the database checks it (no scan of the respondent's answers); see `duplicate`.
+        return _store_batch(
             session,
             survey.id,
             respondent.id,
@@ -406,23 +295,24 @@ def submit_responses(
             source,
             payload,
             idempotency_key,
-            fingerprint,
-            body,
+            shape,
+            receipt,
         )
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        # A concurrent request with the same Idempotency-Key won the race.
-        if idempotency_key is not None:
-            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-            if replay is not None:
-                return replay
-        raise _repeated_pair(session, respondent.id, i, j, items) from None
-    except BaseException:
-        session.rollback()
-        raise
-    log.info("survey %s: stored %d comparisons (%s-privatized)", survey.id, n, source)
-    return IngestResult(201, body)
+
+    stored = spend_and_store(
+        session,
+        survey,
+        respondent,
+        Purchase(accepted=n, cost=0.0 if eps is None else eps * n, count=n, what="this request"),
+        key=idempotency_key,
+        shape=shape,
+        check_survey=_check_open_pairwise,
+        store=store,
+        duplicate=lambda session: _repeated_pair(session, respondent.id, i, j, items),
+    )
+    if not stored.replayed:
+        log.info("survey %s: stored %d comparisons (%s-privatized)", survey.id, n, source)
+    return stored
 
 
 # -- bulk import ---------------------------------------------------------------
@@ -542,9 +432,10 @@ class _Bulk:
             return cls(statement, rows)
         names = list(compiled.positiontup)
         procs = [compiled.binds[name].type.bind_processor(dialect) for name in names]
+        fixed = compiled.params  # values bound in the statement itself (e.g. a survey's budget)
         converted = [
             tuple(value if proc is None else proc(value) for value, proc in zip(values, procs, strict=True))
-            for values in (tuple(row[name] for name in names) for row in rows)
+            for values in (tuple(row[name] if name in row else fixed[name] for name in names) for row in rows)
         ]
         return cls(statement, converted, compiled.string)
 
@@ -567,11 +458,13 @@ def _table(model: type[Base]) -> Table:
 
 def _over(survey: Survey, ref: str, cost: float, n: int, spent: float, answered: int) -> Conflict | None:
     """The Conflict when respondent ``ref`` (with ``spent`` ε and ``answered`` comparisons
-    so far) may not take ``n`` more comparisons costing ``cost``; None when it may."""
-    cap = survey.max_comparisons
-    if cap is not None and answered + n > cap:
-        return Conflict(f"respondent {ref!r} would give more than {cap} comparisons (the survey's bound)")
-    if survey.respondent_budget is not None and spent + cost > survey.respondent_budget + BUDGET_SLACK:
+    so far) may not take ``n`` more comparisons costing ``cost``; None when it may
+    (the limits of :func:`app.services.spending.exceeded`, worded for an import)."""
+    limit = exceeded(survey, spent, answered, cost, n)
+    if limit == "comparisons":
+        bound = survey.max_comparisons
+        return Conflict(f"respondent {ref!r} would give more than {bound} comparisons (the survey's bound)")
+    if limit == "budget":
         return Conflict(f"respondent {ref!r} would exceed the privacy budget")
     return None
 
@@ -774,20 +667,22 @@ def import_comparisons(
     # Known respondents' counters grow in the write, on the condition that their budget
     # still holds then: answers of theirs may be stored while this import is prepared.
     table = _table(Respondent)
-    spend = update(table).where(table.c.id == bindparam("rid"))
-    limits: dict[str, float | int] = {}
-    if survey.respondent_budget is not None:
-        spend = spend.where(table.c.epsilon_spent + bindparam("cost") <= bindparam("budget"))
-        limits["budget"] = survey.respondent_budget + BUDGET_SLACK
-    if survey.max_comparisons is not None:
-        spend = spend.where(table.c.n_comparisons + bindparam("n") <= bindparam("cap"))
-        limits["cap"] = survey.max_comparisons
-    spend = spend.values(
-        epsilon_spent=table.c.epsilon_spent + bindparam("cost"),
-        n_comparisons=table.c.n_comparisons + bindparam("n"),
+    spend = (
+        update(table)
+        .where(
+            table.c.id == bindparam("rid"),
+            # The same conditions as every answer's (the one write path).
+            *spend_conditions(
+                survey, table.c.epsilon_spent, table.c.n_comparisons, bindparam("cost"), bindparam("n")
+            ),
+        )
+        .values(
+            epsilon_spent=table.c.epsilon_spent + bindparam("cost"),
+            n_comparisons=table.c.n_comparisons + bindparam("n"),
+        )
     )
     updates = [
-        {"rid": r.id, "cost": float(cost[ref_index[r.ref]]), "n": int(n_rows[ref_index[r.ref]]), **limits}
+        {"rid": r.id, "cost": float(cost[ref_index[r.ref]]), "n": int(n_rows[ref_index[r.ref]])}
         for r in sorted(known.values(), key=lambda r: r.id)  # one lock order (PostgreSQL)
     ]
     spend_bulk = _Bulk.stage(dialect, spend, updates)
@@ -807,7 +702,7 @@ def import_comparisons(
             session.execute(
                 text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest, "big", signed=True)}
             )
-        _lock_survey_open(session, survey.id)
+        lock_survey(session, survey.id, _check_open_pairwise)
         conn = session.connection()
         if spend_bulk.run(conn) != len(updates):
             session.rollback()

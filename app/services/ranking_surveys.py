@@ -20,18 +20,15 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import logging
 import math
 from collections.abc import Iterator, Sequence
 
 import numpy as np
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from ..db.models import Item, PendingBatch, Ranking, Respondent, Survey
-from ..db.session import begin_write
 from ..stats.consensus import borda_confidence, btl_confidence, fit_ranking_btl
 from ..stats.inference import rank_confidence
 from ..stats.rankings import (
@@ -45,14 +42,16 @@ from ..stats.rankings import (
     mallows_privatize,
     random_permutation,
 )
+from . import idempotency
 from .aggregation import encode_rankings, fold_pending, read_ranking_snapshot
 from .analysis import offered_level
 from .cache import ByteLRU, nbytes
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
 from .export import iso_utc
-from .ingestion import BUDGET_SLACK, IngestResult, remember_idempotent, replay_idempotent
-from .respondents import answer_epsilon, budget_remaining, registered_epsilon, reload_respondent
+from .idempotency import Receipt, Stored
+from .respondents import answer_epsilon, budget_remaining, registered_epsilon
+from .spending import Purchase, spend_and_store
 from .surveys import survey_items
 
 __all__ = [
@@ -88,8 +87,7 @@ def _check_ranking_survey(survey_status: str, kind: str, model: str) -> None:
 def _fingerprint(privatized: bool, epsilon: float | None) -> str:
     """Idempotency fingerprint: the mode and ε only — never the ranking, nor which or how
     many items it lists (a partial ranking's item set is itself a preference)."""
-    shape = {"kind": "ranking", "privatized": privatized, "epsilon": epsilon}
-    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
+    return idempotency.fingerprint(kind="ranking", privatized=privatized, epsilon=epsilon)
 
 
 def _positions(ranking: Sequence[str], items: list[Item], complete: bool) -> np.ndarray:
@@ -122,13 +120,13 @@ def submit_ranking(
     privatized: bool,
     epsilon: float | None,
     idempotency_key: str | None = None,
-) -> IngestResult:
-    """Validate, complete and privatize (unless the client did) and store one ranking."""
-    fingerprint = _fingerprint(privatized, epsilon)
-    if idempotency_key is not None:
-        replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-        if replay is not None:
-            return replay
+) -> Stored:
+    """Validate, complete and privatize (unless the client did) and store one ranking
+    (through the one write path, :func:`app.services.spending.spend_and_store`)."""
+    shape = _fingerprint(privatized, epsilon)
+    replayed = idempotency.replay(session, respondent.id, idempotency_key, shape)
+    if replayed is not None:
+        return replayed
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
     eps = answer_epsilon(survey, respondent, privatized, epsilon)
     items = survey_items(session, survey.id)
@@ -140,37 +138,15 @@ def submit_ranking(
         # Completion and the Mallows draw both use the OS CSPRNG.
         synthetic, source = mallows_privatize(complete_ranking(pos, m), eps), "server"
     del pos
-    try:
-        begin_write(session)
-        session.execute(
-            select(Respondent.id).where(Respondent.id == respondent.id).with_for_update(key_share=True)
-        )
-        if idempotency_key is not None:
-            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-            if replay is not None:
-                session.rollback()
-                return replay
-        row = session.execute(
-            select(Survey.status, Survey.kind, Survey.privacy_model)
-            .where(Survey.id == survey.id)
-            .with_for_update(read=True)
-        ).one()
-        _check_ranking_survey(row.status, row.kind, row.privacy_model)
+
+    def check_more(session: Session) -> None:
         if session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id)) != m:
             raise Conflict("the survey's items changed while the ranking was sent; fetch them and retry")
         if session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None:
-            raise Conflict("this respondent already submitted a ranking (one per respondent)")
-        spend = update(Respondent).where(Respondent.id == respondent.id)
-        if survey.respondent_budget is not None:
-            spend = spend.where(Respondent.epsilon_spent + eps <= survey.respondent_budget + BUDGET_SLACK)
-        done = session.execute(
-            spend.values(epsilon_spent=Respondent.epsilon_spent + eps).returning(Respondent.epsilon_spent)
-        ).one_or_none()
-        if done is None:
-            now = reload_respondent(session, respondent.id)
-            left = budget_remaining(survey, now)
-            raise Conflict(f"over the privacy budget: a ranking costs epsilon {eps:g}, {left:g} remains")
-        spent = float(done[0])
+            raise _second_ranking()
+
+    def store(session: Session, receipt: Receipt) -> bool:
+        # A second ranking of the respondent violates the unique respondent_id (a race).
         session.execute(
             insert(Ranking),
             [
@@ -183,34 +159,29 @@ def submit_ranking(
                 }
             ],
         )
-        session.add(
-            PendingBatch(
-                survey_id=survey.id, n=1, payload=encode_rankings(synthetic[None, :], np.array([eps]))
-            )
-        )
-        body = {
-            "accepted": 1,
-            "epsilon_spent": eps,
-            "epsilon_total": spent,
-            "budget_remaining": (
-                None if survey.respondent_budget is None else max(0.0, survey.respondent_budget - spent)
-            ),
-            "comparisons_remaining": None,
-        }
-        remember_idempotent(session, respondent.id, idempotency_key, fingerprint, body)
-        session.commit()
-    except IntegrityError:
-        session.rollback()
-        if idempotency_key is not None:
-            replay = replay_idempotent(session, respondent.id, idempotency_key, fingerprint)
-            if replay is not None:
-                return replay
-        raise Conflict("this respondent already submitted a ranking (one per respondent)") from None
-    except BaseException:
-        session.rollback()
-        raise
-    log.info("survey %s: stored a ranking (%s-privatized)", survey.id, source)
-    return IngestResult(201, body)
+        batch = encode_rankings(synthetic[None, :], np.array([eps]))
+        session.add(PendingBatch(survey_id=survey.id, n=1, payload=batch))
+        return False
+
+    stored = spend_and_store(
+        session,
+        survey,
+        respondent,
+        Purchase(accepted=1, cost=eps, count=0, what="a ranking"),
+        key=idempotency_key,
+        shape=shape,
+        check_survey=_check_ranking_survey,
+        check_more=check_more,
+        store=store,
+        duplicate=lambda session: _second_ranking(),
+    )
+    if not stored.replayed:
+        log.info("survey %s: stored a ranking (%s-privatized)", survey.id, source)
+    return stored
+
+
+def _second_ranking() -> Conflict:
+    return Conflict("this respondent already submitted a ranking (one per respondent)")
 
 
 def question(session: Session, survey: Survey, respondent: Respondent) -> dict:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
+from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from .cache import OBJECT_BYTES, ByteLRU
 from .errors import Conflict, Invalid, NotFound
 
@@ -54,11 +55,9 @@ MAX_EPSILON = 30.0
 #: 0.00025 of a coin toss); it also keeps every stored ε far above the
 #: statistics core's numerical floor.
 MIN_EPSILON = 0.001
-#: Most items a survey may hold (the estimator scales further; the pair picker is tuned to this).
-MAX_ITEMS = 10_000
-#: Most items of a ranking survey: a person ranks a short list, the Mallows mechanism's
-#: per-pair privacy weakens as ε/(m−1), and the folded statistics are O(m²).
-MAX_RANKING_ITEMS = 256
+# MAX_ITEMS and MAX_RANKING_ITEMS (app.limits): a ranking survey is short because a
+# person ranks the whole list, the Mallows mechanism's per-pair privacy weakens as
+# ε/(m−1), and its folded statistics are O(m²).
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
-from app.services import ingestion
+from app.services import idempotency, ingestion, spending
 from tests.helpers.faults import ADMIN, ADMIN_KEY, PrivatePostgres
 
 #: The steps of a submission, each after the write transaction began: the replay check,
@@ -57,21 +57,21 @@ def _stop_at(monkeypatch, step: str, pg: PrivatePostgres) -> None:
         if pg.running:
             pg.stop("fast")
 
-    def before(name):
-        original = getattr(ingestion, name)
+    def before(module, name):
+        original = getattr(module, name)
 
         def wrapper(*args, **kwargs):
             outage()
             return original(*args, **kwargs)
 
-        monkeypatch.setattr(ingestion, name, wrapper)
+        monkeypatch.setattr(module, name, wrapper)
 
     if step == "replay":  # (an open survey's replay check runs in the transaction only)
-        before("replay_idempotent")
+        before(idempotency, "replay")
     elif step == "survey_lock":
-        before("_lock_survey_open")
+        before(spending, "lock_survey")
     elif step == "store":
-        before("_store_batch")
+        before(ingestion, "_store_batch")
     elif step == "commit":
         original_store = ingestion._store_batch
 

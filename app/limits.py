@@ -1,0 +1,18 @@
+"""Size limits, each written once: the request schemas, the settings and the services
+all read them from here (a schema bound lower than a setting's ceiling used to make a
+larger setting silently do nothing)."""
+
+from __future__ import annotations
+
+__all__ = ["MAX_BATCH", "MAX_BATCH_CEILING", "MAX_ITEMS", "MAX_LABEL", "MAX_RANKING_ITEMS"]
+
+#: Items of a survey, in all (each request that creates or adds them is checked too).
+MAX_ITEMS = 10_000
+#: Items of a ranking survey (a respondent ranks all of them; the Mallows sampler is O(m²)).
+MAX_RANKING_ITEMS = 256
+#: Characters of an item label.
+MAX_LABEL = 500
+#: Comparisons per POST …/responses: the default of PRIVRANK_MAX_BATCH, and the most it
+#: may be set to (the request schema accepts up to the ceiling; the setting decides).
+MAX_BATCH = 1_000
+MAX_BATCH_CEILING = 100_000

@@ -1,0 +1,196 @@
+"""The one write path of answers: spend the respondent's budget and store what it bought.
+
+Pairwise batches (:mod:`.ingestion`) and rankings (:mod:`.ranking_surveys`) go through
+:func:`spend_and_store`; CSV imports spend many respondents' budgets at once with the
+same conditions (:func:`spend_conditions`) and the same refusals (:func:`over_limit`).
+
+The steps, in one write transaction:
+
+1. a retry of a request that committed gets its first answer (:mod:`.idempotency`);
+2. the survey row is re-read under a shared lock and must still take this kind of
+   answer (closing takes the conflicting lock, so once ``PATCH status=closed`` has
+   answered, nothing more is stored) — plus any check of the caller's;
+3. the respondent's counters grow by a conditional ``UPDATE … RETURNING``: its row
+   lock serializes one respondent's concurrent requests and its condition holds the
+   budget (Σε ≤ ``respondent_budget``; central model: at most L answers), so there is
+   no read-then-write race. No row back means over the limit: 409, unless a copy of
+   this very request committed meanwhile (then it is replayed);
+4. the caller stores the answers (and the key's record), then the transaction commits.
+   A unique constraint the store violates (a pair answered before, a second ranking,
+   a copy racing with the same key) rolls everything back: replayed if a copy with
+   the key committed, else the caller's conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import ColumnElement, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..db.models import Respondent, Survey
+from ..db.session import begin_write
+from . import idempotency
+from .errors import Conflict
+from .idempotency import Receipt, Stored
+from .respondents import reload_respondent
+
+__all__ = [
+    "BUDGET_SLACK",
+    "Purchase",
+    "exceeded",
+    "lock_survey",
+    "over_limit",
+    "receipt",
+    "spend_and_store",
+    "spend_conditions",
+]
+
+#: Floating-point slack of the budget comparison (ε values are sums of floats).
+BUDGET_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class Purchase:
+    """What a request buys: ``count`` answers (counted towards a central survey's L)
+    costing ``cost`` ε (0 in the central model), described as ``what`` in refusals."""
+
+    accepted: int
+    cost: float
+    count: int
+    what: str
+
+
+def spend_conditions(
+    survey: Survey, spent: ColumnElement, answered: ColumnElement, cost, count
+) -> list[ColumnElement[bool]]:
+    """The conditions under which a respondent whose counters are ``spent`` and
+    ``answered`` may buy ``count`` answers costing ``cost`` (values or bound parameters)."""
+    conditions: list[ColumnElement[bool]] = []
+    if survey.respondent_budget is not None:
+        conditions.append(spent + cost <= survey.respondent_budget + BUDGET_SLACK)
+    if survey.max_comparisons is not None:  # central model: the contribution bound L
+        conditions.append(answered + count <= survey.max_comparisons)
+    return conditions
+
+
+def exceeded(survey: Survey, spent: float, answered: int, cost: float, count: int) -> str | None:
+    """Which limit a respondent with ``spent`` ε and ``answered`` answers so far would pass by
+    buying ``count`` more costing ``cost``: ``"comparisons"`` (a central survey's L),
+    ``"budget"`` (the respondent budget), or None."""
+    cap = survey.max_comparisons
+    if cap is not None and answered + count > cap:
+        return "comparisons"
+    budget = survey.respondent_budget
+    if budget is not None and spent + cost > budget + BUDGET_SLACK:
+        return "budget"
+    return None
+
+
+def over_limit(
+    survey: Survey, spent: float, answered: int, cost: float, count: int, what: str
+) -> Conflict | None:
+    """The refusal of a purchase :func:`exceeded` finds over a limit; None when it may go ahead."""
+    limit = exceeded(survey, spent, answered, cost, count)
+    if limit == "comparisons":
+        cap = survey.max_comparisons or 0
+        return Conflict(f"a respondent may give at most {cap} comparisons; {max(0, cap - answered)} remain")
+    if limit == "budget":
+        left = max(0.0, (survey.respondent_budget or 0.0) - spent)
+        return Conflict(f"over the privacy budget: {what} costs epsilon {cost:g}, {left:g} remains")
+    return None
+
+
+def receipt(survey: Survey, purchase: Purchase, spent: float, answered: int) -> Receipt:
+    """The receipt of a purchase, from the respondent's counters after it."""
+    if survey.privacy_model == "central":
+        cap = survey.max_comparisons
+        return Receipt(purchase.accepted, None, None, None, None if cap is None else cap - answered)
+    budget = survey.respondent_budget
+    remaining = None if budget is None else max(0.0, budget - spent)
+    return Receipt(purchase.accepted, purchase.cost, spent, remaining, None)
+
+
+def lock_survey(session: Session, survey_id: str, check: Callable[[str, str, str], None]) -> None:
+    """Re-read the survey with a shared row lock (PostgreSQL ``FOR SHARE``; SQLite's write
+    lock already excludes others) and ``check(status, kind, privacy_model)`` it."""
+    row = session.execute(
+        select(Survey.status, Survey.kind, Survey.privacy_model)
+        .where(Survey.id == survey_id)
+        .with_for_update(read=True)
+    ).one()
+    check(row.status, row.kind, row.privacy_model)
+
+
+def spend_and_store(
+    session: Session,
+    survey: Survey,
+    respondent: Respondent,
+    purchase: Purchase,
+    *,
+    key: str | None,
+    shape: str,
+    check_survey: Callable[[str, str, str], None],
+    store: Callable[[Session, Receipt], bool],
+    duplicate: Callable[[Session], Conflict],
+    check_more: Callable[[Session], None] | None = None,
+) -> Stored:
+    """Spend ``purchase`` from ``respondent``'s budget and ``store`` what it bought, in one
+    transaction (see the module doc). ``store(session, receipt)`` inserts the rows and
+    returns whether it also wrote the key's record; ``duplicate(session)`` builds the
+    conflict for a unique constraint the store violated (the transaction is rolled back
+    before it is called); ``check_more(session)`` runs after the survey's lock."""
+    try:
+        begin_write(session)
+        # A retry of a request that committed gets its first answer. Two copies racing
+        # both get past this; the second then waits on the respondent's row (the UPDATE
+        # below) and fails on a unique constraint or the budget, and is replayed there.
+        replayed = idempotency.replay(session, respondent.id, key, shape)
+        if replayed is not None:
+            session.rollback()
+            return replayed
+        lock_survey(session, survey.id, check_survey)
+        if check_more is not None:
+            check_more(session)
+        table = Respondent.__table__.c
+        spend = update(Respondent).where(
+            Respondent.id == respondent.id,
+            *spend_conditions(
+                survey, table.epsilon_spent, table.n_comparisons, purchase.cost, purchase.count
+            ),
+        )
+        row = session.execute(
+            spend.values(
+                epsilon_spent=Respondent.epsilon_spent + purchase.cost,
+                n_comparisons=Respondent.n_comparisons + purchase.count,
+            ).returning(Respondent.epsilon_spent, Respondent.n_comparisons)
+        ).one_or_none()
+        if row is None:
+            # A copy of this request that committed while we waited for the row lock may
+            # have spent the budget: then this is a retry (READ COMMITTED sees it).
+            replayed = idempotency.replay(session, respondent.id, key, shape)
+            if replayed is not None:
+                session.rollback()
+                return replayed
+            now = reload_respondent(session, respondent.id)
+            refusal = over_limit(
+                survey, now.epsilon_spent, now.n_comparisons, purchase.cost, purchase.count, purchase.what
+            )
+            raise refusal or Conflict(f"{purchase.what} exceeds the respondent's limits")
+        # SQLite may hand back an integral REAL as int.
+        bought = receipt(survey, purchase, float(row[0]), int(row[1]))
+        if not store(session, bought):
+            idempotency.remember(session, respondent.id, key, shape, bought)
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        replayed = idempotency.replay(session, respondent.id, key, shape)
+        if replayed is not None:
+            return replayed
+        raise duplicate(session) from None
+    except BaseException:
+        session.rollback()
+        raise
+    return Stored(bought)
