@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from ..db.session import begin_write
 from ..services import auth
 from .common import Limit, Offset, errors
 from .deps import admin, get_session, principal
@@ -46,9 +45,7 @@ def _out(row) -> dict:
 )
 def create_key(body: KeyCreate | None = None, session: Session = Depends(get_session)) -> KeyCreated:
     """The key is in this answer only; the service keeps its SHA-256."""
-    begin_write(session)
-    row, plaintext = auth.mint_key(session, auth.ANALYST, body.label if body else None)
-    session.commit()
+    row, plaintext = auth.create_analyst_key(session, body.label if body else None)
     return KeyCreated(**_out(row), key=plaintext)
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 
 from fastapi import Request
 
+from ..services.cache import ByteLRU
 from ..services.errors import TooMany
 
 __all__ = ["RateLimiter", "TooManyRequests", "client_address"]
@@ -31,26 +31,27 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+#: What one bucket is counted as (its key and two floats).
+_BUCKET_BYTES = 256
+
+
 class RateLimiter:
     """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit."""
 
     def __init__(self, per_minute: dict[str, int], max_clients: int = 100_000) -> None:
         self.per_minute = dict(per_minute)
-        self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max = max_clients
+        # The service's one bounded cache class: every bucket counts the same bytes, so the
+        # budget holds ``max_clients`` buckets, the least recently used dropped first.
+        self._buckets = ByteLRU(max_clients * _BUCKET_BYTES)
+        self._lock = threading.Lock()  # a take is a read and a write of one bucket
 
     def _level(self, name: str, client: str, now: float) -> float:
         cap = self.per_minute[name]
-        tokens, stamp = self._buckets.get((name, client), (float(cap), now))
+        tokens, stamp = self._buckets.get((name, client)) or (float(cap), now)
         return min(float(cap), tokens + (now - stamp) * cap / 60.0)
 
     def _store(self, name: str, client: str, tokens: float, now: float) -> None:
-        key = (name, client)
-        self._buckets[key] = (tokens, now)
-        self._buckets.move_to_end(key)
-        while len(self._buckets) > self._max:
-            self._buckets.popitem(last=False)
+        self._buckets.put((name, client), (tokens, now), _BUCKET_BYTES)
 
     def retry_after(self, name: str, client: str) -> float | None:
         """Seconds until a token is available, or None when one is (nothing is taken)."""

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..config import Settings
-from ..db.models import Ranking
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
 from ..services.errors import Conflict, Invalid
 from ..services.idempotency import Stored
-from ..services.respondents import budget_remaining, comparisons_remaining, register_respondent
+from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..stats import flip_probability
 from .common import errors
@@ -75,19 +75,7 @@ def register(
 )
 def me(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session)) -> RespondentStatus:
     survey, respondent = ctx
-    ranked = None
-    if survey.kind == "ranking":
-        ranked = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
-    return RespondentStatus(
-        respondent_id=respondent.id,
-        survey_id=survey.id,
-        epsilon=respondent.epsilon,
-        comparisons=respondent.n_comparisons,
-        epsilon_total=None if respondent.epsilon is None else respondent.epsilon_spent,
-        budget_remaining=budget_remaining(survey, respondent),
-        comparisons_remaining=comparisons_remaining(survey, respondent),
-        ranked=ranked,
-    )
+    return RespondentStatus(**asdict(account(session, survey, respondent)))
 
 
 @router.get(

@@ -30,6 +30,7 @@ __all__ = [
     "SITE",
     "Principal",
     "authenticate",
+    "create_analyst_key",
     "ensure_admin_key",
     "hash_secret",
     "list_keys",
@@ -68,6 +69,19 @@ def mint_key(session: Session, role: str, label: str | None = None) -> tuple[Api
     row = ApiKey(id=new_id("key"), role=role, secret_hash=hash_secret(secret), label=label)
     session.add(row)
     return row, f"{row.id}.{secret}"
+
+
+def create_analyst_key(session: Session, label: str | None = None) -> tuple[ApiKey, str]:
+    """Mint an analyst key in a transaction of its own; returns the row and the only copy
+    of the plaintext key."""
+    begin_write(session)
+    try:
+        row, plaintext = mint_key(session, ANALYST, label)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return row, plaintext
 
 
 def list_keys(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[ApiKey], int]:

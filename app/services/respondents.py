@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..db.models import Respondent, Survey, new_id
+from ..db.models import Ranking, Respondent, Survey, new_id
 from ..db.session import begin_write
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
 from .surveys import local_epsilons
 
 __all__ = [
+    "Account",
+    "account",
     "budget_remaining",
     "check_epsilon",
     "comparisons_remaining",
@@ -105,3 +109,34 @@ def register_respondent(session: Session, survey: Survey, epsilon: float | None)
     session.add(respondent)
     session.commit()
     return respondent, f"{respondent.id}.{secret}"
+
+
+@dataclass(frozen=True)
+class Account:
+    """A respondent's own privacy account (what ``GET …/respondents/me`` shows it)."""
+
+    respondent_id: str
+    survey_id: str
+    epsilon: float | None
+    comparisons: int
+    epsilon_total: float | None
+    budget_remaining: float | None
+    comparisons_remaining: int | None
+    #: Ranking surveys: whether its one ranking is in (None for pairwise surveys).
+    ranked: bool | None
+
+
+def account(session: Session, survey: Survey, respondent: Respondent) -> Account:
+    ranked = None
+    if survey.kind == "ranking":
+        ranked = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
+    return Account(
+        respondent_id=respondent.id,
+        survey_id=survey.id,
+        epsilon=respondent.epsilon,
+        comparisons=respondent.n_comparisons,
+        epsilon_total=None if respondent.epsilon is None else respondent.epsilon_spent,
+        budget_remaining=budget_remaining(survey, respondent),
+        comparisons_remaining=comparisons_remaining(survey, respondent),
+        ranked=ranked,
+    )
