@@ -109,16 +109,11 @@ def respondent_of_survey(
         raise Forbidden("this call needs a respondent token")
     if who.survey_id != survey_id:
         raise Forbidden("this respondent token belongs to another survey")
-    survey = get_survey(session, survey_id)
-    respondent = session.get(Respondent, who.respondent_id)
-    assert respondent is not None
-    return survey, respondent
+    return get_survey(session, survey_id), auth.respondent_of(session, who)
 
 
 def site(who: auth.Principal = Depends(principal), session: Session = Depends(get_session)) -> RoundSite:
     """The calling federated site (its credential names exactly one site of one round)."""
     if who.role != auth.SITE:
         raise Forbidden("this call needs a federated site's credential")
-    row = session.get(RoundSite, who.site_id)
-    assert row is not None
-    return row
+    return auth.site_of(session, who)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import ApiKey, Respondent, RoundSite, new_id, utcnow
 from ..db.session import begin_write
-from .errors import Conflict, NotFound
+from .errors import Conflict, NotFound, Unauthorized
 
 __all__ = [
     "ADMIN",
@@ -36,7 +36,9 @@ __all__ = [
     "list_keys",
     "mint_key",
     "new_secret",
+    "respondent_of",
     "revoke_key",
+    "site_of",
 ]
 
 ADMIN, ANALYST, RESPONDENT, SITE = "admin", "analyst", "respondent", "site"
@@ -168,3 +170,19 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
         if site is not None and _matches(site.token_hash, secret):
             return Principal(SITE, site_id=site.id)
     return None
+
+
+def respondent_of(session: Session, who: Principal) -> Respondent:
+    """The respondent a respondent token stands for (401 if it is gone meanwhile)."""
+    row = session.get(Respondent, who.respondent_id) if who.respondent_id else None
+    if row is None:
+        raise Unauthorized("invalid or expired credentials")
+    return row
+
+
+def site_of(session: Session, who: Principal) -> RoundSite:
+    """The federated site a site credential stands for (401 if it is gone meanwhile)."""
+    row = session.get(RoundSite, who.site_id) if who.site_id else None
+    if row is None:
+        raise Unauthorized("invalid or expired credentials")
+    return row
