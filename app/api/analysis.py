@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
@@ -16,7 +16,7 @@ from ..services.export import iter_comparisons_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
 from .bounded import run_bounded
 from .common import errors
-from .deps import admin, get_session, reader
+from .deps import SessionDep, admin, reader
 from .downloads import SpooledDownload, spool
 from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
@@ -41,6 +41,13 @@ def _fit_cache(request: Request) -> analysis.FitCache:
     return cache
 
 
+#: The query parameters' closed vocabularies (OpenAPI shows them as enums; the services
+#: check them again for library callers).
+PairwiseMethod = Literal["debiased_mle", "naive_mle"]
+ConsensusMethod = Literal["borda", "lehmer", "kemeny", "btl"]
+Uncertainty = Literal["sandwich", "bootstrap", "none"]
+Covariance = Literal["cluster", "model"]
+
 _IMPORT_EXAMPLE = "respondent,item_a,item_b,winner,epsilon\nexternal-17,Housing,Transit,Transit,1.0\n"
 _CSV_EXAMPLE = (
     "respondent,item_a,item_b,winner,epsilon,z,created_at\n"
@@ -57,9 +64,10 @@ _CSV_EXAMPLE = (
     summary="The ranking",
 )
 async def ranking(
+    *,
     request: Request,
     survey_id: str,
-    method: str | None = Query(
+    method: PairwiseMethod | ConsensusMethod | None = Query(
         None,
         description="Pairwise surveys: debiased_mle (default; the paper's estimator) or naive_mle "
         "(classic RR without debiasing, the paper's baseline). Ranking surveys: borda (default; mean "
@@ -77,13 +85,13 @@ async def ranking(
         lt=1,
         description="Level of every interval in the answer: two decimals (0.50 … 0.99), or 0.995 or 0.999.",
     ),
-    uncertainty: str = Query(
+    uncertainty: Uncertainty = Query(
         "sandwich",
         description="sandwich (default; privacy-aware sandwich covariance with bias correction), "
         "bootstrap (resamples respondents with all their answers, or with covariance=model re-simulates "
         "independent randomized answers; small samples, debiased_mle only) or none.",
     ),
-    covariance: str = Query(
+    covariance: Covariance = Query(
         "cluster",
         description="cluster (default: respondents are the independent unit, cluster-robust sandwich; "
         "an upper bound while there are few respondents) or model (every comparison independent).",
@@ -95,7 +103,7 @@ async def ranking(
         description="Bootstrap replicates (uncertainty=bootstrap). A bootstrap predicted to need more "
         "than twice the analysis time budget is refused (422) before it starts.",
     ),
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ):
     """Items by estimated score θ̂ (rank 1 = most preferred) with standard errors,
     confidence intervals, rank intervals and (given k) top-K probabilities; the
@@ -164,15 +172,16 @@ async def ranking(
     summary="Estimated win probabilities with intervals",
 )
 async def pairwise(
+    *,
     request: Request,
     survey_id: str,
     confidence: float = Query(
         0.95, ge=0.5, lt=1, description="Two decimals (0.50 … 0.99), or 0.995 or 0.999."
     ),
-    method: str = Query("debiased_mle"),
+    method: PairwiseMethod = Query("debiased_mle", description="debiased_mle (default) or naive_mle."),
     lambda_: float | None = Query(None, alias="lambda", gt=0, le=1e9),
-    covariance: str = Query("cluster", description="cluster (default) or model, as for the ranking."),
-    session: Session = Depends(get_session),
+    covariance: Covariance = Query("cluster", description="cluster (default) or model, as for the ranking."),
+    session: SessionDep,
 ):
     """``probability[a][b]`` = estimated P(item a is preferred to item b) =
     σ(θ̂_a − θ̂_b) (so it agrees in direction with the scores), with the
@@ -212,7 +221,7 @@ async def pairwise(
     dependencies=[Depends(reader)],
     summary="Export the releasable (privatized) data",
 )
-def comparisons_csv(request: Request, survey_id: str, session: Session = Depends(get_session)):
+def comparisons_csv(*, request: Request, survey_id: str, session: SessionDep):
     """CSV columns: respondent, item_a, item_b, winner, epsilon, z, created_at.
     Winners are the privatized answers; z is eq. (1)'s debiased value towards
     item_a. ``app.stats.fit_debiased_mle`` on these rows reproduces the ranking."""
@@ -264,13 +273,14 @@ def _download(request: Request, session: Session, chunks, filename: str) -> Spoo
     summary="Bulk import comparisons collected elsewhere (CSV)",
 )
 async def import_csv(
+    *,
     request: Request,
     survey_id: str,
     privatized: bool = Query(
         description="true: winners are already randomized with each row's epsilon; "
         "false: the server randomizes each row on arrival."
     ),
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ):
     """All or nothing, with the same rules as ``POST …/responses``. Items by id or
     label; each distinct ``respondent`` value becomes a respondent of the survey."""
@@ -309,7 +319,7 @@ _RANKINGS_CSV_EXAMPLE = (
     dependencies=[Depends(reader)],
     summary="Export the releasable (synthetic) rankings of a ranking survey",
 )
-def rankings_csv(request: Request, survey_id: str, session: Session = Depends(get_session)):
+def rankings_csv(*, request: Request, survey_id: str, session: SessionDep):
     """CSV columns: respondent, epsilon, source (server or client privatized),
     ranking (item ids best → worst, joined by ``>``), created_at. Each row is the
     Mallows mechanism's output, never the ranking the respondent gave;

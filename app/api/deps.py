@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -16,6 +17,13 @@ from ..services.surveys import get_survey
 from .ratelimit import RateLimiter, TooManyRequests, client_address
 
 __all__ = [
+    "AdminDep",
+    "PrincipalDep",
+    "ReaderDep",
+    "RespondentDep",
+    "SessionDep",
+    "SettingsDep",
+    "SiteDep",
     "admin",
     "get_session",
     "get_settings",
@@ -117,3 +125,21 @@ def site(who: auth.Principal = Depends(principal), session: Session = Depends(ge
     if who.role != auth.SITE:
         raise Forbidden("this call needs a federated site's credential")
     return auth.site_of(session, who)
+
+
+# -- the dependencies as annotated types (what a router's signature names) ----------
+
+#: The request's database session (one pooled connection, closed after the response).
+SessionDep = Annotated[Session, Depends(get_session)]
+#: The service's settings.
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+#: Whoever the credentials stand for (any valid credential).
+PrincipalDep = Annotated[auth.Principal, Depends(principal)]
+#: An admin.
+AdminDep = Annotated[auth.Principal, Depends(admin)]
+#: An admin or an analyst.
+ReaderDep = Annotated[auth.Principal, Depends(reader)]
+#: The survey of the path and the calling respondent, who belongs to it.
+RespondentDep = Annotated[tuple[Survey, Respondent], Depends(respondent_of_survey)]
+#: The calling federated site.
+SiteDep = Annotated[RoundSite, Depends(site)]

@@ -7,14 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
-from ..db.models import RoundSite
-from ..services import auth
 from ..services import federation as svc
 from ..services.surveys import get_survey
 from .common import Offset, errors
-from .deps import admin, get_session, reader, site
+from .deps import AdminDep, SessionDep, SiteDep, admin, reader
 from .schemas import ContributionIn, RoundCreate, RoundList, RoundOut, SiteKeyIn, SiteView
 
 router = APIRouter(tags=["federated"])
@@ -28,10 +25,11 @@ router = APIRouter(tags=["federated"])
     summary="Open a federated round (returns each site's credential, once)",
 )
 def open_round(
+    *,
     survey_id: str,
     body: RoundCreate,
-    who: auth.Principal = Depends(admin),
-    session: Session = Depends(get_session),
+    who: AdminDep,
+    session: SessionDep,
 ):
     """Sites aggregate their local rankings of this survey's items by Borda FRA or
     Lehmer FRA under secure aggregation: each runs ``privrank site contribute``
@@ -60,10 +58,11 @@ def open_round(
     summary="The survey's federated rounds",
 )
 def list_rounds(
+    *,
     survey_id: str,
     limit: Annotated[int, Query(ge=1, le=100, description="Rounds per page (at most 100).")] = 20,
     offset: Offset = 0,
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ):
     """A page of rounds, newest first, each with its sites and result, and how many there are."""
     get_survey(session, survey_id)
@@ -78,7 +77,7 @@ def list_rounds(
     dependencies=[Depends(reader)],
     summary="A federated round: who joined, who contributed, and the result",
 )
-def get_round(survey_id: str, round_id: str, session: Session = Depends(get_session)):
+def get_round(*, survey_id: str, round_id: str, session: SessionDep):
     return svc.round_view(session, svc.get_round(session, survey_id, round_id))
 
 
@@ -89,7 +88,7 @@ def get_round(survey_id: str, round_id: str, session: Session = Depends(get_sess
     dependencies=[Depends(admin)],
     summary="Cancel an open round (e.g. a site will never contribute)",
 )
-def cancel_round(survey_id: str, round_id: str, session: Session = Depends(get_session)):
+def cancel_round(*, survey_id: str, round_id: str, session: SessionDep):
     return svc.round_view(session, svc.cancel_round(session, survey_id, round_id))
 
 
@@ -102,7 +101,7 @@ def cancel_round(survey_id: str, round_id: str, session: Session = Depends(get_s
     responses=errors(401, 403),
     summary="The calling site's round: parameters, peers' public keys, status, result",
 )
-def site_round(me: RoundSite = Depends(site), session: Session = Depends(get_session)):
+def site_round(*, me: SiteDep, session: SessionDep):
     return svc.site_view(session, me)
 
 
@@ -112,7 +111,7 @@ def site_round(me: RoundSite = Depends(site), session: Session = Depends(get_ses
     responses=errors(401, 403, 409, 422),
     summary="Register the site's X25519 public key (once)",
 )
-def site_key(body: SiteKeyIn, me: RoundSite = Depends(site), session: Session = Depends(get_session)):
+def site_key(*, body: SiteKeyIn, me: SiteDep, session: SessionDep):
     """Idempotent for the same key; a different key after the first is refused (409)."""
     svc.register_key(session, me, body.public_key)
     return svc.site_view(session, me)
@@ -128,9 +127,7 @@ def site_key(body: SiteKeyIn, me: RoundSite = Depends(site), session: Session = 
     },
     summary="Upload the site's masked message",
 )
-def site_contribution(
-    body: ContributionIn, me: RoundSite = Depends(site), session: Session = Depends(get_session)
-):
+def site_contribution(*, body: ContributionIn, me: SiteDep, session: SessionDep):
     """Accepted once every site has joined. The last contribution completes the
     round. Sending the same message again returns 200 and changes nothing."""
     view, created = svc.contribute(session, me, body.masked)

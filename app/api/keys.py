@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy.orm import Session
 
 from ..services import auth
 from .common import Limit, Offset, errors
-from .deps import admin, get_session, principal
+from .deps import PrincipalDep, SessionDep, admin
 from .schemas import KeyCreate, KeyCreated, KeyList, KeyOut, WhoAmI
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], dependencies=[Depends(admin)])
@@ -20,7 +19,7 @@ whoami_router = APIRouter(tags=["keys"])
     responses=errors(401, 429),
     summary="Who the credentials stand for (any credential)",
 )
-def whoami(who: auth.Principal = Depends(principal)) -> WhoAmI:
+def whoami(*, who: PrincipalDep) -> WhoAmI:
     """The role of the bearer credential — admin, analyst, respondent or site — and, for a
     respondent, its survey. The dashboard asks this after sign-in."""
     return WhoAmI(role=who.role, survey_id=who.survey_id if who.role == auth.RESPONDENT else None)
@@ -43,7 +42,7 @@ def _out(row) -> dict:
     responses=errors(401, 403, 422),
     summary="Mint an analyst key",
 )
-def create_key(body: KeyCreate | None = None, session: Session = Depends(get_session)) -> KeyCreated:
+def create_key(*, body: KeyCreate | None = None, session: SessionDep) -> KeyCreated:
     """The key is in this answer only; the service keeps its SHA-256."""
     row, plaintext = auth.create_analyst_key(session, body.label if body else None)
     return KeyCreated(**_out(row), key=plaintext)
@@ -51,9 +50,10 @@ def create_key(body: KeyCreate | None = None, session: Session = Depends(get_ses
 
 @router.get("", response_model=KeyList, responses=errors(401, 403, 422), summary="List keys (no secrets)")
 def list_keys(
+    *,
     limit: Limit = 100,
     offset: Offset = 0,
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ) -> KeyList:
     """A page of keys, newest first, and how many there are."""
     rows, total = auth.list_keys(session, limit, offset)
@@ -61,7 +61,7 @@ def list_keys(
 
 
 @router.delete("/{key_id}", status_code=204, responses=errors(401, 403, 404, 409), summary="Revoke a key")
-def revoke_key(key_id: str, request: Request, session: Session = Depends(get_session)) -> Response:
+def revoke_key(*, key_id: str, request: Request, session: SessionDep) -> Response:
     """Revoke an analyst or admin key (not the last admin key)."""
     auth.revoke_key(session, key_id, request.app.state.settings.admin_key)
     return Response(status_code=204)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from ..services.errors import Invalid
@@ -15,7 +14,7 @@ from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU
 from .bounded import run_bounded
 from .common import errors
-from .deps import get_session, reader
+from .deps import SessionDep, reader
 from .schemas import ErrorOut, PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
@@ -74,7 +73,7 @@ async def get_plan(
     ),
     replications: int = Query(200, ge=20, le=2000, description="Monte Carlo replicates per prediction."),
     seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
-    solve: str = Query(
+    solve: Literal["none", "respondents", "epsilon"] = Query(
         "none", description="none, respondents (fewest L reaching target) or epsilon (smallest ε)."
     ),
     target: float | None = Query(None, gt=0, lt=1, description="Target P(exact top-K) for solve."),
@@ -126,6 +125,7 @@ async def get_plan(
     summary="How many more respondents certify the top-K, from where the survey stands",
 )
 async def get_survey_plan(
+    *,
     request: Request,
     survey_id: str,
     k: int = Query(ge=1, description="Size K of the top set to certify."),
@@ -162,7 +162,7 @@ async def get_survey_plan(
     ),
     replications: int = Query(100, ge=20, le=1000, description="Simulated surveys per candidate size."),
     seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ):
     """Simulates the survey as it stands — its respondents and the pairs they
     answered, at their ε — plus new respondents served least-answered pairs, with

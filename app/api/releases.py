@@ -5,13 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
-from ..services import auth
 from ..services import releases as svc
 from .bounded import run_bounded
 from .common import Limit, Offset, errors
-from .deps import get_session, reader
+from .deps import ReaderDep, SessionDep, reader
 from .schemas import ReleaseCreate, ReleaseList, ReleaseOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}/releases", tags=["releases"])
@@ -31,11 +29,12 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}/releases", tags=["releases"])
     summary="Make a differentially private release (spends budget)",
 )
 async def create_release(
+    *,
     request: Request,
     survey_id: str,
     body: ReleaseCreate,
-    who: auth.Principal = Depends(reader),
-    session: Session = Depends(get_session),
+    who: ReaderDep,
+    session: SessionDep,
     idempotency_key: str | None = Header(
         None,
         alias="Idempotency-Key",
@@ -80,10 +79,11 @@ async def create_release(
     summary="The ledger: the releases, newest first, and the budget",
 )
 def list_releases(
+    *,
     survey_id: str,
     limit: Limit = 100,
     offset: Offset = 0,
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ):
     """Each release with its first 10 items (the whole result: ``GET …/releases/{id}``),
     the number of releases (``total``) and the budget. O(limit) whatever the number of
@@ -98,5 +98,5 @@ def list_releases(
     dependencies=[Depends(reader)],
     summary="A stored release (free: nothing is spent)",
 )
-def get_release(survey_id: str, release_id: str, session: Session = Depends(get_session)):
+def get_release(*, survey_id: str, release_id: str, session: SessionDep):
     return svc.get_release(session, survey_id, release_id)

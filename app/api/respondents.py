@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
-from ..config import Settings
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
 from ..services.errors import Conflict, Invalid
@@ -17,7 +15,7 @@ from ..services.respondents import account, budget_remaining, comparisons_remain
 from ..services.surveys import get_survey
 from ..stats import flip_probability
 from .common import errors
-from .deps import get_session, get_settings, respondent_of_survey
+from .deps import RespondentDep, SessionDep, SettingsDep
 from .ratelimit import TooManyRequests, client_address
 from .schemas import (
     PairOut,
@@ -41,10 +39,11 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
     summary="Register as a respondent (no credentials needed)",
 )
 def register(
+    *,
     request: Request,
     survey_id: str,
     body: RespondentCreate | None = None,
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ) -> RespondentCreated:
     """Anyone may register with an open survey. In a local-model survey the
     respondent's ε (default: the survey's) fixes how often each of its answers is
@@ -73,7 +72,7 @@ def register(
     responses=errors(401, 403, 404),
     summary="The calling respondent's own privacy account",
 )
-def me(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session)) -> RespondentStatus:
+def me(*, ctx: RespondentDep, session: SessionDep) -> RespondentStatus:
     survey, respondent = ctx
     return RespondentStatus(**asdict(account(session, survey, respondent)))
 
@@ -84,7 +83,7 @@ def me(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session
     responses=errors(401, 403, 404, 409),
     summary="Ranking surveys: the items to rank",
 )
-def question(ctx=Depends(respondent_of_survey), session: Session = Depends(get_session)) -> QuestionOut:
+def question(*, ctx: RespondentDep, session: SessionDep) -> QuestionOut:
     """The survey's items in a fresh uniformly random order (so that presentation order
     biases no item), whether this respondent already answered, and the privacy its
     ranking will get: the Mallows mechanism with weight ε/(m−1) per pair, which swaps
@@ -100,10 +99,11 @@ def question(ctx=Depends(respondent_of_survey), session: Session = Depends(get_s
     summary="Pairs for the calling respondent to compare",
 )
 def pairs(
+    *,
     request: Request,
     count: int = Query(1, ge=1, le=100),
-    ctx=Depends(respondent_of_survey),
-    session: Session = Depends(get_session),
+    ctx: RespondentDep,
+    session: SessionDep,
 ) -> PairsOut:
     """Pairs this respondent has not answered, least-answered first (random among
     ties), in random orientation. Fewer than ``count`` (or none) when the pairs or
@@ -130,10 +130,11 @@ def pairs(
     summary="Submit answers",
 )
 def responses(
+    *,
     body: ResponsesIn,
-    ctx=Depends(respondent_of_survey),
-    session: Session = Depends(get_session),
-    settings: Settings = Depends(get_settings),
+    ctx: RespondentDep,
+    session: SessionDep,
+    settings: SettingsDep,
     idempotency_key: str | None = Header(
         None,
         alias="Idempotency-Key",

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from sqlalchemy.orm import Session
 
 from ..services import surveys as svc
 from .common import Limit, Offset, errors, survey_out, survey_summary
-from .deps import admin, get_session, reader
+from .deps import SessionDep, admin, reader
 from .schemas import (
     CoverageOut,
     ItemOut,
@@ -30,7 +29,7 @@ router = APIRouter(prefix="/v1/surveys", tags=["surveys"])
     dependencies=[Depends(admin)],
     summary="Create a survey",
 )
-def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -> SurveyOut:
+def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
     """Create a survey with its items and privacy policy. It starts open."""
     p = body.privacy
     survey = svc.create_survey(
@@ -59,9 +58,10 @@ def create_survey(body: SurveyCreate, session: Session = Depends(get_session)) -
     summary="List surveys",
 )
 def list_surveys(
+    *,
     limit: Limit = 100,
     offset: Offset = 0,
-    session: Session = Depends(get_session),
+    session: SessionDep,
 ) -> SurveyList:
     """Surveys, newest first, with their number of items (``n_items``; the items
     themselves: ``GET /v1/surveys/{id}``). Two queries whatever ``limit``."""
@@ -76,7 +76,7 @@ def list_surveys(
     dependencies=[Depends(reader)],
     summary="Get a survey",
 )
-def get_survey(survey_id: str, session: Session = Depends(get_session)) -> SurveyOut:
+def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
     return survey_out(session, svc.get_survey(session, survey_id))
 
 
@@ -87,7 +87,7 @@ def get_survey(survey_id: str, session: Session = Depends(get_session)) -> Surve
     dependencies=[Depends(admin)],
     summary="Open or close a survey, or rename it",
 )
-def update_survey(survey_id: str, body: SurveyUpdate, session: Session = Depends(get_session)) -> SurveyOut:
+def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) -> SurveyOut:
     """A closed survey answers 409 to new respondents and responses; reopening is allowed."""
     return survey_out(session, svc.update_survey(session, survey_id, body.status, body.title))
 
@@ -100,7 +100,7 @@ def update_survey(survey_id: str, body: SurveyUpdate, session: Session = Depends
     dependencies=[Depends(admin)],
     summary="Add items to an open survey",
 )
-def add_items(survey_id: str, body: ItemsAdd, session: Session = Depends(get_session)) -> list[ItemOut]:
+def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[ItemOut]:
     """New items get the next positions; earlier answers keep their meaning."""
     new = svc.add_items(session, survey_id, body.items)
     return [ItemOut(id=i.id, label=i.label, position=i.position) for i in new]
@@ -112,7 +112,7 @@ def add_items(survey_id: str, body: ItemsAdd, session: Session = Depends(get_ses
     responses=errors(404),
     summary="What a prospective respondent may know (no credentials needed)",
 )
-def public_survey(survey_id: str, session: Session = Depends(get_session)) -> PublicSurveyOut:
+def public_survey(*, survey_id: str, session: SessionDep) -> PublicSurveyOut:
     """Title, kind, status and the privacy a respondent will get — what the respondent
     page shows before registering. Nothing about answers or other respondents."""
     survey = svc.get_survey(session, survey_id)
@@ -139,7 +139,7 @@ def public_survey(survey_id: str, session: Session = Depends(get_session)) -> Pu
     dependencies=[Depends(reader)],
     summary="Comparisons per pair (local pairwise surveys)",
 )
-def coverage(survey_id: str, session: Session = Depends(get_session)) -> CoverageOut:
+def coverage(*, survey_id: str, session: SessionDep) -> CoverageOut:
     """``counts[a][b]`` = stored comparisons of items a and b (symmetric; null on the
     diagonal), from the folded statistics, for the dashboard's coverage matrix. Central
     surveys: 409 (which pairs were answered is protected there)."""

@@ -193,6 +193,12 @@ def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
     number of comparisons, so its pull on θ̂ is O(G/n) per item — vanishing, and
     larger exactly when the privacy noise (variance ∝ G) is larger. λ > 0 always,
     which existence needs when z̄ ∉ [0, 1] (docs/estimator.md §4.3). With no comparisons G = 1.
+
+    Examples
+    --------
+    >>> from app.stats import default_lambda
+    >>> round(default_lambda([2.0, 2.0]), 4)  # G(ε) = coth²(ε/2)
+    1.7241
     """
     if isinstance(stats_or_epsilon, PairStats):
         return stats_or_epsilon.G
@@ -723,6 +729,21 @@ def fit_debiased_mle(
     Returns
     -------
     BTLFit
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import fit_debiased_mle, privatize
+    >>> rng = np.random.default_rng(1)
+    >>> theta = np.array([1.0, 0.0, -1.0])
+    >>> i, j = rng.integers(0, 3, 3000), rng.integers(0, 3, 3000)
+    >>> keep = i != j; i, j = i[keep], j[keep]
+    >>> y = (rng.random(i.size) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(int)
+    >>> fit = fit_debiased_mle(3, i, j, privatize(y, 2.0, rng), 2.0)
+    >>> fit.converged, np.argsort(-fit.theta).tolist()
+    (True, [0, 1, 2])
+    >>> bool(np.abs(fit.theta - theta).max() < 0.2)
+    True
     """
     return fit_debiased_mle_stats(pair_stats(n_items, i, j, y_tilde, epsilon), lam, **options)
 

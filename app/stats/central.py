@@ -157,7 +157,14 @@ def laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> 
 def win_counts(
     n_items: int, i: ArrayLike, j: ArrayLike, n: ArrayLike, wins_i: ArrayLike
 ) -> NDArray[np.int64]:
-    """N_a: comparisons won by each item, from per-pair counts n_ij and wins of i."""
+    """N_a: comparisons won by each item, from per-pair counts n_ij and wins of i.
+
+    Examples
+    --------
+    >>> from app.stats.central import win_counts
+    >>> win_counts(3, [0, 0], [1, 2], [4, 2], [3, 1]).tolist()  # wins of each item
+    [4, 1, 1]
+    """
     ia, ja = validate_comparisons(n_items, i, j)
     n_arr = np.asarray(n, dtype=np.int64)
     w_arr = np.rint(np.asarray(wins_i, dtype=np.float64)).astype(np.int64)
@@ -222,6 +229,14 @@ def noisy_counts(
     """Algorithms 2 and 3: integer win counts plus discrete Laplace(2/ε or 2L/ε) noise.
 
     The order is by noisy count, ties broken uniformly at random.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.central import noisy_counts
+    >>> r = noisy_counts([30, 12, 3], 1.0, unit='edge', rng=np.random.default_rng(0))
+    >>> r.order.tolist()[0], r.parameters['noise']
+    (0, 'discrete Laplace')
     """
     counts = np.asarray(wins, dtype=np.int64)
     scale = noisy_counts_scale(epsilon, unit, L)

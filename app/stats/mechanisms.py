@@ -105,6 +105,14 @@ def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
 
     Computed as ``expit(-ε)``-style ``exp(-ε)/(1+exp(-ε))`` so that it neither
     overflows for large ε nor loses precision; ε = ∞ gives 0.
+
+    Examples
+    --------
+    >>> from app.stats import flip_probability
+    >>> round(float(flip_probability(1.0)), 4)
+    0.2689
+    >>> float(flip_probability(float('inf')))
+    0.0
     """
     eps = validate_epsilon(epsilon)
     t = np.exp(-eps)
@@ -131,6 +139,16 @@ def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None)
     Returns
     -------
     numpy.ndarray of int8, the shape of ``y`` broadcast with ``epsilon``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import privatize
+    >>> rng = np.random.default_rng(0)  # tests only: the service uses the OS CSPRNG (rng=None)
+    >>> privatize([1, 1, 0, 0, 1], 2.0, rng).tolist()
+    [1, 1, 1, 1, 1]
+    >>> privatize([1, 0, 1], float('inf')).tolist()  # ε = ∞: never flipped
+    [1, 0, 1]
     """
     y_arr = validate_binary(y, "answers")
     p = flip_probability(epsilon)
@@ -160,6 +178,15 @@ def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
     (docs/estimator.md §3). E z = σ(θ_i − θ_j) exactly (Lemma 2), and z takes the values
     −1/(e^ε−1) or e^ε/(e^ε−1), so z is never in [0, 1] for finite ε. ε = ∞
     gives z = ỹ.
+
+    Examples
+    --------
+    >>> from app.stats import debias
+    >>> import numpy as np
+    >>> print(np.round(debias([1, 0], 1.0), 4))
+    [ 1.582 -0.582]
+    >>> print(debias([1, 0], float('inf')))  # no privacy: z = ỹ
+    [1. 0.]
     """
     yt = np.asarray(y_tilde, dtype=np.float64)
     eps = validate_epsilon(epsilon)
@@ -167,7 +194,14 @@ def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
 
 
 def rr_probability(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
-    """P(ỹ_ij = 1) under BTL followed by RR: p_ε + (1 − 2p_ε)·σ(θ_i − θ_j) (Lemma 1)."""
+    """P(ỹ_ij = 1) under BTL followed by RR: p_ε + (1 − 2p_ε)·σ(θ_i − θ_j) (Lemma 1).
+
+    Examples
+    --------
+    >>> from app.stats import rr_probability
+    >>> round(float(rr_probability(1.0, 0.0, 1.0)), 4)  # P(ỹ = 1): shrunk towards 1/2
+    0.6068
+    """
     p = flip_probability(epsilon)
     d = np.asarray(theta_i, dtype=np.float64) - np.asarray(theta_j, dtype=np.float64)
     return p + (1.0 - 2.0 * p) * _sigmoid(d)
@@ -178,6 +212,12 @@ def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
 
     Lemma 2 in closed form reads Var(z) = σ'(θ_i − θ_j) + this term, which does
     not depend on θ. It is 0 at ε = ∞.
+
+    Examples
+    --------
+    >>> from app.stats import privacy_noise_variance
+    >>> round(float(privacy_noise_variance(1.0)), 4)
+    0.9207
     """
     eps = validate_epsilon(epsilon)
     # e^{-ε}/(1 − e^{-ε})², written with expm1 so that large ε neither overflows nor warns.
@@ -190,6 +230,12 @@ def z_variance(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> ND
 
     Written exactly as the paper prints it, so that a test can compare it with
     the closed form σ'(d) + e^ε/(e^ε−1)² (docs/estimator.md §3).
+
+    Examples
+    --------
+    >>> from app.stats import z_variance
+    >>> round(float(z_variance(0.0, 0.0, 2.0)), 4)
+    0.431
     """
     eps = validate_epsilon(epsilon)
     d = np.asarray(theta_i, dtype=np.float64) - np.asarray(theta_j, dtype=np.float64)
@@ -212,6 +258,13 @@ def laplace_privatize(
     This is a research baseline: continuous Laplace noise from floating-point
     inverse-CDF sampling is not hardened against floating-point attacks, so the
     service never uses it to protect real answers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import laplace_privatize
+    >>> laplace_privatize([1, 0], 1.0, np.random.default_rng(0)).round(3).tolist()
+    [1.32, -0.617]
     """
     y_arr = np.asarray(y, dtype=np.float64)
     eps = validate_epsilon(epsilon)

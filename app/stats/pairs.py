@@ -285,6 +285,13 @@ def pair_stats(n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, eps
 
     ỹ = 1 means i was reported the winner; ε is a scalar or one value per
     comparison. z is computed by :func:`~app.stats.mechanisms.debias` (eq. (1)).
+
+    Examples
+    --------
+    >>> from app.stats import pair_stats
+    >>> s = pair_stats(3, [0, 1, 0], [1, 0, 2], [1, 1, 0], [1.0, 1.0, 2.0])
+    >>> s.i.tolist(), s.j.tolist(), s.n.tolist(), s.sum_y.tolist()  # (1, 0) becomes (0, 1) with ỹ flipped
+    ([0, 0], [1, 2], [2, 1], [1.0, 0.0])
     """
     yt = validate_binary(y_tilde, "privatized answers")
     eps = validate_epsilon(epsilon)

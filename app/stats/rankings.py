@@ -156,6 +156,12 @@ def kendall_distance(a: ArrayLike, b: ArrayLike) -> NDArray[np.int64] | int:
     they broadcast). ``d_K = C(m,2) − C`` with C the concordant pairs of the
     docs/mechanisms.md §3.2; the federated paper's printed formula (its §3; docs/federated.md §2) is not this
     and is not used. O(m log m) per pair of rankings.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import kendall_distance
+    >>> int(kendall_distance([0, 1, 2, 3], [1, 0, 3, 2]))
+    2
     """
     aa, sa = _as_batch(a)
     bb, sb = _as_batch(b)
@@ -174,6 +180,13 @@ def lehmer_code(positions: ArrayLike) -> NDArray[np.int64]:
     docs/federated.md §2 (federated paper §3) with 0-based items: the number of items with a smaller
     label ranked *below* item i; ``L[i] ∈ {0..i}``, ``L[0] = 0``; the identity
     has code 0 and the reverse (0, 1, …, m−1). Σ L = K(identity, σ).
+
+    Examples
+    --------
+    >>> from app.stats.rankings import lehmer_code, lehmer_decode
+    >>> code = lehmer_code([2, 0, 1])
+    >>> code.tolist(), lehmer_decode(code).tolist()
+    ([0, 1, 1], [2, 0, 1])
     """
     arr, single = _as_batch(positions)
     code = _greater_before(arr)
@@ -364,6 +377,14 @@ def mallows_privatize(order: ArrayLike, epsilon: ArrayLike, rng: RandomSource | 
     ``order`` is one ordering (1-d) or one per row; its entries may be any item
     labels. ``epsilon`` is a scalar or one value per row (``inf``: no privacy).
     ``rng=None`` draws from the OS CSPRNG.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.rankings import mallows_privatize
+    >>> out = mallows_privatize([0, 1, 2, 3], 2.0, np.random.default_rng(0))  # the service: OS CSPRNG
+    >>> sorted(out.tolist())  # a permutation of the same items
+    [0, 1, 2, 3]
     """
     arr = np.asarray(order)
     if arr.ndim not in (1, 2):

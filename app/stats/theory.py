@@ -37,6 +37,12 @@ def G(epsilon: ArrayLike) -> float:
 
     ``epsilon`` holds one ε per respondent (or per comparison, for incomplete
     designs). Equals c_ε² ≍ ε⁻² for homogeneous small ε and → 1 as ε → ∞.
+
+    Examples
+    --------
+    >>> from app.stats import G
+    >>> round(G([1.0, 2.0]), 4)
+    3.2034
     """
     eps = validate_epsilon(epsilon)
     if eps.size == 0:
@@ -45,7 +51,14 @@ def G(epsilon: ArrayLike) -> float:
 
 
 def H(epsilon: ArrayLike) -> float:
-    """H(ε) = max_l (e^{ε_l}+1)/(e^{ε_l}−1) = coth(min ε / 2) — not squared (Theorem 1)."""
+    """H(ε) = max_l (e^{ε_l}+1)/(e^{ε_l}−1) = coth(min ε / 2) — not squared (Theorem 1).
+
+    Examples
+    --------
+    >>> from app.stats import H
+    >>> round(H([1.0, 2.0]), 4)
+    2.164
+    """
     eps = validate_epsilon(epsilon)
     if eps.size == 0:
         raise ValueError("H needs at least one epsilon")
@@ -84,6 +97,12 @@ def dividing_line_epsilon(n_items: float, n_respondents: float) -> float:
     Only an order of magnitude: Corollary 1 needs ε ≳ log(mL)/√(mL) for the
     errors to vanish, Corollary 2 shows ε ≍ 1/√(mL) leaves them bounded away
     from 0. Constants are unknown (docs/estimator.md §7).
+
+    Examples
+    --------
+    >>> from app.stats import dividing_line_epsilon
+    >>> round(dividing_line_epsilon(30, 400), 4)  # 1/√(mL)
+    0.0091
     """
     return 1.0 / math.sqrt(float(n_items) * float(n_respondents))
 

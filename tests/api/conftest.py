@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.db.migrate import upgrade
 from app.main import create_app
-from tests.helpers.api import ADMIN_KEY, database_state, fresh_postgres_database
+from tests.helpers.api import ADMIN_KEY, database_state, fresh_postgres_database, private_database
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,14 @@ def database_url(tmp_path_factory) -> Iterator[str]:
         yield url
     finally:
         drop()
+
+
+@pytest.fixture
+def private_url(database_url, tmp_path) -> Iterator[str]:
+    """A migrated database of the suite's kind for one test that fills it with more than
+    the shared one should carry (every ``unchanged()`` digests the shared one)."""
+    with private_database(database_url, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -80,10 +80,10 @@ def _drained(s: socket.socket, within: float) -> bool:
     return False
 
 
-def test_stalled_export_readers_do_not_stall_the_api(database_url):
+def test_stalled_export_readers_do_not_stall_the_api(private_url):
     server = LiveServer(
         {
-            "DATABASE_URL": database_url,
+            "DATABASE_URL": private_url,
             "PRIVRANK_ADMIN_KEY": ADMIN_KEY,
             "PRIVRANK_SEND_TIMEOUT": str(SEND_TIMEOUT),
             "PRIVRANK_MAX_DOWNLOADS": "4",

@@ -247,7 +247,7 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
         for site_json, vector in zip(rnd["sites"], masked, strict=True):
             with client.app.state.session_factory() as session:
                 me = session.get(RoundSite, rows[site_json["name"]].id)
-                api.site_contribution(ContributionIn(masked=vector), me=me, session=session)
+                api.site_contribution(body=ContributionIn(masked=vector), me=me, session=session)
     finally:
         sys.settrace(None)
     assert seen, "the tracer recorded nothing"

@@ -40,8 +40,8 @@ def _csv(rows) -> str:
     return out.getvalue()
 
 
-def test_respondents_answer_while_a_50000_row_import_runs(database_url):
-    postgres = not database_url.startswith("sqlite")
+def test_respondents_answer_while_a_50000_row_import_runs(private_url):
+    postgres = not private_url.startswith("sqlite")
     rng = random.Random(13)
     labels = [f"item {k}" for k in range(60)]
     pairs = [(a, b) for x, a in enumerate(labels) for b in labels[x + 1 :]]
@@ -51,7 +51,7 @@ def test_respondents_answer_while_a_50000_row_import_runs(database_url):
     first = _csv((ref, a, b, rng.choice((a, b)), "1.0") for ref in refs for a, b in chosen[ref][:5])
     second = _csv((ref, a, b, rng.choice((a, b)), "1.0") for ref in refs for a, b in chosen[ref][5:])
     server = LiveServer(
-        {"DATABASE_URL": database_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY}, workers=2 if postgres else 1
+        {"DATABASE_URL": private_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY}, workers=2 if postgres else 1
     )
     answers: list[tuple[float, float, int]] = []  # (start, end, status)
     lock = threading.Lock()

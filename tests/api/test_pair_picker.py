@@ -320,17 +320,26 @@ def test_40_concurrent_pair_requests_keep_memory_flat(database_url, m):
         server.stop()
 
 
-def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(database_url, app):
+def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(private_url):
     """2,000 items with 60% of the 1,999,000 pairs answered (written behind the API, in one
-    INSERT … SELECT): the per-pair counts are read once and shared; a new answer (a new
-    data version) does not make 40 requests read them 40 times."""
-    from sqlalchemy import text
+    INSERT … SELECT, in a database of the test's own): the per-pair counts are read once
+    and shared; a new answer (a new data version) does not make 40 requests read them 40
+    times."""
+    _dense_survey_burst(private_url)
 
-    server = LiveServer({"DATABASE_URL": database_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+
+def _dense_survey_burst(url: str) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.db.session import make_engine
+
+    server = LiveServer({"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+    engine = make_engine(url)
     try:
         c = httpx2.Client(base_url=server.base, timeout=120)
         sid, ids = _big_survey(c, 2_000)
-        with app.state.session_factory() as session:
+        with Session(engine) as session:
             session.execute(
                 text(
                     "INSERT INTO pair_stats (survey_id, i, j, n, sum_y, sum_z, sum_z2, sum_v) "
@@ -363,4 +372,5 @@ def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(database
         print(f"\nm=2000, {stored:,} pairs answered: counts read in {read:.2f} s")
         _burst_memory(server, c, sid, f"m=2000, dense ({stored:,} pairs answered)")
     finally:
+        engine.dispose()
         server.stop()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fastapi.testclient import TestClient
 from sqlalchemy import select
@@ -95,3 +97,22 @@ def analyst_headers(client: TestClient) -> dict:
     r = client.post("/v1/keys", json={"label": "analyst"}, headers=ADMIN)
     assert r.status_code == 201, r.text
     return {"Authorization": f"Bearer {r.json()['key']}"}
+
+
+@contextmanager
+def private_database(database_url: str, tmp_path) -> Iterator[str]:
+    """A migrated database of the same kind as the suite's, for a test that fills it with
+    more than the shared one should carry (every ``unchanged()`` digests the shared one)."""
+    from app.db.migrate import upgrade
+
+    if database_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path / 'private.db'}"
+        upgrade(url)
+        yield url
+        return
+    url, drop = fresh_postgres_database(database_url.rsplit("/", 1)[0] + "/test")
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        drop()

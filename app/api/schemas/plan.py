@@ -1,0 +1,127 @@
+"""The planners: before a survey runs and from where it stands."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EstimateOut(BaseModel):
+    mean: float
+    se: float = Field(description="Monte Carlo standard error of the mean.")
+
+
+class PlanBody(BaseModel):
+    n_items: int
+    n_respondents: int
+    pairs_per_respondent: int
+    k: int
+    epsilon: list[float]
+    epsilon_weights: list[float]
+    replications: int
+    linf_error: EstimateOut = Field(description="Expected ‖θ̂ − θ*‖∞.")
+    l2_error: EstimateOut = Field(description="Expected ‖θ̂ − θ*‖₂/√m.")
+    kendall_error: EstimateOut = Field(description="Expected fraction of item pairs ordered wrongly.")
+    p_exact_top_k: EstimateOut = Field(
+        description="Probability that the estimated top-K set is exactly right."
+    )
+    comparisons_per_pair: float
+    respondent_epsilon_total: list[float] = Field(
+        description="Each respondent's total ε (pairs × ε) per ε value."
+    )
+    G: float
+    H: float
+    dividing_line_epsilon: float
+    scores: str = Field(description="The true-score model simulated.")
+    assumption: str = Field(description="What the prediction assumes, in words.")
+
+
+class PlanOut(BaseModel):
+    solve: str
+    target: float | None
+    solution: float | None = Field(description="Respondents or ε found (null when out of reach).")
+    reached: bool
+    plan: PlanBody = Field(description="The prediction (at the solution when solving).")
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "solve": "none",
+                    "target": None,
+                    "solution": None,
+                    "reached": True,
+                    "plan": {
+                        "n_items": 10,
+                        "n_respondents": 200,
+                        "pairs_per_respondent": 10,
+                        "k": 3,
+                        "epsilon": [1.0],
+                        "epsilon_weights": [1.0],
+                        "replications": 200,
+                        "linf_error": {"mean": 0.6, "se": 0.013},
+                        "l2_error": {"mean": 0.31, "se": 0.006},
+                        "kendall_error": {"mean": 0.073, "se": 0.003},
+                        "p_exact_top_k": {"mean": 0.67, "se": 0.033},
+                        "comparisons_per_pair": 44.4,
+                        "respondent_epsilon_total": [10.0],
+                        "G": 4.68,
+                        "H": 2.16,
+                        "dividing_line_epsilon": 0.047,
+                        "scores": "uniform on (−2, 2)",
+                        "assumption": "Assumes the items' true scores are drawn at random between −2 and 2 …",
+                    },
+                }
+            ]
+        }
+    )
+
+
+class SurveyPlanBody(BaseModel):
+    n_items: int
+    k: int
+    level: float
+    current_respondents: int
+    current_comparisons: int
+    added_respondents: int
+    added_comparisons: int = Field(description="Comparisons the added respondents answer (mean).")
+    replications: int
+    tau: float = Field(description="Respondent random-effect scale simulated.")
+    p_certified: EstimateOut = Field(
+        description="Probability that the survey's own simultaneous intervals certify the top-K."
+    )
+    p_certified_correct: EstimateOut = Field(description="… and that the certified set is the true top-K.")
+    p_exact_top_k: EstimateOut = Field(description="Probability that the estimated top-K set is right.")
+    certified_items: EstimateOut = Field(description="Expected number of top-K items certified (0 … K).")
+    p_refused: EstimateOut = Field(description="Probability that intervals are refused (not enough data).")
+    assumption: str = Field(description="What the prediction assumes, in words.")
+
+
+class SurveyPlanItem(BaseModel):
+    item_id: str
+    label: str
+    score: float = Field(description="The score taken as true (current fit or pilot).")
+
+
+class SurveyPlanOut(BaseModel):
+    survey_id: str
+    k: int
+    level: float
+    target: float | None = Field(description="The probability solved for (null with respondents=).")
+    solution: int | None = Field(
+        description="Fewest added respondents reaching target (null when out of reach), or the size asked."
+    )
+    reached: bool | None = Field(description="Whether target was reached (null with respondents=).")
+    search_limit: Literal["max_respondents", "work"] | None = Field(
+        description="Why the search stopped short of the target: max_respondents tried, or the bound on "
+        "one request's work (then ask with fewer replications or a given respondents=)."
+    )
+    scores: Literal["fit", "pilot"]
+    items: list[SurveyPlanItem]
+    tau: float
+    tau_source: Literal["estimated", "query"]
+    tau_estimate: float | None = Field(description="τ estimated from the answers (null without answers).")
+    tau_interval: list[float] | None = Field(description="Its interval at the confidence level.")
+    plan: SurveyPlanBody
+    data_version: int

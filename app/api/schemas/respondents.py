@@ -1,0 +1,225 @@
+"""Respondents: registration, their account, pairs, ranking questions, the answers' receipts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ...limits import MAX_BATCH_CEILING, MAX_RANKING_ITEMS
+from .common import ItemId, StrictModel, Text
+
+# -- respondents ---------------------------------------------------------------
+
+
+class RespondentCreate(StrictModel):
+    epsilon: float | None = Field(
+        None, description="The respondent's own ε within the survey's bounds; default: the survey's."
+    )
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"epsilon": 1.5}, {}]})
+
+
+class RespondentCreated(BaseModel):
+    respondent_id: str
+    token: str = Field(description="Bearer token for this respondent's calls; shown once.")
+    epsilon: float | None = Field(description="Local: the respondent's ε. Central: null.")
+    flip_probability: float | None = Field(
+        description="Local: chance that each answer is reported flipped, 1/(1+e^ε). Central: null."
+    )
+    budget_remaining: float | None
+    comparisons_remaining: int | None = Field(
+        None, description="Central: answers this respondent may still give."
+    )
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "respondent_id": "rsp_q2x7v9k3m1b5c8d4",
+                    "token": "rsp_q2x7v9k3m1b5c8d4.Yx3…",
+                    "epsilon": 1.5,
+                    "flip_probability": 0.1824,
+                    "budget_remaining": 20.0,
+                }
+            ]
+        }
+    )
+
+
+class RespondentStatus(BaseModel):
+    respondent_id: str
+    survey_id: str
+    epsilon: float | None
+    comparisons: int
+    epsilon_total: float | None = Field(
+        description="Local: privacy spent so far, the sum of ε over stored answers. Central: null."
+    )
+    budget_remaining: float | None
+    comparisons_remaining: int | None = None
+    ranked: bool | None = Field(None, description="Ranking surveys: whether the respondent has submitted.")
+
+    # -- pairs and responses ---------------------------------------------------------
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "respondent_id": "rsp_q2x7v9k3m1b5c8d4",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "epsilon": 1.5,
+                    "comparisons": 3,
+                    "epsilon_total": 4.5,
+                    "budget_remaining": 15.5,
+                }
+            ]
+        }
+    )
+
+
+class PairOut(BaseModel):
+    a: str
+    b: str
+    a_label: str
+    b_label: str
+
+
+class PairsOut(BaseModel):
+    pairs: list[PairOut]
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "pairs": [
+                        {
+                            "a": "itm_u7x2k9q4m3c8d1ze",
+                            "b": "itm_p2w8c4r7n5t1y6qa",
+                            "a_label": "Housing",
+                            "b_label": "Transit",
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+
+class ComparisonIn(StrictModel):
+    a: Text = ItemId
+    b: Text = ItemId
+    winner: Text = Field(min_length=1, max_length=40, description="a or b: the item preferred (or reported).")
+
+
+class ResponsesIn(StrictModel):
+    privatized: bool = Field(
+        description="false: the server randomizes the answers with the respondent's ε on arrival; "
+        "true: the client already did, with the declared epsilon."
+    )
+    epsilon: float | None = Field(None, description="Required when privatized is true.")
+    comparisons: list[ComparisonIn] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_BATCH_CEILING,
+        description="Pairwise surveys: the answers (at most PRIVRANK_MAX_BATCH, 1,000 by default).",
+    )
+    ranking: list[Text] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_RANKING_ITEMS,
+        description="Ranking surveys: item ids, best first. With privatized=false it may list only the "
+        "top items (the server puts the rest below, in uniformly random order, then applies the Mallows "
+        "mechanism); with privatized=true it is the full synthetic ranking made on the device.",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if (self.comparisons is None) == (self.ranking is None):
+            raise ValueError("send either comparisons (pairwise surveys) or ranking (ranking surveys)")
+        return self
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"privatized": False, "comparisons": [{"a": "itm_a", "b": "itm_b", "winner": "itm_a"}]},
+                {
+                    "privatized": True,
+                    "epsilon": 1.0,
+                    "comparisons": [{"a": "itm_a", "b": "itm_c", "winner": "itm_c"}],
+                },
+                {"privatized": False, "ranking": ["itm_c", "itm_a"]},
+                {"privatized": True, "epsilon": 2.0, "ranking": ["itm_b", "itm_c", "itm_a"]},
+            ]
+        },
+    )
+
+
+class ResponsesOut(BaseModel):
+    accepted: int
+    epsilon_spent: float | None = Field(
+        description="Local: privacy spent by this request, Σ ε over its answers."
+    )
+    epsilon_total: float | None = Field(description="Local: the respondent's total spent so far.")
+    budget_remaining: float | None
+    comparisons_remaining: int | None = Field(
+        None, description="Central: answers this respondent may still give."
+    )
+
+    # -- analysis ----------------------------------------------------------------------
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"accepted": 2, "epsilon_spent": 3.0, "epsilon_total": 4.5, "budget_remaining": 15.5}
+            ]
+        }
+    )
+
+
+# -- ranking surveys -------------------------------------------------------------
+
+
+class QuestionItem(BaseModel):
+    id: str
+    label: str
+
+
+class QuestionOut(BaseModel):
+    survey_id: str
+    kind: Literal["ranking"]
+    status: str
+    items: list[QuestionItem] = Field(description="The items to rank, in a fresh random order.")
+    answered: bool = Field(description="Whether this respondent already submitted its (one) ranking.")
+    epsilon: float
+    mallows_b: float = Field(description="Weight per pair of the Mallows mechanism, ε/(m−1).")
+    adjacent_swap_probability: float = Field(
+        description="Chance that two items adjacent in the given ranking appear swapped, 1/(1+e^{ε/(m−1)})."
+    )
+    epsilon_whole_ranking: float = Field(
+        description="ε protects rankings that differ by moving one item; between two arbitrary rankings "
+        "the guarantee is εm/2."
+    )
+    budget_remaining: float | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "kind": "ranking",
+                    "status": "open",
+                    "items": [
+                        {"id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit"},
+                        {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing"},
+                    ],
+                    "answered": False,
+                    "epsilon": 2.0,
+                    "mallows_b": 2.0,
+                    "adjacent_swap_probability": 0.1192,
+                    "epsilon_whole_ranking": 2.0,
+                    "budget_remaining": None,
+                }
+            ]
+        }
+    )

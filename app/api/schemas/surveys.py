@@ -1,0 +1,222 @@
+"""Surveys and their items: create, update, list, the public view and the coverage matrix."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...limits import MAX_ITEMS
+from .common import Label, StrictModel, Text
+
+# -- surveys -------------------------------------------------------------------
+
+
+class PrivacyIn(StrictModel):
+    model: Literal["local", "central"] = Field(
+        "local",
+        description="local: every answer is randomized before it is stored. central: true answers are stored "
+        "(the operator is trusted) and results leave only as differentially private releases.",
+    )
+    epsilon_default: float | None = Field(
+        None, description="Local: ε given to respondents who do not choose one (default 1)."
+    )
+    epsilon_min: float | None = Field(
+        None,
+        description="Local: smallest ε a respondent may choose (default min(0.1, default); at least 0.001).",
+    )
+    epsilon_max: float | None = Field(
+        None, description="Local: largest ε (default max(5, default); at most 30)."
+    )
+    respondent_budget: float | None = Field(
+        None, gt=0, description="Local: cap on a respondent's total ε over all answers (basic composition)."
+    )
+    total_budget: float | None = Field(
+        None, description="Central: the total ε all releases together may spend (person-level)."
+    )
+    max_comparisons_per_respondent: int | None = Field(
+        None, description="Central: the most comparisons one respondent may contribute (L of individual DP)."
+    )
+
+
+class SurveyCreate(StrictModel):
+    title: Text = Field(min_length=1, max_length=500)
+    kind: Literal["pairwise", "ranking"] = "pairwise"
+    items: list[Label] = Field(min_length=2, max_length=MAX_ITEMS, description="Item labels, unique.")
+    privacy: PrivacyIn = Field(default_factory=PrivacyIn)
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "items": ["Housing", "Transit", "Parks", "Schools"],
+                    "privacy": {
+                        "model": "local",
+                        "epsilon_default": 1.0,
+                        "epsilon_min": 0.5,
+                        "epsilon_max": 3.0,
+                        "respondent_budget": 20.0,
+                    },
+                },
+                {
+                    "title": "Internal priorities (trusted operator)",
+                    "kind": "pairwise",
+                    "items": ["Hiring", "Tooling", "Training"],
+                    "privacy": {"model": "central", "total_budget": 5.0, "max_comparisons_per_respondent": 3},
+                },
+            ]
+        },
+    )
+
+
+class SurveyUpdate(StrictModel):
+    status: Literal["open", "closed"] | None = None
+    title: Text | None = Field(None, min_length=1, max_length=500)
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
+
+
+class ItemsAdd(StrictModel):
+    items: list[Label] = Field(min_length=1, max_length=MAX_ITEMS, description="Labels of the new items.")
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
+
+
+class ItemOut(BaseModel):
+    id: str
+    label: str
+    position: int = Field(description="0-based order of the item in the survey.")
+
+
+class PrivacyOut(BaseModel):
+    model: str
+    epsilon_default: float | None
+    epsilon_min: float | None
+    epsilon_max: float | None
+    respondent_budget: float | None
+    flip_probability_default: float | None = Field(description="Local: 1/(1+e^ε) at epsilon_default.")
+    total_budget: float | None = None
+    max_comparisons_per_respondent: int | None = None
+
+
+class SurveyFields(BaseModel):
+    id: str
+    title: str
+    kind: str
+    status: str
+    privacy: PrivacyOut
+    created_at: datetime
+    updated_at: datetime
+
+
+class SurveyOut(SurveyFields):
+    items: list[ItemOut]
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "srv_k3j9x2mqa7b4c5d6",
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "status": "open",
+                    "privacy": {
+                        "model": "local",
+                        "epsilon_default": 1.0,
+                        "epsilon_min": 0.5,
+                        "epsilon_max": 3.0,
+                        "respondent_budget": 20.0,
+                        "flip_probability_default": 0.2689,
+                    },
+                    "items": [
+                        {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing", "position": 0},
+                        {"id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit", "position": 1},
+                    ],
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "updated_at": "2026-11-21T10:00:00Z",
+                }
+            ]
+        }
+    )
+
+
+class SurveySummary(SurveyFields):
+    """A survey in the list: everything but its items, which ``GET /v1/surveys/{id}`` gives."""
+
+    n_items: int = Field(description="How many items the survey has.")
+
+
+class SurveyList(BaseModel):
+    surveys: list[SurveySummary]
+    total: int
+
+
+# -- respondent page and dashboard helpers ---------------------------------------------------
+
+
+class PublicSurveyOut(BaseModel):
+    id: str
+    title: str
+    kind: str
+    status: str
+    n_items: int
+    privacy_model: str
+    epsilon_default: float | None
+    epsilon_min: float | None
+    epsilon_max: float | None
+    respondent_budget: float | None
+    max_comparisons_per_respondent: int | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "srv_k3j9x2mqa7b4c5d6",
+                    "title": "Which policy matters most?",
+                    "kind": "pairwise",
+                    "status": "open",
+                    "n_items": 4,
+                    "privacy_model": "local",
+                    "epsilon_default": 1.0,
+                    "epsilon_min": 0.5,
+                    "epsilon_max": 3.0,
+                    "respondent_budget": 10.0,
+                    "max_comparisons_per_respondent": None,
+                }
+            ]
+        }
+    )
+
+
+class CoverageItem(BaseModel):
+    item_id: str
+    label: str
+
+
+class CoverageOut(BaseModel):
+    survey_id: str
+    items: list[CoverageItem]
+    counts: list[list[int | None]] = Field(description="Comparisons per pair; null on the diagonal.")
+    pairs_observed: int
+    pairs_total: int
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "items": [
+                        {"item_id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing"},
+                        {"item_id": "itm_p2w8c4r7n5t1y6qa", "label": "Transit"},
+                    ],
+                    "counts": [[None, 12], [12, None]],
+                    "pairs_observed": 1,
+                    "pairs_total": 1,
+                }
+            ]
+        }
+    )
