@@ -13,10 +13,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
 from app.db.migrate import upgrade
-from app.main import create_app
-from tests.helpers.api import ADMIN_KEY, database_state, fresh_postgres_database, private_database
+from tests.helpers.api import database_state, fresh_postgres_database, make_app, private_database
 
 
 @pytest.fixture(scope="session")
@@ -45,15 +43,7 @@ def private_url(database_url, tmp_path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def app(database_url):
-    application = create_app(
-        Settings(
-            DATABASE_URL=database_url,
-            PRIVRANK_ADMIN_KEY=ADMIN_KEY,
-            # Tests register hundreds of respondents from one address; the limits have their own tests.
-            PRIVRANK_REGISTER_PER_MINUTE=0,
-            PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
-        )
-    )
+    application = make_app(database_url)
     yield application
     application.state.engine.dispose()
 

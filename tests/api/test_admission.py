@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from app.api.admission import Admission, Slots, admitted
 from app.config import Settings
 from app.main import create_app
-from tests.helpers.api import ADMIN, ADMIN_KEY
+from tests.helpers.api import ADMIN, ADMIN_KEY, make_app
 from tests.helpers.live import LiveServer
 
 
@@ -139,14 +139,7 @@ def test_a_waiter_that_gives_up_passes_its_slot_on():
 
 
 def _limited_app(database_url: str, admin_key: str):
-    return create_app(
-        Settings(
-            DATABASE_URL=database_url,
-            PRIVRANK_ADMIN_KEY=admin_key,
-            PRIVRANK_REGISTER_PER_MINUTE=0,
-            PRIVRANK_AUTH_FAILURES_PER_MINUTE=30,
-        )
-    )
+    return make_app(database_url, admin_key, PRIVRANK_AUTH_FAILURES_PER_MINUTE=30)
 
 
 def test_valid_credentials_still_work_after_100_failed_ones_from_the_same_address(database_url):

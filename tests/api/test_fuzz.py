@@ -29,23 +29,15 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 
-from app.config import Settings
 from app.db.migrate import upgrade
-from app.main import create_app
+from tests.helpers.api import make_app
 
 EXAMPLES = int(os.environ.get("PRIVRANK_FUZZ_EXAMPLES", "30"))
 ADMIN = {"Authorization": "Bearer fuzz-admin"}
 #: The fuzzed service's database: nothing is created on import (the engine connects
 #: lazily); the ``world`` fixture makes the directory and the schema, and removes both.
 _DIR = Path(tempfile.gettempdir()) / f"privrank-fuzz-{os.getpid()}"
-APP = create_app(
-    Settings(
-        DATABASE_URL=f"sqlite:///{_DIR / 'fuzz.db'}",
-        PRIVRANK_ADMIN_KEY="fuzz-admin",
-        PRIVRANK_REGISTER_PER_MINUTE=0,
-        PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
-    )
-)
+APP = make_app(f"sqlite:///{_DIR / 'fuzz.db'}", "fuzz-admin")
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)  # in process: no database involved
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from app.db.models import Comparison, IdempotencyRecord, Item, new_id
 from app.services import analysis, ingestion
 from app.stats import mechanisms
-from tests.helpers.api import ADMIN, PAYLOADS, create_survey, register
+from tests.helpers.api import ADMIN, PAYLOADS, create_survey, make_app, register
 
 
 def post(client, sid, headers, comparisons, key=None, privatized=False, epsilon=None):
@@ -276,16 +276,8 @@ def test_registration_and_failed_authentication_are_rate_limited(database_url):
     it cannot be guessed faster (long and issued credentials stay valid: test_admission)."""
     from fastapi.testclient import TestClient
 
-    from app.config import Settings
-    from app.main import create_app
-
-    app = create_app(
-        Settings(
-            DATABASE_URL=database_url,
-            PRIVRANK_ADMIN_KEY="limits-admin",
-            PRIVRANK_REGISTER_PER_MINUTE=3,
-            PRIVRANK_AUTH_FAILURES_PER_MINUTE=2,
-        )
+    app = make_app(
+        database_url, "limits-admin", PRIVRANK_REGISTER_PER_MINUTE=3, PRIVRANK_AUTH_FAILURES_PER_MINUTE=2
     )
     admin = {"Authorization": "Bearer limits-admin"}
     with TestClient(app) as c:

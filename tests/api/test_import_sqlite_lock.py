@@ -24,7 +24,7 @@ from sqlalchemy import func, select, update
 
 from app.db.models import Comparison, Respondent
 from app.services import ingestion
-from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, register
+from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, make_app, register
 from tests.helpers.live import LiveServer
 
 #: Respondents' answers must never wait this long for the import (the busy timeout they
@@ -218,17 +218,7 @@ def test_sqlite_bounds_the_rows_of_one_import(database_url):
     stores nothing; PostgreSQL (no database-wide write lock) keeps its 1,000,000."""
     from fastapi.testclient import TestClient
 
-    from app.config import Settings
-    from app.main import create_app
-
-    application = create_app(
-        Settings(
-            DATABASE_URL=database_url,
-            PRIVRANK_ADMIN_KEY=ADMIN_KEY,
-            PRIVRANK_SQLITE_MAX_IMPORT_ROWS=2,
-            PRIVRANK_REGISTER_PER_MINUTE=0,
-        )
-    )
+    application = make_app(database_url, PRIVRANK_SQLITE_MAX_IMPORT_ROWS=2)
     try:
         with TestClient(application) as c:
             sid = create_survey(c, items=("A", "B", "C"))["id"]

@@ -15,10 +15,9 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
 from app.db.migrate import upgrade
-from app.main import create_app
 from app.services import idempotency, ingestion, spending
+from tests.helpers.api import make_app
 from tests.helpers.faults import ADMIN, ADMIN_KEY, PrivatePostgres
 
 #: The steps of a submission, each after the write transaction began: the replay check,
@@ -35,14 +34,7 @@ def service():
         pg.start()
         url = pg.create_database("privrank")
         upgrade(url)
-        app = create_app(
-            Settings(
-                DATABASE_URL=url,
-                PRIVRANK_ADMIN_KEY=ADMIN_KEY,
-                PRIVRANK_REGISTER_PER_MINUTE=0,
-                PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
-            )
-        )
+        app = make_app(url, ADMIN_KEY)
         with TestClient(app, raise_server_exceptions=False) as client:
             yield pg, client
         app.state.engine.dispose()

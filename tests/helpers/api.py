@@ -116,3 +116,17 @@ def private_database(database_url: str, tmp_path) -> Iterator[str]:
         yield url
     finally:
         drop()
+
+
+def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
+    """The service for an in-process test client, on the database at ``url``. Rate limits
+    are off unless a test sets them (tests register hundreds of respondents from one
+    address; the limits have tests of their own); other settings by their environment
+    names, e.g. ``PRIVRANK_SQLITE_MAX_IMPORT_ROWS=2``."""
+    from app.config import Settings
+    from app.main import create_app
+
+    values = {"PRIVRANK_REGISTER_PER_MINUTE": 0, "PRIVRANK_AUTH_FAILURES_PER_MINUTE": 0, **settings}
+    if admin_key is not None:
+        values["PRIVRANK_ADMIN_KEY"] = admin_key
+    return create_app(Settings(DATABASE_URL=url, **values))

@@ -12,6 +12,7 @@ import numpy as np
 from sqlalchemy import create_engine, func, select, text
 
 from app.db.models import Comparison, PairStat, PendingBatch
+from tests.helpers.api import make_app
 from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer concurrency-admin"}
@@ -117,20 +118,11 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
     """Imports for the same pseudonym and copies of one request, racing on PostgreSQL."""
     from fastapi.testclient import TestClient
 
-    from app.config import Settings
     from app.db.migrate import upgrade
     from app.db.models import Respondent
-    from app.main import create_app
 
     upgrade(postgres_url)
-    app = create_app(
-        Settings(
-            DATABASE_URL=postgres_url,
-            PRIVRANK_ADMIN_KEY="k",
-            PRIVRANK_REGISTER_PER_MINUTE=0,
-            PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
-        )
-    )
+    app = make_app(postgres_url, "k")
     admin = {"Authorization": "Bearer k"}
     try:
         with TestClient(app) as c:
@@ -210,19 +202,10 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
 def test_concurrent_releases_never_overspend_the_budget(postgres_url):
     from fastapi.testclient import TestClient
 
-    from app.config import Settings
     from app.db.migrate import upgrade
-    from app.main import create_app
 
     upgrade(postgres_url)
-    app = create_app(
-        Settings(
-            DATABASE_URL=postgres_url,
-            PRIVRANK_ADMIN_KEY="k",
-            PRIVRANK_REGISTER_PER_MINUTE=0,
-            PRIVRANK_AUTH_FAILURES_PER_MINUTE=0,
-        )
-    )
+    app = make_app(postgres_url, "k")
     admin = {"Authorization": "Bearer k"}
     try:
         with TestClient(app) as c:
