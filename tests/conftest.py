@@ -23,10 +23,12 @@ SLOW: set[str] = set()
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        parts = Path(item.path).relative_to(_HERE).parts
+        path = Path(item.path)
+        # Doctest items (app/stats/*.py) are collected too: only tests/ has marks by place.
+        parts = path.relative_to(_HERE).parts if path.is_relative_to(_HERE) else ()
         if parts and parts[0] in _BY_DIRECTORY:
             item.add_marker(_BY_DIRECTORY[parts[0]])
-        if parts[-1] == "test_fuzz.py":
+        if parts and parts[-1] == "test_fuzz.py":
             item.add_marker(pytest.mark.fuzz)
         if item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker(pytest.mark.slow)
