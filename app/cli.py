@@ -301,33 +301,31 @@ def _plan(args) -> int:
         print(f"privrank plan: {exc.detail}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(json.dumps(out.model_dump(mode="json"), indent=2))
         return 0
-    p = out["plan"]
-    eps = ", ".join(
-        f"{e:g} (weight {w:.2f})" for e, w in zip(p["epsilon"], p["epsilon_weights"], strict=True)
-    )
-    if out["solve"] != "none":
-        what = "respondents" if out["solve"] == "respondents" else "epsilon"
-        if out["reached"]:
-            print(f"{what} needed for P(exact top-{p['k']}) >= {out['target']:g}: {out['solution']:.4g}")
+    p = out.plan
+    eps = ", ".join(f"{e:g} (weight {w:.2f})" for e, w in zip(p.epsilon, p.epsilon_weights, strict=True))
+    if out.solve != "none":
+        what = "respondents" if out.solve == "respondents" else "epsilon"
+        if out.reached:
+            print(f"{what} needed for P(exact top-{p.k}) >= {out.target:g}: {out.solution:.4g}")
         else:
-            print(f"target P(exact top-{p['k']}) >= {out['target']:g} not reached within the search range")
+            print(f"target P(exact top-{p.k}) >= {out.target:g} not reached within the search range")
     print(
-        f"design: {p['n_items']} items, {p['n_respondents']} respondents x {p['pairs_per_respondent']} pairs "
-        f"({p['comparisons_per_pair']:.1f} comparisons per pair), epsilon {eps}"
+        f"design: {p.n_items} items, {p.n_respondents} respondents x {p.pairs_per_respondent} pairs "
+        f"({p.comparisons_per_pair:.1f} comparisons per pair), epsilon {eps}"
     )
-    print(f"scores: {p['scores']}; {p['replications']} simulated surveys")
+    print(f"scores: {p.scores}; {p.replications} simulated surveys")
     for key, label in (
         ("linf_error", "expected max score error |theta_hat - theta|_inf"),
         ("l2_error", "expected RMS score error"),
         ("kendall_error", "expected Kendall error (pairs misordered)"),
-        ("p_exact_top_k", f"P(exact top-{p['k']} recovered)"),
+        ("p_exact_top_k", f"P(exact top-{p.k} recovered)"),
     ):
-        print(f"  {label:48s} {p[key]['mean']:.4f} +/- {p[key]['se']:.4f}")
-    totals = ", ".join(f"{t:g}" for t in p["respondent_epsilon_total"])
+        print(f"  {label:48s} {getattr(p, key).mean:.4f} +/- {getattr(p, key).se:.4f}")
+    totals = ", ".join(f"{t:g}" for t in p.respondent_epsilon_total)
     print(f"each respondent's total epsilon (composition over its pairs): {totals}")
-    print(f"G(eps) = {p['G']:.3g}; dividing line 1/sqrt(mL) = {p['dividing_line_epsilon']:.3g}")
+    print(f"G(eps) = {p.G:.3g}; dividing line 1/sqrt(mL) = {p.dividing_line_epsilon:.3g}")
     return 0
 
 

@@ -67,7 +67,7 @@ def list_rounds(
     """A page of rounds, newest first, each with its sites and result, and how many there are."""
     get_survey(session, survey_id)
     rows, total = svc.list_rounds(session, survey_id, limit, offset)
-    return {"rounds": [svc.round_view(session, r) for r in rows], "total": total}
+    return RoundList(rounds=[svc.round_view(session, r) for r in rows], total=total)
 
 
 @router.get(
@@ -131,4 +131,4 @@ def site_contribution(*, body: ContributionIn, me: SiteDep, session: SessionDep)
     """Accepted once every site has joined. The last contribution completes the
     round. Sending the same message again returns 200 and changes nothing."""
     view, created = svc.contribute(session, me, body.masked)
-    return JSONResponse(jsonable_encoder(SiteView(**view)), status_code=201 if created else 200)
+    return JSONResponse(jsonable_encoder(view), status_code=201 if created else 200)

@@ -66,9 +66,7 @@ async def create_release(
         what="the release",
     )
     headers = {"Idempotent-Replayed": "true"} if replayed else None
-    return JSONResponse(
-        jsonable_encoder(ReleaseOut(**out)), status_code=200 if replayed else 201, headers=headers
-    )
+    return JSONResponse(jsonable_encoder(out), status_code=200 if replayed else 201, headers=headers)
 
 
 @router.get(

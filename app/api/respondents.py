@@ -89,7 +89,7 @@ def question(*, ctx: RespondentDep, session: SessionDep) -> QuestionOut:
     ranking will get: the Mallows mechanism with weight ε/(m−1) per pair, which swaps
     two adjacent items with probability 1/(1+e^{ε/(m−1)}). Pairwise surveys: 409."""
     survey, respondent = ctx
-    return QuestionOut(**ranking_surveys.question(session, survey, respondent))
+    return ranking_surveys.question(session, survey, respondent)
 
 
 @router.get(

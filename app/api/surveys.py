@@ -143,4 +143,4 @@ def coverage(*, survey_id: str, session: SessionDep) -> CoverageOut:
     """``counts[a][b]`` = stored comparisons of items a and b (symmetric; null on the
     diagonal), from the folded statistics, for the dashboard's coverage matrix. Central
     surveys: 409 (which pairs were answered is protected there)."""
-    return CoverageOut(**svc.coverage(session, svc.get_survey(session, survey_id)))
+    return svc.coverage(session, svc.get_survey(session, survey_id))

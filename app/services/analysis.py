@@ -31,7 +31,7 @@ import hashlib
 import math
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import numpy as np
 from scipy.special import expit
@@ -59,6 +59,15 @@ from .aggregation import fold_pending, read_snapshot
 from .cache import OBJECT_BYTES, ByteLRU, nbytes
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
+from .results.analysis import (
+    Diagnostics,
+    PairwiseItem,
+    PairwiseOut,
+    PrivacyRegime,
+    RankedItem,
+    RankingOut,
+    UncertaintyInfo,
+)
 from .surveys import item_count, require_local, survey_items
 
 __all__ = [
@@ -122,7 +131,7 @@ class _Entry:
     stats: PairStats
     key: tuple | None = None  # its key in the cache (None: not cached)
     clusters: Clusters | None = None
-    graph: dict | None = None  # _graph(stats), computed on first use
+    graph: _Connectivity | None = None  # _graph(stats), computed on first use
 
 
 @dataclass(frozen=True, eq=False)
@@ -568,7 +577,7 @@ def eps_of(v: np.ndarray) -> np.ndarray:
         return 2.0 * np.arcsinh(0.5 / np.sqrt(v))
 
 
-def privacy_regime(n_items: int, n_comparisons: int, g: float) -> dict:
+def privacy_regime(n_items: int, n_comparisons: int, g: float) -> PrivacyRegime:
     """Where the survey's ε sits relative to the consistency dividing line.
 
     Corollaries 1–2: with m items and L comparisons per pair, ε ≍ 1/√(mL) is the
@@ -579,14 +588,14 @@ def privacy_regime(n_items: int, n_comparisons: int, g: float) -> dict:
     """
     n_pairs = n_items * (n_items - 1) // 2
     if n_comparisons == 0 or n_pairs == 0:
-        return {"verdict": "no data", "explanation": "No comparisons yet."}
+        return PrivacyRegime(verdict="no data", explanation="No comparisons yet.")
     per_pair = n_comparisons / n_pairs
     eps_eff = 2.0 * math.atanh(1.0 / math.sqrt(g)) if g > 1.0 else math.inf
     line = dividing_line_epsilon(n_items, per_pair)
     mL = n_items * per_pair
     consistent = math.log(mL) / math.sqrt(mL) if mL > 1 else math.inf
     if eps_eff >= consistent:
-        verdict = "above"
+        verdict: Literal["above", "near", "below"] = "above"
         words = (
             f"The respondents' privacy level (effective ε ≈ {eps_eff:.3g}) is above the consistency "
             f"threshold log(mL)/√(mL) ≈ {consistent:.2g} of the paper's Corollary 1 (m = {n_items} items, "
@@ -606,34 +615,39 @@ def privacy_regime(n_items: int, n_comparisons: int, g: float) -> dict:
             f"1/√(mL) ≈ {line:.2g} (Corollary 2): the privacy noise dominates and more respondents will not "
             "make the ranking reliable; raise ε."
         )
-    return {
-        "effective_epsilon": eps_eff,
-        "dividing_line_epsilon": line,
-        "consistency_epsilon": consistent,
-        "comparisons_per_pair": per_pair,
-        "verdict": verdict,
-        "explanation": words,
-    }
+    return PrivacyRegime(
+        verdict=verdict,
+        explanation=words,
+        effective_epsilon=eps_eff,
+        dividing_line_epsilon=line,
+        consistency_epsilon=consistent,
+        comparisons_per_pair=per_pair,
+    )
 
 
-def _graph(stats: PairStats) -> dict:
+@dataclass(frozen=True)
+class _Connectivity:
+    plain: float | None
+    normalized: float | None
+
+
+def _graph(stats: PairStats) -> _Connectivity:
     """Algebraic connectivity of the comparison graph (edge weights n_ij), and of its
     normalized Laplacian D^{-1/2} L D^{-1/2} (scale-free, in [0, 2]; near 0: a bottleneck)."""
     m = stats.n_items
     if m > MAX_ITEMS_COVARIANCE or stats.n_pairs == 0:
-        return {"algebraic_connectivity": None, "algebraic_connectivity_normalized": None}
+        return _Connectivity(None, None)
     lap = laplacian(m, stats.i, stats.j, stats.n.astype(float))
     vals = np.linalg.eigvalsh(lap)
     deg = np.diag(lap).copy()
     inv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
     norm_vals = np.linalg.eigvalsh(inv[:, None] * lap * inv[None, :])
-    return {
-        "algebraic_connectivity": float(max(vals[1], 0.0)) if m > 1 else 0.0,
-        "algebraic_connectivity_normalized": float(max(norm_vals[1], 0.0)) if m > 1 else 0.0,
-    }
+    return _Connectivity(
+        float(max(vals[1], 0.0)) if m > 1 else 0.0, float(max(norm_vals[1], 0.0)) if m > 1 else 0.0
+    )
 
 
-def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> dict:
+def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> _Connectivity:
     """:func:`_graph` of the entry's statistics, computed once per fit (O(m³): two
     eigenvalue problems; the largest cost of a cached ranking before it was kept)."""
     if entry.graph is None:
@@ -691,35 +705,25 @@ _ESTIMANDS = {
 }
 
 
-def _uncertainty_info(summary: _Summary, level: float, uncertainty: str, covariance: str) -> dict:
+def _uncertainty_info(summary: _Summary, level: float, covariance: str) -> UncertaintyInfo:
     conf, ranks = summary.conf, summary.ranks
-    info: dict[str, Any] = {
-        "available": conf is not None,
-        "method": None if conf is None else conf.method,
-        "covariance": covariance,
-        "level": level,
-        "reason": summary.reason,
-        "message": summary.message,
-        "estimand": None,
-        "n_clusters": None,
-        "interval_critical_value": None,
-        "critical_value": None,
-        "corrections": None,
-        "widened": None,
-    }
-    if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
-        info.update(
-            estimand=_ESTIMANDS[conf.method].format(g=conf.n_clusters),
-            n_clusters=conf.n_clusters,
-            interval_critical_value=float(conf.critical_value),
-            critical_value=float(ranks.critical_value),
-            corrections={
-                name: (value if isinstance(value, bool) else float(value))
-                for name, value in conf.corrections.items()
-            },
-            widened=int(np.count_nonzero(conf.widened)) if conf.widened is not None else 0,
-        )
-    return info
+    common = {"covariance": covariance, "level": level, "reason": summary.reason, "message": summary.message}
+    if conf is None or ranks is None:  # ranks are summarized exactly when conf is
+        return UncertaintyInfo(available=False, method=None, critical_value=None, **common)
+    return UncertaintyInfo(
+        available=True,
+        method=conf.method,
+        estimand=_ESTIMANDS[conf.method].format(g=conf.n_clusters),
+        n_clusters=conf.n_clusters,
+        interval_critical_value=float(conf.critical_value),
+        critical_value=float(ranks.critical_value),
+        corrections={
+            name: (value if isinstance(value, bool) else float(value))
+            for name, value in conf.corrections.items()
+        },
+        widened=int(np.count_nonzero(conf.widened)) if conf.widened is not None else 0,
+        **common,
+    )
 
 
 def _ci(lo: float, hi: float) -> list[float] | None:
@@ -738,7 +742,7 @@ def ranking(
     covariance: str = "cluster",
     replicates: int = BOOTSTRAP_REPLICATES,
     deadline: Deadline | None = None,
-) -> dict:
+) -> RankingOut:
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
     groups, and diagnostics. ``deadline`` bounds the long steps (module doc)."""
     deadline = deadline or Deadline.none()
@@ -775,21 +779,21 @@ def ranking(
     counts = stats.item_counts()
     out_items = []
     for x in order:
-        row = {
-            "item_id": items[x].id,
-            "label": items[x].label,
-            "position": items[x].position,
-            "score": float(theta[x]),
-            "rank": int(rank[x]),
-            "comparisons": int(counts[x]),
-        }
+        row = RankedItem(
+            item_id=items[x].id,
+            label=items[x].label,
+            position=items[x].position,
+            score=float(theta[x]),
+            rank=int(rank[x]),
+            comparisons=int(counts[x]),
+        )
         if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
-            row["se"] = None if not math.isfinite(conf.se[x]) else float(conf.se[x])
-            row["ci"] = _ci(conf.lower[x], conf.upper[x])
-            row["rank_ci"] = [int(v) for v in ranks.rank_ci[x]]
-            row["rank_ci_simultaneous"] = [int(v) for v in ranks.rank_ci_simultaneous[x]]
+            row.se = None if not math.isfinite(conf.se[x]) else float(conf.se[x])
+            row.ci = _ci(conf.lower[x], conf.upper[x])
+            row.rank_ci = [int(v) for v in ranks.rank_ci[x]]
+            row.rank_ci_simultaneous = [int(v) for v in ranks.rank_ci_simultaneous[x]]
             if ranks.p_top_k is not None:
-                row["p_top_k"] = float(ranks.p_top_k[x])
+                row.p_top_k = float(ranks.p_top_k[x])
         out_items.append(row)
     groups = tie_groups(theta)
     top_k = boundary_tied = certain = None
@@ -806,43 +810,44 @@ def ranking(
             [items[x].id for x in np.flatnonzero(fit.component == c)] for c in range(fit.n_components)
         ]
     spend, per_respondent = _spend(session, survey.id)
-    diagnostics = {
-        "respondents": spend["respondents"],
-        "comparisons_per_respondent": per_respondent,
-        "comparisons": int(fit.n_comparisons),
-        "pairs_observed": int(stats.n_pairs),
-        "pairs_total": m * (m - 1) // 2,
-        "connected": bool(fit.connected),
-        "n_components": int(fit.n_components),
-        "components": components,
-        **_entry_graph(cache, summary.entry, deadline),
-        "lambda": float(fit.lam),
-        "lambda_source": "query" if lam is not None else "default: G(epsilon)",
-        "iterations": int(fit.iterations),
-        "converged": bool(fit.converged),
-        "gradient_norm": float(fit.gradient_norm),
-        "solver": fit.solver,
-        "G": float(stats.G),
-        "H": float(stats.H) if stats.n_comparisons else None,
-        "epsilon_min": float(stats.epsilon_min) if stats.n_comparisons else None,
-        "respondent_epsilon_total": spend,
-        "privacy_regime": privacy_regime(m, int(fit.n_comparisons), float(stats.G)),
-        "ties": bool(np.unique(groups).size < m),
-        "top_k_boundary_tied": boundary_tied,
-        "data_version": int(version),
-    }
-    uncertainty_info = _uncertainty_info(summary, level, uncertainty, covariance)
-    return {
-        "survey_id": survey.id,
-        "method": method,
-        "items": out_items,
-        "top_k": top_k,
-        "top_k_certain": certain,
-        "tied_groups": tied,
-        "tiers": tiers,
-        "uncertainty": uncertainty_info,
-        "diagnostics": diagnostics,
-    }
+    graph = _entry_graph(cache, summary.entry, deadline)
+    diagnostics = Diagnostics(
+        respondents=spend["respondents"],
+        comparisons_per_respondent=per_respondent,
+        comparisons=int(fit.n_comparisons),
+        pairs_observed=int(stats.n_pairs),
+        pairs_total=m * (m - 1) // 2,
+        connected=bool(fit.connected),
+        n_components=int(fit.n_components),
+        components=components,
+        algebraic_connectivity=graph.plain,
+        algebraic_connectivity_normalized=graph.normalized,
+        lambda_=float(fit.lam),
+        lambda_source="query" if lam is not None else "default: G(epsilon)",
+        iterations=int(fit.iterations),
+        converged=bool(fit.converged),
+        gradient_norm=float(fit.gradient_norm),
+        solver=fit.solver,
+        G=float(stats.G),
+        H=float(stats.H) if stats.n_comparisons else None,
+        epsilon_min=float(stats.epsilon_min) if stats.n_comparisons else None,
+        respondent_epsilon_total=spend,
+        privacy_regime=privacy_regime(m, int(fit.n_comparisons), float(stats.G)),
+        ties=bool(np.unique(groups).size < m),
+        top_k_boundary_tied=boundary_tied,
+        data_version=int(version),
+    )
+    return RankingOut(
+        survey_id=survey.id,
+        method=method,
+        items=out_items,
+        top_k=top_k,
+        top_k_certain=certain,
+        tied_groups=tied,
+        tiers=tiers,
+        uncertainty=_uncertainty_info(summary, level, covariance),
+        diagnostics=diagnostics,
+    )
 
 
 def pairwise(
@@ -854,7 +859,7 @@ def pairwise(
     lam: float | None = None,
     covariance: str = "cluster",
     deadline: Deadline | None = None,
-) -> dict:
+) -> PairwiseOut:
     """Estimated P(row item beats column item) with confidence intervals (at most
     ``PAIRWISE_MAX_ITEMS`` items: O(m²) numbers in the answer)."""
     deadline = deadline or Deadline.none()
@@ -885,17 +890,17 @@ def pairwise(
     def rows(a: np.ndarray) -> list[list[float | None]]:
         return [[None if not math.isfinite(v) else round(float(v), 6) for v in r] for r in a]
 
-    return {
-        "survey_id": survey.id,
-        "method": method,
-        "level": level,
-        "items": [{"item_id": it.id, "label": it.label} for it in items],
-        "probability": rows(p),
-        "lower": rows(lo),
-        "upper": rows(hi),
-        "available": conf is not None,
-        "reason": summary.reason,
-        "message": summary.message,
-        "method_intervals": None if conf is None else conf.method,
-        "data_version": int(version),
-    }
+    return PairwiseOut(
+        survey_id=survey.id,
+        method=method,
+        level=level,
+        items=[PairwiseItem(item_id=it.id, label=it.label) for it in items],
+        probability=rows(p),
+        lower=rows(lo),
+        upper=rows(hi),
+        available=conf is not None,
+        reason=summary.reason,
+        message=summary.message,
+        method_intervals=None if conf is None else conf.method,
+        data_version=int(version),
+    )

@@ -40,6 +40,7 @@ from ..db.session import begin_write
 from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
+from .results.federation import RoundOut, RoundSiteOut, SitePeer, SiteView
 from .surveys import survey_items
 
 __all__ = [
@@ -182,27 +183,28 @@ def list_rounds(
     return list(rows), int(total or 0)
 
 
-def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | None = None) -> dict:
-    return {
-        "id": rnd.id,
-        "survey_id": rnd.survey_id,
-        "method": rnd.method,
-        "status": rnd.status,
-        "parameters": rnd.parameters,
-        "sites": [
-            {
-                "name": s.name,
-                "position": s.position,
-                "joined": s.public_key is not None,
-                "contributed": s.contributed_at is not None,
-                "token": None if tokens is None else tokens[s.name],
-            }
+def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | None = None) -> RoundOut:
+    """The round as the admin sees it; ``tokens`` (the sites' credentials) only when it opens."""
+    return RoundOut(
+        id=rnd.id,
+        survey_id=rnd.survey_id,
+        method=rnd.method,
+        status=rnd.status,
+        parameters=rnd.parameters,
+        sites=[
+            RoundSiteOut(
+                name=s.name,
+                position=s.position,
+                joined=s.public_key is not None,
+                contributed=s.contributed_at is not None,
+                token=None if tokens is None else tokens[s.name],
+            )
             for s in _sites(session, rnd.id)
         ],
-        "result": rnd.result,
-        "created_at": rnd.created_at,
-        "ended_at": rnd.ended_at,
-    }
+        result=rnd.result,
+        created_at=rnd.created_at,
+        ended_at=rnd.ended_at,
+    )
 
 
 def cancel_round(session: Session, survey_id: str, round_id: str) -> FederatedRound:
@@ -235,29 +237,30 @@ def _still_there(row: _Row | None, what: str) -> _Row:
     return row
 
 
-def site_view(session: Session, site: RoundSite) -> dict:
+def site_view(session: Session, site: RoundSite) -> SiteView:
+    """The round as one site sees it: its peers' public keys, the status and the result."""
     rnd = _still_there(session.get(FederatedRound, site.round_id), "round")
     peers = _sites(session, rnd.id)
-    return {
-        "round_id": rnd.id,
-        "survey_id": rnd.survey_id,
-        "site": site.name,
-        "position": site.position,
-        "status": rnd.status,
-        "parameters": rnd.parameters,
-        "peers": [
-            {
-                "name": p.name,
-                "position": p.position,
-                "public_key": p.public_key,
-                "contributed": p.contributed_at is not None,
-            }
+    return SiteView(
+        round_id=rnd.id,
+        survey_id=rnd.survey_id,
+        site=site.name,
+        position=site.position,
+        status=rnd.status,
+        parameters=rnd.parameters,
+        peers=[
+            SitePeer(
+                name=p.name,
+                position=p.position,
+                public_key=p.public_key,
+                contributed=p.contributed_at is not None,
+            )
             for p in peers
         ],
-        "ready": all(p.public_key is not None for p in peers),
-        "contributed": site.contributed_at is not None,
-        "result": rnd.result,
-    }
+        ready=all(p.public_key is not None for p in peers),
+        contributed=site.contributed_at is not None,
+        result=rnd.result,
+    )
 
 
 def _lock_round(
@@ -314,7 +317,7 @@ def _unpack(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8")
 
 
-def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[dict, bool]:
+def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[SiteView, bool]:
     """Store the site's masked message; the last one completes the round.
 
     Returns the site's view and whether the message is new (False: the same message

@@ -41,6 +41,7 @@ from .respondents import (
     answer_epsilon,
     check_epsilon,
 )
+from .results.analysis import ImportOut
 from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions
 from .surveys import ItemIndex, item_index, known_item_index, normalize_label
 
@@ -524,7 +525,7 @@ def import_comparisons(
     privatized: bool,
     max_rows: int = 1_000_000,
     sqlite_max_rows: int | None = None,
-) -> dict:
+) -> ImportOut:
     """Import comparisons collected elsewhere, all or nothing.
 
     CSV columns ``respondent, item_a, item_b, winner, epsilon`` (others, such as the
@@ -721,4 +722,4 @@ def import_comparisons(
         session.rollback()
         raise
     log.info("survey %s: imported %d comparisons (write transaction %.2f s)", survey.id, len(refs), held)
-    return {"imported": len(refs), "respondents_created": created, "respondents": len(ref_index)}
+    return ImportOut(imported=len(refs), respondents_created=created, respondents=len(ref_index))

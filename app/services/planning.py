@@ -8,6 +8,7 @@ import numpy as np
 
 from ..stats.planner import (
     MAX_PLAN_RESPONDENTS,
+    Plan,
     epsilon_distribution,
     epsilon_needed,
     plan,
@@ -25,6 +26,7 @@ from ..stats.survey_plan import (
 from .analysis import current_fit, eps_of
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
+from .results.plan import PlanBody, PlanOut, SurveyPlanBody, SurveyPlanItem, SurveyPlanOut
 from .surveys import require_local, require_pairwise, survey_items
 
 __all__ = ["PLAN_REFUSE_FACTOR", "plan_from_survey", "run_plan"]
@@ -83,7 +85,7 @@ def run_plan(
     scores: list[float] | None = None,
     deadline: Deadline | None = None,
     work: WorkSlots | None = None,
-) -> dict:
+) -> PlanOut:
     """Shared by the API and ``privrank plan``: a prediction or an inverse problem.
     ``deadline`` bounds the work (none: no time budget, as for the CLI); the
     simulation takes one of ``work``'s turns (the worker's long computations)."""
@@ -106,7 +108,7 @@ def run_plan(
         return _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options)
 
 
-def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options) -> dict:
+def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve, target, options) -> PlanOut:
     value: float | None  # respondents (an int) or epsilon
     try:
         if solve == "none":
@@ -115,13 +117,7 @@ def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve,
             result = plan(
                 items, respondents, pairs_per_respondent, epsilon, k, epsilon_weights=weights, **options
             )
-            return {
-                "solve": "none",
-                "target": None,
-                "solution": None,
-                "reached": True,
-                "plan": result.as_dict(),
-            }
+            return PlanOut(solve="none", target=None, solution=None, reached=True, plan=_body(result))
         if target is None:
             raise Invalid("solving needs a target probability of recovering the exact top-K")
         if solve == "respondents":
@@ -138,13 +134,11 @@ def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve,
             raise Invalid("solve must be none, respondents or epsilon")
     except ValueError as exc:
         raise Invalid(str(exc)) from None
-    return {
-        "solve": solve,
-        "target": target,
-        "solution": value,
-        "reached": value is not None,
-        "plan": result.as_dict(),
-    }
+    return PlanOut(solve=solve, target=target, solution=value, reached=value is not None, plan=_body(result))
+
+
+def _body(result: Plan) -> PlanBody:
+    return PlanBody.model_validate(result, from_attributes=True)
 
 
 def plan_from_survey(
@@ -165,7 +159,7 @@ def plan_from_survey(
     seed: int = 0,
     deadline: Deadline | None = None,
     work: WorkSlots | None = None,
-) -> dict:
+) -> SurveyPlanOut:
     """``GET /v1/surveys/{sid}/plan`` and ``privrank plan --survey``: how many more
     respondents certify the top-K, simulated from the survey's own design, fit
     and respondent clustering (:mod:`app.stats.survey_plan`). ``deadline`` bounds
@@ -231,23 +225,23 @@ def plan_from_survey(
                 reached = solution is not None
     except ValueError as exc:
         raise Invalid(str(exc)) from None
-    return {
-        "survey_id": survey.id,
-        "k": k,
-        "level": level,
-        "target": None if added is not None else target,
-        "solution": solution,
-        "reached": reached,
-        "search_limit": limit,
-        "scores": "fit" if scores is None else "pilot",
-        "items": [
-            {"item_id": it.id, "label": it.label, "score": float(x)}
+    return SurveyPlanOut(
+        survey_id=survey.id,
+        k=k,
+        level=level,
+        target=None if added is not None else target,
+        solution=solution,
+        reached=reached,
+        search_limit=limit,
+        scores="fit" if scores is None else "pilot",
+        items=[
+            SurveyPlanItem(item_id=it.id, label=it.label, score=float(x))
             for it, x in zip(items, np.asarray(theta, dtype=float), strict=True)
         ],
-        "tau": use_tau,
-        "tau_source": "estimated" if tau is None else "query",
-        "tau_estimate": tau_hat if clusters.i.size else None,
-        "tau_interval": tau_interval,
-        "plan": result.as_dict(),
-        "data_version": int(version),
-    }
+        tau=use_tau,
+        tau_source="estimated" if tau is None else "query",
+        tau_estimate=tau_hat if clusters.i.size else None,
+        tau_interval=tau_interval,
+        plan=SurveyPlanBody.model_validate(result, from_attributes=True),
+        data_version=int(version),
+    )

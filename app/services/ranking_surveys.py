@@ -23,6 +23,8 @@ import io
 import logging
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from sqlalchemy import func, insert, select
@@ -30,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Item, PendingBatch, Ranking, Respondent, Survey
 from ..stats.consensus import borda_confidence, btl_confidence, fit_ranking_btl
-from ..stats.inference import rank_confidence
+from ..stats.inference import Confidence, rank_confidence
 from ..stats.rankings import (
     RankingStats,
     adjacent_flip_probability,
@@ -51,6 +53,8 @@ from .errors import Conflict, Invalid
 from .export import iso_utc
 from .idempotency import Receipt, Stored
 from .respondents import answer_epsilon, budget_remaining, registered_epsilon
+from .results.analysis import ConsensusItem, ConsensusOut, UncertaintyInfo
+from .results.respondents import QuestionItem, QuestionOut
 from .spending import Purchase, spend_and_store
 from .surveys import survey_items
 
@@ -184,7 +188,7 @@ def _second_ranking() -> Conflict:
     return Conflict("this respondent already submitted a ranking (one per respondent)")
 
 
-def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
+def question(session: Session, survey: Survey, respondent: Respondent) -> QuestionOut:
     """What a respondent of a ranking survey is asked: the items in a fresh uniformly random
     order (so the presentation order carries no systematic bias), and what privacy it gets."""
     if survey.kind != "ranking":
@@ -194,18 +198,18 @@ def question(session: Session, survey: Survey, respondent: Respondent) -> dict:
     answered = session.scalar(select(Ranking.id).where(Ranking.respondent_id == respondent.id)) is not None
     eps = float(registered_epsilon(respondent))  # ranking surveys are local-model surveys
     m = len(items)
-    return {
-        "survey_id": survey.id,
-        "kind": "ranking",
-        "status": survey.status,
-        "items": [{"id": it.id, "label": it.label} for it in shown],
-        "answered": answered,
-        "epsilon": eps,
-        "mallows_b": eps / (m - 1),
-        "adjacent_swap_probability": adjacent_flip_probability(m, eps),
-        "epsilon_whole_ranking": eps * m / 2,
-        "budget_remaining": budget_remaining(survey, respondent),
-    }
+    return QuestionOut(
+        survey_id=survey.id,
+        kind="ranking",
+        status=survey.status,
+        items=[QuestionItem(id=it.id, label=it.label) for it in shown],
+        answered=answered,
+        epsilon=eps,
+        mallows_b=eps / (m - 1),
+        adjacent_swap_probability=adjacent_flip_probability(m, eps),
+        epsilon_whole_ranking=eps * m / 2,
+        budget_remaining=budget_remaining(survey, respondent),
+    )
 
 
 # -- consensus ---------------------------------------------------------------------------
@@ -223,10 +227,10 @@ class ConsensusCache:
         self.lru = lru if lru is not None else ByteLRU(max_bytes)
         self.work = work if work is not None else WorkSlots(2)
 
-    def get(self, key: tuple) -> dict | None:
+    def get(self, key: tuple) -> _Core | None:
         return self.lru.get(("consensus", *key))
 
-    def put(self, key: tuple, value: dict) -> None:
+    def put(self, key: tuple, value: _Core) -> None:
         self.lru.put(("consensus", *key), value, nbytes(value))
 
     def get_ranks(self, key: tuple, k: int | None):
@@ -244,59 +248,66 @@ def _seed(*parts) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "little"))
 
 
-def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Generator, level: float) -> dict:
+@dataclass(frozen=True, eq=False)
+class _Core:
+    """One consensus computation (cached per survey, method, λ, level and data version)."""
+
+    order: np.ndarray  # item indices, best first
+    objective: int  # its Kendall objective: total distance to the stored rankings
+    score: np.ndarray | None  # borda points or btl θ̂; None for lehmer and kemeny
+    conf: Confidence | None  # intervals (borda, btl), when there are enough rankings
+    reason: str | None  # why conf is None
+    extra: dict[str, Any]  # the method's own diagnostics (the answer's free-form ``diagnostics``)
+    exact_ties: list[list[int]] | None  # borda: groups of items with equal position sums
+
+
+def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Generator, level: float) -> _Core:
     m = stats.n_items
-    out: dict = {"score": None, "conf": None, "extra": {}, "reason": None}
+    score: np.ndarray | None = None
+    conf: Confidence | None = None
+    reason: str | None = None
+    extra: dict[str, Any] = {}
+    exact_ties = None
     if method == "borda":
         order = borda_aggregate(stats, rng)
-        out["score"] = m - stats.mean_position
+        score = m - stats.mean_position
         sums = stats.position_sum
         groups = [np.flatnonzero(sums == v) for v in np.unique(sums)]
-        out["extra"]["exact_ties"] = [g.tolist() for g in groups if g.size > 1]
+        exact_ties = [g.tolist() for g in groups if g.size > 1]
     elif method == "lehmer":
         order = lehmer_aggregate(stats, rng)
-        out["reason"] = "the Lehmer majority has no standard errors"
+        reason = "the Lehmer majority has no standard errors"
     elif method == "kemeny":
         res = kemeny_consensus(stats, rng)
         order = res.order
-        out["extra"].update(
-            {
-                "exact": res.exact,
-                "algorithm": res.method,
-                "optimal_orders": res.n_optima,
-                "lower_bound": res.lower_bound,
-                "optimality_gap": res.gap,
-            }
-        )
-        out["reason"] = "the Kemeny consensus has no standard errors"
+        extra = {
+            "exact": res.exact,
+            "algorithm": res.method,
+            "optimal_orders": res.n_optima,
+            "lower_bound": res.lower_bound,
+            "optimality_gap": res.gap,
+        }
+        reason = "the Kemeny consensus has no standard errors"
     else:
         fit = fit_ranking_btl(stats, lam)
-        out["score"] = fit.theta
+        score = fit.theta
         order = np.lexsort((rng.random(m), -fit.theta))
-        out["extra"].update(
-            {
-                "lambda": float(fit.lam),
-                "iterations": int(fit.iterations),
-                "converged": bool(fit.converged),
-                "gradient_norm": float(fit.gradient_norm),
-            }
-        )
-        out["fit"] = fit
-    out["order"] = np.asarray(order, dtype=np.int64)
-    out["objective"] = kemeny_objective(out["order"], stats)
+        extra = {
+            "lambda": float(fit.lam),
+            "iterations": int(fit.iterations),
+            "converged": bool(fit.converged),
+            "gradient_norm": float(fit.gradient_norm),
+        }
+    order = np.asarray(order, dtype=np.int64)
     if method in ("borda", "btl"):
         if stats.n < MIN_RANKINGS_FOR_INTERVALS:
-            out["reason"] = (
+            reason = (
                 f"intervals need at least {MIN_RANKINGS_FOR_INTERVALS} rankings (their normal approximation "
                 "covers too little below that)"
             )
         else:
-            out["conf"] = (
-                borda_confidence(stats, level)
-                if method == "borda"
-                else btl_confidence(stats, out["fit"], level)
-            )
-    return out
+            conf = borda_confidence(stats, level) if method == "borda" else btl_confidence(stats, fit, level)
+    return _Core(order, int(kemeny_objective(order, stats)), score, conf, reason, extra, exact_ties)
 
 
 def consensus(
@@ -308,7 +319,7 @@ def consensus(
     k: int | None = None,
     level: float = 0.95,
     deadline: Deadline | None = None,
-) -> dict:
+) -> ConsensusOut:
     """The ``GET …/ranking`` answer of a ranking survey. ``deadline`` bounds the work
     (the consensus and its intervals are O(m²)–O(m³) with m ≤ 256)."""
     deadline = deadline or Deadline.none()
@@ -334,10 +345,10 @@ def consensus(
         with cache.work.hold(deadline):
             core = _compute(stats, method, lam_used, _seed(survey.id, snap.version, method), level)
         cache.put(key, core)
-    order = core["order"]
+    order = core.order
     rank = np.empty(m, dtype=np.int64)
     rank[order] = np.arange(1, m + 1)
-    conf = core["conf"]
+    conf = core.conf
     ranks = None
     if conf is not None:
         ranks = cache.get_ranks(key, k)
@@ -353,24 +364,24 @@ def consensus(
             )
         cache.put_ranks(key, k, ranks)
     mean_pos = stats.mean_position
-    score = core["score"]
+    score = core.score
     rows = []
     for x in order:
-        row = {
-            "item_id": items[x].id,
-            "label": items[x].label,
-            "position": items[x].position,
-            "rank": int(rank[x]),
-            "score": None if score is None else float(score[x]),
-            "mean_position": float(mean_pos[x]),
-        }
+        row = ConsensusItem(
+            item_id=items[x].id,
+            label=items[x].label,
+            position=items[x].position,
+            rank=int(rank[x]),
+            score=None if score is None else float(score[x]),
+            mean_position=float(mean_pos[x]),
+        )
         if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
-            row["se"] = float(conf.se[x])
-            row["ci"] = [float(conf.lower[x]), float(conf.upper[x])]
-            row["rank_ci"] = [int(v) for v in ranks.rank_ci[x]]
-            row["rank_ci_simultaneous"] = [int(v) for v in ranks.rank_ci_simultaneous[x]]
+            row.se = float(conf.se[x])
+            row.ci = [float(conf.lower[x]), float(conf.upper[x])]
+            row.rank_ci = [int(v) for v in ranks.rank_ci[x]]
+            row.rank_ci_simultaneous = [int(v) for v in ranks.rank_ci_simultaneous[x]]
             if ranks.p_top_k is not None:
-                row["p_top_k"] = float(ranks.p_top_k[x])
+                row.p_top_k = float(ranks.p_top_k[x])
         rows.append(row)
     top_k = certain = None
     if k is not None:
@@ -379,43 +390,43 @@ def consensus(
             certain = [items[x].id for x in order[:k] if ranks.top_k_certain[x]]
     pairs = m * (m - 1) // 2
     eps_min = snap.epsilon_min
-    diagnostics = {
+    diagnostics: dict[str, Any] = {
         "rankings": int(stats.n),
         "items": m,
         "data_version": int(snap.version),
         "epsilon_min": eps_min,
         "mechanism": "Mallows (epsilon-ranking DP), b = epsilon/(m-1) per pair",
         "adjacent_swap_probability_max": None if eps_min is None else adjacent_flip_probability(m, eps_min),
-        "kendall_objective": int(core["objective"]),
-        "mean_kendall_distance": core["objective"] / stats.n,
-        "normalized_kendall_distance": core["objective"] / (stats.n * pairs) if pairs else 0.0,
+        "kendall_objective": core.objective,
+        "mean_kendall_distance": core.objective / stats.n,
+        "normalized_kendall_distance": core.objective / (stats.n * pairs) if pairs else 0.0,
         "tie_break": "uniformly random, seeded by the survey and its data version",
-        **{k2: v for k2, v in core["extra"].items() if k2 != "exact_ties"},
+        **core.extra,
     }
-    if "exact_ties" in core["extra"]:
-        diagnostics["exact_ties"] = [[items[x].id for x in g] for g in core["extra"]["exact_ties"]]
+    if core.exact_ties is not None:
+        diagnostics["exact_ties"] = [[items[x].id for x in g] for g in core.exact_ties]
     if method == "lehmer":
         diagnostics["label_dependent"] = (
             "Lehmer codes are taken in the survey's item order; relabelling items can change the result"
         )
-    return {
-        "survey_id": survey.id,
-        "method": method,
-        "items": rows,
-        "order": [items[x].id for x in order],
-        "top_k": top_k,
-        "top_k_certain": certain,
-        "tied_groups": None if ranks is None else [[items[x].id for x in g] for g in ranks.tied_groups],
-        "tiers": None if ranks is None else [[items[x].id for x in g] for g in ranks.tiers],
-        "uncertainty": {
-            "available": conf is not None,
-            "method": None if conf is None else conf.method,
-            "level": level,
-            "reason": core["reason"] if conf is None else None,
-            "critical_value": None if ranks is None else float(ranks.critical_value),
-        },
-        "diagnostics": diagnostics,
-    }
+    return ConsensusOut(
+        survey_id=survey.id,
+        method=method,
+        items=rows,
+        order=[items[x].id for x in order],
+        top_k=top_k,
+        top_k_certain=certain,
+        tied_groups=None if ranks is None else [[items[x].id for x in g] for g in ranks.tied_groups],
+        tiers=None if ranks is None else [[items[x].id for x in g] for g in ranks.tiers],
+        uncertainty=UncertaintyInfo(
+            available=conf is not None,
+            method=None if conf is None else conf.method,
+            level=level,
+            reason=core.reason if conf is None else None,
+            critical_value=None if ranks is None else float(ranks.critical_value),
+        ),
+        diagnostics=diagnostics,
+    )
 
 
 # -- export -------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from ..stats.central import noisy_counts, perturbed_mle, win_counts
 from .aggregation import fold_pending, read_snapshot
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid, NotFound
+from .results.releases import Budget, ReleaseList, ReleaseOut, ReleaseResult, ReleaseSummary
 from .surveys import central_limits, get_survey, survey_items
 
 __all__ = [
@@ -57,7 +58,7 @@ def _require_central(survey: Survey) -> None:
         )
 
 
-def budget(session: Session, survey: Survey) -> dict:
+def budget(session: Session, survey: Survey) -> Budget:
     spent = float(
         session.scalar(
             select(func.coalesce(func.sum(Release.cost), 0.0)).where(Release.survey_id == survey.id)
@@ -65,25 +66,24 @@ def budget(session: Session, survey: Survey) -> dict:
         or 0.0
     )
     total, _ = central_limits(survey)
-    return {"total": total, "spent": spent, "remaining": max(0.0, total - spent)}
+    return Budget(total=total, spent=spent, remaining=max(0.0, total - spent))
 
 
-def release_out(row: Release, survey: Survey, ledger: dict | None = None) -> dict:
-    out = {
-        "id": row.id,
-        "survey_id": row.survey_id,
-        "method": row.method,
-        "unit": row.unit,
-        "epsilon": row.epsilon,
-        "cost": row.cost,
-        "k": row.k,
-        "created_at": row.created_at,
-        "parameters": row.parameters,
-        "result": row.result,
-    }
-    if ledger is not None:
-        out["budget"] = ledger
-    return out
+def release_out(row: Release, survey: Survey, ledger: Budget | None = None) -> ReleaseOut:
+    """A stored release as its answer (its result is stored as the JSON it is answered with)."""
+    return ReleaseOut(
+        id=row.id,
+        survey_id=row.survey_id,
+        method=row.method,
+        unit=row.unit,
+        epsilon=row.epsilon,
+        cost=row.cost,
+        k=row.k,
+        created_at=row.created_at,
+        parameters=row.parameters,
+        result=ReleaseResult.model_validate(row.result),
+        budget=ledger,
+    )
 
 
 def _existing(
@@ -115,8 +115,8 @@ def create_release(
     idempotency_key: str | None = None,
     work: WorkSlots | None = None,
     deadline: Deadline | None = None,
-) -> tuple[dict, bool]:
-    """Run and store a release; returns (its JSON, whether it was a replay).
+) -> tuple[ReleaseOut, bool]:
+    """Run and store a release; returns (the release, whether it was a replay).
 
     The mechanism runs in one of ``work``'s turns (the worker's long computations),
     waiting at most until ``deadline``."""
@@ -138,7 +138,7 @@ def create_release(
     L = int(cap)
     cost = epsilon if unit == "individual" else L * epsilon
     ledger = budget(session, survey)
-    if ledger["spent"] + cost > total + SLACK:
+    if ledger.spent + cost > total + SLACK:
         # The same request may have been stored meanwhile (a retry racing its original,
         # which spent the budget after the first look-up): replay it, not 409.
         replay = _existing(session, survey.id, idempotency_key, request)
@@ -197,7 +197,7 @@ def create_release(
             session.rollback()
             return release_out(replay, survey, ledger), True
         ledger = budget(session, survey)
-        if ledger["spent"] + cost > total + SLACK:
+        if ledger.spent + cost > total + SLACK:
             raise _over_budget(survey, ledger, cost, unit, L, epsilon)
         row = Release(
             id=new_id("rel"),
@@ -216,11 +216,9 @@ def create_release(
         )
         session.add(row)
         session.flush()
-        ledger = {
-            "total": total,
-            "spent": ledger["spent"] + cost,
-            "remaining": max(0.0, total - ledger["spent"] - cost),
-        }
+        ledger = Budget(
+            total=total, spent=ledger.spent + cost, remaining=max(0.0, total - ledger.spent - cost)
+        )
         session.commit()
     except IntegrityError:
         session.rollback()
@@ -234,11 +232,11 @@ def create_release(
     return release_out(row, survey, ledger), False
 
 
-def _over_budget(survey: Survey, ledger: dict, cost: float, unit: str, L: int, epsilon: float) -> Conflict:
+def _over_budget(survey: Survey, ledger: Budget, cost: float, unit: str, L: int, epsilon: float) -> Conflict:
     return Conflict(
         f"this release would cost epsilon {cost:g} (person-level"
         f"{'' if unit == 'individual' else f', {L} comparisons × {epsilon:g}'}) but only "
-        f"{ledger['remaining']:g} of the survey's budget {survey.total_budget:g} remains; "
+        f"{ledger.remaining:g} of the survey's budget {survey.total_budget:g} remains; "
         "nothing was spent"
     )
 
@@ -247,7 +245,7 @@ def _jsonable(params: dict) -> dict:
     return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in params.items()}
 
 
-def list_releases(session: Session, survey_id: str, limit: int = 100, offset: int = 0) -> dict:
+def list_releases(session: Session, survey_id: str, limit: int = 100, offset: int = 0) -> ReleaseList:
     """A page of the ledger, newest first: each release with its first
     :data:`LEDGER_TOP` items (its ``top`` column: the results are not read, so a page
     costs O(limit) whatever the number of items), the number of releases and the
@@ -264,24 +262,24 @@ def list_releases(session: Session, survey_id: str, limit: int = 100, offset: in
         .offset(offset)
     ).mappings()
     releases = [
-        {
-            "id": r["id"],
-            "survey_id": r["survey_id"],
-            "method": r["method"],
-            "unit": r["unit"],
-            "epsilon": r["epsilon"],
-            "cost": r["cost"],
-            "k": r["k"],
-            "created_at": r["created_at"],
-            "parameters": r["parameters"],
-            "top": r["top"],
-        }
+        ReleaseSummary(
+            id=r["id"],
+            survey_id=r["survey_id"],
+            method=r["method"],
+            unit=r["unit"],
+            epsilon=r["epsilon"],
+            cost=r["cost"],
+            k=r["k"],
+            created_at=r["created_at"],
+            parameters=r["parameters"],
+            top=r["top"],
+        )
         for r in rows
     ]
-    return {"releases": releases, "total": int(total or 0), "budget": budget(session, survey)}
+    return ReleaseList(releases=releases, total=int(total or 0), budget=budget(session, survey))
 
 
-def get_release(session: Session, survey_id: str, release_id: str) -> dict:
+def get_release(session: Session, survey_id: str, release_id: str) -> ReleaseOut:
     survey = get_survey(session, survey_id)
     _require_central(survey)
     row = session.get(Release, release_id) if release_id.startswith("rel_") else None

@@ -19,6 +19,7 @@ from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from .cache import OBJECT_BYTES, ByteLRU
 from .errors import Conflict, Invalid, NotFound
+from .results.surveys import CoverageItem, CoverageOut
 
 #: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
 _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
@@ -400,7 +401,7 @@ def require_local(survey: Survey) -> None:
 COVERAGE_MAX_ITEMS = 300
 
 
-def coverage(session: Session, survey: Survey) -> dict:
+def coverage(session: Session, survey: Survey) -> CoverageOut:
     """Stored comparisons per pair of a local pairwise survey (folded statistics first)."""
     from .aggregation import fold_pending
 
@@ -418,10 +419,10 @@ def coverage(session: Session, survey: Survey) -> dict:
         if i < m and j < m:
             counts[i][j] = counts[j][i] = int(n)
     observed = sum(1 for a in range(m) for b in range(a + 1, m) if counts[a][b])
-    return {
-        "survey_id": survey.id,
-        "items": [{"item_id": it.id, "label": it.label} for it in items],
-        "counts": counts,
-        "pairs_observed": observed,
-        "pairs_total": m * (m - 1) // 2,
-    }
+    return CoverageOut(
+        survey_id=survey.id,
+        items=[CoverageItem(item_id=it.id, label=it.label) for it in items],
+        counts=counts,
+        pairs_observed=observed,
+        pairs_total=m * (m - 1) // 2,
+    )

@@ -139,9 +139,9 @@ def test_privacy_regime_below_the_dividing_line(client):
 
     g = 1 / math.tanh(0.01 / 2) ** 2  # ε = 0.01
     below = privacy_regime(10, 4500, g)  # L = 100 per pair: 1/√(mL) ≈ 0.032
-    assert below["verdict"] == "below" and "raise ε" in below["explanation"]
+    assert below.verdict == "below" and "raise ε" in below.explanation
     near = privacy_regime(10, 4500, 1 / math.tanh(0.1 / 2) ** 2)
-    assert near["verdict"] == "near"
+    assert near.verdict == "near"
 
 
 def test_bootstrap_and_no_uncertainty_options(client, survey):

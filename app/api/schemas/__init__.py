@@ -1,35 +1,38 @@
 """Request and response bodies of the REST API (the OpenAPI contract), one module per domain;
-every body is importable from here."""
+every body is importable from here. Request bodies are defined in this package; response
+bodies are the services' typed results (``app.services.results``), re-exported."""
 
 from __future__ import annotations
 
-from .analysis import (
+from ...services.results.analysis import (
     ConsensusItem,
     ConsensusOut,
     Diagnostics,
     ImportOut,
+    PairwiseItem,
     PairwiseOut,
+    PrivacyRegime,
     RankedItem,
     RankingOut,
     UncertaintyInfo,
 )
-from .common import ErrorOut, Health, ItemId, Label, StrictModel, Text
-from .federation import (
-    ContributionIn,
-    RoundCreate,
+from ...services.results.federation import (
     RoundList,
     RoundOut,
     RoundSiteOut,
-    SiteKeyIn,
-    SiteName,
     SitePeer,
     SiteView,
 )
-from .keys import KeyCreate, KeyCreated, KeyList, KeyOut, WhoAmI
-from .plan import EstimateOut, PlanBody, PlanOut, SurveyPlanBody, SurveyPlanItem, SurveyPlanOut
-from .releases import (
+from ...services.results.plan import (
+    EstimateOut,
+    PlanBody,
+    PlanOut,
+    SurveyPlanBody,
+    SurveyPlanItem,
+    SurveyPlanOut,
+)
+from ...services.results.releases import (
     Budget,
-    ReleaseCreate,
     ReleasedScore,
     ReleasedWins,
     ReleaseFields,
@@ -38,12 +41,29 @@ from .releases import (
     ReleaseResult,
     ReleaseSummary,
 )
+from ...services.results.respondents import (
+    QuestionItem,
+    QuestionOut,
+)
+from ...services.results.surveys import (
+    CoverageItem,
+    CoverageOut,
+)
+from .common import ErrorOut, Health, ItemId, Label, StrictModel, Text
+from .federation import (
+    ContributionIn,
+    RoundCreate,
+    SiteKeyIn,
+    SiteName,
+)
+from .keys import KeyCreate, KeyCreated, KeyList, KeyOut, WhoAmI
+from .releases import (
+    ReleaseCreate,
+)
 from .respondents import (
     ComparisonIn,
     PairOut,
     PairsOut,
-    QuestionItem,
-    QuestionOut,
     RespondentCreate,
     RespondentCreated,
     RespondentStatus,
@@ -51,8 +71,6 @@ from .respondents import (
     ResponsesOut,
 )
 from .surveys import (
-    CoverageItem,
-    CoverageOut,
     ItemOut,
     ItemsAdd,
     PrivacyIn,
@@ -89,11 +107,13 @@ __all__ = [
     "Label",
     "PairOut",
     "PairsOut",
+    "PairwiseItem",
     "PairwiseOut",
     "PlanBody",
     "PlanOut",
     "PrivacyIn",
     "PrivacyOut",
+    "PrivacyRegime",
     "PublicSurveyOut",
     "QuestionItem",
     "QuestionOut",

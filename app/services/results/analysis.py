@@ -29,6 +29,20 @@ class RankedItem(BaseModel):
     p_top_k: float | None = Field(None, description="Probability of being in the top-K (given k; sum to k).")
 
 
+class PrivacyRegime(BaseModel):
+    verdict: Literal["no data", "above", "near", "below"] = Field(
+        description="above: ε is above the consistency threshold log(mL)/√(mL); near: between it and the "
+        "dividing line 1/√(mL); below: at or under the line, where more respondents no longer help."
+    )
+    explanation: str = Field(description="The verdict in words, with the numbers.")
+    effective_epsilon: float | None = Field(
+        None, description="The ε whose coth²(ε/2) equals the survey's G(ε) (null without data)."
+    )
+    dividing_line_epsilon: float | None = Field(None, description="1/√(mL) (Corollary 2).")
+    consistency_epsilon: float | None = Field(None, description="log(mL)/√(mL) (Corollary 1).")
+    comparisons_per_pair: float | None = Field(None, description="L: mean comparisons per item pair.")
+
+
 class Diagnostics(BaseModel):
     respondents: int = Field(description="Respondents with at least one stored comparison.")
     comparisons_per_respondent: dict = Field(
@@ -59,7 +73,7 @@ class Diagnostics(BaseModel):
     respondent_epsilon_total: dict = Field(
         description="Distribution of respondents' total ε (sum over their answers): mean and quantiles."
     )
-    privacy_regime: dict = Field(
+    privacy_regime: PrivacyRegime = Field(
         description="Where ε sits relative to the dividing line ε ≍ 1/√(mL) of Corollaries 1–2, in words."
     )
     ties: bool
@@ -230,11 +244,16 @@ RankingOut.model_config["json_schema_extra"] = {
 }
 
 
+class PairwiseItem(BaseModel):
+    item_id: str
+    label: str
+
+
 class PairwiseOut(BaseModel):
     survey_id: str
     method: str
     level: float
-    items: list[dict]
+    items: list[PairwiseItem]
     probability: list[list[float | None]] = Field(description="P(row item beats column item).")
     lower: list[list[float | None]]
     upper: list[list[float | None]]
@@ -267,8 +286,6 @@ class PairwiseOut(BaseModel):
             ]
         }
     )
-
-    # -- planner -------------------------------------------------------------------------
 
 
 class ConsensusItem(BaseModel):

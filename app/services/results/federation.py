@@ -1,0 +1,108 @@
+"""Federated rounds, as the admin and as each site see them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RoundSiteOut(BaseModel):
+    name: str
+    position: int
+    joined: bool = Field(description="The site registered its public key.")
+    contributed: bool
+    token: str | None = Field(None, description="The site's credential: shown once, when the round opens.")
+
+
+class RoundOut(BaseModel):
+    id: str
+    survey_id: str
+    method: str
+    status: Literal["open", "complete", "cancelled"]
+    parameters: dict = Field(description="The public parameters every site uses (items, φ, layout).")
+    sites: list[RoundSiteOut]
+    result: dict | None = Field(description="When complete: the consensus ordering and the aggregate.")
+    created_at: datetime
+    ended_at: datetime | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "rnd_a2b3c4d5e6f7g2h3",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "borda",
+                    "status": "open",
+                    "parameters": {"method": "borda", "n_items": 3, "n_sites": 2, "phi": 0.6},
+                    "sites": [
+                        {
+                            "name": "north",
+                            "position": 0,
+                            "joined": False,
+                            "contributed": False,
+                            "token": "sit_a2b3c4d5e6f7g2h3.Xy…",
+                        },
+                        {
+                            "name": "south",
+                            "position": 1,
+                            "joined": False,
+                            "contributed": False,
+                            "token": "sit_h3g2f7e6d5c4b3a2.Qz…",
+                        },
+                    ],
+                    "result": None,
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "ended_at": None,
+                }
+            ]
+        }
+    )
+
+
+class RoundList(BaseModel):
+    rounds: list[RoundOut] = Field(description="This page of rounds, newest first.")
+    total: int = Field(description="How many rounds the survey has.")
+
+
+class SitePeer(BaseModel):
+    name: str
+    position: int
+    public_key: str | None
+    contributed: bool
+
+
+class SiteView(BaseModel):
+    round_id: str
+    survey_id: str
+    site: str
+    position: int
+    status: Literal["open", "complete", "cancelled"]
+    parameters: dict
+    peers: list[SitePeer] = Field(description="Every site of the round, with its public key once joined.")
+    ready: bool = Field(description="Every site has joined: contributions are accepted.")
+    contributed: bool
+    result: dict | None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "round_id": "rnd_a2b3c4d5e6f7g2h3",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "site": "north",
+                    "position": 0,
+                    "status": "open",
+                    "parameters": {"method": "borda", "n_items": 3, "n_sites": 2, "phi": 0.6},
+                    "peers": [
+                        {"name": "north", "position": 0, "public_key": "q83v…", "contributed": False},
+                        {"name": "south", "position": 1, "public_key": None, "contributed": False},
+                    ],
+                    "ready": False,
+                    "contributed": False,
+                    "result": None,
+                }
+            ]
+        }
+    )

@@ -1,0 +1,93 @@
+"""Differentially private releases of central-model surveys, and the ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ReleasedScore(BaseModel):
+    item_id: str
+    label: str
+    rank: int
+    score: float = Field(description="perturbed_mle: the private score (centred over all items).")
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReleasedWins(BaseModel):
+    item_id: str
+    label: str
+    rank: int
+    noisy_wins: int = Field(description="noisy_counts: comparisons won plus discrete Laplace noise.")
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReleaseResult(BaseModel):
+    items: list[ReleasedScore] | list[ReleasedWins]
+    top_k: list[str] | None = Field(description="The k best item ids (null when no k was asked).")
+
+
+class Budget(BaseModel):
+    total: float
+    spent: float
+    remaining: float
+
+
+class ReleaseFields(BaseModel):
+    id: str
+    survey_id: str
+    method: str
+    unit: str
+    epsilon: float
+    cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
+    k: int | None
+    created_at: datetime
+    parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
+
+
+class ReleaseOut(ReleaseFields):
+    result: ReleaseResult
+    budget: Budget | None = None
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "rel_a1b2c3d4e5f6g7h8",
+                    "survey_id": "srv_k3j9x2mqa7b4c5d6",
+                    "method": "noisy_counts",
+                    "unit": "individual",
+                    "epsilon": 1.0,
+                    "cost": 1.0,
+                    "k": 1,
+                    "created_at": "2026-11-21T10:00:00Z",
+                    "parameters": {"scale": 6.0, "sensitivity_l1": 6.0, "noise": "discrete Laplace"},
+                    "result": {
+                        "items": [
+                            {"item_id": "itm_a", "label": "Tooling", "rank": 1, "noisy_wins": 131},
+                            {"item_id": "itm_b", "label": "Hiring", "rank": 2, "noisy_wins": 97},
+                        ],
+                        "top_k": ["itm_a"],
+                    },
+                    "budget": {"total": 5.0, "spent": 1.0, "remaining": 4.0},
+                }
+            ]
+        }
+    )
+
+
+class ReleaseSummary(ReleaseFields):
+    """A release in the ledger: its first items only (the whole result: ``GET …/releases/{id}``)."""
+
+    top: list[ReleasedScore] | list[ReleasedWins] = Field(
+        description="The release's first 10 items in its order (rank 1 first)."
+    )
+
+
+class ReleaseList(BaseModel):
+    releases: list[ReleaseSummary] = Field(description="This page of the ledger, newest first.")
+    total: int = Field(description="How many releases the survey has.")
+    budget: Budget
