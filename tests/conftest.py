@@ -40,6 +40,8 @@ SLOW: set[str] = {
     "tests/api/test_survey_plan_api.py::test_plan_from_the_survey_own_fit",
     "tests/api/test_surveys.py::test_close_and_reopen",
     "tests/api/test_uncertainty_api.py::test_plan_command_line",
+    "tests/stats/test_adaptive.py::test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_when_all_are_in_doubt",
+    "tests/stats/test_adaptive.py::test_false_certification_stays_within_one_minus_level_under_continuous_monitoring",
     "tests/stats/test_central.py::test_continuous_laplace_from_opendp_has_the_stated_scale",
     "tests/stats/test_central.py::test_noisy_wins_minus_true_wins_has_variance_two_scale_squared",
     "tests/stats/test_cluster_coverage.py::test_resampled_ballots_are_covered_with_respondents_as_clusters",

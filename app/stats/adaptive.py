@@ -1,0 +1,307 @@
+"""Adaptive pair selection with a certified stop (docs/uncertainty.md §9).
+
+A survey with a goal — the top-K set, or the whole ranking — wants to stop asking as
+soon as the goal is certain, and to spend its answers where the goal is still in
+doubt. Two things make that hard: the goal is checked again and again as answers
+arrive (a fixed-sample interval re-checked after every batch certifies too often),
+and adaptive sampling changes which pairs are observed. This module handles both
+with one construction.
+
+**What is certified.** Each item's Borda score b_i = (1/(m−1)) Σ_{j≠i} P(i beats j),
+its mean chance of beating an opponent drawn uniformly at random. Under the BTL model
+P(i beats j) = σ(θ_i − θ_j) is increasing in θ_i, so the Borda order is the θ order
+and the Borda top-K is the θ top-K; without BTL the Borda scores are still a ranking
+that any population of preferences has [Heckel et al. 2019, §2].
+
+**Samples of a Borda score.** A debiased randomized answer z on the pair (i, j)
+(docs/estimator.md §3) has mean P(i beats j) and lies in
+[−1/(e^ε − 1), e^ε/(e^ε − 1)], an interval of width w = coth(ε/2). If, given
+everything before it, the pair's other item is uniform over the m − 1 items, then z
+has conditional mean b_i: it is a sample of b_i. :func:`draw_pairs` serves pairs so
+that this holds for every item that is still *active* (not yet resolved): it draws
+uniformly among the pairs with at least one active item, and the answer counts
+(``count_i``, ``count_j``) for the items that were active when the pair was drawn —
+a decision made before the answer, as the construction requires. Pairs drawn
+uniformly among all pairs (balanced assignment with a goal) count for both items.
+
+**Confidence sequences.** For item i with counted answers z_1, z_2, … of widths
+w_1, w_2, …, the weights λ_t = 1/w_t² are known before each answer, and
+S_n = Σ λ_t (z_t − b_i) is a martingale with increments that are sub-Gaussian with
+variance proxy λ_t² w_t²/4 (Hoeffding's lemma), so V_n = Σ 1/(4 w_t²). Mixing the
+exponential supermartingales exp(ηS_n − η²V_n/2) over η ~ N(0, 1/ρ) and applying
+Ville's inequality gives, with probability at least 1 − α, for *every* n at once,
+
+    |S_n| ≤ sqrt((V_n + ρ) · log((V_n + ρ) / (ρ α²)))
+
+(Robbins' normal mixture, [Howard et al. 2021, §3]): the interval
+b̂_i ± that radius / Σλ_t, b̂_i = Σ λ_t z_t / Σ λ_t, holds at all sample sizes
+simultaneously, so it may be checked after every answer and the survey stopped the
+first time it certifies. A union bound over the m items (α/m each) makes all m
+intervals hold together. ρ fixes where the radius is tightest; it is set in advance
+(:data:`RHO_ANSWERS` effective answers), never from the data.
+
+**The stop.** The top-K set is certified when its K items' lower bounds all exceed
+the upper bounds of the other m − K items; the whole ranking when no two items'
+intervals overlap. Items are resolved one by one on the way [Heckel et al. 2019,
+Algorithm 1]: an item is *in* once its lower bound exceeds the upper bounds of m − K
+others, *out* once its upper bound is below the lower bounds of K others, and only
+the others stay active. With probability ≥ ``level``, a certified set is the true
+Borda top-K (and a certified order the true order), whenever the survey stops.
+
+**Assumption.** The martingale argument needs each counted answer's conditional mean
+to be P(i beats j) given all earlier answers: true when answers are independent
+given the items (the BTL model of the estimator), and approximately when one
+respondent's answers go together (the pairs are drawn without looking at that
+respondent's own answers, and one respondent moves the active set little). The
+simulation study (``tests/benchmarks/bench_adaptive.py``) measures the false
+certification rate with respondent effects too.
+
+References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
+Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
+Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Robbins 1970] Herbert Robbins,
+*Statistical methods related to the law of the iterated logarithm*, Annals of
+Mathematical Statistics 41(5), 1970; [Heckel et al. 2019] Reinhard Heckel, Nihar B.
+Shah, Kannan Ramchandran, Martin J. Wainwright, *Active ranking from pairwise
+comparisons and when parametric assumptions do not help*, Annals of Statistics 47(6),
+2019, arXiv:1606.08842.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .mechanisms import RandomSource, uniform_draws
+
+__all__ = [
+    "RHO_ANSWERS",
+    "BordaSequences",
+    "GoalStatus",
+    "draw_pairs",
+    "goal_status",
+    "mixture_radius",
+]
+
+#: The mixture's ρ in effective answers (answers at ε = ∞ count 1, at ε = 1 about
+#: 0.21): the radius is tightest around this many counted answers per item.
+RHO_ANSWERS = 64.0
+
+
+def mixture_radius(v: ArrayLike, alpha: float, rho: float) -> NDArray[np.float64]:
+    """Robbins' two-sided normal-mixture boundary sqrt((v+ρ)·log((v+ρ)/(ρα²))):
+    a martingale with sub-Gaussian increments and variance process v stays inside
+    ±radius at all times with probability ≥ 1 − α ([Howard et al. 2021, §3]).
+
+    Examples
+    --------
+    >>> r = mixture_radius([0.0, 16.0, 1600.0], alpha=0.05, rho=16.0)
+    >>> [round(float(x), 2) for x in r]
+    [9.79, 14.63, 130.92]
+    """
+    if not 0.0 < alpha < 1.0 or not rho > 0.0:
+        raise ValueError("alpha must be in (0, 1) and rho positive")
+    s = np.asarray(v, dtype=np.float64) + rho
+    return np.sqrt(s * np.log(s / (rho * alpha * alpha)))
+
+
+def _width(epsilon: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Width coth(ε/2) of a debiased answer's range (1 at ε = ∞)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.where(np.isinf(epsilon), 1.0, 1.0 / np.tanh(epsilon / 2.0))
+
+
+@dataclass
+class BordaSequences:
+    """Running sums of the counted answers, one Borda confidence sequence per item."""
+
+    n_items: int
+    weighted: NDArray[np.float64] = field(init=False)  # Σ λ_t z_t
+    weight: NDArray[np.float64] = field(init=False)  # Σ λ_t
+    answers: NDArray[np.int64] = field(init=False)  # counted answers
+
+    def __post_init__(self) -> None:
+        if self.n_items < 2:
+            raise ValueError("at least two items")
+        self.weighted = np.zeros(self.n_items)
+        self.weight = np.zeros(self.n_items)
+        self.answers = np.zeros(self.n_items, dtype=np.int64)
+
+    def add(
+        self,
+        i: ArrayLike,
+        j: ArrayLike,
+        z: ArrayLike,
+        epsilon: ArrayLike,
+        count_i: ArrayLike = True,
+        count_j: ArrayLike = True,
+    ) -> None:
+        """Add debiased answers z (1: i won, as in docs/estimator.md §3) on pairs (i, j),
+        for i where ``count_i`` and for j (as 1 − z) where ``count_j``."""
+        i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+        z = np.asarray(z, dtype=np.float64)
+        lam = 1.0 / _width(np.broadcast_to(np.asarray(epsilon, dtype=np.float64), z.shape)) ** 2
+        ci = np.broadcast_to(np.asarray(count_i, dtype=bool), z.shape)
+        cj = np.broadcast_to(np.asarray(count_j, dtype=bool), z.shape)
+        m = self.n_items
+        for items, values, keep in ((i, z, ci), (j, 1.0 - z, cj)):
+            self.weighted += np.bincount(items[keep], (lam * values)[keep], m)
+            self.weight += np.bincount(items[keep], lam[keep], m)
+            self.answers += np.bincount(items[keep], minlength=m)
+
+    def intervals(
+        self, level: float, rho: float = RHO_ANSWERS
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Estimates b̂ and bounds (lower, upper), holding for all items and at all times
+        together with probability ≥ ``level`` (α/m per item). Items without counted
+        answers get [0, 1]."""
+        alpha = (1.0 - level) / self.n_items
+        v = self.weight / 4.0  # Σ λ_t² w_t²/4 with λ_t = 1/w_t²
+        radius = mixture_radius(v, alpha, rho / 4.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            est = np.where(self.weight > 0, self.weighted / self.weight, 0.5)
+            half = np.where(self.weight > 0, radius / self.weight, np.inf)
+        return est, np.clip(est - half, 0.0, 1.0), np.clip(est + half, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class GoalStatus:
+    """Where a goal stands: which items are resolved, whether it is met."""
+
+    met: bool
+    #: Items certainly in the top-K (top-K goals), or whose place is certain (full ranking).
+    certified: NDArray[np.int64]
+    #: Items still in doubt: the ones adaptive assignment asks about.
+    active: NDArray[np.bool_]
+    estimate: NDArray[np.float64]
+    lower: NDArray[np.float64]
+    upper: NDArray[np.float64]
+
+
+def goal_status(
+    seqs: BordaSequences, level: float, top_k: int | None = None, rho: float = RHO_ANSWERS
+) -> GoalStatus:
+    """The goal (``top_k``; None: the whole ranking) checked against the sequences.
+
+    Examples
+    --------
+    >>> s = BordaSequences(3)
+    >>> s.add([0] * 4000, [1] * 4000, [1.0] * 4000, float("inf"))  # item 0 always beats 1
+    >>> s.add([0] * 4000, [2] * 4000, [1.0] * 4000, float("inf"))  # … and 2
+    >>> s.add([1] * 4000, [2] * 4000, [0.5] * 4000, float("inf"))  # 1 and 2 are even
+    >>> g = goal_status(s, 0.95, top_k=1)
+    >>> bool(g.met), g.certified.tolist(), g.active.tolist()
+    (True, [0], [False, False, False])
+    >>> bool(goal_status(s, 0.95).met)  # the order of 1 and 2 is not certain
+    False
+    """
+    m = seqs.n_items
+    est, lo, hi = seqs.intervals(level, rho)
+    # below[i]: items certainly below i; above[i]: items certainly above i. O(m log m).
+    below = np.searchsorted(np.sort(hi), lo, side="left")
+    above = m - np.searchsorted(np.sort(lo), hi, side="right")
+    if top_k is None:
+        resolved = below + above == m - 1
+        return GoalStatus(bool(resolved.all()), np.flatnonzero(resolved), ~resolved, est, lo, hi)
+    if not 1 <= top_k < m:
+        raise ValueError("top_k must be between 1 and the number of items − 1")
+    inside = below >= m - top_k
+    outside = above >= top_k
+    met = int(inside.sum()) == top_k and int(outside.sum()) == m - top_k
+    return GoalStatus(met, np.flatnonzero(inside), ~(inside | outside), est, lo, hi)
+
+
+def draw_pairs(
+    active: ArrayLike, n: int, rng: RandomSource | None = None
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
+    """``n`` pairs drawn uniformly among the pairs with at least one active item, and
+    for whom each answer counts (the items active now). Given that an active item is
+    in the pair, the other item is uniform over all m − 1: its answer is a sample of
+    the item's Borda score (module doc). With every item active this is uniform
+    over all pairs. ``rng`` None: the OS CSPRNG.
+
+    Examples
+    --------
+    >>> i, j, ci, cj = draw_pairs([True, False, False, False], 3, np.random.default_rng(0))
+    >>> bool((i == 0).all()), bool(ci.all()), bool(cj.any())
+    (True, True, False)
+    """
+    act = np.asarray(active, dtype=bool)
+    m = act.size
+    pool = np.flatnonzero(act)
+    if pool.size == 0 or m < 2:
+        raise ValueError("no active item")
+    out_i: list[NDArray[np.int64]] = []
+    out_j: list[NDArray[np.int64]] = []
+    have = 0
+    while have < n:
+        want = 2 * (n - have) + 8
+        u = uniform_draws(rng, (3, want))
+        i = pool[np.minimum((u[0] * pool.size).astype(np.int64), pool.size - 1)]
+        j = np.minimum((u[1] * (m - 1)).astype(np.int64), m - 2)
+        j = j + (j >= i)  # uniform over the other m − 1 items
+        # A pair of two active items is reached from either end: keep half of them,
+        # so every pair with an active item is equally likely.
+        keep = ~act[j] | (u[2] < 0.5)
+        out_i.append(i[keep])
+        out_j.append(j[keep])
+        have += int(keep.sum())
+    i, j = np.concatenate(out_i)[:n], np.concatenate(out_j)[:n]
+    return i, j, act[i], act[j]
+
+
+def simulate_goal(
+    theta: ArrayLike,
+    epsilon: float,
+    level: float,
+    strategy: Literal["adaptive", "balanced"],
+    rng: np.random.Generator,
+    top_k: int | None = None,
+    batch: int | None = None,
+    max_answers: int = 10_000_000,
+    tau: float = 0.0,
+    pairs_per_respondent: int = 10,
+) -> tuple[int, NDArray[np.int64] | None, GoalStatus]:
+    """One survey run until its goal is met (or ``max_answers``): the answers used, the
+    certified set (top-K, best first by estimate) or order (full ranking), None when
+    not met, and the final status. ``adaptive`` draws with :func:`draw_pairs`;
+    ``balanced`` draws uniform pairs that count for both items. The goal is checked
+    after every ``batch`` answers (default: m).
+
+    ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1) (respondent
+    effects: one respondent's answers go together), each answering
+    ``pairs_per_respondent`` consecutive pairs."""
+    theta = np.asarray(theta, dtype=np.float64)
+    m = theta.size
+    batch = batch or max(m, 20)
+    seqs = BordaSequences(m)
+    used = 0
+    status = goal_status(seqs, level, top_k)
+    while not status.met and used < max_answers:
+        n = min(batch, max_answers - used)
+        if strategy == "adaptive":
+            i, j, ci, cj = draw_pairs(status.active, n, rng)
+        else:
+            i, j, ci, cj = draw_pairs(np.ones(m, dtype=bool), n, rng)
+        d = theta[i] - theta[j]
+        if tau > 0:
+            n_resp = -(-n // pairs_per_respondent)
+            effects = rng.normal(0.0, tau, size=(n_resp, m))
+            who = np.arange(n) // pairs_per_respondent
+            d = d + effects[who, i] - effects[who, j]
+        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-d))).astype(np.float64)
+        flip = rng.random(n) < 1.0 / (1.0 + math.exp(epsilon))
+        y_tilde = np.where(flip, 1.0 - y, y)
+        z = ((math.exp(epsilon) + 1.0) * y_tilde - 1.0) / (math.exp(epsilon) - 1.0)
+        seqs.add(i, j, z, epsilon, ci, cj)
+        used += n
+        status = goal_status(seqs, level, top_k)
+    if not status.met:
+        return used, None, status
+    order = status.certified[np.argsort(-status.estimate[status.certified], kind="stable")]
+    if top_k is None:
+        order = np.argsort(-status.estimate, kind="stable")
+    return used, order, status

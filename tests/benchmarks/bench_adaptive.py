@@ -1,0 +1,122 @@
+"""Adaptive versus balanced assignment with the anytime-valid stop (app.stats.adaptive).
+
+    python -m tests.benchmarks.bench_adaptive              # m ≤ 100, 10 runs per cell
+    python -m tests.benchmarks.bench_adaptive --large      # adds m = 1,000 (long)
+    python -m tests.benchmarks.bench_adaptive --quick      # m = 10, 2 runs (CI smoke run)
+
+For each number of items m, goal top-K, ε and score profile, both strategies run
+until the goal is certified at level 0.95 (checked after every m answers, at least 20:
+continuous monitoring) or a cap of answers is reached. It prints the mean answers
+each strategy needed, their ratio (balanced / adaptive: the saving), and the share
+of runs whose certified set was wrong (false certification; the procedure allows
+5%). Profiles: *separated* — the top K 0.5 apart from each other and 1 above the
+next item, the rest spread down to −1.5; *crowded* — all m evenly spaced over
+[−1.5, 1.5]. ``--tau`` adds respondent effects (each respondent's own scores
+θ + τ·N(0, 1), 10 answers each).
+
+Targets (issue 15): at least 2× fewer answers where the top-K is separated, never
+more than 10% more where it is not, false certification ≤ 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from app.stats.adaptive import simulate_goal
+
+LEVEL = 0.95
+
+
+def profile(m: int, k: int, kind: str) -> np.ndarray:
+    if kind == "separated":
+        top = 2.0 - 0.5 * np.arange(k) / k  # the K best within 0.5 of each other
+        theta = np.concatenate([top, np.linspace(top[-1] - 1.0, -1.5, m - k)])  # 1 above the rest
+    else:
+        theta = np.linspace(1.5, -1.5, m)
+    return theta - theta.mean()
+
+
+def cell(m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float) -> dict:
+    theta = profile(m, k, kind)
+    truth = set(range(k))
+    out: dict = {"m": m, "k": k, "eps": eps, "profile": kind}
+    for strategy in ("adaptive", "balanced"):
+        used, wrong, unmet = [], 0, 0
+        start = time.perf_counter()
+        for r in range(runs):
+            n, order, _ = simulate_goal(
+                theta,
+                eps,
+                LEVEL,
+                strategy,
+                np.random.default_rng([m, k, int(10 * eps), r]),
+                top_k=k,
+                max_answers=cap,
+                tau=tau,
+            )
+            used.append(n)
+            if order is None:
+                unmet += 1
+            elif set(order.tolist()) != truth:
+                wrong += 1
+        out[strategy] = {
+            "answers": float(np.mean(used)),
+            "unmet": unmet,
+            "false": wrong,
+            "seconds": time.perf_counter() - start,
+        }
+    a, b = out["adaptive"], out["balanced"]
+    out["saving"] = b["answers"] / a["answers"] if not (a["unmet"] or b["unmet"]) else float("nan")
+    return out
+
+
+def _answers(s: dict, cap: int) -> str:
+    return f"{s['answers']:10.0f}" if not s["unmet"] else f"{'>' + str(cap):>10}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="m = 10, ε ≥ 1, 2 runs; targets not evaluated")
+    parser.add_argument("--large", action="store_true", help="also m = 1,000")
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("--tau", type=float, default=0.0)
+    args = parser.parse_args()
+    sizes = [10] if args.quick else [10, 30, 100] + ([1000] if args.large else [])
+    levels = (1.0, 2.0) if args.quick else (0.5, 1.0, 2.0)
+    runs = args.runs or (2 if args.quick else 10)
+    print(f"level {LEVEL}, {runs} runs per cell, tau {args.tau}")
+    columns = ("adaptive", "balanced")
+    print(f"{'m':>5} {'K':>3} {'eps':>4} {'profile':>9} {columns[0]:>10} {columns[1]:>10}  saving false a/b")
+    misses = []
+    for m in sizes:
+        for k in (1, 3, 10):
+            if k >= m:
+                continue
+            for eps in levels:
+                for kind in ("separated", "crowded"):
+                    cap = (40_000 if kind == "separated" else 20_000) * m // (4 if args.quick else 1)
+                    c = cell(m, k, eps, kind, runs, cap, args.tau)
+                    a, b = c["adaptive"], c["balanced"]
+                    print(
+                        f"{m:5d} {k:3d} {eps:4.1f} {kind:>9} {_answers(a, cap)} {_answers(b, cap)} "
+                        f"{c['saving']:7.2f} {a['false']:>4}/{b['false']:<4}",
+                        flush=True,
+                    )
+                    known = c["saving"] == c["saving"]  # both met the goal within the cap
+                    if a["false"] > 0.05 * runs + 3 * (0.05 * 0.95 * runs) ** 0.5:
+                        misses.append(f"false certification m={m} K={k} eps={eps} {kind}")
+                    if kind == "separated" and known and c["saving"] < 2.0:
+                        misses.append(f"saving {c['saving']:.2f} < 2 at m={m} K={k} eps={eps}")
+                    if known and c["saving"] < 1 / 1.1:
+                        misses.append(f"adaptive more than 10% worse at m={m} K={k} eps={eps} {kind}")
+    if args.quick:
+        print("(quick run: targets not evaluated)")
+    else:
+        print("targets: " + ("met" if not misses else "MISSED: " + "; ".join(misses)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Adaptive pair selection and the anytime-valid stop (app.stats.adaptive).
+
+Monte Carlo tolerances: a rate estimated from R independent runs has standard error
+sqrt(p(1 − p)/R); bounds below allow three of them above the rate the theory allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from app.stats.adaptive import (
+    BordaSequences,
+    draw_pairs,
+    goal_status,
+    mixture_radius,
+    simulate_goal,
+)
+
+
+def _mc_bound(rate: float, runs: int) -> float:
+    return rate + 3.0 * math.sqrt(rate * (1.0 - rate) / runs)
+
+
+def test_mixture_radius_is_the_closed_form():
+    v, alpha, rho = np.array([0.0, 3.0, 1e4]), 0.01, 2.5
+    want = np.sqrt((v + rho) * np.log((v + rho) / (rho * alpha**2)))
+    np.testing.assert_allclose(mixture_radius(v, alpha, rho), want, rtol=1e-14)
+    for bad in ((0.0, 1.0), (1.0, 1.0), (0.05, 0.0)):
+        with pytest.raises(ValueError):
+            mixture_radius([1.0], *bad)
+
+
+def _debiased_answers(rng, p, eps, shape):
+    y = rng.random(shape) < p
+    flip = rng.random(shape) < 1.0 / (1.0 + math.exp(eps))
+    y_tilde = np.where(flip, ~y, y).astype(float)
+    return ((math.exp(eps) + 1.0) * y_tilde - 1.0) / (math.exp(eps) - 1.0)
+
+
+def test_the_sequence_holds_at_every_sample_size_while_a_fixed_n_interval_checked_often_does_not():
+    """One item, answers checked after each of 2,000 answers: the confidence sequence
+    excludes the true Borda score in at most α of the runs; the 95% normal interval,
+    valid at any one fixed n, excludes it at some n in far more (optional stopping)."""
+    rng = np.random.default_rng(11)
+    runs, steps, eps, p, level = 1000, 2000, 1.0, 0.7, 0.95
+    z = _debiased_answers(rng, p, eps, (runs, steps))
+    n = np.arange(1, steps + 1)
+    mean = np.cumsum(z, axis=1) / n
+    width = 1.0 / math.tanh(eps / 2.0)
+    # The sequence of BordaSequences for one item (m = 2: α/m with m = 2, so level' = 0.975
+    # gives α = 0.05 for the item), computed in closed form for all n at once.
+    lam = 1.0 / width**2
+    seq = BordaSequences(2)
+    alpha = (1.0 - level) / 2
+    half = mixture_radius(n * lam / 4.0, alpha, 64.0 / 4.0) / (n * lam)
+    ever_out_cs = np.any(np.abs(mean - p) > half, axis=1).mean()
+    sd = math.sqrt(p * (1 - p) + math.exp(eps) / (math.exp(eps) - 1) ** 2)
+    ever_out_fixed = np.any(np.abs(mean - p)[:, 9::10] > 1.96 * sd / np.sqrt(n[9::10]), axis=1).mean()
+    assert ever_out_cs <= _mc_bound(alpha, runs)
+    assert ever_out_fixed > 0.2  # peeking every 10 answers: about 0.4 in theory
+    # The class computes the same bounds.
+    seq.add(np.zeros(steps, dtype=int), np.ones(steps, dtype=int), z[0], eps, True, False)
+    est, lo, hi = seq.intervals(level)
+    assert est[0] == pytest.approx(mean[0, -1])
+    assert hi[0] - est[0] == pytest.approx(min(half[-1], 1.0 - est[0]))
+    assert (lo[1], hi[1]) == (0.0, 1.0)  # nothing counted for item 1
+
+
+def test_draw_pairs_is_uniform_over_the_pairs_that_touch_an_active_item():
+    rng = np.random.default_rng(5)
+    active = np.array([True, False, True, False, False, False])
+    i, j, ci, cj = draw_pairs(active, 60_000, rng)
+    assert np.all(i != j) and np.all(active[i] | active[j])
+    np.testing.assert_array_equal(ci, active[i])
+    np.testing.assert_array_equal(cj, active[j])
+    pairs = Counter(zip(np.minimum(i, j).tolist(), np.maximum(i, j).tolist(), strict=True))
+    eligible = [(a, b) for a in range(6) for b in range(a + 1, 6) if active[a] or active[b]]
+    assert set(pairs) == set(eligible)  # 9 pairs
+    counts = np.array([pairs[p] for p in eligible], dtype=float)
+    expected = counts.sum() / len(eligible)
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    assert stat < chi2.ppf(0.999, len(eligible) - 1)
+    # Given item 0 in the pair, its opponent is uniform over the other five items.
+    opp = np.where(i == 0, j, i)[(i == 0) | (j == 0)]
+    c = np.bincount(opp, minlength=6)[1:].astype(float)
+    assert float(((c - c.mean()) ** 2 / c.mean()).sum()) < chi2.ppf(0.999, 4)
+    with pytest.raises(ValueError):
+        draw_pairs(np.zeros(4, dtype=bool), 1)
+
+
+def test_answers_count_only_where_asked():
+    s = BordaSequences(3)
+    s.add([0, 0], [1, 2], [1.0, 0.0], float("inf"), [True, False], [False, True])
+    assert s.answers.tolist() == [1, 0, 1]
+    assert s.weighted.tolist() == [1.0, 0.0, 1.0]  # item 2 won its counted answer (1 − 0)
+
+
+@pytest.mark.parametrize("tau", [0.0, 1.0])
+def test_false_certification_stays_within_one_minus_level_under_continuous_monitoring(tau):
+    """Crowded scores (top-3 of 8 items 0.4 apart), the goal checked after every 24
+    answers until met: a wrong certified set in at most 1 − level of the surveys, with
+    respondent effects (τ = 1: each respondent's own scores, 10 answers each) too."""
+    theta = np.linspace(1.4, -1.4, 8)
+    level, runs = 0.8, 100
+    wrong = 0
+    for r in range(runs):
+        _, order, _ = simulate_goal(
+            theta,
+            2.0,
+            level,
+            "adaptive",
+            np.random.default_rng([r, int(10 * tau)]),
+            top_k=3,
+            batch=24,
+            tau=tau,
+        )
+        assert order is not None
+        wrong += set(order.tolist()) != {0, 1, 2}
+    assert wrong / runs <= _mc_bound(1.0 - level, runs)
+
+
+def test_a_certified_full_ranking_is_the_true_order():
+    theta = np.array([1.5, 0.5, -0.5, -1.5])
+    for r in range(20):
+        _, order, status = simulate_goal(theta, 2.0, 0.9, "adaptive", np.random.default_rng(r))
+        assert status.met and order.tolist() == [0, 1, 2, 3]
+
+
+def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_when_all_are_in_doubt():
+    """m = 100, top-3 separated (the study's setting, ε = 2): the issue's target of 2×
+    fewer answers; the mean of 6 runs' ratio was 2.8 with a run-to-run sd of about 0.3.
+    With every item in doubt until the end (m = 6, evenly spaced, full ranking) the two
+    strategies draw the same pairs, so adaptive is within 10%."""
+    theta = np.concatenate([np.linspace(2.0, 1.5, 3), np.linspace(0.5, -1.5, 97)])
+
+    def mean_used(strategy, th, k, runs):
+        return np.mean(
+            [
+                simulate_goal(th, 2.0, 0.95, strategy, np.random.default_rng(r), top_k=k)[0]
+                for r in range(runs)
+            ]
+        )
+
+    assert mean_used("balanced", theta, 3, 6) >= 2.0 * mean_used("adaptive", theta, 3, 6)
+    even = np.linspace(0.6, -0.6, 6)
+    assert mean_used("adaptive", even, None, 8) <= 1.1 * mean_used("balanced", even, None, 8)
+
+
+def test_goal_status_refuses_impossible_goals():
+    with pytest.raises(ValueError):
+        goal_status(BordaSequences(4), 0.95, top_k=4)
+    with pytest.raises(ValueError):
+        BordaSequences(1)
