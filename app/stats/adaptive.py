@@ -182,9 +182,18 @@ class GoalStatus:
 
 
 def goal_status(
-    seqs: BordaSequences, level: float, top_k: int | None = None, rho: float = RHO_ANSWERS
+    seqs: BordaSequences,
+    level: float,
+    top_k: int | None = None,
+    rho: float = RHO_ANSWERS,
+    previous: GoalStatus | None = None,
 ) -> GoalStatus:
     """The goal (``top_k``; None: the whole ranking) checked against the sequences.
+
+    With ``previous`` (the last status at the same level), the bounds are intersected
+    with the earlier ones: when every interval ever computed holds, so do their
+    intersections, so this keeps the guarantee and makes resolution monotone (an item
+    once resolved stays resolved, a goal once met stays met).
 
     Examples
     --------
@@ -200,6 +209,8 @@ def goal_status(
     """
     m = seqs.n_items
     est, lo, hi = seqs.intervals(level, rho)
+    if previous is not None:
+        lo, hi = np.maximum(lo, previous.lower), np.minimum(hi, previous.upper)
     # below[i]: items certainly below i; above[i]: items certainly above i. O(m log m).
     below = np.searchsorted(np.sort(hi), lo, side="left")
     above = m - np.searchsorted(np.sort(lo), hi, side="right")
@@ -298,7 +309,7 @@ def simulate_goal(
         z = ((math.exp(epsilon) + 1.0) * y_tilde - 1.0) / (math.exp(epsilon) - 1.0)
         seqs.add(i, j, z, epsilon, ci, cj)
         used += n
-        status = goal_status(seqs, level, top_k)
+        status = goal_status(seqs, level, top_k, previous=status)
     if not status.met:
         return used, None, status
     order = status.certified[np.argsort(-status.estimate[status.certified], kind="stable")]

@@ -151,6 +151,26 @@ def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_wh
     assert mean_used("adaptive", even, None, 8) <= 1.1 * mean_used("balanced", even, None, 8)
 
 
+def test_intersected_bounds_never_widen_and_a_met_goal_stays_met():
+    rng = np.random.default_rng(3)
+    theta = np.array([1.0, 0.2, -0.2, -1.0])
+    seqs, status = BordaSequences(4), None
+    met_at = None
+    for step in range(400):
+        i, j, ci, cj = draw_pairs(np.ones(4, dtype=bool), 20, rng)
+        y = rng.random(20) < 1.0 / (1.0 + np.exp(theta[j] - theta[i]))
+        seqs.add(i, j, y.astype(float), float("inf"), ci, cj)
+        new = goal_status(seqs, 0.9, top_k=1, previous=status)
+        if status is not None:
+            assert np.all(new.lower >= status.lower) and np.all(new.upper <= status.upper)
+            assert not (status.met and not new.met)
+            assert set(status.certified.tolist()) <= set(new.certified.tolist())
+        if new.met and met_at is None:
+            met_at = step
+        status = new
+    assert met_at is not None and status.certified.tolist() == [0]
+
+
 def test_goal_status_refuses_impossible_goals():
     with pytest.raises(ValueError):
         goal_status(BordaSequences(4), 0.95, top_k=4)
