@@ -48,13 +48,17 @@ others, *out* once its upper bound is below the lower bounds of K others, and on
 the others stay active. With probability ≥ ``level``, a certified set is the true
 Borda top-K (and a certified order the true order), whenever the survey stops.
 
-**Assumption.** The martingale argument needs each counted answer's conditional mean
-to be P(i beats j) given all earlier answers: true when answers are independent
-given the items (the BTL model of the estimator), and approximately when one
+**Assumptions.** The martingale argument needs each counted answer's conditional mean
+to be P(i beats j) given all earlier answers (and its ε): true when answers are
+independent given the items (the BTL model of the estimator) and respondents' ε and
+their arrival order are unrelated to their preferences (otherwise the sequences
+estimate an ε- or time-weighted Borda score), and approximately when one
 respondent's answers go together (the pairs are drawn without looking at that
 respondent's own answers, and one respondent moves the active set little). The
-simulation study (``tests/benchmarks/bench_adaptive.py``) measures the false
-certification rate with respondent effects too.
+simulation study (``tests/benchmarks/bench_adaptive.py --tau 1``) measures the false
+certification rate with respondent effects. The answers a goal needs grow as
+1/gap² between the K-th and (K+1)-th Borda scores and have no bound at a tie:
+a live survey needs a cap on its answers as well as a goal.
 
 References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
 Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
@@ -75,7 +79,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .mechanisms import RandomSource, uniform_draws
+from .mechanisms import RandomSource, uniform_draws, validate_epsilon
 
 __all__ = [
     "RHO_ANSWERS",
@@ -143,7 +147,12 @@ class BordaSequences:
         for i where ``count_i`` and for j (as 1 − z) where ``count_j``."""
         i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
         z = np.asarray(z, dtype=np.float64)
-        lam = 1.0 / _width(np.broadcast_to(np.asarray(epsilon, dtype=np.float64), z.shape)) ** 2
+        eps = np.broadcast_to(validate_epsilon(epsilon), z.shape)
+        with np.errstate(over="ignore"):
+            low, high = -1.0 / np.expm1(eps), 1.0 + 1.0 / np.expm1(eps)  # the debiased range
+        if np.any((z < low - 1e-9) | (z > high + 1e-9)):
+            raise ValueError("z must be debiased answers: within [−1/(e^ε−1), e^ε/(e^ε−1)]")
+        lam = 1.0 / _width(eps) ** 2
         ci = np.broadcast_to(np.asarray(count_i, dtype=bool), z.shape)
         cj = np.broadcast_to(np.asarray(count_j, dtype=bool), z.shape)
         m = self.n_items
@@ -172,13 +181,25 @@ class GoalStatus:
     """Where a goal stands: which items are resolved, whether it is met."""
 
     met: bool
-    #: Items certainly in the top-K (top-K goals), or whose place is certain (full ranking).
+    #: Items certainly in the top-K (top-K goals), or whose place is certain (full
+    #: ranking), best first.
     certified: NDArray[np.int64]
     #: Items still in doubt: the ones adaptive assignment asks about.
     active: NDArray[np.bool_]
+    #: b̂ of the counted answers; the bounds below may exclude it once intersected.
     estimate: NDArray[np.float64]
     lower: NDArray[np.float64]
     upper: NDArray[np.float64]
+    #: All items, best first by the midpoints of their bounds: when the goal is met,
+    #: the certified set leads (top-K) or this is the certified order (full ranking).
+    order: NDArray[np.int64]
+    #: What the bounds were computed with (a ``previous`` status must match).
+    level: float
+    rho: float
+    top_k: int | None
+    #: Items whose intersected bounds are empty: the all-times event failed for them
+    #: (probability ≤ 1 − level); they are kept in doubt, never certified.
+    contradicted: NDArray[np.int64]
 
 
 def goal_status(
@@ -208,21 +229,32 @@ def goal_status(
     False
     """
     m = seqs.n_items
+    if top_k is not None and not 1 <= top_k < m:
+        raise ValueError("top_k must be between 1 and the number of items − 1")
     est, lo, hi = seqs.intervals(level, rho)
     if previous is not None:
+        if (previous.level, previous.rho, previous.top_k, previous.lower.size) != (level, rho, top_k, m):
+            raise ValueError("previous was computed for another goal, level, rho or number of items")
         lo, hi = np.maximum(lo, previous.lower), np.minimum(hi, previous.upper)
-    # below[i]: items certainly below i; above[i]: items certainly above i. O(m log m).
-    below = np.searchsorted(np.sort(hi), lo, side="left")
-    above = m - np.searchsorted(np.sort(lo), hi, side="right")
+    empty = lo > hi
+    # below[i]: items certainly below i; above[i]: items certainly above i (strict, so
+    # ties count for neither; an item with empty bounds would count itself: removed).
+    # O(m log m).
+    below = np.searchsorted(np.sort(hi), lo, side="left") - empty
+    above = m - np.searchsorted(np.sort(lo), hi, side="right") - empty
+    order = np.argsort(-(lo + hi), kind="stable")
     if top_k is None:
-        resolved = below + above == m - 1
-        return GoalStatus(bool(resolved.all()), np.flatnonzero(resolved), ~resolved, est, lo, hi)
-    if not 1 <= top_k < m:
-        raise ValueError("top_k must be between 1 and the number of items − 1")
-    inside = below >= m - top_k
-    outside = above >= top_k
-    met = int(inside.sum()) == top_k and int(outside.sum()) == m - top_k
-    return GoalStatus(met, np.flatnonzero(inside), ~(inside | outside), est, lo, hi)
+        resolved = (below + above == m - 1) & ~empty
+        met = bool(resolved.all())
+        certified = order[resolved[order]]
+        active = ~resolved
+    else:
+        inside = (below >= m - top_k) & ~empty
+        outside = (above >= top_k) & ~empty
+        met = int(inside.sum()) == top_k and int(outside.sum()) == m - top_k
+        certified = order[inside[order]]
+        active = ~(inside | outside)
+    return GoalStatus(met, certified, active, est, lo, hi, order, level, rho, top_k, np.flatnonzero(empty))
 
 
 def draw_pairs(
@@ -245,6 +277,9 @@ def draw_pairs(
     pool = np.flatnonzero(act)
     if pool.size == 0 or m < 2:
         raise ValueError("no active item")
+    if n <= 0:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none.copy(), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
     out_i: list[NDArray[np.int64]] = []
     out_j: list[NDArray[np.int64]] = []
     have = 0
@@ -312,7 +347,4 @@ def simulate_goal(
         status = goal_status(seqs, level, top_k, previous=status)
     if not status.met:
         return used, None, status
-    order = status.certified[np.argsort(-status.estimate[status.certified], kind="stable")]
-    if top_k is None:
-        order = np.argsort(-status.estimate, kind="stable")
-    return used, order, status
+    return used, status.certified, status
