@@ -104,9 +104,11 @@ def plot_scenario(result: ScenarioResult, path: Path) -> Path:
 
 
 def run(
-    scenarios: list[str], replications: int | None, seed: int, out: Path | None, stream=sys.stdout
+    scenarios: list[str], replications: int | None, seed: int, out: Path | None, stream=None
 ) -> list[ScenarioResult]:
-    """Run, print and (when ``out`` is given) plot each requested scenario."""
+    """Run, print (to ``stream``, default the current ``sys.stdout``) and, when ``out`` is
+    given, plot each requested scenario."""
+    stream = sys.stdout if stream is None else stream
     results = []
     for key in scenarios:
         started = time.perf_counter()

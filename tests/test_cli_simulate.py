@@ -25,6 +25,15 @@ def test_simulate_writes_table_and_figure(tmp_path, capsys):
         assert png.startswith(PNG_MAGIC) and len(png) > 20_000
 
 
+def test_the_output_states_the_replicates_that_ran(capsys):
+    """A short run never quotes another run's replicate count (it used to print the
+    paper's 50 or 100 in the notes of a 10-replicate run)."""
+    assert main(["simulate", "-s", "II", "-s", "IV", "--replications", "2", "--no-figures"]) == 0
+    out = capsys.readouterr().out
+    counts = re.findall(r"(\d+) replicates", out)
+    assert counts == ["2", "2"]
+
+
 def test_simulate_rejects_bad_arguments(capsys):
     assert main(["simulate", "--replications", "1", "--no-figures"]) == 2
     with pytest.raises(SystemExit):

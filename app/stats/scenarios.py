@@ -99,7 +99,7 @@ SCENARIOS: dict[str, Scenario] = {
         panel_rows="metric",
         panel_cols="m",
         notes="ε = 1 at L = 100 for every scheme; schemes named by formula "
-        "(the paper's text swaps Schemes 1 and 3); 50 replicates (unstated).",
+        "(the paper's text swaps Schemes 1 and 3); the paper does not state its number of replicates.",
     ),
     "III": Scenario(
         "III",
@@ -123,7 +123,7 @@ SCENARIOS: dict[str, Scenario] = {
         series="scheme",
         panel_rows="metric",
         panel_cols="m",
-        notes="θ* evenly spaced with Δ = 0.1 (unstated in the paper); 100 replicates.",
+        notes="θ* evenly spaced with Δ = 0.1 (unstated in the paper).",
     ),
     "V": Scenario(
         "V",
