@@ -38,9 +38,25 @@ def test_walkthrough_runs_against_a_live_server(tmp_path):
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr
+    left = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("w.db"))
+    assert left == []  # the walkthrough leaves no files behind
     out = done.stdout
     assert '"accepted":3' in out and '"accepted":1' in out  # both batches stored
     assert '"method": "debiased_mle"' in out and '"top_k"' in out
     assert "respondent,item_a,item_b,winner,epsilon,z,created_at" in out
     assert out.count("\nrsp_") == 4  # four comparisons exported
     assert out.strip().endswith("closed")
+
+
+def test_readme_python_examples_run_as_written():
+    """Every ```python block of the README runs on its own (one used an undefined name)."""
+    import re
+    import sys
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        done = subprocess.run(
+            [sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
