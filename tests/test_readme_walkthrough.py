@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,9 +52,6 @@ def test_walkthrough_runs_against_a_live_server(tmp_path):
 
 def test_readme_python_examples_run_as_written():
     """Every ```python block of the README runs on its own (one used an undefined name)."""
-    import re
-    import sys
-
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) >= 2
     for block in blocks:

@@ -198,7 +198,9 @@ def test_accessibility_basics(server, new_page):
     page = new_page()
     page.goto(server.base + "/")
     assert _unlabelled_controls(page) == []
+    expect(page.locator("#sign-out")).to_be_hidden()  # nothing to sign out of yet
     sign_in(page, server.base)
+    expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     page.get_by_role("link", name="New survey").click()
     expect(page.get_by_label("Title")).to_be_focused()
     assert _unlabelled_controls(page) == [] and _radios_without_labels(page) == []
