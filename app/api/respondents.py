@@ -107,18 +107,21 @@ def pairs(
 ) -> PairsOut:
     """Pairs this respondent has not answered, least-answered first (random among
     ties), in random orientation. Fewer than ``count`` (or none) when the pairs or
-    the respondent's privacy budget run out, or the survey is closed. Ranking
+    the respondent's privacy budget run out, or the survey is closed: ``reason`` and
+    ``message`` then say which. Ranking
     surveys: 409 (see ``GET …/question``). The work is O(m + answers), never
     O(m²): see :mod:`app.services.assignment`."""
     survey, respondent = ctx
     if survey.kind != "pairwise":
         raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
-    chosen = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
+    served = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
     return PairsOut(
         pairs=[
             PairOut(a=a_id, b=b_id, a_label=a_label, b_label=b_label)
-            for (a_id, a_label), (b_id, b_label) in chosen
-        ]
+            for (a_id, a_label), (b_id, b_label) in served.pairs
+        ],
+        reason=served.reason,
+        message=served.message,
     )
 
 

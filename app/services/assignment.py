@@ -65,7 +65,7 @@ from .aggregation import fold_pending
 from .respondents import registered_epsilon
 from .surveys import current_item_index
 
-__all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "next_pairs"]
+__all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]
 
 #: Below this many possible pairs the counts are always read whole (a few kB).
 SMALL_SURVEY_PAIRS = 1_000
@@ -302,29 +302,55 @@ def _never_answered(
 # -- the service's entry point ----------------------------------------------------
 
 
-def next_pairs(
-    session: Session, survey: Survey, respondent: Respondent, count: int, cache=None
-) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """Up to ``count`` pairs ``((id, label), (id, label))`` for ``respondent`` (fewer
-    when the budget or the pairs run out). ``cache``: the process's
+@dataclass(frozen=True)
+class Served:
+    """The pairs served, ``((id, label), (id, label))`` each, and why there are fewer
+    than asked for (None: as many as asked)."""
+
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]]
+    #: closed, budget_spent, answer_limit or all_answered.
+    reason: str | None = None
+    message: str | None = None
+
+
+def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: int, cache=None) -> Served:
+    """Up to ``count`` pairs for ``respondent`` (fewer when the budget or the pairs run
+    out, with the reason). ``cache``: the process's
     :class:`~app.services.analysis.FitCache`, which keeps dense surveys' per-pair
     counts between requests (None: read them each time)."""
+    if survey.status != "open" or survey.kind != "pairwise":
+        return Served([], "closed", "The survey is closed: it takes no more answers.")
+    asked = count
+    limit: tuple[str, str] = ("", "")
     if survey.respondent_budget is not None:
         # Affordability at the registered ε (a client-privatized batch may declare another).
         eps = registered_epsilon(respondent)  # a budget is a local survey's: its respondents have an ε
         affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // eps)
-        count = min(count, max(0, affordable))
+        if affordable < count:
+            count = max(0, affordable)
+            limit = (
+                "budget_spent",
+                f"Your privacy budget (a total ε of {survey.respondent_budget:g}) allows no more answers "
+                f"at ε = {eps:g} each.",
+            )
     if survey.max_comparisons is not None:  # central model: at most L answers each
-        count = min(count, max(0, survey.max_comparisons - respondent.n_comparisons))
-    if survey.status != "open" or survey.kind != "pairwise" or count <= 0:
-        return []
+        left = max(0, survey.max_comparisons - respondent.n_comparisons)
+        if left < count:
+            count = left
+            limit = (
+                "answer_limit",
+                f"You have given the most answers one respondent may give here ({survey.max_comparisons}).",
+            )
+    if count <= 0:
+        return Served([], *limit)
     central = survey.privacy_model == "central"
     if not central:
         fold_pending(session, survey.id, wait=False)
     items = current_item_index(session, survey.id)
     m = len(items)
+    everything = ("all_answered", "You have compared every pair of items in this survey.")
     if m < 2:
-        return []
+        return Served([], *everything)
     n_pairs = m * (m - 1) // 2
     starts = _row_starts(m)
     done = _ints(
@@ -350,13 +376,16 @@ def next_pairs(
         if chosen is None:
             counts = _counts(session, survey.id, m, state.version, cache)
             chosen = _least_answered(counts, n_pairs, mine, count, rng)
-    if chosen.size == 0:
-        return []
     a, b = _pairs(chosen, starts)
     flip = rng.random(a.size) < 0.5
     first, second = np.where(flip, b, a), np.where(flip, a, b)
     ids, labels = items.ids, items.labels
-    return [
+    served = [
         ((ids[x], labels[x]), (ids[y], labels[y]))
         for x, y in zip(first.tolist(), second.tolist(), strict=True)
     ]
+    if len(served) < count:  # the respondent's unanswered pairs ran out first
+        return Served(served, *everything)
+    if limit[0] and len(served) < asked:  # the budget or the answer limit cut the request
+        return Served(served, *limit)
+    return Served(served)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
-from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_central_survey, create_survey, register
 
 
 def fetch(client, sid, h, count):
@@ -87,3 +87,44 @@ def test_pairs_authorization_and_validation(client):
     assert client.get(url + "?count=0", headers=h).status_code == 422
     assert client.get(url + "?count=101", headers=h).status_code == 422
     assert len(client.get(url, headers=h).json()["pairs"]) == 1  # default count
+
+
+def _served(client, sid, h, count):
+    r = client.get(f"/v1/surveys/{sid}/pairs?count={count}", headers=h)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_fewer_pairs_than_asked_come_with_the_reason(client):
+    """A closed survey, a spent budget, the central answer limit and a respondent who
+    has answered everything each say why (they used to answer {"pairs": []} alone)."""
+    s = create_survey(client, items=("A", "B", "C"), epsilon_default=1.0, respondent_budget=2.0)
+    sid = s["id"]
+    _, h = register(client, sid)
+    first = _served(client, sid, h, 3)
+    assert len(first["pairs"]) == 2 and first["reason"] == "budget_spent"  # ε = 1 each, 2 in all
+    assert "privacy budget" in first["message"]
+    answer(client, sid, h, [(p["a"], p["b"]) for p in first["pairs"]])
+    spent = _served(client, sid, h, 1)
+    assert spent["pairs"] == [] and spent["reason"] == "budget_spent"
+
+    _, h2 = register(client, sid)
+    two = _served(client, sid, h2, 2)
+    assert len(two["pairs"]) == 2 and two["reason"] is None and two["message"] is None
+
+    open_ = create_survey(client, items=("A", "B", "C"))
+    _, h3 = register(client, open_["id"])
+    everything = _served(client, open_["id"], h3, 5)
+    assert len(everything["pairs"]) == 3 and everything["reason"] == "all_answered"
+    answer(client, open_["id"], h3, [(p["a"], p["b"]) for p in everything["pairs"]])
+    assert _served(client, open_["id"], h3, 1)["reason"] == "all_answered"
+
+    r = client.patch(f"/v1/surveys/{sid}", json={"status": "closed"}, headers=ADMIN)
+    assert r.status_code == 200
+    closed = _served(client, sid, h2, 1)
+    assert closed["pairs"] == [] and closed["reason"] == "closed" and "closed" in closed["message"]
+
+    central = create_central_survey(client, per_respondent=2)
+    _, hc = register(client, central["id"])
+    capped = _served(client, central["id"], hc, 3)
+    assert len(capped["pairs"]) == 2 and capped["reason"] == "answer_limit"

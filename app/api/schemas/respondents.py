@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...limits import MAX_BATCH_CEILING, MAX_RANKING_ITEMS
@@ -84,6 +86,12 @@ class PairOut(BaseModel):
 
 class PairsOut(BaseModel):
     pairs: list[PairOut]
+    reason: Literal["closed", "budget_spent", "answer_limit", "all_answered"] | None = Field(
+        None,
+        description="Why fewer pairs than asked for were served (null: as many as asked): the survey is "
+        "closed, the respondent's privacy budget or answer limit is reached, or every pair is answered.",
+    )
+    message: str | None = Field(None, description="The same in a sentence for the respondent.")
 
     model_config = ConfigDict(
         json_schema_extra={
