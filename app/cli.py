@@ -189,55 +189,90 @@ def _prepare_database(migrate: bool = True) -> None:
         )
 
 
+def _database_unusable(url: str, exc: Exception) -> int:
+    """One line naming DATABASE_URL (password hidden) and the driver's reason, instead of
+    a traceback, when the database cannot be reached or the URL is malformed."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # a URL too malformed to parse: say so without echoing it
+        shown = "(unparseable)"
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = lines[0] if lines else type(exc).__name__
+    print(f"privrank: cannot use the database at DATABASE_URL={shown}: {reason}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "migrate":
-        from .config import get_settings
-        from .db.migrate import upgrade
-
-        upgrade(get_settings().database_url)
-        print("privrank: database is at the latest schema")
-        return 0
-    if args.command == "serve":
-        import logging
-
-        import uvicorn
+    if args.command in ("migrate", "serve"):
+        from sqlalchemy.exc import ArgumentError, OperationalError
 
         from .config import get_settings
-        from .main import LOG_FORMAT
 
-        logging.basicConfig(level=get_settings().log_level.upper(), format=LOG_FORMAT)
-        _prepare_database(migrate=not args.no_migrate)
-        uvicorn.run(
-            "app.main:create_app",
-            factory=True,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            log_level=get_settings().log_level,
-            access_log=get_settings().access_log,
-            # Client addresses (rate limits) come from X-Forwarded-For only when the
-            # operator names the proxies to trust; uvicorn's own default trusts 127.0.0.1.
-            proxy_headers=bool(get_settings().forwarded_allow_ips),
-            forwarded_allow_ips=get_settings().forwarded_allow_ips or None,
-        )
-        return 0
+        try:
+            return _migrate() if args.command == "migrate" else _serve(args)
+        except (OperationalError, ArgumentError) as exc:
+            return _database_unusable(get_settings().database_url, exc)
     if args.command == "plan":
         return _plan(args)
     if args.command == "site":
         return _site(args)
     if args.command == "simulate":
-        from . import simulate
-
-        if args.replications is not None and args.replications < 2:
-            print("privrank simulate: --replications must be at least 2", file=sys.stderr)
-            return 2
-        reps = 10 if args.quick else args.replications
-        simulate.run(
-            args.scenario or simulate.available(), reps, args.seed, None if args.no_figures else args.out
-        )
-        return 0
+        return _simulate(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _migrate() -> int:
+    from .config import get_settings
+    from .db.migrate import upgrade
+
+    upgrade(get_settings().database_url)
+    print("privrank: database is at the latest schema")
+    return 0
+
+
+def _serve(args) -> int:
+    import logging
+
+    import uvicorn
+
+    from .config import get_settings
+    from .main import LOG_FORMAT
+
+    logging.basicConfig(level=get_settings().log_level.upper(), format=LOG_FORMAT)
+    if get_settings().log_level != "debug":
+        # Alembic announces every plugin and step at INFO: quiet unless debugging.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    _prepare_database(migrate=not args.no_migrate)
+    uvicorn.run(
+        "app.main:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=get_settings().log_level,
+        access_log=get_settings().access_log,
+        # Client addresses (rate limits) come from X-Forwarded-For only when the
+        # operator names the proxies to trust; uvicorn's own default trusts 127.0.0.1.
+        proxy_headers=bool(get_settings().forwarded_allow_ips),
+        forwarded_allow_ips=get_settings().forwarded_allow_ips or None,
+    )
+    return 0
+
+
+def _simulate(args) -> int:
+    from . import simulate
+
+    if args.replications is not None and args.replications < 2:
+        print("privrank simulate: --replications must be at least 2", file=sys.stderr)
+        return 2
+    reps = 10 if args.quick else args.replications
+    simulate.run(
+        args.scenario or simulate.available(), reps, args.seed, None if args.no_figures else args.out
+    )
+    return 0
 
 
 def _site(args) -> int:

@@ -51,3 +51,32 @@ def test_migrate_command(tmp_path):
         )
         assert done.returncode == 0, done.stderr
         assert "latest schema" in done.stdout
+
+
+def test_an_unreachable_database_is_one_line_naming_database_url(tmp_path):
+    """No traceback (it was 112 lines), the URL without its password, the driver's reason."""
+    url = "postgresql://privrank:s3cret-pw@127.0.0.1:1/nowhere"
+    for command in ("migrate", "serve"):
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", command],
+            env={"DATABASE_URL": url, "PATH": "", "PRIVRANK_ADMIN_KEY": "k" * 32},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1, done.stderr
+        err = done.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("privrank: cannot use the database at DATABASE_URL="), err
+        assert "127.0.0.1:1/nowhere" in err[0] and "s3cret-pw" not in done.stderr + done.stdout
+        assert "Traceback" not in done.stderr
+
+
+def test_serve_starts_quietly(tmp_path):
+    """Migrating at start-up logs no Alembic plugin or step lines (7 + 4 before)."""
+    server = LiveServer({"DATABASE_URL": f"sqlite:///{tmp_path}/q.db", "PRIVRANK_ADMIN_KEY": "k" * 32})
+    try:
+        assert httpx2.get(f"{server.base}/openapi.json").status_code == 200
+    finally:
+        out = server.stop()
+    assert "alembic" not in out and "Traceback" not in out
