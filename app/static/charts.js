@@ -65,6 +65,28 @@ export function hiddenTable(caption, header, rows) {
 }
 
 /**
+ * Round axis ticks covering [min, max]: a step of 1, 2, 2.5 or 5 times a power of ten
+ * giving about `target` intervals, the domain widened to whole steps, and labels with
+ * the decimals the step needs (−3, −2, −1, 0 rather than −3.01, −1.39, 0.23).
+ * Returns {min, max, ticks: [{value, text}]}.
+ */
+export function niceTicks(min, max, target = 4) {
+  const raw = (max - min) / target;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((f) => f * power).find((s) => s >= raw * (1 - 1e-9));
+  const lo = Math.floor(min / step + 1e-9) * step;
+  const hi = Math.ceil(max / step - 1e-9) * step;
+  const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) + (step / power === 2.5 ? 1 : 0);
+  const ticks = [];
+  for (let k = 0; lo + k * step <= hi + step * 1e-9; k++) {
+    const value = lo + k * step;
+    const text = (Math.abs(value) < step * 1e-9 ? 0 : value).toFixed(decimals).replace("-", "−");
+    ticks.push({ value, text });
+  }
+  return { min: lo, max: hi, ticks };
+}
+
+/**
  * Horizontal error-bar chart: one row per item (in the given order), a dot at
  * `value` and whiskers over [lo, hi].
  * rows: [{label, value, lo, hi, note}]
@@ -86,18 +108,21 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
     min -= 1;
     max += 1;
   }
-  const pad = (max - min) * 0.06;
-  min -= pad;
-  max += pad;
+  const axis = niceTicks(min, max);
+  min = axis.min;
+  max = axis.max;
   const x = (v) => labelW + ((v - min) / (max - min)) * plotW;
   const svg = frame(width, height, title, desc);
   // Axis with ticks.
   const axisY = top + rows.length * rowH + 4;
   svg.append(svgEl("line", { x1: labelW, x2: labelW + plotW, y1: axisY, y2: axisY, stroke: "#1b1b1b" }));
-  for (let k = 0; k <= 4; k++) {
-    const v = min + ((max - min) * k) / 4;
-    svg.append(svgEl("line", { x1: x(v), x2: x(v), y1: axisY, y2: axisY + 5, stroke: "#1b1b1b" }));
-    svg.append(svgEl("text", { x: x(v), y: axisY + 18, "text-anchor": "middle" }, fmt(v)));
+  for (const t of axis.ticks) {
+    svg.append(
+      svgEl("line", { x1: x(t.value), x2: x(t.value), y1: axisY, y2: axisY + 5, stroke: "#1b1b1b" }),
+    );
+    svg.append(
+      svgEl("text", { x: x(t.value), y: axisY + 18, "text-anchor": "middle", class: "tick" }, t.text),
+    );
   }
   svg.append(svgEl("text", { x: labelW + plotW / 2, y: 16, "text-anchor": "middle" }, axisLabel));
   if (min < 0 && max > 0) {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import httpx2
@@ -69,6 +70,15 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_pag
     expect(chart).to_have_count(1)
     expect(chart.locator("g.row")).to_have_count(4)
     expect(admin.locator("#ranking-table tbody tr")).to_have_count(4)
+    # The score axis is ticked at round values, evenly spaced (it showed −3.01, −1.39, 0.23).
+    ticks = [float(t.replace("−", "-")) for t in chart.locator("text.tick").all_text_contents()]
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(ticks)}
+    assert len(ticks) >= 3 and len(steps) == 1, ticks
+    (step,) = steps
+    assert any(abs(step / 10 ** round(math.log10(step) - 0.5) - f) < 1e-9 for f in (1, 2, 2.5, 5, 10)), step
+    assert all(abs(t / step - round(t / step)) < 1e-6 for t in ticks), ticks
+    nice = admin.evaluate("async () => (await import('/static/charts.js')).niceTicks(-3.01, 0.23)")
+    assert [t["text"] for t in nice["ticks"]] == ["−4", "−3", "−2", "−1", "0", "1"]
     expect(admin.locator("#coverage-box svg")).to_have_count(1)
     expect(admin.locator("#pairwise-box svg")).to_have_count(1)
     expect(admin.locator("#top-k")).to_contain_text("Top 3:")
