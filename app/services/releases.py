@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -69,8 +69,50 @@ def budget(session: Session, survey: Survey) -> Budget:
     return Budget(total=total, spent=spent, remaining=max(0.0, total - spent))
 
 
-def release_out(row: Release, survey: Survey, ledger: Budget | None = None) -> ReleaseOut:
-    """A stored release as its answer (its result is stored as the JSON it is answered with)."""
+def cost_explanation(method: str, unit: str, epsilon: float, cost: float) -> str:
+    """Why a release costs ``cost`` of the survey's person-level budget, in a sentence."""
+    if unit == "individual":
+        return (
+            f"unit=individual: ε = {epsilon:g} protects everything one respondent answered, so the release "
+            f"costs {cost:g} of the survey's person-level budget."
+        )
+    per = round(cost / epsilon) if epsilon > 0 else 0
+    words = (
+        f"unit=edge: ε = {epsilon:g} protects one comparison; a respondent's up to {per} answers are then "
+        f"protected at {per} × {epsilon:g} = {cost:g} (group privacy), which is what the person-level budget "
+        "is charged."
+    )
+    if method == "noisy_counts":
+        words += f" Its noise is the same as that of an individual release at ε = {cost:g}."
+    return words
+
+
+def _spent_through(session: Session, survey_id: str, row_created, row_id: str) -> float:
+    """The survey's spending up to and including one release (ledger order)."""
+    older = or_(
+        Release.created_at < row_created, and_(Release.created_at == row_created, Release.id <= row_id)
+    )
+    return float(
+        session.scalar(
+            select(func.coalesce(func.sum(Release.cost), 0.0)).where(Release.survey_id == survey_id, older)
+        )
+        or 0.0
+    )
+
+
+def release_out(
+    row: Release, survey: Survey, ledger: Budget | None = None, session: Session | None = None
+) -> ReleaseOut:
+    """A stored release as its answer (its result is stored as the JSON it is answered with).
+    ``budget_after`` is read from the ledger when a ``session`` is given, else taken from
+    ``ledger`` (the budget right after a release just made)."""
+    total, _ = central_limits(survey)
+    if session is not None:
+        after = max(0.0, total - _spent_through(session, survey.id, row.created_at, row.id))
+    elif ledger is not None:
+        after = ledger.remaining
+    else:
+        raise ValueError("release_out needs the session or the budget after the release")
     return ReleaseOut(
         id=row.id,
         survey_id=row.survey_id,
@@ -81,6 +123,8 @@ def release_out(row: Release, survey: Survey, ledger: Budget | None = None) -> R
         k=row.k,
         created_at=row.created_at,
         parameters=row.parameters,
+        cost_explanation=cost_explanation(row.method, row.unit, row.epsilon, row.cost),
+        budget_after=after,
         result=ReleaseResult.model_validate(row.result),
         budget=ledger,
     )
@@ -133,7 +177,7 @@ def create_release(
     _require_central(survey)
     replay = _existing(session, survey.id, idempotency_key, request)
     if replay is not None:
-        return release_out(replay, survey, budget(session, survey)), True
+        return release_out(replay, survey, budget(session, survey), session), True
     total, cap = central_limits(survey)
     L = int(cap)
     cost = epsilon if unit == "individual" else L * epsilon
@@ -143,7 +187,7 @@ def create_release(
         # which spent the budget after the first look-up): replay it, not 409.
         replay = _existing(session, survey.id, idempotency_key, request)
         if replay is not None:
-            return release_out(replay, survey, budget(session, survey)), True
+            return release_out(replay, survey, budget(session, survey), session), True
         raise _over_budget(survey, ledger, cost, unit, L, epsilon)
     # The mechanism runs before the write transaction, so that on SQLite the database's
     # one write lock (which every answer waits for) is held only to check the budget and
@@ -193,9 +237,9 @@ def create_release(
         total, _ = central_limits(survey)
         replay = _existing(session, survey.id, idempotency_key, request)
         if replay is not None:
-            ledger = budget(session, survey)
+            again = release_out(replay, survey, budget(session, survey), session)
             session.rollback()
-            return release_out(replay, survey, ledger), True
+            return again, True
         ledger = budget(session, survey)
         if ledger.spent + cost > total + SLACK:
             raise _over_budget(survey, ledger, cost, unit, L, epsilon)
@@ -225,7 +269,7 @@ def create_release(
         replay = _existing(session, survey.id, idempotency_key, request)
         if replay is None:
             raise
-        return release_out(replay, survey, budget(session, survey)), True
+        return release_out(replay, survey, budget(session, survey), session), True
     except BaseException:
         session.rollback()
         raise
@@ -248,19 +292,38 @@ def _jsonable(params: dict) -> dict:
 def list_releases(session: Session, survey_id: str, limit: int = 100, offset: int = 0) -> ReleaseList:
     """A page of the ledger, newest first: each release with its first
     :data:`LEDGER_TOP` items (its ``top`` column: the results are not read, so a page
-    costs O(limit) whatever the number of items), the number of releases and the
-    budget."""
+    costs O(limit) whatever the number of items), what remained of the budget after
+    each, the number of releases and the budget."""
     survey = get_survey(session, survey_id)
     _require_central(survey)
     total = session.scalar(select(func.count()).select_from(Release).where(Release.survey_id == survey.id))
     columns = [c for c in Release.__table__.c if c.name not in ("result", "created_by", "idempotency_key")]
-    rows = session.execute(
-        select(*columns)
-        .where(Release.survey_id == survey.id)
-        .order_by(Release.created_at.desc(), Release.id.desc())
-        .limit(limit)
-        .offset(offset)
-    ).mappings()
+    rows = (
+        session.execute(
+            select(*columns)
+            .where(Release.survey_id == survey.id)
+            .order_by(Release.created_at.desc(), Release.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        .mappings()
+        .all()
+    )
+    ledger = budget(session, survey)
+    newer = 0.0  # spent by the releases newer than the current row
+    if rows and offset:
+        skipped = (
+            select(Release.cost)
+            .where(Release.survey_id == survey.id)
+            .order_by(Release.created_at.desc(), Release.id.desc())
+            .limit(offset)
+            .subquery()
+        )
+        newer = float(session.scalar(select(func.coalesce(func.sum(skipped.c.cost), 0.0))) or 0.0)
+    after: list[float] = []
+    for r in rows:
+        after.append(max(0.0, ledger.total - (ledger.spent - newer)))
+        newer += r["cost"]
     releases = [
         ReleaseSummary(
             id=r["id"],
@@ -272,11 +335,13 @@ def list_releases(session: Session, survey_id: str, limit: int = 100, offset: in
             k=r["k"],
             created_at=r["created_at"],
             parameters=r["parameters"],
+            cost_explanation=cost_explanation(r["method"], r["unit"], r["epsilon"], r["cost"]),
+            budget_after=remaining,
             top=r["top"],
         )
-        for r in rows
+        for r, remaining in zip(rows, after, strict=True)
     ]
-    return ReleaseList(releases=releases, total=int(total or 0), budget=budget(session, survey))
+    return ReleaseList(releases=releases, total=int(total or 0), budget=ledger)
 
 
 def get_release(session: Session, survey_id: str, release_id: str) -> ReleaseOut:
@@ -285,4 +350,4 @@ def get_release(session: Session, survey_id: str, release_id: str) -> ReleaseOut
     row = session.get(Release, release_id) if release_id.startswith("rel_") else None
     if row is None or row.survey_id != survey.id:
         raise NotFound(f"no release {release_id!r} in this survey")
-    return release_out(row, survey, budget(session, survey))
+    return release_out(row, survey, budget(session, survey), session)

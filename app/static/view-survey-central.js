@@ -4,7 +4,7 @@ import { budgetBar } from "/static/charts.js";
 import { fmt, h, section } from "/static/dom.js";
 
 function ledgerTable(releases) {
-  const columns = ["When", "Method", "Unit", "ε", "Cost", "Top"];
+  const columns = ["When", "Method", "Unit", "ε", "Cost", "Budget left after", "Top"];
   return h(
     "table",
     { id: "ledger" },
@@ -20,7 +20,8 @@ function ledgerTable(releases) {
           h("td", {}, r.method),
           h("td", {}, r.unit),
           h("td", { class: "num" }, fmt(r.epsilon)),
-          h("td", { class: "num" }, fmt(r.cost)),
+          h("td", { class: "num", title: r.cost_explanation }, fmt(r.cost)),
+          h("td", { class: "num" }, fmt(r.budget_after)),
           h(
             "td",
             {},
@@ -99,7 +100,7 @@ export async function centralSections(s, body) {
         k: Math.min(3, s.items.length),
       });
       latest.replaceChildren(
-        h("p", {}, `Release ${r.id}: cost ε = ${fmt(r.cost)}.`),
+        h("p", {}, `Release ${r.id}: cost ε = ${fmt(r.cost)}. ${r.cost_explanation}`),
         h(
           "ol",
           {},

@@ -417,3 +417,36 @@ def test_the_ledger_never_reads_the_results(client, filled):
         event.remove(engine, "before_cursor_execute", seen)
     assert ledger["releases"][0]["top"] == made["result"]["items"][:10]
     assert not [s for s in statements if "releases.result" in s]
+
+
+def test_the_ledger_explains_each_cost_and_the_budget_after_it(client, filled):
+    """Each release says why it costs what it does (edge: L·ε, and for noisy counts the
+    same noise as an individual release of that charge), and what remained after it:
+    on every page of the ledger, and when read or replayed alone."""
+    sid, _ = filled  # budget 4, L = 3
+    made = []
+    for body in (
+        {"method": "noisy_counts", "unit": "edge", "epsilon": 0.25},  # cost 0.75
+        {"method": "perturbed_mle", "unit": "individual", "epsilon": 0.5},  # cost 0.5
+        {"method": "noisy_counts", "unit": "individual", "epsilon": 1.0},  # cost 1
+    ):
+        r = client.post(f"/v1/surveys/{sid}/releases", json=body, headers=ADMIN)
+        assert r.status_code == 201, r.text
+        made.append(r.json())
+    assert [m["budget_after"] for m in made] == pytest.approx([3.25, 2.75, 1.75])
+    assert [m["budget"]["remaining"] for m in made] == pytest.approx([3.25, 2.75, 1.75])
+    edge = made[0]["cost_explanation"]
+    assert "3 × 0.25 = 0.75" in edge and "same as that of an individual release at ε = 0.75" in edge
+    assert "individual" in made[1]["cost_explanation"] and "same as" not in made[1]["cost_explanation"]
+    # Pages of one: the budget after each, newest first, whatever the page.
+    after = [
+        client.get(f"/v1/surveys/{sid}/releases?limit=1&offset={k}", headers=ADMIN).json()["releases"][0]
+        for k in range(3)
+    ]
+    assert [x["id"] for x in after] == [m["id"] for m in reversed(made)]
+    assert [x["budget_after"] for x in after] == pytest.approx([1.75, 2.75, 3.25])
+    assert after[2]["cost_explanation"] == edge
+    alone = client.get(f"/v1/surveys/{sid}/releases/{made[0]['id']}", headers=ADMIN).json()
+    assert alone["budget_after"] == pytest.approx(3.25) and alone["budget"]["remaining"] == pytest.approx(
+        1.75
+    )

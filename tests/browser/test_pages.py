@@ -322,6 +322,8 @@ def test_a_central_survey_answers_and_a_release_from_the_dashboard(server, new_p
     expect(admin.locator("#release-box")).to_contain_text("cost ε = 1.00")
     expect(admin.locator("#ledger-box")).to_contain_text("Spent ε = 1.00 of 2.00; 1.00 remains.")
     expect(admin.locator("#ledger tbody tr")).to_have_count(1)
+    expect(admin.locator("#release-box")).to_contain_text("protects everything one respondent answered")
+    expect(admin.locator("#ledger tbody tr td").nth(5)).to_have_text("1.00")  # budget left after it
     assert admin.locator("#export").count() == 0  # true answers are never exported
 
 

@@ -43,6 +43,8 @@ class ReleaseFields(BaseModel):
     unit: str
     epsilon: float
     cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
+    cost_explanation: str = Field(description="Why the release costs what it does, in a sentence.")
+    budget_after: float = Field(description="What remained of the survey's budget right after this release.")
     k: int | None
     created_at: datetime
     parameters: dict = Field(description="Noise scales and other mechanism parameters (all public).")
