@@ -180,7 +180,8 @@ def test_close_and_reopen(client, unchanged):
             client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["E"]}, headers=ADMIN).status_code
             == 409
         )
-    assert client.get(f"/v1/surveys/{s['id']}/pairs", headers=resp).json() == {"pairs": []}
+    closed = client.get(f"/v1/surveys/{s['id']}/pairs", headers=resp).json()
+    assert closed["pairs"] == [] and closed["reason"] == "closed"
     r = client.patch(f"/v1/surveys/{s['id']}", json={"status": "open", "title": "Renamed"}, headers=ADMIN)
     assert r.json()["status"] == "open" and r.json()["title"] == "Renamed"
     with unchanged():
