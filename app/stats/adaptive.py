@@ -72,14 +72,13 @@ comparisons and when parametric assumptions do not help*, Annals of Statistics 4
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .mechanisms import RandomSource, uniform_draws, validate_epsilon
+from .mechanisms import RandomSource, debias, privatize, uniform_draws, validate_epsilon
 
 __all__ = [
     "RHO_ANSWERS",
@@ -112,12 +111,6 @@ def mixture_radius(v: ArrayLike, alpha: float, rho: float) -> NDArray[np.float64
     return np.sqrt(s * np.log(s / (rho * alpha * alpha)))
 
 
-def _width(epsilon: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Width coth(ε/2) of a debiased answer's range (1 at ε = ∞)."""
-    with np.errstate(divide="ignore", over="ignore"):
-        return np.where(np.isinf(epsilon), 1.0, 1.0 / np.tanh(epsilon / 2.0))
-
-
 @dataclass
 class BordaSequences:
     """Running sums of the counted answers, one Borda confidence sequence per item."""
@@ -148,11 +141,10 @@ class BordaSequences:
         i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
         z = np.asarray(z, dtype=np.float64)
         eps = np.broadcast_to(validate_epsilon(epsilon), z.shape)
-        with np.errstate(over="ignore"):
-            low, high = -1.0 / np.expm1(eps), 1.0 + 1.0 / np.expm1(eps)  # the debiased range
+        low, high = debias(np.zeros(eps.shape, np.int8), eps), debias(np.ones(eps.shape, np.int8), eps)
         if np.any((z < low - 1e-9) | (z > high + 1e-9)):
             raise ValueError("z must be debiased answers: within [−1/(e^ε−1), e^ε/(e^ε−1)]")
-        lam = 1.0 / _width(eps) ** 2
+        lam = 1.0 / (high - low) ** 2  # the range's width is coth(ε/2)
         ci = np.broadcast_to(np.asarray(count_i, dtype=bool), z.shape)
         cj = np.broadcast_to(np.asarray(count_j, dtype=bool), z.shape)
         m = self.n_items
@@ -338,10 +330,8 @@ def simulate_goal(
             effects = rng.normal(0.0, tau, size=(n_resp, m))
             who = np.arange(n) // pairs_per_respondent
             d = d + effects[who, i] - effects[who, j]
-        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-d))).astype(np.float64)
-        flip = rng.random(n) < 1.0 / (1.0 + math.exp(epsilon))
-        y_tilde = np.where(flip, 1.0 - y, y)
-        z = ((math.exp(epsilon) + 1.0) * y_tilde - 1.0) / (math.exp(epsilon) - 1.0)
+        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
+        z = debias(privatize(y, epsilon, rng), epsilon)
         seqs.add(i, j, z, epsilon, ci, cj)
         used += n
         status = goal_status(seqs, level, top_k, previous=status)
