@@ -320,15 +320,14 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     counts between requests (None: read them each time)."""
     if survey.status != "open" or survey.kind != "pairwise":
         return Served([], "closed", "The survey is closed: it takes no more answers.")
-    asked = count
-    limit: tuple[str, str] = ("", "")
+    cut: tuple[str, str] | None = None  # why ``count`` was lowered: (reason, message)
     if survey.respondent_budget is not None:
         # Affordability at the registered ε (a client-privatized batch may declare another).
         eps = registered_epsilon(respondent)  # a budget is a local survey's: its respondents have an ε
         affordable = int((survey.respondent_budget - respondent.epsilon_spent + 1e-9) // eps)
         if affordable < count:
             count = max(0, affordable)
-            limit = (
+            cut = (
                 "budget_spent",
                 f"Your privacy budget (a total ε of {survey.respondent_budget:g}) allows no more answers "
                 f"at ε = {eps:g} each.",
@@ -337,12 +336,12 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         left = max(0, survey.max_comparisons - respondent.n_comparisons)
         if left < count:
             count = left
-            limit = (
+            cut = (
                 "answer_limit",
                 f"You have given the most answers one respondent may give here ({survey.max_comparisons}).",
             )
     if count <= 0:
-        return Served([], *limit)
+        return Served([], *(cut or (None, None)))
     central = survey.privacy_model == "central"
     if not central:
         fold_pending(session, survey.id, wait=False)
@@ -386,6 +385,4 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     ]
     if len(served) < count:  # the respondent's unanswered pairs ran out first
         return Served(served, *everything)
-    if limit[0] and len(served) < asked:  # the budget or the answer limit cut the request
-        return Served(served, *limit)
-    return Served(served)
+    return Served(served, *(cut or (None, None)))  # cut: fewer than asked, by the budget or limit
