@@ -7,9 +7,11 @@ from typing import Annotated
 from fastapi import Query
 
 from ..db.models import Survey
+from ..services.aggregation import fold_pending
+from ..services.goals import GoalSpec, goal_report
 from ..services.surveys import survey_items
 from ..stats import flip_probability
-from .schemas import ErrorOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
+from .schemas import ErrorOut, GoalOut, GoalSpecOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
 
 #: Pagination of the lists (newest first): entries per page and entries to skip.
 Limit = Annotated[int, Query(ge=1, le=1000, description="Entries per page (at most 1,000).")]
@@ -52,18 +54,51 @@ def _survey_fields(survey: Survey) -> dict:
         "kind": survey.kind,
         "status": survey.status,
         "privacy": privacy_out(survey),
+        "assignment": survey.assignment,
         "created_at": survey.created_at,
         "updated_at": survey.updated_at,
     }
 
 
-def survey_out(session, survey: Survey) -> SurveyOut:
+def _goal_spec(goal: GoalSpec) -> dict:
+    return {
+        "top_k": goal.top_k,
+        "full_ranking": goal.top_k is None,
+        "level": goal.level,
+        "close_when_met": goal.close_when_met,
+    }
+
+
+def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
+    """The survey with its items and, with a goal, where the goal stands (pending answers
+    are folded first, unless another request is folding them)."""
+    goal = None
+    if survey.goal:
+        fold_pending(session, survey.id, wait=False)
     items = survey_items(session, survey.id)
+    report = goal_report(session, survey, len(items), cache)
+    if report is not None:
+        ids = [i.id for i in items]
+        goal = GoalOut(
+            **_goal_spec(report.goal),
+            met=report.met,
+            items=[ids[k] for k in report.certified] if report.met else None,
+            answers_used=report.answers,
+            counted_answers=report.counted,
+            resolved=report.resolved,
+            n_items=report.n_items,
+        )
     return SurveyOut(
         **_survey_fields(survey),
         items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
+        goal=goal,
     )
 
 
 def survey_summary(survey: Survey, n_items: int) -> SurveySummary:
-    return SurveySummary(**_survey_fields(survey), n_items=n_items)
+    goal = GoalSpec.of(survey)
+    return SurveySummary(
+        **_survey_fields(survey),
+        n_items=n_items,
+        goal=None if goal is None else GoalSpecOut(**_goal_spec(goal)),
+    )

@@ -117,8 +117,10 @@ def pairs(
     served = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
     return PairsOut(
         pairs=[
-            PairOut(a=a_id, b=b_id, a_label=a_label, b_label=b_label)
-            for (a_id, a_label), (b_id, b_label) in served.pairs
+            PairOut(a=a_id, b=b_id, a_label=a_label, b_label=b_label, ticket=ticket)
+            for ((a_id, a_label), (b_id, b_label)), ticket in zip(
+                served.pairs, served.tickets or [None] * len(served.pairs), strict=True
+            )
         ],
         reason=served.reason,
         message=served.message,
@@ -178,7 +180,7 @@ def responses(
         session,
         survey,
         respondent,
-        [ingestion.ComparisonIn(c.a, c.b, c.winner) for c in body.comparisons],
+        [ingestion.ComparisonIn(c.a, c.b, c.winner, c.ticket) for c in body.comparisons],
         privatized=body.privatized,
         epsilon=body.epsilon,
         idempotency_key=idempotency_key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from ..services import surveys as svc
+from ..services.goals import goal_met
 from .common import Limit, Offset, errors, survey_out, survey_summary
 from .deps import SessionDep, admin, reader
 from .schemas import (
@@ -46,6 +47,8 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
             p.total_budget,
             p.max_comparisons_per_respondent,
         ),
+        body.assignment,
+        None if body.goal is None else body.goal.model_dump(),
     )
     return survey_out(session, survey)
 
@@ -129,6 +132,7 @@ def public_survey(*, survey_id: str, session: SessionDep) -> PublicSurveyOut:
         epsilon_max=survey.epsilon_max,
         respondent_budget=survey.respondent_budget,
         max_comparisons_per_respondent=survey.max_comparisons,
+        goal_met=None if survey.goal is None else goal_met(session, survey.id),
     )
 
 

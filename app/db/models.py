@@ -109,6 +109,14 @@ class Survey(Base):
     #: one respondent may contribute (L of individual DP). NULL for local surveys.
     total_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_comparisons: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: How ``GET …/pairs`` picks pairs: "balanced" (least-answered first) or "adaptive"
+    #: (pairs touching the items still in doubt; needs a goal). See app.services.goals.
+    assignment: Mapped[str] = mapped_column(String(16), default="balanced", server_default="balanced")
+    #: A local survey's goal: {"top_k": K or null (the whole ranking), "level": 0.95,
+    #: "close_when_met": bool}; NULL without one.
+    goal: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: The key of the tickets that vouch for served pairs (goal surveys; never returned).
+    ticket_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -116,6 +124,7 @@ class Survey(Base):
         CheckConstraint("kind IN ('pairwise', 'ranking')", name="ck_surveys_kind"),
         CheckConstraint("status IN ('open', 'closed')", name="ck_surveys_status"),
         CheckConstraint("privacy_model IN ('local', 'central')", name="ck_surveys_privacy_model"),
+        CheckConstraint("assignment IN ('balanced', 'adaptive')", name="ck_surveys_assignment"),
         CheckConstraint(
             "(privacy_model = 'local' AND epsilon_min >= 0.001 AND epsilon_min <= epsilon_default "
             "AND epsilon_default <= epsilon_max) OR "
@@ -328,6 +337,9 @@ class SurveyStats(Base):
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     n_comparisons: Mapped[int] = mapped_column(BigInteger, default=0)
     epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: A goal survey's certification state (app.services.goals.GoalState, packed): the
+    #: confidence sequences' sums and the intersected bounds. NULL before the first fold.
+    goal_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

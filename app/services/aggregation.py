@@ -24,13 +24,16 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..db.models import PairStat, PendingBatch, RankingStatsRow, SurveyStats, utcnow
+from ..db.models import PairStat, PendingBatch, RankingStatsRow, Survey, SurveyStats, utcnow
 from ..db.session import begin_write
-from ..stats import PairStats, pair_stats
+from ..stats import PairStats, debias, pair_stats
 from ..stats.rankings import RankingStats, ranking_stats
 from .errors import Conflict
+from .goals import GoalSpec, fold_goal
+from .surveys import item_count
 
 __all__ = [
+    "Batch",
     "RankingSnapshot",
     "Snapshot",
     "decode_batch",
@@ -44,6 +47,8 @@ __all__ = [
 
 _HEADER = struct.Struct("<4sI")
 _MAGIC = b"PRB1"
+_HEADER2 = struct.Struct("<4sII")
+_MAGIC2 = b"PRB2"
 _RANKINGS_HEADER = struct.Struct("<4sII")
 _RANKINGS_MAGIC = b"PRR1"
 _STATS_HEADER = struct.Struct("<4sIQ")
@@ -55,30 +60,55 @@ def encode_batch(
     j: NDArray[np.integer],
     y_tilde: NDArray[np.integer],
     epsilon: NDArray[np.floating],
+    flags: NDArray[np.integer] | None = None,
+    ticket_m: int = 0,
 ) -> bytes:
-    """Pack a batch: header, then i, j (int32), ỹ (int8), ε (float64), little-endian."""
+    """Pack a batch: header, then i, j (int32), ỹ (int8), ε (float64), little-endian.
+
+    A goal survey's batch also carries, per answer, which of its items the certificate
+    counts it for (``flags``, :mod:`app.services.goals`), and the number of items its
+    tickets were issued for (``ticket_m``): format PRB2."""
     n = int(np.size(i))
-    return b"".join(
-        (
-            _HEADER.pack(_MAGIC, n),
-            np.asarray(i, dtype="<i4").tobytes(),
-            np.asarray(j, dtype="<i4").tobytes(),
-            np.asarray(y_tilde, dtype="i1").tobytes(),
-            np.asarray(epsilon, dtype="<f8").tobytes(),
-        )
-    )
+    parts = [
+        _HEADER.pack(_MAGIC, n) if flags is None else _HEADER2.pack(_MAGIC2, n, ticket_m),
+        np.asarray(i, dtype="<i4").tobytes(),
+        np.asarray(j, dtype="<i4").tobytes(),
+        np.asarray(y_tilde, dtype="i1").tobytes(),
+        np.asarray(epsilon, dtype="<f8").tobytes(),
+    ]
+    if flags is not None:
+        parts.append(np.asarray(flags, dtype="u1").tobytes())
+    return b"".join(parts)
 
 
-def decode_batch(payload: bytes) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    magic, n = _HEADER.unpack_from(payload)
-    if magic != _MAGIC or len(payload) != _HEADER.size + 17 * n:
+@dataclass(frozen=True)
+class Batch:
+    """A decoded pending batch (cf. :func:`encode_batch`)."""
+
+    i: NDArray[np.int64]
+    j: NDArray[np.int64]
+    y_tilde: NDArray[np.int8]
+    epsilon: NDArray[np.float64]
+    flags: NDArray[np.uint8]
+    ticket_m: int
+
+
+def decode_batch(payload: bytes) -> Batch:
+    magic = payload[:4]
+    if magic == _MAGIC2:
+        _, n, ticket_m = _HEADER2.unpack_from(payload)
+        off, size = _HEADER2.size, 18
+    else:
+        _, n = _HEADER.unpack_from(payload)
+        off, size, ticket_m = _HEADER.size, 17, 0
+    if magic not in (_MAGIC, _MAGIC2) or len(payload) != off + size * n:
         raise ValueError("corrupt pending batch")
-    off = _HEADER.size
     i = np.frombuffer(payload, "<i4", n, off)
     j = np.frombuffer(payload, "<i4", n, off + 4 * n)
     y = np.frombuffer(payload, "i1", n, off + 8 * n)
     eps = np.frombuffer(payload, "<f8", n, off + 9 * n)
-    return i.astype(np.int64), j.astype(np.int64), y, eps
+    flags = np.frombuffer(payload, "u1", n, off + 17 * n) if size == 18 else np.zeros(n, np.uint8)
+    return Batch(i.astype(np.int64), j.astype(np.int64), y, eps, flags, ticket_m)
 
 
 def encode_rankings(orderings: NDArray[np.integer], epsilon: NDArray[np.floating]) -> bytes:
@@ -148,7 +178,13 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     if payloads[0][:4] == _RANKINGS_MAGIC:  # a ranking survey's batches are all rankings
         return _fold_rankings(session, survey_id, state, payloads)
     parts = [decode_batch(p) for p in payloads]
-    i, j, y, eps = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    i, j, y, eps = (np.concatenate([getattr(p, f) for p in parts]) for f in ("i", "j", "y_tilde", "epsilon"))
+    goal = GoalSpec.from_json(session.scalar(select(Survey.goal).where(Survey.id == survey_id)))
+    if goal is not None:
+        flags = np.concatenate([p.flags for p in parts])
+        ticket_m = np.concatenate([np.full(p.i.size, p.ticket_m, dtype=np.int64) for p in parts])
+        m = item_count(session, survey_id)
+        fold_goal(session, survey_id, goal, state, m, i, j, debias(y, eps), eps, flags, ticket_m)
     batch = pair_stats(int(max(i.max(), j.max())) + 1, i, j, y, eps)
     rows = [
         {

@@ -62,6 +62,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from .aggregation import fold_pending
+from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, draw, goal_met, make_ticket
 from .respondents import registered_epsilon
 from .surveys import current_item_index
 
@@ -302,6 +303,9 @@ def _never_answered(
 # -- the service's entry point ----------------------------------------------------
 
 
+_GOAL_MET = "The survey has its answer (its goal is met) and needs no more: thank you for coming."
+
+
 @dataclass(frozen=True)
 class Served:
     """The pairs served, ``((id, label), (id, label))`` each, and why there are fewer
@@ -311,6 +315,8 @@ class Served:
     #: closed, budget_spent, answer_limit or all_answered.
     reason: str | None = None
     message: str | None = None
+    #: Goal surveys: each pair's ticket (None: the answer will not count for the goal).
+    tickets: list[str | None] | None = None
 
 
 def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: int, cache=None) -> Served:
@@ -319,6 +325,8 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     :class:`~app.services.analysis.FitCache`, which keeps dense surveys' per-pair
     counts between requests (None: read them each time)."""
     if survey.status != "open" or survey.kind != "pairwise":
+        if survey.goal and goal_met(session, survey.id):
+            return Served([], "closed", _GOAL_MET)
         return Served([], "closed", "The survey is closed: it takes no more answers.")
     cut: tuple[str, str] | None = None  # why ``count`` was lowered: (reason, message)
     if survey.respondent_budget is not None:
@@ -345,6 +353,9 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     central = survey.privacy_model == "central"
     if not central:
         fold_pending(session, survey.id, wait=False)
+        if survey.goal and survey.goal.get("close_when_met"):  # the fold may have closed it
+            if session.scalar(select(Survey.status).where(Survey.id == survey.id)) != "open":
+                return Served([], "closed", _GOAL_MET)
     items = current_item_index(session, survey.id)
     m = len(items)
     everything = ("all_answered", "You have compared every pair of items in this survey.")
@@ -362,20 +373,15 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     )
     mine = np.unique(_keys(done[:, 0], done[:, 1], starts))
     rng = _rng()
-    chosen: NDArray[np.int64] | None
-    if central:
-        chosen = _draw(n_pairs, mine, count, rng)
+    goal = GoalSpec.of(survey) if not central else None
+    tickets: list[str | None] | None = None
+    if goal is None:
+        chosen = _balanced(session, survey, central, n_pairs, starts, mine, count, rng, cache)
+        a, b = _pairs(chosen, starts)
     else:
-        state = session.execute(
-            select(SurveyStats.version, SurveyStats.n_comparisons).where(SurveyStats.survey_id == survey.id)
-        ).one()
-        chosen = None
-        if n_pairs >= SMALL_SURVEY_PAIRS and 2 * (state.n_comparisons + mine.size) <= n_pairs:
-            chosen = _never_answered(session, survey.id, n_pairs, starts, mine, count, rng)
-        if chosen is None:
-            counts = _counts(session, survey.id, m, state.version, cache)
-            chosen = _least_answered(counts, n_pairs, mine, count, rng)
-    a, b = _pairs(chosen, starts)
+        a, b, tickets = _toward_goal(
+            session, survey, respondent, goal, m, starts, done, mine, count, rng, cache
+        )
     flip = rng.random(a.size) < 0.5
     first, second = np.where(flip, b, a), np.where(flip, a, b)
     ids, labels = items.ids, items.labels
@@ -384,5 +390,105 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         for x, y in zip(first.tolist(), second.tolist(), strict=True)
     ]
     if len(served) < count:  # the respondent's unanswered pairs ran out first
-        return Served(served, *everything)
-    return Served(served, *(cut or (None, None)))  # cut: fewer than asked, by the budget or limit
+        return Served(served, *everything, tickets=tickets)
+    return Served(served, *(cut or (None, None)), tickets=tickets)  # cut: fewer than asked, by a limit
+
+
+def _balanced(
+    session: Session,
+    survey: Survey,
+    central: bool,
+    n_pairs: int,
+    starts: NDArray[np.int64],
+    mine: NDArray[np.int64],
+    count: int,
+    rng: np.random.Generator,
+    cache,
+) -> NDArray[np.int64]:
+    """Up to ``count`` pair numbers outside ``mine`` (sorted): uniform (central model), else
+    least-answered first."""
+    m = starts.size
+    if central:
+        return _draw(n_pairs, mine, count, rng)
+    state = session.execute(
+        select(SurveyStats.version, SurveyStats.n_comparisons).where(SurveyStats.survey_id == survey.id)
+    ).one()
+    chosen = None
+    if n_pairs >= SMALL_SURVEY_PAIRS and 2 * (state.n_comparisons + mine.size) <= n_pairs:
+        chosen = _never_answered(session, survey.id, n_pairs, starts, mine, count, rng)
+    if chosen is None:
+        counts = _counts(session, survey.id, m, state.version, cache)
+        chosen = _least_answered(counts, n_pairs, mine, count, rng)
+    return chosen
+
+
+#: Draws per pair wanted when filling a respondent's batch with uncounted pairs that
+#: touch the items in doubt (rejection sampling: each draw is a repeat with probability
+#: at most the respondent's share of those pairs).
+_FILL_TRIES = 20
+
+
+def _toward_goal(
+    session: Session,
+    survey: Survey,
+    respondent: Respondent,
+    goal: GoalSpec,
+    m: int,
+    starts: NDArray[np.int64],
+    done: NDArray[np.int64],
+    mine: NDArray[np.int64],
+    count: int,
+    rng: np.random.Generator,
+    cache,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]]:
+    """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`): first the
+    pairs that count (drawn from the respondent's pool), then uncounted ones — touching
+    the items in doubt (adaptive), else least-answered."""
+    active = current_state(session, survey.id, goal, m, cache).status.active
+    touched = np.zeros(m, dtype=bool)
+    touched[done.ravel()] = True
+    pool = ~touched & (active if survey.assignment == "adaptive" else True)
+    x, y, cx, cy = draw(pool, count, rng)
+    a, b = np.minimum(x, y), np.maximum(x, y)
+    flags = np.where(x < y, cx * COUNT_I + cy * COUNT_J, cx * COUNT_J + cy * COUNT_I).astype(int)
+    want = count - a.size
+    if want > 0:
+        taken = np.union1d(mine, _keys(a, b, starts))
+        extra = np.empty(0, dtype=np.int64)
+        pool_active = np.flatnonzero(active)
+        if survey.assignment == "adaptive" and pool_active.size:
+            extra = _touching(pool_active, m, starts, taken, want, rng)
+            taken = np.union1d(taken, extra)
+        if extra.size < want:
+            more = _balanced(
+                session, survey, False, m * (m - 1) // 2, starts, taken, want - extra.size, rng, cache
+            )
+            extra = np.concatenate((extra, more))
+        ea, eb = _pairs(extra, starts)
+        a, b = np.concatenate((a, ea)), np.concatenate((b, eb))
+        flags = np.concatenate((flags, np.zeros(extra.size, dtype=int)))
+    key = survey.ticket_key or ""
+    tickets: list[str | None] = [
+        make_ticket(key, survey.id, respondent.id, i, j, m, f) if f else None
+        for i, j, f in zip(a.tolist(), b.tolist(), flags.tolist(), strict=True)
+    ]
+    return a, b, tickets
+
+
+def _touching(
+    active: NDArray[np.int64],
+    m: int,
+    starts: NDArray[np.int64],
+    taken: NDArray[np.int64],
+    want: int,
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Up to ``want`` distinct pair numbers outside ``taken`` (sorted) with an active item."""
+    tries = _FILL_TRIES * want
+    x = active[rng.integers(active.size, size=tries)]
+    y = rng.integers(m - 1, size=tries)
+    y = y + (y >= x)
+    keys = _keys(np.minimum(x, y), np.maximum(x, y), starts)
+    keys = keys[~_member(taken, keys)]
+    _, first = np.unique(keys, return_index=True)
+    return keys[np.sort(first)][:want]

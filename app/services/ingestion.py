@@ -36,6 +36,7 @@ from ..stats import privatize
 from . import idempotency
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
+from .goals import COUNT_I, COUNT_J, read_ticket
 from .idempotency import Receipt, Stored
 from .respondents import (
     answer_epsilon,
@@ -43,7 +44,7 @@ from .respondents import (
 )
 from .results.analysis import ImportOut
 from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions
-from .surveys import ItemIndex, item_index, known_item_index, normalize_label
+from .surveys import ItemIndex, current_item_index, item_index, known_item_index, normalize_label
 
 __all__ = ["ComparisonIn", "import_comparisons", "submit_responses"]
 
@@ -59,6 +60,59 @@ class ComparisonIn:
     a: str
     b: str
     winner: str
+    #: The ticket ``GET …/pairs`` served the pair with (goal surveys; app.services.goals).
+    ticket: str | None = None
+
+
+def _ticket_flags(
+    survey: Survey,
+    respondent_id: str,
+    comparisons: Sequence[ComparisonIn],
+    i: np.ndarray,
+    j: np.ndarray,
+    m: int,
+) -> np.ndarray:
+    """Which items each answer counts for in the goal's certificate (goal surveys), from
+    the tickets; 422 for a ticket that does not vouch for its pair. A ticket issued for
+    another number of items counts for nothing (items were added), and so does a flag
+    for an item that two answers of the request both carry."""
+    flags = np.zeros(len(comparisons), dtype=np.uint8)
+    for k, c in enumerate(comparisons):
+        if c.ticket is None:
+            continue
+        got = read_ticket(survey.ticket_key, survey.id, respondent_id, int(i[k]), int(j[k]), c.ticket)
+        if got is None:
+            raise Invalid(
+                f"comparisons[{k}].ticket does not belong to this pair and respondent: send the ticket "
+                "GET …/pairs served with the pair, or none"
+            )
+        if got[0] == m:
+            flags[k] = got[1]
+    return _drop_repeats(flags, i, j)
+
+
+def _drop_repeats(
+    flags: np.ndarray, i: np.ndarray, j: np.ndarray, seen: np.ndarray | None = None
+) -> np.ndarray:
+    """``flags`` without the bits of items flagged more than once, or in ``seen`` (items
+    the respondent answered about before)."""
+    ci, cj = (flags & COUNT_I) != 0, (flags & COUNT_J) != 0
+    items = np.concatenate((i[ci], j[cj]))
+    values, counts = np.unique(items, return_counts=True)
+    bad = values[counts > 1]
+    if seen is not None:
+        bad = np.union1d(bad, seen)
+    drop_i = ci & np.isin(i, bad)
+    drop_j = cj & np.isin(j, bad)
+    return (flags & ~(drop_i * COUNT_I + drop_j * COUNT_J)).astype(np.uint8)
+
+
+def _answered_items(session: Session, respondent_id: str) -> np.ndarray:
+    """The items of every pair the respondent answered (read under its row lock)."""
+    rows = session.execute(
+        select(Comparison.i, Comparison.j).where(Comparison.respondent_id == respondent_id)
+    ).all()
+    return np.unique(np.array(rows, dtype=np.int64).ravel())
 
 
 def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[ComparisonIn]) -> str:
@@ -263,8 +317,10 @@ def submit_responses(
         eps = None
     else:
         eps = answer_epsilon(survey, respondent, privatized, epsilon)
-    items = _item_index(session, survey.id, comparisons)
+    goal = survey.goal is not None and not central
+    items = current_item_index(session, survey.id) if goal else _item_index(session, survey.id, comparisons)
     i, j, y = _canonical(comparisons, items.positions)
+    flags = _ticket_flags(survey, respondent.id, comparisons, i, j, len(items)) if goal else None
     k = _first_repeat(i * len(items) + j)
     if k is not None:
         raise Conflict(
@@ -280,11 +336,18 @@ def submit_responses(
     del y
     n = len(comparisons)
     # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
-    payload = encode_batch(i, j, y_tilde, np.full(n, np.inf if eps is None else eps))
+    epsilons = np.full(n, np.inf if eps is None else eps)
+    payload = encode_batch(i, j, y_tilde, epsilons)
 
     def store(session: Session, receipt: Receipt) -> bool:
         # A pair this respondent answered before violates uq_comparisons_respondent_pair:
         # the database checks it (no scan of the respondent's answers); see `duplicate`.
+        batch = payload
+        if flags is not None and flags.any():
+            # Under the respondent's row lock: an item answered about since the pair was
+            # served no longer counts (one counted answer per respondent and item).
+            kept = _drop_repeats(flags, i, j, _answered_items(session, respondent.id))
+            batch = encode_batch(i, j, y_tilde, epsilons, kept, len(items))
         return _store_batch(
             session,
             survey.id,
@@ -294,7 +357,7 @@ def submit_responses(
             y_tilde,
             eps,
             source,
-            payload,
+            batch,
             idempotency_key,
             shape,
             receipt,

@@ -19,6 +19,7 @@ from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from .cache import OBJECT_BYTES, ByteLRU
 from .errors import Conflict, Invalid, NotFound
+from .goals import new_ticket_key, resolve_goal
 from .results.surveys import CoverageItem, CoverageOut
 
 #: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
@@ -142,8 +143,16 @@ def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None
 
 
 def create_survey(
-    session: Session, title: str, kind: str, labels: list[str], policy: PrivacyPolicy
+    session: Session,
+    title: str,
+    kind: str,
+    labels: list[str],
+    policy: PrivacyPolicy,
+    assignment: str = "balanced",
+    goal: dict | None = None,
 ) -> Survey:
+    """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
+    "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`)."""
     title = title.strip()
     if not title:
         raise Invalid("title must not be empty")
@@ -168,9 +177,29 @@ def create_survey(
             "epsilon_max": hi,
             "respondent_budget": budget,
         }
+    g = goal or {}
+    spec = resolve_goal(
+        assignment,
+        g.get("top_k"),
+        bool(g.get("full_ranking", False)),
+        float(g.get("level", 0.95)),
+        bool(g.get("close_when_met", False)),
+        goal is not None,
+        kind,
+        policy.model,
+        len(cleaned),
+    )
     begin_write(session)
     survey = Survey(
-        id=new_id("srv"), title=title, kind=kind, status="open", privacy_model=policy.model, **fields
+        id=new_id("srv"),
+        title=title,
+        kind=kind,
+        status="open",
+        privacy_model=policy.model,
+        assignment=assignment,
+        goal=None if spec is None else spec.as_json(),
+        ticket_key=None if spec is None else new_ticket_key(),
+        **fields,
     )
     session.add(survey)
     session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0))

@@ -71,6 +71,9 @@ from .respondents import (
     ResponsesOut,
 )
 from .surveys import (
+    GoalIn,
+    GoalOut,
+    GoalSpecOut,
     ItemOut,
     ItemsAdd,
     PrivacyIn,
@@ -95,6 +98,9 @@ __all__ = [
     "Diagnostics",
     "ErrorOut",
     "EstimateOut",
+    "GoalIn",
+    "GoalOut",
+    "GoalSpecOut",
     "Health",
     "ImportOut",
     "ItemId",

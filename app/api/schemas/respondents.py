@@ -82,6 +82,11 @@ class PairOut(BaseModel):
     b: str
     a_label: str
     b_label: str
+    ticket: str | None = Field(
+        None,
+        description="Goal surveys: send it back with the answer, so that the answer counts towards the goal "
+        "(null: this answer will not count for it).",
+    )
 
 
 class PairsOut(BaseModel):
@@ -115,6 +120,9 @@ class ComparisonIn(StrictModel):
     a: Text = ItemId
     b: Text = ItemId
     winner: Text = Field(min_length=1, max_length=40, description="a or b: the item preferred (or reported).")
+    ticket: str | None = Field(
+        None, max_length=100, description="The pair's ticket from GET …/pairs (goal surveys), if it had one."
+    )
 
 
 class ResponsesIn(StrictModel):

@@ -40,11 +40,29 @@ class PrivacyIn(StrictModel):
     )
 
 
+class GoalIn(StrictModel):
+    top_k: int | None = Field(None, ge=1, description="Certify the top-K set (K between 1 and m − 1).")
+    full_ranking: bool = Field(False, description="Certify the whole order instead.")
+    level: float = Field(
+        0.95, description="Probability that what is certified is right, under continuous monitoring."
+    )
+    close_when_met: bool = Field(False, description="Close the survey the moment the goal is met.")
+
+
 class SurveyCreate(StrictModel):
     title: Text = Field(min_length=1, max_length=500)
     kind: Literal["pairwise", "ranking"] = "pairwise"
     items: list[Label] = Field(min_length=2, max_length=MAX_ITEMS, description="Item labels, unique.")
     privacy: PrivacyIn = Field(default_factory=PrivacyIn)
+    assignment: Literal["balanced", "adaptive"] = Field(
+        "balanced",
+        description="How GET …/pairs picks pairs (local pairwise surveys): balanced (least-answered first) "
+        "or "
+        "adaptive (the pairs touching the items still in doubt; needs a goal).",
+    )
+    goal: GoalIn | None = Field(
+        None, description="Local pairwise surveys: what to certify (the top-K set or the whole ranking)."
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -103,18 +121,41 @@ class PrivacyOut(BaseModel):
     max_comparisons_per_respondent: int | None = None
 
 
+class GoalSpecOut(BaseModel):
+    top_k: int | None = Field(description="The top-K set to certify; null: the whole ranking.")
+    full_ranking: bool
+    level: float
+    close_when_met: bool
+
+
+class GoalOut(GoalSpecOut):
+    met: bool = Field(description="Whether the goal holds at its level (once met, it stays met).")
+    items: list[str] | None = Field(
+        description="When met: the certified top-K item ids, or every item id in the certified order, best "
+        "first; null before."
+    )
+    answers_used: int = Field(description="Answers stored since the goal's count (re)started.")
+    counted_answers: int = Field(
+        description="Answer-item samples the certificate used (an answer counts for up to two items)."
+    )
+    resolved: int = Field(description="Items already certain (in or out of the top-K, or placed).")
+    n_items: int
+
+
 class SurveyFields(BaseModel):
     id: str
     title: str
     kind: str
     status: str
     privacy: PrivacyOut
+    assignment: str = Field(description="balanced or adaptive.")
     created_at: datetime
     updated_at: datetime
 
 
 class SurveyOut(SurveyFields):
     items: list[ItemOut]
+    goal: GoalOut | None = Field(None, description="The goal and where it stands; null without one.")
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -148,6 +189,7 @@ class SurveySummary(SurveyFields):
     """A survey in the list: everything but its items, which ``GET /v1/surveys/{id}`` gives."""
 
     n_items: int = Field(description="How many items the survey has.")
+    goal: GoalSpecOut | None = Field(None, description="The goal (where it stands: GET /v1/surveys/{id}).")
 
 
 class SurveyList(BaseModel):
@@ -170,6 +212,9 @@ class PublicSurveyOut(BaseModel):
     epsilon_max: float | None
     respondent_budget: float | None
     max_comparisons_per_respondent: int | None
+    goal_met: bool | None = Field(
+        None, description="Goal surveys: whether the goal is met (the survey needs no more answers)."
+    )
 
     model_config = ConfigDict(
         json_schema_extra={

@@ -1,0 +1,385 @@
+"""Goals, adaptive assignment and the certified stop of a local survey (docs/uncertainty.md §9).
+
+A local pairwise survey may have a goal: its top-K set, or its whole ranking, certified
+at a level (``{"top_k": 3, "level": 0.95}``). The certificate is the one of
+:mod:`app.stats.adaptive`: one anytime-valid confidence sequence per item for its
+Borda score, fed only by answers whose opponent was drawn uniformly at random by the
+server. Pieces:
+
+* **Tickets.** Every pair ``GET …/pairs`` serves in a goal survey carries a ticket: an
+  HMAC (the survey's own key, never returned) of the survey, the respondent, the pair,
+  the number of items and which of the pair's items the answer is to count for. The
+  decision is made when the pair is drawn — before the answer exists, as the
+  martingale argument requires. An answer without a valid ticket (imports, pairs a
+  client chose itself) is stored and used by every analysis, but is not counted by
+  the certificate; a ticket that does not match its pair is refused (422).
+* **Counting.** A served pair counts for an item when the item is still in doubt
+  (*active*) and the respondent has not answered any pair with that item yet: then
+  nothing about the respondent's earlier pairs restricts the opponent, which is
+  uniform over the other m − 1 items, and each item's sequence holds at most one
+  answer per respondent (one person's answers go together; one answer per person per
+  item keeps the samples of an item independent across people). The check is made
+  again when the answer is stored, under the respondent's row lock: a flag for an
+  item the respondent answered about in the meantime is dropped, as is a flag that
+  two answers of one request both carry.
+* **Assignment** (:func:`draw`). Pairs are drawn one at a time uniformly among the pairs
+  with at least one item in the respondent's *pool* — active items the respondent has
+  not seen (adaptive), or all items it has not seen (balanced with a goal) — and an
+  item leaves the pool once drawn, so a respondent's pairs are diverse (no item counted
+  twice) and never repeat. Given that the pair holds a pool item, its other item is
+  uniform over the m − 1 others, whatever was drawn before: every pool item's answer
+  is a sample of its Borda score. Resolved items still appear as opponents (each pair
+  has one uniform opponent), so every item stays in play and the comparison graph
+  stays connected. When the respondent's pool is empty its further pairs count for
+  nothing: they touch active items when there are some (adaptive), else they are
+  the least-answered pairs.
+* **State.** The sequences' sums and the bounds (intersected over time, so that the
+  goal once met stays met) live in ``survey_stats.goal_state``, updated by
+  :func:`app.services.aggregation.fold_pending` under the fold lock. Adding items
+  changes every Borda score: the state restarts (answers served for the old items no
+  longer count).
+
+Choosing pairs from the randomized answers is post-processing of locally private
+data: it costs no privacy.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ..db.models import Survey, SurveyStats, utcnow
+from ..stats.adaptive import RHO_ANSWERS, BordaSequences, GoalStatus, goal_status
+from .errors import Invalid
+
+__all__ = [
+    "MAX_LEVEL",
+    "MIN_LEVEL",
+    "GoalSpec",
+    "GoalState",
+    "draw",
+    "fold_goal",
+    "goal_met",
+    "goal_report",
+    "load_state",
+    "make_ticket",
+    "read_ticket",
+    "resolve_goal",
+]
+
+#: The levels a goal may ask for. Below ½ a "certified" set is more likely wrong than
+#: right; above 0.9999 the answers needed grow without practical use.
+MIN_LEVEL = 0.5
+MAX_LEVEL = 0.9999
+
+#: Bits of a ticket's flags: the answer counts for the pair's first (lower-position)
+#: item, its second, or both.
+COUNT_I, COUNT_J = 1, 2
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    """A survey's goal: the top ``top_k`` set (None: the whole ranking) at ``level``."""
+
+    top_k: int | None
+    level: float
+    close_when_met: bool = False
+
+    @classmethod
+    def of(cls, survey: Survey) -> GoalSpec | None:
+        return cls.from_json(survey.goal)
+
+    @classmethod
+    def from_json(cls, g: dict | None) -> GoalSpec | None:
+        if not g:
+            return None
+        return cls(g.get("top_k"), float(g["level"]), bool(g.get("close_when_met", False)))
+
+    def as_json(self) -> dict:
+        return {"top_k": self.top_k, "level": self.level, "close_when_met": self.close_when_met}
+
+
+def resolve_goal(
+    assignment: str,
+    top_k: int | None,
+    full_ranking: bool,
+    level: float,
+    close_when_met: bool,
+    has_goal: bool,
+    kind: str,
+    model: str,
+    n_items: int,
+) -> GoalSpec | None:
+    """Check a new survey's assignment and goal; the goal (None without one)."""
+    if assignment not in ("balanced", "adaptive"):
+        raise Invalid("assignment must be 'balanced' or 'adaptive'")
+    if model == "central" and (assignment != "balanced" or has_goal):
+        raise Invalid(
+            "central-model surveys serve uniformly random pairs (which pairs were answered is protected "
+            "there): adaptive assignment and goals are for local surveys"
+        )
+    if kind != "pairwise" and (assignment != "balanced" or has_goal):
+        raise Invalid("adaptive assignment and goals are for pairwise surveys")
+    if not has_goal:
+        if assignment == "adaptive":
+            raise Invalid('adaptive assignment steers towards a goal: give one, e.g. {"top_k": 3}')
+        return None
+    if (top_k is None) == (not full_ranking):
+        raise Invalid('a goal is either {"top_k": K} or {"full_ranking": true}, not both or neither')
+    if top_k is not None and not 1 <= top_k < n_items:
+        raise Invalid(f"goal.top_k must be between 1 and the number of items − 1 ({n_items - 1})")
+    if not MIN_LEVEL <= level <= MAX_LEVEL:
+        raise Invalid(f"goal.level must be in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
+    return GoalSpec(top_k, float(level), bool(close_when_met))
+
+
+def new_ticket_key() -> str:
+    return secrets.token_hex(32)
+
+
+# -- tickets ------------------------------------------------------------------------
+
+
+def _mac(key: str, survey_id: str, respondent_id: str, i: int, j: int, m: int, flags: int) -> str:
+    msg = f"{survey_id}:{respondent_id}:{i}:{j}:{m}:{flags}".encode()
+    digest = hmac.new(bytes.fromhex(key), msg, hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def make_ticket(key: str, survey_id: str, respondent_id: str, i: int, j: int, m: int, flags: int) -> str:
+    """The ticket of the pair (i < j, positions) served to a respondent with m items."""
+    return f"{m}.{flags}.{_mac(key, survey_id, respondent_id, i, j, m, flags)}"
+
+
+def read_ticket(
+    key: str | None, survey_id: str, respondent_id: str, i: int, j: int, ticket: str
+) -> tuple[int, int] | None:
+    """(m, flags) of a valid ticket for the pair; None when it does not vouch for it."""
+    if key is None:
+        return None
+    parts = ticket.split(".")
+    if len(parts) != 3 or not parts[0].isdigit() or parts[1] not in ("1", "2", "3"):
+        return None
+    m, flags = int(parts[0]), int(parts[1])
+    if not hmac.compare_digest(parts[2], _mac(key, survey_id, respondent_id, i, j, m, flags)):
+        return None
+    return m, flags
+
+
+# -- drawing pairs ------------------------------------------------------------------
+
+
+def draw(
+    pool: NDArray[np.bool_], count: int, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
+    """Up to ``count`` pairs (i, j) and whether each counts for i and for j, drawn one at a
+    time uniformly among the pairs with an item in the pool, each drawn item then
+    leaving the pool (module doc). Stops early when the pool empties. O(m + count).
+
+    Examples
+    --------
+    >>> i, j, ci, cj = draw(np.array([True, False, False, False]), 3, np.random.default_rng(1))
+    >>> i.tolist(), bool(ci[0]), bool(cj[0])  # one pool item: one pair, counting for it
+    ([0], True, False)
+    """
+    pool = pool.copy()
+    m = pool.size
+    members = np.flatnonzero(pool).tolist()  # swap-remove list of the pool's items
+    where = {x: k for k, x in enumerate(members)}
+    out: list[tuple[int, int, bool, bool]] = []
+
+    def leave(x: int) -> None:
+        k = where.pop(x)
+        last = members.pop()
+        if last != x:
+            members[k] = last
+            where[last] = k
+        pool[x] = False
+
+    while len(out) < count and members:
+        while True:
+            x = members[int(rng.integers(len(members)))]
+            y = int(rng.integers(m - 1))
+            y += y >= x
+            # A pair of two pool items is reached from either end: keep it half the time.
+            if not pool[y] or rng.random() < 0.5:
+                break
+        both = bool(pool[y])
+        leave(x)
+        if both:
+            leave(y)
+        out.append((x, y, True, both))
+    if not out:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e.copy(), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    x, y, cx, cy = (np.array(c) for c in zip(*out, strict=True))
+    return x.astype(np.int64), y.astype(np.int64), cx.astype(bool), cy.astype(bool)
+
+
+# -- state ------------------------------------------------------------------------
+
+_STATE = struct.Struct("<4sIQQ?")
+_STATE_MAGIC = b"PRG1"
+
+
+@dataclass
+class GoalState:
+    """A goal survey's certification state at one data version."""
+
+    seqs: BordaSequences
+    status: GoalStatus
+    #: Answers folded since the state (re)started, and those the certificate counted.
+    answers: int
+    counted: int
+    #: Whether the goal was met at an earlier fold (so "met" is reported once, and
+    #: closing happens once).
+    was_met: bool
+
+    @property
+    def n_items(self) -> int:
+        return self.seqs.n_items
+
+    @classmethod
+    def start(cls, m: int, goal: GoalSpec) -> GoalState:
+        seqs = BordaSequences(m)
+        return cls(seqs, goal_status(seqs, goal.level, goal.top_k), 0, 0, False)
+
+    def pack(self) -> bytes:
+        s = self.seqs
+        body = b"".join(
+            np.asarray(a, dtype="<f8").tobytes()
+            for a in (s.weighted, s.weight, s.answers, self.status.lower, self.status.upper)
+        )
+        head = _STATE.pack(_STATE_MAGIC, s.n_items, self.answers, self.counted, self.status.met)
+        return head + zlib.compress(body, 1)
+
+    @classmethod
+    def unpack(cls, payload: bytes, goal: GoalSpec) -> GoalState:
+        magic, m, answers, counted, was_met = _STATE.unpack_from(payload)
+        body = zlib.decompress(payload[_STATE.size :])
+        if magic != _STATE_MAGIC or len(body) != 40 * m:
+            raise ValueError("corrupt goal state")
+        arr = np.frombuffer(body, "<f8").reshape(5, m)
+        seqs = BordaSequences(m)
+        seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
+        seqs.answers = arr[2].astype(np.int64)
+        previous = _bounds_only(arr[3].copy(), arr[4].copy(), goal)
+        return cls(
+            seqs, goal_status(seqs, goal.level, goal.top_k, previous=previous), answers, counted, was_met
+        )
+
+
+def _bounds_only(lower: NDArray, upper: NDArray, goal: GoalSpec) -> GoalStatus:
+    """A status holding only stored bounds: the ``previous`` of :func:`goal_status`."""
+    e = np.zeros(0, dtype=np.int64)
+    m = lower.size
+    return GoalStatus(
+        False, e, np.ones(m, bool), lower, lower, upper, e, goal.level, RHO_ANSWERS, goal.top_k, e
+    )
+
+
+def load_state(payload: bytes | None, goal: GoalSpec, m: int) -> GoalState:
+    """The stored state, or a fresh one when there is none or it was for another m."""
+    if payload is not None:
+        state = GoalState.unpack(payload, goal)
+        if state.n_items == m:
+            return state
+    return GoalState.start(m, goal)
+
+
+def fold_goal(
+    session: Session,
+    survey_id: str,
+    goal: GoalSpec,
+    stats: SurveyStats,
+    m: int,
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    z: NDArray[np.float64],
+    eps: NDArray[np.float64],
+    flags: NDArray[np.uint8],
+    ticket_m: NDArray[np.int64],
+) -> None:
+    """Add a fold's debiased answers ``z`` to the goal state of a survey with ``m`` items
+    (the caller holds the fold lock and commits), and close the survey when the goal is
+    first met and it asks for that. Answers whose tickets were issued for another
+    number of items count for nothing."""
+    state = load_state(stats.goal_state, goal, m)
+    live = ticket_m == m
+    ci = live & ((flags & COUNT_I) != 0)
+    cj = live & ((flags & COUNT_J) != 0)
+    if ci.any() or cj.any():
+        state.seqs.add(i, j, z, eps, ci, cj)
+    state.answers += int(i.size)
+    state.counted += int(ci.sum() + cj.sum())
+    state.status = goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
+    newly_met = state.status.met and not state.was_met
+    stats.goal_state = state.pack()
+    if newly_met and goal.close_when_met:
+        session.execute(
+            update(Survey)
+            .where(Survey.id == survey_id, Survey.status == "open")
+            .values(status="closed", updated_at=utcnow())
+        )
+
+
+@dataclass(frozen=True)
+class GoalReport:
+    """Where a survey's goal stands (``GET /v1/surveys/{id}``)."""
+
+    goal: GoalSpec
+    met: bool
+    #: Positions, best first: the certified top-K, or the certified order (when met).
+    certified: list[int]
+    answers: int
+    counted: int
+    resolved: int
+    n_items: int
+
+
+def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalReport | None:
+    """The goal's standing from the folded state (fold first for a fresh one); None
+    without a goal. ``cache``: a :class:`~app.services.analysis.FitCache` keeping the
+    decoded state per data version."""
+    goal = GoalSpec.of(survey)
+    if goal is None:
+        return None
+    state = current_state(session, survey.id, goal, m, cache)
+    status = state.status
+    resolved = m - int(status.active.sum())
+    certified = status.order.tolist() if status.met and goal.top_k is None else status.certified.tolist()
+    return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m)
+
+
+def current_state(session: Session, survey_id: str, goal: GoalSpec, m: int, cache=None) -> GoalState:
+    """The folded state (cached per data version and number of items when ``cache``)."""
+    version, payload = None, None
+    if cache is not None:
+        version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
+        found = cache.lru.get(("goal", survey_id, version, m))
+        if found is not None:
+            return found
+    row = session.execute(
+        select(SurveyStats.version, SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id)
+    ).one()
+    version, payload = row.version, row.goal_state
+    state = load_state(payload, goal, m)
+    if cache is not None:
+        cache.lru.put(("goal", survey_id, version, m), state, 64 * m + 2000)
+    return state
+
+
+def goal_met(session: Session, survey_id: str) -> bool:
+    """Whether the goal was met at the last fold (reads the state's header only)."""
+    payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id))
+    return payload is not None and bool(_STATE.unpack_from(payload)[4])
