@@ -61,8 +61,9 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
+from ..stats.adaptive import draw_respondent_pairs
 from .aggregation import fold_pending
-from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, draw, goal_met, make_ticket
+from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, goal_met, make_ticket
 from .respondents import registered_epsilon
 from .surveys import current_item_index
 
@@ -303,6 +304,10 @@ def _never_answered(
 # -- the service's entry point ----------------------------------------------------
 
 
+_NOT_NEEDED = (
+    "Thank you: the survey has every answer it can use from you for now (it asks each person about "
+    "each item once, and only about the items still in doubt)."
+)
 _GOAL_MET = "The survey has its answer (its goal is met) and needs no more: thank you for coming."
 
 
@@ -312,7 +317,7 @@ class Served:
     than asked for (None: as many as asked)."""
 
     pairs: list[tuple[tuple[str, str], tuple[str, str]]]
-    #: closed, budget_spent, answer_limit or all_answered.
+    #: closed, budget_spent, answer_limit, all_answered or not_needed (goal surveys).
     reason: str | None = None
     message: str | None = None
     #: Goal surveys: each pair's ticket (None: the answer will not count for the goal).
@@ -353,9 +358,9 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     central = survey.privacy_model == "central"
     if not central:
         fold_pending(session, survey.id, wait=False)
-        if survey.goal and survey.goal.get("close_when_met"):  # the fold may have closed it
-            if session.scalar(select(Survey.status).where(Survey.id == survey.id)) != "open":
-                return Served([], "closed", _GOAL_MET)
+        closes = bool(survey.goal and survey.goal.get("close_when_met"))
+        if closes and session.scalar(select(Survey.status).where(Survey.id == survey.id)) != "open":
+            return Served([], "closed", _GOAL_MET)  # the fold closed it: the goal is met
     items = current_item_index(session, survey.id)
     m = len(items)
     everything = ("all_answered", "You have compared every pair of items in this survey.")
@@ -374,14 +379,17 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     mine = np.unique(_keys(done[:, 0], done[:, 1], starts))
     rng = _rng()
     goal = GoalSpec.of(survey) if not central else None
+    toward = None
+    if goal is not None:
+        toward = _toward_goal(session, survey, respondent, goal, m, done, count, rng, cache)
     tickets: list[str | None] | None = None
-    if goal is None:
+    if toward is None:
         chosen = _balanced(session, survey, central, n_pairs, starts, mine, count, rng, cache)
         a, b = _pairs(chosen, starts)
     else:
-        a, b, tickets = _toward_goal(
-            session, survey, respondent, goal, m, starts, done, mine, count, rng, cache
-        )
+        a, b, tickets = toward
+        if a.size < count:
+            cut = ("not_needed", _NOT_NEEDED)
     flip = rng.random(a.size) < 0.5
     first, second = np.where(flip, b, a), np.where(flip, a, b)
     ids, labels = items.ids, items.labels
@@ -389,9 +397,10 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         ((ids[x], labels[x]), (ids[y], labels[y]))
         for x, y in zip(first.tolist(), second.tolist(), strict=True)
     ]
-    if len(served) < count:  # the respondent's unanswered pairs ran out first
-        return Served(served, *everything, tickets=tickets)
-    return Served(served, *(cut or (None, None)), tickets=tickets)  # cut: fewer than asked, by a limit
+    if len(served) < count and toward is None:  # the respondent's unanswered pairs ran out first
+        cut = everything
+    reason, message = cut or (None, None)  # cut: fewer than asked, and why
+    return Served(served, reason, message, tickets)
 
 
 def _balanced(
@@ -422,73 +431,32 @@ def _balanced(
     return chosen
 
 
-#: Draws per pair wanted when filling a respondent's batch with uncounted pairs that
-#: touch the items in doubt (rejection sampling: each draw is a repeat with probability
-#: at most the respondent's share of those pairs).
-_FILL_TRIES = 20
-
-
 def _toward_goal(
     session: Session,
     survey: Survey,
     respondent: Respondent,
     goal: GoalSpec,
     m: int,
-    starts: NDArray[np.int64],
     done: NDArray[np.int64],
-    mine: NDArray[np.int64],
     count: int,
     rng: np.random.Generator,
     cache,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]]:
-    """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`): first the
-    pairs that count (drawn from the respondent's pool), then uncounted ones — touching
-    the items in doubt (adaptive), else least-answered."""
-    active = current_state(session, survey.id, goal, m, cache).status.active
+) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]] | None:
+    """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`), drawn
+    from the respondent's pool; None once the goal is met (then pairs are served as
+    without a goal)."""
+    status = current_state(session, survey.id, goal, m, cache).status
+    if status.met:
+        return None
     touched = np.zeros(m, dtype=bool)
     touched[done.ravel()] = True
-    pool = ~touched & (active if survey.assignment == "adaptive" else True)
-    x, y, cx, cy = draw(pool, count, rng)
+    pool = ~touched & (status.active if survey.assignment == "adaptive" else True)
+    x, y, cx, cy = draw_respondent_pairs(pool, count, rng)
     a, b = np.minimum(x, y), np.maximum(x, y)
-    flags = np.where(x < y, cx * COUNT_I + cy * COUNT_J, cx * COUNT_J + cy * COUNT_I).astype(int)
-    want = count - a.size
-    if want > 0:
-        taken = np.union1d(mine, _keys(a, b, starts))
-        extra = np.empty(0, dtype=np.int64)
-        pool_active = np.flatnonzero(active)
-        if survey.assignment == "adaptive" and pool_active.size:
-            extra = _touching(pool_active, m, starts, taken, want, rng)
-            taken = np.union1d(taken, extra)
-        if extra.size < want:
-            more = _balanced(
-                session, survey, False, m * (m - 1) // 2, starts, taken, want - extra.size, rng, cache
-            )
-            extra = np.concatenate((extra, more))
-        ea, eb = _pairs(extra, starts)
-        a, b = np.concatenate((a, ea)), np.concatenate((b, eb))
-        flags = np.concatenate((flags, np.zeros(extra.size, dtype=int)))
+    flags = np.where(x < y, cx * COUNT_I + cy * COUNT_J, cx * COUNT_J + cy * COUNT_I).tolist()
     key = survey.ticket_key or ""
     tickets: list[str | None] = [
-        make_ticket(key, survey.id, respondent.id, i, j, m, f) if f else None
-        for i, j, f in zip(a.tolist(), b.tolist(), flags.tolist(), strict=True)
+        make_ticket(key, survey.id, respondent.id, i, j, m, f)
+        for i, j, f in zip(a.tolist(), b.tolist(), flags, strict=True)
     ]
     return a, b, tickets
-
-
-def _touching(
-    active: NDArray[np.int64],
-    m: int,
-    starts: NDArray[np.int64],
-    taken: NDArray[np.int64],
-    want: int,
-    rng: np.random.Generator,
-) -> NDArray[np.int64]:
-    """Up to ``want`` distinct pair numbers outside ``taken`` (sorted) with an active item."""
-    tries = _FILL_TRIES * want
-    x = active[rng.integers(active.size, size=tries)]
-    y = rng.integers(m - 1, size=tries)
-    y = y + (y >= x)
-    keys = _keys(np.minimum(x, y), np.maximum(x, y), starts)
-    keys = keys[~_member(taken, keys)]
-    _, first = np.unique(keys, return_index=True)
-    return keys[np.sort(first)][:want]

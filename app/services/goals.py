@@ -22,17 +22,19 @@ server. Pieces:
   again when the answer is stored, under the respondent's row lock: a flag for an
   item the respondent answered about in the meantime is dropped, as is a flag that
   two answers of one request both carry.
-* **Assignment** (:func:`draw`). Pairs are drawn one at a time uniformly among the pairs
-  with at least one item in the respondent's *pool* — active items the respondent has
-  not seen (adaptive), or all items it has not seen (balanced with a goal) — and an
-  item leaves the pool once drawn, so a respondent's pairs are diverse (no item counted
-  twice) and never repeat. Given that the pair holds a pool item, its other item is
-  uniform over the m − 1 others, whatever was drawn before: every pool item's answer
-  is a sample of its Borda score. Resolved items still appear as opponents (each pair
-  has one uniform opponent), so every item stays in play and the comparison graph
-  stays connected. When the respondent's pool is empty its further pairs count for
-  nothing: they touch active items when there are some (adaptive), else they are
-  the least-answered pairs.
+* **Assignment** (:func:`app.stats.adaptive.draw_respondent_pairs`). Pairs are drawn
+  one at a time uniformly among the pairs with at least one item in the respondent's
+  *pool* — active items the respondent has not answered about (adaptive), or all items
+  it has not answered about (balanced with a goal) — and an item leaves the pool once
+  drawn, so a respondent's pairs are diverse (no item counted twice) and never repeat.
+  Given that the pair holds a pool item, its other item is uniform over the m − 1
+  others, whatever was drawn before: every pool item's answer is a sample of its Borda
+  score. Resolved items still appear as opponents (each pair has one uniform
+  opponent), so every item stays in play and the comparison graph stays connected.
+  While the goal is unmet a respondent is served only pairs that count: when its pool
+  is empty it is thanked (``reason: "not_needed"``) rather than asked for answers the
+  certificate cannot use. Once the goal is met (and the survey still open), pairs
+  are served least-answered first, as without a goal.
 * **State.** The sequences' sums and the bounds (intersected over time, so that the
   goal once met stays met) live in ``survey_stats.goal_state``, updated by
   :func:`app.services.aggregation.fold_pending` under the fold lock. Adding items
@@ -67,7 +69,6 @@ __all__ = [
     "MIN_LEVEL",
     "GoalSpec",
     "GoalState",
-    "draw",
     "fold_goal",
     "goal_met",
     "goal_report",
@@ -174,56 +175,6 @@ def read_ticket(
     if not hmac.compare_digest(parts[2], _mac(key, survey_id, respondent_id, i, j, m, flags)):
         return None
     return m, flags
-
-
-# -- drawing pairs ------------------------------------------------------------------
-
-
-def draw(
-    pool: NDArray[np.bool_], count: int, rng: np.random.Generator
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
-    """Up to ``count`` pairs (i, j) and whether each counts for i and for j, drawn one at a
-    time uniformly among the pairs with an item in the pool, each drawn item then
-    leaving the pool (module doc). Stops early when the pool empties. O(m + count).
-
-    Examples
-    --------
-    >>> i, j, ci, cj = draw(np.array([True, False, False, False]), 3, np.random.default_rng(1))
-    >>> i.tolist(), bool(ci[0]), bool(cj[0])  # one pool item: one pair, counting for it
-    ([0], True, False)
-    """
-    pool = pool.copy()
-    m = pool.size
-    members = np.flatnonzero(pool).tolist()  # swap-remove list of the pool's items
-    where = {x: k for k, x in enumerate(members)}
-    out: list[tuple[int, int, bool, bool]] = []
-
-    def leave(x: int) -> None:
-        k = where.pop(x)
-        last = members.pop()
-        if last != x:
-            members[k] = last
-            where[last] = k
-        pool[x] = False
-
-    while len(out) < count and members:
-        while True:
-            x = members[int(rng.integers(len(members)))]
-            y = int(rng.integers(m - 1))
-            y += y >= x
-            # A pair of two pool items is reached from either end: keep it half the time.
-            if not pool[y] or rng.random() < 0.5:
-                break
-        both = bool(pool[y])
-        leave(x)
-        if both:
-            leave(y)
-        out.append((x, y, True, both))
-    if not out:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e.copy(), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
-    x, y, cx, cy = (np.array(c) for c in zip(*out, strict=True))
-    return x.astype(np.int64), y.astype(np.int64), cx.astype(bool), cy.astype(bool)
 
 
 # -- state ------------------------------------------------------------------------

@@ -6,8 +6,8 @@
  *   import { PrivrankClient } from "/static/privrank.js";
  *   const client = new PrivrankClient({ surveyId: "srv_…" });
  *   await client.register({ epsilon: 1.5 });         // the respondent's own ε
- *   const [pair] = await client.pairs(1);             // {a, b, a_label, b_label}
- *   await client.answer([{ a: pair.a, b: pair.b, winner: pair.a }]);
+ *   const [pair] = await client.pairs(1);             // {a, b, a_label, b_label, ticket}
+ *   await client.answer([{ a: pair.a, b: pair.b, winner: pair.a, ticket: pair.ticket }]);
  *
  * Privacy: answers are randomized HERE, in the browser, before anything is sent.
  * A pairwise answer is reported flipped with probability 1/(1+e^ε) (randomized
@@ -292,6 +292,7 @@ export class PrivrankClient {
   /**
    * Randomize each comparison on this device and post them with privatized: true.
    * `comparisons`: [{a, b, winner}] with the TRUE winners; only randomized ones leave.
+   * Pass each pair's `ticket` from `pairs()` along (goal surveys count only ticketed answers).
    * A pair answered before (even if that submission failed) is sent with its first
    * report, under the first submission's key. Central-model surveys (a trusted
    * operator stores true answers and publishes only differentially private
@@ -311,11 +312,13 @@ export class PrivrankClient {
       // One orientation per pair, so that a resubmission is byte-for-byte the same.
       const [a, b] = [c.a, c.b].sort();
       const pair = `${a}|${b}`;
+      // A goal survey's ticket goes back with its pair (it never depends on the answer).
+      const ticket = c.ticket ? { ticket: c.ticket } : {};
       const earlier = this.remembered(`pair.${pair}`);
-      if (earlier && earlier.epsilon === epsilon) return { a, b, winner: earlier.winner };
+      if (earlier && earlier.epsilon === epsilon) return { a, b, winner: earlier.winner, ...ticket };
       const report = randomizeComparison({ a, b, winner: c.winner }, epsilon);
       this.remember(`pair.${pair}`, { winner: report.winner, epsilon });
-      return report;
+      return { ...report, ...ticket };
     });
     const signature = reported
       .map((c) => [c.a, c.b].sort().join("|"))

@@ -46,7 +46,7 @@ export async function nextPair() {
   const choose = (winner) => async () => {
     for (const b of main.querySelectorAll("button")) b.disabled = true;
     try {
-      await client.answer([{ a: pair.a, b: pair.b, winner }], { central: central() });
+      await client.answer([{ a: pair.a, b: pair.b, winner, ticket: pair.ticket }], { central: central() });
       state.answered += 1;
       announce(
         central()

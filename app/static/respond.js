@@ -31,8 +31,15 @@ async function start() {
   document.title = `${survey.title} — privrank`;
   if (survey.status !== "open") {
     show(
-      h("h2", {}, "This survey is closed"),
-      h("p", {}, "It no longer takes answers. Thank you for your interest."),
+      ...(survey.goal_met
+        ? [
+            h("h2", { id: "closed" }, "This survey has its answer"),
+            h("p", {}, "It reached its goal with the answers it has, so it asks no more. Thank you for coming!"),
+          ]
+        : [
+            h("h2", { id: "closed" }, "This survey is closed"),
+            h("p", {}, "It no longer takes answers. Thank you for your interest."),
+          ]),
     );
     return;
   }

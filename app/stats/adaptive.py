@@ -17,12 +17,16 @@ that any population of preferences has [Heckel et al. 2019, §2].
 (docs/estimator.md §3) has mean P(i beats j) and lies in
 [−1/(e^ε − 1), e^ε/(e^ε − 1)], an interval of width w = coth(ε/2). If, given
 everything before it, the pair's other item is uniform over the m − 1 items, then z
-has conditional mean b_i: it is a sample of b_i. :func:`draw_pairs` serves pairs so
-that this holds for every item that is still *active* (not yet resolved): it draws
-uniformly among the pairs with at least one active item, and the answer counts
-(``count_i``, ``count_j``) for the items that were active when the pair was drawn —
-a decision made before the answer, as the construction requires. Pairs drawn
-uniformly among all pairs (balanced assignment with a goal) count for both items.
+has conditional mean b_i: it is a sample of b_i. :func:`draw_respondent_pairs` serves
+a respondent's pairs so that this holds for every item of its *pool*: the items still
+*active* (not yet resolved) that the respondent has not answered about. It draws
+uniformly among the pairs with at least one pool item, and the answer counts
+(``count_i``, ``count_j``) for the pair's pool items — a decision made before the
+answer, as the construction requires. An item counts at most once per respondent:
+nothing the respondent answered before restricts its opponent (no pair is served to
+one respondent twice), and an item's samples come from different people, so one
+person's answers going together does not make them dependent. Balanced assignment
+with a goal uses every item the respondent has not answered about as its pool.
 
 **Confidence sequences.** For item i with counted answers z_1, z_2, … of widths
 w_1, w_2, …, the weights λ_t = 1/w_t² are known before each answer, and
@@ -49,14 +53,13 @@ the others stay active. With probability ≥ ``level``, a certified set is the t
 Borda top-K (and a certified order the true order), whenever the survey stops.
 
 **Assumptions.** The martingale argument needs each counted answer's conditional mean
-to be P(i beats j) given all earlier answers (and its ε): true when answers are
-independent given the items (the BTL model of the estimator) and respondents' ε and
-their arrival order are unrelated to their preferences (otherwise the sequences
-estimate an ε- or time-weighted Borda score), and approximately when one
-respondent's answers go together (the pairs are drawn without looking at that
-respondent's own answers, and one respondent moves the active set little). The
-simulation study (``tests/benchmarks/bench_adaptive.py --tau 1``) measures the false
-certification rate with respondent effects. The answers a goal needs grow as
+to be P(i beats j) given all earlier answers (and its ε), where P is the population's:
+true when respondents are drawn independently from the population (each one's
+answers may go together: an item counts once per respondent) and their ε and arrival
+order are unrelated to their preferences (otherwise the sequences estimate an ε- or
+time-weighted Borda score). The simulation study
+(``tests/benchmarks/bench_adaptive.py --tau 1``) measures the false certification
+rate with respondent effects. The answers a goal needs grow as
 1/gap² between the K-th and (K+1)-th Borda scores and have no bound at a tie:
 a live survey needs a cap on its answers as well as a goal.
 
@@ -78,15 +81,16 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .mechanisms import RandomSource, debias, privatize, uniform_draws, validate_epsilon
+from .mechanisms import debias, privatize, validate_epsilon
 
 __all__ = [
     "RHO_ANSWERS",
     "BordaSequences",
     "GoalStatus",
-    "draw_pairs",
+    "draw_respondent_pairs",
     "goal_status",
     "mixture_radius",
+    "simulate_goal",
 ]
 
 #: The mixture's ρ in effective answers (answers at ε = ∞ count 1, at ε = 1 about
@@ -249,46 +253,59 @@ def goal_status(
     return GoalStatus(met, certified, active, est, lo, hi, order, level, rho, top_k, np.flatnonzero(empty))
 
 
-def draw_pairs(
-    active: ArrayLike, n: int, rng: RandomSource | None = None
+def draw_respondent_pairs(
+    pool: ArrayLike, count: int, rng: np.random.Generator
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
-    """``n`` pairs drawn uniformly among the pairs with at least one active item, and
-    for whom each answer counts (the items active now). Given that an active item is
-    in the pair, the other item is uniform over all m − 1: its answer is a sample of
-    the item's Borda score (module doc). With every item active this is uniform
-    over all pairs. ``rng`` None: the OS CSPRNG.
+    """Up to ``count`` pairs (i, j) for one respondent, and whether each counts for i and
+    for j: drawn one at a time uniformly among the pairs with at least one item in the
+    ``pool`` (the items the answer may count for), each drawn pool item then leaving the
+    pool. Stops early when the pool is empty. O(m + count).
+
+    Given that a pair holds a pool item, its other item is uniform over the m − 1
+    others whatever was drawn before, so the answer is a sample of the pool item's
+    Borda score (module doc); no pair repeats and no item counts twice. The service
+    passes the items still in doubt that the respondent has not answered about
+    (adaptive), or all those it has not answered about (balanced with a goal).
 
     Examples
     --------
-    >>> i, j, ci, cj = draw_pairs([True, False, False, False], 3, np.random.default_rng(0))
-    >>> bool((i == 0).all()), bool(ci.all()), bool(cj.any())
-    (True, True, False)
+    >>> i, j, ci, cj = draw_respondent_pairs([True, False, False, False], 3, np.random.default_rng(1))
+    >>> i.tolist(), ci.tolist(), cj.tolist()  # one pool item: one pair, counting for it only
+    ([0], [True], [False])
     """
-    act = np.asarray(active, dtype=bool)
-    m = act.size
-    pool = np.flatnonzero(act)
-    if pool.size == 0 or m < 2:
-        raise ValueError("no active item")
-    if n <= 0:
-        none = np.zeros(0, dtype=np.int64)
-        return none, none.copy(), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
-    out_i: list[NDArray[np.int64]] = []
-    out_j: list[NDArray[np.int64]] = []
-    have = 0
-    while have < n:
-        want = 2 * (n - have) + 8
-        u = uniform_draws(rng, (3, want))
-        i = pool[np.minimum((u[0] * pool.size).astype(np.int64), pool.size - 1)]
-        j = np.minimum((u[1] * (m - 1)).astype(np.int64), m - 2)
-        j = j + (j >= i)  # uniform over the other m − 1 items
-        # A pair of two active items is reached from either end: keep half of them,
-        # so every pair with an active item is equally likely.
-        keep = ~act[j] | (u[2] < 0.5)
-        out_i.append(i[keep])
-        out_j.append(j[keep])
-        have += int(keep.sum())
-    i, j = np.concatenate(out_i)[:n], np.concatenate(out_j)[:n]
-    return i, j, act[i], act[j]
+    pool = np.array(pool, dtype=bool)
+    m = pool.size
+    if m < 2:
+        raise ValueError("at least two items")
+    members = np.flatnonzero(pool).tolist()  # the pool's items, removed by swapping with the last
+    where = {x: k for k, x in enumerate(members)}
+    out: list[tuple[int, int, bool]] = []
+
+    def leave(x: int) -> None:
+        k = where.pop(x)
+        last = members.pop()
+        if last != x:
+            members[k] = last
+            where[last] = k
+        pool[x] = False
+
+    while len(out) < count and members:
+        while True:
+            x = members[int(rng.integers(len(members)))]
+            y = int(rng.integers(m - 1))
+            y += y >= x  # uniform over the other m − 1 items
+            # A pair of two pool items is reached from either end: keep it half the time,
+            # so that every pair with a pool item is equally likely.
+            if not pool[y] or rng.random() < 0.5:
+                break
+        both = bool(pool[y])
+        leave(x)
+        if both:
+            leave(y)
+        out.append((x, y, both))
+    i = np.array([o[0] for o in out], dtype=np.int64)
+    j = np.array([o[1] for o in out], dtype=np.int64)
+    return i, j, np.ones(i.size, dtype=bool), np.array([o[2] for o in out], dtype=bool)
 
 
 def simulate_goal(
@@ -303,37 +320,44 @@ def simulate_goal(
     tau: float = 0.0,
     pairs_per_respondent: int = 10,
 ) -> tuple[int, NDArray[np.int64] | None, GoalStatus]:
-    """One survey run until its goal is met (or ``max_answers``): the answers used, the
-    certified set (top-K, best first by estimate) or order (full ranking), None when
-    not met, and the final status. ``adaptive`` draws with :func:`draw_pairs`;
-    ``balanced`` draws uniform pairs that count for both items. The goal is checked
-    after every ``batch`` answers (default: m).
+    """One survey run as the service runs it, until its goal is met (or ``max_answers``):
+    the answers used, the certified set (top-K, best first) or order (full ranking), None
+    when not met, and the final status.
 
-    ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1) (respondent
-    effects: one respondent's answers go together), each answering
-    ``pairs_per_respondent`` consecutive pairs."""
+    Respondents arrive one after another; each is served up to ``pairs_per_respondent``
+    pairs by :func:`draw_respondent_pairs` from its pool — the items in doubt
+    (``adaptive``) or all items (``balanced``) — and answers them all (so a respondent
+    answers fewer pairs when its pool runs out: the service serves only pairs that
+    count while the goal is unmet). Answers are true BTL answers randomized at
+    ``epsilon``. The goal is checked after every ``batch`` answers (default: m, at
+    least 20). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
+    (respondent effects: one respondent's answers go together)."""
     theta = np.asarray(theta, dtype=np.float64)
     m = theta.size
     batch = batch or max(m, 20)
     seqs = BordaSequences(m)
     used = 0
     status = goal_status(seqs, level, top_k)
+    everything = np.ones(m, dtype=bool)
     while not status.met and used < max_answers:
-        n = min(batch, max_answers - used)
-        if strategy == "adaptive":
-            i, j, ci, cj = draw_pairs(status.active, n, rng)
-        else:
-            i, j, ci, cj = draw_pairs(np.ones(m, dtype=bool), n, rng)
-        d = theta[i] - theta[j]
-        if tau > 0:
-            n_resp = -(-n // pairs_per_respondent)
-            effects = rng.normal(0.0, tau, size=(n_resp, m))
-            who = np.arange(n) // pairs_per_respondent
-            d = d + effects[who, i] - effects[who, j]
-        y = (rng.random(n) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
+        parts: list[tuple[NDArray, NDArray, NDArray, NDArray, NDArray]] = []
+        got = 0
+        while got < batch and used + got < max_answers:
+            pool = status.active if strategy == "adaptive" else everything
+            i, j, ci, cj = draw_respondent_pairs(
+                pool, min(pairs_per_respondent, max_answers - used - got), rng
+            )
+            d = theta[i] - theta[j]
+            if tau > 0:
+                own = rng.normal(0.0, tau, size=m)
+                d = d + own[i] - own[j]
+            parts.append((i, j, ci, cj, d))
+            got += i.size
+        i, j, ci, cj, d = (np.concatenate([p[k] for p in parts]) for k in range(5))
+        y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
         z = debias(privatize(y, epsilon, rng), epsilon)
         seqs.add(i, j, z, epsilon, ci, cj)
-        used += n
+        used += got
         status = goal_status(seqs, level, top_k, previous=status)
     if not status.met:
         return used, None, status

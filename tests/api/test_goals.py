@@ -177,9 +177,9 @@ def test_only_ticketed_first_answers_count(client, app):
     assert counted[pos[ids[0]]] == 0 and counted[pos[ids[1]]] == 0
     assert counted.max() <= 1  # one counted answer per respondent and item
     assert counted.sum() == 4  # items 2..5, each once
-    # The same respondent's further pairs count for nothing: it has seen every item.
-    more = _served(client, sid, h, 3)
-    assert more and all(p["ticket"] is None for p in more)
+    # The same respondent has answered about every item: it is thanked, not asked more.
+    r = client.get(f"/v1/surveys/{sid}/pairs?count=3", headers=h)
+    assert r.json()["pairs"] == [] and r.json()["reason"] == "not_needed"
 
 
 def test_stale_ticket_counts_once(client, app):

@@ -17,7 +17,7 @@ from app.stats.adaptive import (
     RHO_ANSWERS,
     BordaSequences,
     GoalStatus,
-    draw_pairs,
+    draw_respondent_pairs,
     goal_status,
     mixture_radius,
     simulate_goal,
@@ -73,26 +73,49 @@ def test_the_sequence_holds_at_every_sample_size_while_a_fixed_n_interval_checke
     assert (lo[1], hi[1]) == (0.0, 1.0)  # nothing counted for item 1
 
 
-def test_draw_pairs_is_uniform_over_the_pairs_that_touch_an_active_item():
+def test_a_respondents_pairs_are_uniform_over_the_pairs_that_touch_its_pool():
+    """One pair from a pool of items 0 and 2 of 6: uniform over the 9 pairs touching
+    them, counting for exactly the pool items in it."""
     rng = np.random.default_rng(5)
-    active = np.array([True, False, True, False, False, False])
-    i, j, ci, cj = draw_pairs(active, 60_000, rng)
-    assert np.all(i != j) and np.all(active[i] | active[j])
-    np.testing.assert_array_equal(ci, active[i])
-    np.testing.assert_array_equal(cj, active[j])
+    pool = np.array([True, False, True, False, False, False])
+    drawn = [draw_respondent_pairs(pool, 1, rng) for _ in range(30_000)]
+    i, j, ci, cj = (np.concatenate([d[k] for d in drawn]) for k in range(4))
+    assert np.all(i != j) and np.all(pool[i] | pool[j])
+    np.testing.assert_array_equal(ci, pool[i])
+    np.testing.assert_array_equal(cj, pool[j])
     pairs = Counter(zip(np.minimum(i, j).tolist(), np.maximum(i, j).tolist(), strict=True))
-    eligible = [(a, b) for a in range(6) for b in range(a + 1, 6) if active[a] or active[b]]
-    assert set(pairs) == set(eligible)  # 9 pairs
+    eligible = [(a, b) for a in range(6) for b in range(a + 1, 6) if pool[a] or pool[b]]
+    assert set(pairs) == set(eligible)
     counts = np.array([pairs[p] for p in eligible], dtype=float)
     expected = counts.sum() / len(eligible)
     stat = float(((counts - expected) ** 2 / expected).sum())
     assert stat < chi2.ppf(0.999, len(eligible) - 1)
-    # Given item 0 in the pair, its opponent is uniform over the other five items.
-    opp = np.where(i == 0, j, i)[(i == 0) | (j == 0)]
-    c = np.bincount(opp, minlength=6)[1:].astype(float)
-    assert float(((c - c.mean()) ** 2 / c.mean()).sum()) < chi2.ppf(0.999, 4)
+
+
+def test_later_pairs_of_a_respondent_still_give_uniform_opponents():
+    """Four pairs each from a pool of all 8 items: no item counts twice, no pair repeats,
+    and the opponent of an item counted in the k-th pair is uniform over the other 7,
+    whatever came before (chi-square per position k)."""
+    rng = np.random.default_rng(11)
+    m, runs = 8, 20_000
+    opponents = np.zeros((4, m), dtype=np.int64)  # opponents of item 0 when it counts in pair k
+    for _ in range(runs):
+        i, j, ci, cj = draw_respondent_pairs(np.ones(m, dtype=bool), 4, rng)
+        counted = np.concatenate((i[ci], j[cj]))
+        assert np.unique(counted).size == counted.size
+        assert len({frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)}) == i.size
+        for k in range(i.size):
+            if i[k] == 0 and ci[k]:
+                opponents[k, j[k]] += 1
+            elif j[k] == 0 and cj[k]:
+                opponents[k, i[k]] += 1
+    for k in range(4):
+        c = opponents[k, 1:].astype(float)
+        assert float(((c - c.mean()) ** 2 / c.mean()).sum()) < chi2.ppf(0.999, m - 2), k
     with pytest.raises(ValueError):
-        draw_pairs(np.zeros(4, dtype=bool), 1)
+        draw_respondent_pairs([True], 1, rng)
+    i, j, ci, cj = draw_respondent_pairs(np.zeros(4, dtype=bool), 3, rng)
+    assert i.size == 0  # an empty pool: nothing to count
 
 
 def test_answers_count_only_where_asked():
@@ -158,9 +181,9 @@ def test_intersected_bounds_never_widen_and_a_met_goal_stays_met():
     theta = np.array([1.0, 0.2, -0.2, -1.0])
     seqs, status = BordaSequences(4), None
     met_at = None
-    for step in range(400):
-        i, j, ci, cj = draw_pairs(np.ones(4, dtype=bool), 20, rng)
-        y = rng.random(20) < 1.0 / (1.0 + np.exp(theta[j] - theta[i]))
+    for step in range(4000):
+        i, j, ci, cj = draw_respondent_pairs(np.ones(4, dtype=bool), 2, rng)
+        y = rng.random(i.size) < 1.0 / (1.0 + np.exp(theta[j] - theta[i]))
         seqs.add(i, j, y.astype(float), float("inf"), ci, cj)
         new = goal_status(seqs, 0.9, top_k=1, previous=status)
         if status is not None:
@@ -217,7 +240,7 @@ def test_inputs_are_checked():
         s.add([0], [1], [1.7], 1.0)
     with pytest.raises(ValueError):
         s.add([0], [1], [1.0], -1.0)
-    i, j, ci, cj = draw_pairs([True, False], 0)
+    i, j, ci, cj = draw_respondent_pairs([True, False], 0, np.random.default_rng(0))
     assert i.size == j.size == ci.size == cj.size == 0
 
 

@@ -91,10 +91,11 @@ class PairOut(BaseModel):
 
 class PairsOut(BaseModel):
     pairs: list[PairOut]
-    reason: Literal["closed", "budget_spent", "answer_limit", "all_answered"] | None = Field(
+    reason: Literal["closed", "budget_spent", "answer_limit", "all_answered", "not_needed"] | None = Field(
         None,
         description="Why fewer pairs than asked for were served (null: as many as asked): the survey is "
-        "closed, the respondent's privacy budget or answer limit is reached, or every pair is answered.",
+        "closed, the respondent's privacy budget or answer limit is reached, every pair is answered, or "
+        "(goal surveys) the respondent has answered about every item still in doubt.",
     )
     message: str | None = Field(None, description="The same in a sentence for the respondent.")
 

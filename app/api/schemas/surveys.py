@@ -81,6 +81,13 @@ class SurveyCreate(StrictModel):
                     },
                 },
                 {
+                    "title": "Which three projects should we fund first?",
+                    "items": ["Library", "Bike lanes", "Pool", "Park", "Clinic", "Market"],
+                    "privacy": {"model": "local", "epsilon_default": 2.0},
+                    "assignment": "adaptive",
+                    "goal": {"top_k": 3, "level": 0.95, "close_when_met": True},
+                },
+                {
                     "title": "Internal priorities (trusted operator)",
                     "kind": "pairwise",
                     "items": ["Hiring", "Tooling", "Training"],
@@ -172,6 +179,19 @@ class SurveyOut(SurveyFields):
                         "epsilon_max": 3.0,
                         "respondent_budget": 20.0,
                         "flip_probability_default": 0.2689,
+                    },
+                    "assignment": "adaptive",
+                    "goal": {
+                        "top_k": 1,
+                        "full_ranking": False,
+                        "level": 0.95,
+                        "close_when_met": True,
+                        "met": False,
+                        "items": None,
+                        "answers_used": 412,
+                        "counted_answers": 790,
+                        "resolved": 0,
+                        "n_items": 2,
                     },
                     "items": [
                         {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing", "position": 0},
