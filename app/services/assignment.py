@@ -62,7 +62,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from ..stats.adaptive import draw_respondent_pairs
-from .aggregation import fold_pending
+from .aggregation import fold_pending, fold_soon
 from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, goal_met, make_ticket
 from .respondents import registered_epsilon
 from .surveys import current_item_index
@@ -356,11 +356,11 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     if count <= 0:
         return Served([], *(cut or (None, None)))
     central = survey.privacy_model == "central"
-    if not central:
+    goal = GoalSpec.of(survey) if not central else None
+    if goal is not None:
+        fold_soon(session, survey.id)  # the goal's state as last folded; never waits
+    elif not central:
         fold_pending(session, survey.id, wait=False)
-        closes = bool(survey.goal and survey.goal.get("close_when_met"))
-        if closes and session.scalar(select(Survey.status).where(Survey.id == survey.id)) != "open":
-            return Served([], "closed", _GOAL_MET)  # the fold closed it: the goal is met
     items = current_item_index(session, survey.id)
     m = len(items)
     everything = ("all_answered", "You have compared every pair of items in this survey.")
@@ -378,7 +378,6 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     )
     mine = np.unique(_keys(done[:, 0], done[:, 1], starts))
     rng = _rng()
-    goal = GoalSpec.of(survey) if not central else None
     toward = None
     if goal is not None:
         toward = _toward_goal(session, survey, respondent, goal, m, done, count, rng, cache)

@@ -273,35 +273,41 @@ def draw_respondent_pairs(
     >>> i.tolist(), ci.tolist(), cj.tolist()  # one pool item: one pair, counting for it only
     ([0], [True], [False])
     """
-    pool = np.array(pool, dtype=bool)
+    pool = np.asarray(pool, dtype=bool)
     m = pool.size
     if m < 2:
         raise ValueError("at least two items")
-    members = np.flatnonzero(pool).tolist()  # the pool's items, removed by swapping with the last
-    where = {x: k for k, x in enumerate(members)}
+    members = np.flatnonzero(pool).tolist()
+    return _draw_from(members, set(members), m, count, rng)
+
+
+def _draw_from(
+    members: list[int], in_pool: set[int], m: int, count: int, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
+    """:func:`draw_respondent_pairs` from the pool's items as a list and a set (kept as
+    they are: drawn items go to a small set of their own, and a draw that hits one is
+    drawn again, which leaves the next draw uniform over the items still in the pool)."""
+    gone: set[int] = set()
     out: list[tuple[int, int, bool]] = []
-
-    def leave(x: int) -> None:
-        k = where.pop(x)
-        last = members.pop()
-        if last != x:
-            members[k] = last
-            where[last] = k
-        pool[x] = False
-
-    while len(out) < count and members:
-        while True:
-            x = members[int(rng.integers(len(members)))]
-            y = int(rng.integers(m - 1))
-            y += y >= x  # uniform over the other m − 1 items
-            # A pair of two pool items is reached from either end: keep it half the time,
-            # so that every pair with a pool item is equally likely.
-            if not pool[y] or rng.random() < 0.5:
-                break
-        both = bool(pool[y])
-        leave(x)
+    uniforms: list[list[float]] = []  # rows of three uniforms, drawn in blocks
+    n = len(members)
+    while len(out) < count and len(gone) < n:
+        if not uniforms:
+            uniforms = rng.random((4 * (count - len(out)) + 8, 3)).tolist()
+        u, v, w = uniforms.pop()
+        x = members[min(int(u * n), n - 1)]
+        if x in gone:
+            continue
+        y = min(int(v * (m - 1)), m - 2)
+        y += y >= x  # uniform over the other m − 1 items
+        both = y in in_pool and y not in gone
+        # A pair of two pool items is reached from either end: keep it half the time,
+        # so that every pair with a pool item is equally likely.
+        if both and w >= 0.5:
+            continue
+        gone.add(x)
         if both:
-            leave(y)
+            gone.add(y)
         out.append((x, y, both))
     i = np.array([o[0] for o in out], dtype=np.int64)
     j = np.array([o[1] for o in out], dtype=np.int64)
@@ -330,11 +336,11 @@ def simulate_goal(
     answers fewer pairs when its pool runs out: the service serves only pairs that
     count while the goal is unmet). Answers are true BTL answers randomized at
     ``epsilon``. The goal is checked after every ``batch`` answers (default: m, at
-    least 20). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
+    least 50). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
     (respondent effects: one respondent's answers go together)."""
     theta = np.asarray(theta, dtype=np.float64)
     m = theta.size
-    batch = batch or max(m, 20)
+    batch = batch or max(m, 50)
     seqs = BordaSequences(m)
     used = 0
     status = goal_status(seqs, level, top_k)
@@ -342,11 +348,11 @@ def simulate_goal(
     while not status.met and used < max_answers:
         parts: list[tuple[NDArray, NDArray, NDArray, NDArray, NDArray]] = []
         got = 0
+        members = np.flatnonzero(status.active if strategy == "adaptive" else everything).tolist()
+        in_pool = set(members)  # every respondent of the batch is new: the same pool
         while got < batch and used + got < max_answers:
-            pool = status.active if strategy == "adaptive" else everything
-            i, j, ci, cj = draw_respondent_pairs(
-                pool, min(pairs_per_respondent, max_answers - used - got), rng
-            )
+            want = min(pairs_per_respondent, max_answers - used - got)
+            i, j, ci, cj = _draw_from(members, in_pool, m, want, rng)
             d = theta[i] - theta[j]
             if tau > 0:
                 own = rng.normal(0.0, tau, size=m)

@@ -5,7 +5,7 @@
     python -m tests.benchmarks.bench_adaptive --quick      # m = 10, 2 runs (CI smoke run)
 
 For each number of items m, goal top-K, ε and score profile, both strategies run
-until the goal is certified at level 0.95 (checked after every m answers, at least 20:
+until the goal is certified at level 0.95 (checked after every m answers, at least 50:
 continuous monitoring) or a cap of answers is reached. It prints the mean answers
 each strategy needed, their ratio (balanced / adaptive: the saving), and the number
 of runs whose certified set was wrong (false certification; the procedure allows
