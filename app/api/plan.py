@@ -8,14 +8,14 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ..services.errors import Invalid
-from ..services.planning import plan_from_survey, run_plan
+from ..services.planning import goal_plan_from_survey, plan_from_survey, run_goal_plan, run_plan
 from ..services.surveys import get_survey
 from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU
 from .bounded import run_bounded
 from .common import errors
 from .deps import SessionDep, reader
-from .schemas import ErrorOut, PlanOut, SurveyPlanOut
+from .schemas import ErrorOut, GoalPlanOut, PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
 
@@ -195,6 +195,98 @@ async def get_survey_plan(
         epsilon=epsilon,
         replications=replications,
         seed=seed,
+        work=request.app.state.fit_cache.work,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the plan's simulation",
+    )
+
+
+@router.get(
+    "/plan/goal",
+    response_model=GoalPlanOut,
+    responses={**errors(401, 403, 422), **_PLAN_503},
+    dependencies=[Depends(reader)],
+    summary="Plan an adaptive design: answers a goal needs, adaptive against balanced",
+)
+async def get_goal_plan(
+    request: Request,
+    items: int = Query(ge=2, le=1000, description="Number of items m (at most 1,000)."),
+    top_k: int | None = Query(None, ge=1, description="The top-K goal; omit for the whole ranking."),
+    epsilon: float = Query(1.0, ge=0.001, le=20, description="Respondents' ε."),
+    level: float = Query(0.95, ge=0.5, le=0.9999, description="The goal's level."),
+    pairs_per_respondent: int = Query(10, ge=1, le=100, description="Pairs a respondent is asked at most."),
+    spread: float = Query(2.0, gt=0, le=20, description="True scores ~ Uniform(−spread, spread)."),
+    gap: float | None = Query(
+        None, gt=0, le=20, description="Evenly spaced true scores with this gap instead."
+    ),
+    scores: str | None = Query(None, min_length=1, description="Pilot scores, one per item, instead."),
+    replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
+    seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
+    max_answers: int = Query(
+        1_000_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+    ),
+):
+    """Simulates surveys as the service runs them with a goal — respondents served pairs
+    from their pool (the items in doubt they have not answered about, or every item
+    for balanced assignment), true BTL answers randomized at ε, the anytime-valid
+    certificate checked as answers arrive — and reports for each strategy the mean
+    answers and respondents until the goal is met, how many simulated surveys met it
+    within ``max_answers`` and how many certified a wrong set, and the saving
+    (balanced / adaptive answers). Bounded by the analysis time budget (503 beyond)."""
+    pilot = _floats(scores, "scores")
+    return await run_bounded(
+        request,
+        run_goal_plan,
+        items,
+        top_k,
+        epsilon,
+        level,
+        pairs_per_respondent,
+        spread,
+        gap,
+        pilot,
+        replications,
+        seed,
+        max_answers,
+        work=request.app.state.fit_cache.work,
+        seconds=request.app.state.settings.analysis_seconds,
+        what="the plan's simulation",
+    )
+
+
+@router.get(
+    "/surveys/{survey_id}/goal/plan",
+    response_model=GoalPlanOut,
+    responses={**errors(401, 403, 404, 409, 422), **_PLAN_503},
+    dependencies=[Depends(reader)],
+    summary="The answers a survey's goal needs, adaptive against balanced (from its current fit)",
+)
+async def get_survey_goal_plan(
+    *,
+    request: Request,
+    survey_id: str,
+    replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
+    pairs_per_respondent: int = Query(10, ge=1, le=100, description="Pairs a respondent is asked at most."),
+    max_answers: int = Query(
+        1_000_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+    ),
+    seed: int = Query(0, ge=0, description="Seed of the simulation."),
+    session: SessionDep,
+):
+    """``GET /v1/plan/goal`` for a goal survey, with its current estimates taken as the
+    true scores and its default ε: the dashboard's estimate of the answers adaptive
+    assignment saves. 409 without a goal or without answers."""
+    survey = await run_in_threadpool(get_survey, session, survey_id)
+    return await run_bounded(
+        request,
+        goal_plan_from_survey,
+        session,
+        survey,
+        request.app.state.fit_cache,
+        replications=replications,
+        seed=seed,
+        pairs_per_respondent=pairs_per_respondent,
+        max_answers=max_answers,
         work=request.app.state.fit_cache.work,
         seconds=request.app.state.settings.analysis_seconds,
         what="the plan's simulation",

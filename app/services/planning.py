@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..stats.adaptive import plan_goal
 from ..stats.planner import (
     MAX_PLAN_RESPONDENTS,
     Plan,
@@ -26,10 +27,38 @@ from ..stats.survey_plan import (
 from .analysis import current_fit, eps_of
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
-from .results.plan import PlanBody, PlanOut, SurveyPlanBody, SurveyPlanItem, SurveyPlanOut
+from .goals import GoalSpec
+from .results.plan import (
+    GoalPlanOut,
+    PlanBody,
+    PlanOut,
+    StrategyPlanOut,
+    SurveyPlanBody,
+    SurveyPlanItem,
+    SurveyPlanOut,
+)
 from .surveys import require_local, require_pairwise, survey_items
 
-__all__ = ["PLAN_REFUSE_FACTOR", "plan_from_survey", "run_plan"]
+__all__ = [
+    "MAX_GOAL_PLAN_ITEMS",
+    "PLAN_REFUSE_FACTOR",
+    "goal_plan_from_survey",
+    "plan_from_survey",
+    "run_goal_plan",
+    "run_plan",
+]
+
+#: The most items the planner of adaptive designs simulates (one simulated survey of
+#: 1,000 items takes seconds; the time budget bounds the rest).
+MAX_GOAL_PLAN_ITEMS = 1000
+
+_GOAL_ASSUMPTION = (
+    "Respondents arrive one after another and answer every pair they are served (at most "
+    "pairs_per_respondent, fewer once they have answered about every item still in doubt), with true "
+    "answers from the Bradley–Terry–Luce model at the scores simulated, independent across respondents, "
+    "randomized at epsilon; the goal is checked after every max(m, 50) answers, with the service's "
+    "anytime-valid certificate."
+)
 
 #: A plan predicted (:func:`~app.stats.planner.plan_seconds`) to need more than this
 #: many times the time budget is refused at once (422); anything closer runs under
@@ -244,4 +273,141 @@ def plan_from_survey(
         tau_interval=tau_interval,
         plan=SurveyPlanBody.model_validate(result, from_attributes=True),
         data_version=int(version),
+    )
+
+
+def _goal_plan_out(result, scores: str) -> GoalPlanOut:
+    def strategy(p) -> StrategyPlanOut:
+        se = p.answers_se if math.isfinite(p.answers_se) else None
+        return StrategyPlanOut(
+            answers_mean=p.answers_mean,
+            answers_se=se,
+            respondents_mean=p.respondents_mean,
+            met=p.met,
+            false_certifications=p.false_certifications,
+        )
+
+    return GoalPlanOut(
+        n_items=result.n_items,
+        top_k=result.top_k,
+        level=result.level,
+        epsilon=result.epsilon,
+        pairs_per_respondent=result.pairs_per_respondent,
+        replications=result.replications,
+        max_answers=result.max_answers,
+        adaptive=strategy(result.adaptive),
+        balanced=strategy(result.balanced),
+        saving=result.saving,
+        scores=scores,
+        assumption=_GOAL_ASSUMPTION,
+    )
+
+
+def _run_goal(theta, epsilon, level, top_k, replications, seed, pairs, max_answers, deadline, work, scores):
+    try:
+        with work.hold(deadline):
+            result = plan_goal(
+                theta,
+                epsilon,
+                level,
+                top_k=top_k,
+                replications=replications,
+                seed=seed,
+                pairs_per_respondent=pairs,
+                max_answers=max_answers,
+                check=deadline.check,
+            )
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return _goal_plan_out(result, scores)
+
+
+def run_goal_plan(
+    items: int,
+    top_k: int | None,
+    epsilon: float,
+    level: float,
+    pairs_per_respondent: int,
+    spread: float,
+    gap: float | None,
+    scores: list[float] | None,
+    replications: int,
+    seed: int,
+    max_answers: int,
+    deadline: Deadline | None = None,
+    work: WorkSlots | None = None,
+) -> GoalPlanOut:
+    """``GET /v1/plan/goal``: answers a goal needs under adaptive and balanced assignment."""
+    deadline = deadline or Deadline.none()
+    work = work or WorkSlots(1)
+    if not 2 <= items <= MAX_GOAL_PLAN_ITEMS:
+        raise Invalid(f"items must be between 2 and {MAX_GOAL_PLAN_ITEMS}")
+    if top_k is not None and not 1 <= top_k < items:
+        raise Invalid(f"top_k must be between 1 and items − 1 ({items - 1})")
+    if scores is not None:
+        if len(scores) != items:
+            raise Invalid(f"scores needs one value per item ({items})")
+        theta = np.asarray(scores, dtype=float)
+        if not np.all(np.isfinite(theta)) or np.abs(theta).max() > 50:
+            raise Invalid("scores must be finite and at most 50 in absolute value")
+        source = "the pilot scores given"
+    elif gap is not None:
+        theta = -gap * np.arange(items, dtype=float)
+        source = f"evenly spaced scores {gap:g} apart"
+    else:
+        theta = np.sort(np.random.default_rng(seed).uniform(-spread, spread, items))[::-1]
+        source = f"scores drawn from Uniform(−{spread:g}, {spread:g})"
+    return _run_goal(
+        theta,
+        epsilon,
+        level,
+        top_k,
+        replications,
+        seed,
+        pairs_per_respondent,
+        max_answers,
+        deadline,
+        work,
+        source,
+    )
+
+
+def goal_plan_from_survey(
+    session,
+    survey,
+    cache,
+    replications: int = 10,
+    seed: int = 0,
+    pairs_per_respondent: int = 10,
+    max_answers: int = 1_000_000,
+    deadline: Deadline | None = None,
+    work: WorkSlots | None = None,
+) -> GoalPlanOut:
+    """``GET /v1/surveys/{sid}/goal/plan``: the survey's goal planned with its current fit as
+    the true scores and its default ε — the dashboard's estimate of the answers saved."""
+    deadline = deadline or Deadline.none()
+    work = work or cache.work
+    goal = GoalSpec.of(survey)
+    if goal is None:
+        raise Conflict("this survey has no goal: create it with one to plan adaptive assignment")
+    m = len(survey_items(session, survey.id))
+    if m > MAX_GOAL_PLAN_ITEMS:
+        raise Invalid(f"the planner of adaptive designs simulates up to {MAX_GOAL_PLAN_ITEMS} items")
+    fit, clusters, _items, _version = current_fit(session, survey, cache, deadline, work)
+    if clusters.i.size == 0:
+        raise Conflict(
+            "the survey has no answers yet, so there is no fit to plan from: use GET /v1/plan/goal"
+        )
+    return _run_goal(
+        fit.theta,
+        survey.epsilon_default,
+        goal.level,
+        goal.top_k,
+        replications,
+        seed,
+        pairs_per_respondent,
+        max_answers,
+        deadline,
+        work,
+        "the survey's current estimates (its fit of the answers so far)",
     )

@@ -75,8 +75,9 @@ comparisons and when parametric assumptions do not help*, Annals of Statistics 4
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -86,10 +87,14 @@ from .mechanisms import debias, privatize, validate_epsilon
 __all__ = [
     "RHO_ANSWERS",
     "BordaSequences",
+    "GoalPlan",
+    "GoalRun",
     "GoalStatus",
+    "StrategyPlan",
     "draw_respondent_pairs",
     "goal_status",
     "mixture_radius",
+    "plan_goal",
     "simulate_goal",
 ]
 
@@ -325,10 +330,12 @@ def simulate_goal(
     max_answers: int = 10_000_000,
     tau: float = 0.0,
     pairs_per_respondent: int = 10,
-) -> tuple[int, NDArray[np.int64] | None, GoalStatus]:
+    check: Callable[[], None] | None = None,
+) -> GoalRun:
     """One survey run as the service runs it, until its goal is met (or ``max_answers``):
-    the answers used, the certified set (top-K, best first) or order (full ranking), None
-    when not met, and the final status.
+    the answers and respondents used, the certified set (top-K, best first) or order
+    (full ranking), None when not met, and the final status. ``check()`` is called
+    before each batch and may raise to stop the work.
 
     Respondents arrive one after another; each is served up to ``pairs_per_respondent``
     pairs by :func:`draw_respondent_pairs` from its pool — the items in doubt
@@ -345,7 +352,10 @@ def simulate_goal(
     used = 0
     status = goal_status(seqs, level, top_k)
     everything = np.ones(m, dtype=bool)
+    respondents = 0
     while not status.met and used < max_answers:
+        if check is not None:
+            check()
         parts: list[tuple[NDArray, NDArray, NDArray, NDArray, NDArray]] = []
         got = 0
         members = np.flatnonzero(status.active if strategy == "adaptive" else everything).tolist()
@@ -359,6 +369,7 @@ def simulate_goal(
                 d = d + own[i] - own[j]
             parts.append((i, j, ci, cj, d))
             got += i.size
+            respondents += 1
         i, j, ci, cj, d = (np.concatenate([p[k] for p in parts]) for k in range(5))
         y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
         z = debias(privatize(y, epsilon, rng), epsilon)
@@ -366,5 +377,120 @@ def simulate_goal(
         used += got
         status = goal_status(seqs, level, top_k, previous=status)
     if not status.met:
-        return used, None, status
-    return used, status.certified, status
+        return GoalRun(used, respondents, None, status)
+    certified = status.order if top_k is None else status.certified
+    return GoalRun(used, respondents, certified, status)
+
+
+class GoalRun(NamedTuple):
+    """One simulated survey (:func:`simulate_goal`)."""
+
+    answers: int
+    respondents: int
+    #: The certified top-K (best first) or order; None when the goal was not met.
+    certified: NDArray[np.int64] | None
+    status: GoalStatus
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    """What one strategy needed over a plan's simulated surveys."""
+
+    answers_mean: float
+    answers_se: float
+    respondents_mean: float
+    #: Simulated surveys that met the goal within the cap, and those whose certified
+    #: set or order was wrong.
+    met: int
+    false_certifications: int
+
+
+@dataclass(frozen=True)
+class GoalPlan:
+    """Adaptive against balanced assignment for one goal (:func:`plan_goal`)."""
+
+    n_items: int
+    top_k: int | None
+    level: float
+    epsilon: float
+    pairs_per_respondent: int
+    replications: int
+    max_answers: int
+    adaptive: StrategyPlan
+    balanced: StrategyPlan
+    #: balanced / adaptive mean answers; None unless both met the goal in every run.
+    saving: float | None
+
+
+def plan_goal(
+    theta: ArrayLike,
+    epsilon: float,
+    level: float,
+    top_k: int | None = None,
+    replications: int = 10,
+    seed: int = 0,
+    pairs_per_respondent: int = 10,
+    max_answers: int = 1_000_000,
+    check: Callable[[], None] | None = None,
+) -> GoalPlan:
+    """The planner of adaptive designs: ``replications`` surveys per strategy simulated
+    as the service runs them (:func:`simulate_goal`) with true scores ``theta``; the
+    answers and respondents each strategy needs to meet the goal, and the saving.
+
+    Examples
+    --------
+    >>> p = plan_goal([2.0, 0.0, -0.5, -1.0], 2.0, 0.9, top_k=1, replications=4)
+    >>> p.adaptive.met, p.balanced.met, p.saving > 1
+    (4, 4, True)
+    """
+    theta = np.asarray(theta, dtype=np.float64)
+    validate_epsilon(epsilon)
+    if replications < 1 or pairs_per_respondent < 1 or max_answers < 1:
+        raise ValueError("replications, pairs_per_respondent and max_answers must be positive")
+    truth = np.argsort(-theta, kind="stable")
+    out: dict[str, StrategyPlan] = {}
+    for name in ("adaptive", "balanced"):
+        runs = [
+            simulate_goal(
+                theta,
+                epsilon,
+                level,
+                name,
+                np.random.default_rng([seed, r, name == "adaptive"]),
+                top_k=top_k,
+                max_answers=max_answers,
+                pairs_per_respondent=pairs_per_respondent,
+                check=check,
+            )
+            for r in range(replications)
+        ]
+        answers = np.array([r.answers for r in runs], dtype=float)
+        wrong = 0
+        for r in runs:
+            if r.certified is None:
+                continue
+            if top_k is None:
+                wrong += r.certified.tolist() != truth.tolist()
+            else:
+                wrong += set(r.certified.tolist()) != set(truth[:top_k].tolist())
+        out[name] = StrategyPlan(
+            float(answers.mean()),
+            float(answers.std(ddof=1) / np.sqrt(answers.size)) if answers.size > 1 else float("nan"),
+            float(np.mean([r.respondents for r in runs])),
+            sum(r.certified is not None for r in runs),
+            wrong,
+        )
+    a, b = out["adaptive"], out["balanced"]
+    saving = b.answers_mean / a.answers_mean if a.met == b.met == replications else None
+    return GoalPlan(
+        theta.size,
+        top_k,
+        level,
+        float(epsilon),
+        pairs_per_respondent,
+        replications,
+        max_answers,
+        a,
+        b,
+        saving,
+    )

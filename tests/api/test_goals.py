@@ -256,3 +256,46 @@ def test_surveys_without_goal_are_unchanged(client):
     assert all(p["ticket"] is None for p in _served(client, survey["id"], h, 3))
     listed = client.get("/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
     assert any(s["id"] == survey["id"] and s["goal"] is None for s in listed)
+
+
+def test_goal_planner_compares_the_strategies(client):
+    """The planner of adaptive designs: a separated top 1 of 8 at ε = 2 meets its goal in
+    every simulated survey under both strategies, with fewer answers adaptively."""
+    r = client.get(
+        "/v1/plan/goal",
+        params={
+            "items": 8,
+            "top_k": 1,
+            "epsilon": 2.0,
+            "level": 0.9,
+            "scores": "3,0,0,0,0,0,0,0",
+            "replications": 4,
+        },
+        headers=ADMIN,
+    )
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["adaptive"]["met"] == plan["balanced"]["met"] == 4
+    assert plan["saving"] == pytest.approx(
+        plan["balanced"]["answers_mean"] / plan["adaptive"]["answers_mean"]
+    )
+    assert plan["saving"] > 1
+    assert plan["scores"] == "the pilot scores given"
+    for bad in ({"items": 8, "top_k": 8}, {"items": 1001}, {"items": 4, "scores": "1,2"}):
+        assert client.get("/v1/plan/goal", params=bad, headers=ADMIN).status_code == 422
+
+
+def test_survey_goal_plan_uses_the_current_fit(client):
+    labels = list("abcdef")
+    survey = _create(client, labels, assignment="adaptive", goal={"top_k": 1, "level": 0.9})
+    sid = survey["id"]
+    assert client.get(f"/v1/surveys/{sid}/goal/plan", headers=ADMIN).status_code == 409  # no answers yet
+    theta = dict(zip(labels, [3.0, 0, 0, 0, 0, 0], strict=True))
+    _answer_until_met(client, survey, theta, np.random.default_rng(1), max_respondents=40)
+    r = client.get(f"/v1/surveys/{sid}/goal/plan", params={"replications": 3}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["n_items"] == 6 and plan["top_k"] == 1 and plan["level"] == 0.9 and plan["epsilon"] == 2.0
+    assert plan["scores"].startswith("the survey's current estimates")
+    plain = _create(client, labels)
+    assert client.get(f"/v1/surveys/{plain['id']}/goal/plan", headers=ADMIN).status_code == 409

@@ -52,7 +52,7 @@ def cell(m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float)
         used, wrong, unmet = [], 0, 0
         start = time.perf_counter()
         for r in range(runs):
-            n, order, _ = simulate_goal(
+            run = simulate_goal(
                 theta,
                 eps,
                 LEVEL,
@@ -62,10 +62,10 @@ def cell(m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float)
                 max_answers=cap,
                 tau=tau,
             )
-            used.append(n)
-            if order is None:
+            used.append(run.answers)
+            if run.certified is None:
                 unmet += 1
-            elif set(order.tolist()) != truth:
+            elif set(run.certified.tolist()) != truth:
                 wrong += 1
         out[strategy] = {
             "answers": float(np.mean(used)),

@@ -134,7 +134,7 @@ def test_false_certification_stays_within_one_minus_level_under_continuous_monit
     level, runs = 0.8, 100
     wrong = 0
     for r in range(runs):
-        _, order, _ = simulate_goal(
+        order = simulate_goal(
             theta,
             2.0,
             level,
@@ -143,7 +143,7 @@ def test_false_certification_stays_within_one_minus_level_under_continuous_monit
             top_k=3,
             batch=24,
             tau=tau,
-        )
+        ).certified
         assert order is not None
         wrong += set(order.tolist()) != {0, 1, 2}
     assert wrong / runs <= _mc_bound(1.0 - level, runs)
@@ -152,8 +152,8 @@ def test_false_certification_stays_within_one_minus_level_under_continuous_monit
 def test_a_certified_full_ranking_is_the_true_order():
     theta = np.array([1.5, 0.5, -0.5, -1.5])
     for r in range(20):
-        _, order, status = simulate_goal(theta, 2.0, 0.9, "adaptive", np.random.default_rng(r))
-        assert status.met and order.tolist() == [0, 1, 2, 3]
+        run = simulate_goal(theta, 2.0, 0.9, "adaptive", np.random.default_rng(r))
+        assert run.status.met and run.certified.tolist() == [0, 1, 2, 3]
 
 
 def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_when_all_are_in_doubt():
@@ -166,7 +166,7 @@ def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_wh
     def mean_used(strategy, th, k, runs):
         return np.mean(
             [
-                simulate_goal(th, 2.0, 0.95, strategy, np.random.default_rng(r), top_k=k)[0]
+                simulate_goal(th, 2.0, 0.95, strategy, np.random.default_rng(r), top_k=k).answers
                 for r in range(runs)
             ]
         )

@@ -25,8 +25,10 @@ from ...services.results.federation import (
 )
 from ...services.results.plan import (
     EstimateOut,
+    GoalPlanOut,
     PlanBody,
     PlanOut,
+    StrategyPlanOut,
     SurveyPlanBody,
     SurveyPlanItem,
     SurveyPlanOut,
@@ -100,6 +102,7 @@ __all__ = [
     "EstimateOut",
     "GoalIn",
     "GoalOut",
+    "GoalPlanOut",
     "GoalSpecOut",
     "Health",
     "ImportOut",
@@ -146,6 +149,7 @@ __all__ = [
     "SiteName",
     "SitePeer",
     "SiteView",
+    "StrategyPlanOut",
     "StrictModel",
     "SurveyCreate",
     "SurveyFields",

@@ -125,3 +125,28 @@ class SurveyPlanOut(BaseModel):
     tau_interval: list[float] | None = Field(description="Its interval at the confidence level.")
     plan: SurveyPlanBody
     data_version: int
+
+
+class StrategyPlanOut(BaseModel):
+    answers_mean: float = Field(description="Mean answers until the goal was met (or the cap).")
+    answers_se: float | None = Field(description="Monte Carlo standard error of that mean.")
+    respondents_mean: float = Field(description="Mean respondents those answers came from.")
+    met: int = Field(description="Simulated surveys that met the goal within max_answers.")
+    false_certifications: int = Field(description="Simulated surveys whose certified set or order was wrong.")
+
+
+class GoalPlanOut(BaseModel):
+    n_items: int
+    top_k: int | None = Field(description="The top-K goal; null: the whole ranking.")
+    level: float
+    epsilon: float
+    pairs_per_respondent: int
+    replications: int
+    max_answers: int
+    adaptive: StrategyPlanOut
+    balanced: StrategyPlanOut
+    saving: float | None = Field(
+        description="Balanced answers / adaptive answers (null unless every simulated survey met the goal)."
+    )
+    scores: str = Field(description="The true scores simulated.")
+    assumption: str = Field(description="What the prediction assumes, in words.")
