@@ -91,6 +91,7 @@ __all__ = [
     "GoalRun",
     "GoalStatus",
     "StrategyPlan",
+    "draw_for_respondents",
     "draw_respondent_pairs",
     "goal_status",
     "mixture_radius",
@@ -278,45 +279,61 @@ def draw_respondent_pairs(
     >>> i.tolist(), ci.tolist(), cj.tolist()  # one pool item: one pair, counting for it only
     ([0], [True], [False])
     """
+    i, j, ci, cj, _ = draw_for_respondents(pool, 1, count, rng)
+    return i, j, ci, cj
+
+
+def draw_for_respondents(
+    pool: ArrayLike, respondents: int, count: int, rng: np.random.Generator
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_], NDArray[np.int64]]:
+    """:func:`draw_respondent_pairs` for several new respondents with the same pool at
+    once (vectorized over respondents): the pairs of respondent 0 first, each in the
+    order drawn, and whose each pair is (the last array).
+
+    Each respondent's draws follow the rule exactly: a pool item is drawn uniformly
+    among those the respondent has not drawn yet (a draw that hits one is drawn
+    again), its opponent uniformly among the other m − 1 items, and a pair of two
+    such pool items is kept half the time."""
     pool = np.asarray(pool, dtype=bool)
     m = pool.size
     if m < 2:
         raise ValueError("at least two items")
-    members = np.flatnonzero(pool).tolist()
-    return _draw_from(members, set(members), m, count, rng)
-
-
-def _draw_from(
-    members: list[int], in_pool: set[int], m: int, count: int, rng: np.random.Generator
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
-    """:func:`draw_respondent_pairs` from the pool's items as a list and a set (kept as
-    they are: drawn items go to a small set of their own, and a draw that hits one is
-    drawn again, which leaves the next draw uniform over the items still in the pool)."""
-    gone: set[int] = set()
-    out: list[tuple[int, int, bool]] = []
-    uniforms: list[list[float]] = []  # rows of three uniforms, drawn in blocks
-    n = len(members)
-    while len(out) < count and len(gone) < n:
-        if not uniforms:
-            uniforms = rng.random((4 * (count - len(out)) + 8, 3)).tolist()
-        u, v, w = uniforms.pop()
-        x = members[min(int(u * n), n - 1)]
-        if x in gone:
-            continue
-        y = min(int(v * (m - 1)), m - 2)
-        y += y >= x  # uniform over the other m − 1 items
-        both = y in in_pool and y not in gone
-        # A pair of two pool items is reached from either end: keep it half the time,
-        # so that every pair with a pool item is equally likely.
-        if both and w >= 0.5:
-            continue
-        gone.add(x)
-        if both:
-            gone.add(y)
-        out.append((x, y, both))
-    i = np.array([o[0] for o in out], dtype=np.int64)
-    j = np.array([o[1] for o in out], dtype=np.int64)
-    return i, j, np.ones(i.size, dtype=bool), np.array([o[2] for o in out], dtype=bool)
+    members = np.flatnonzero(pool)
+    p = members.size
+    gone = np.zeros((respondents, m), dtype=bool)
+    left = np.full(respondents, p, dtype=np.int64)  # pool items each respondent has not drawn
+    parts: list[tuple[NDArray, NDArray, NDArray, NDArray]] = []
+    for _ in range(count):
+        need = np.flatnonzero(left > 0)
+        if need.size == 0:
+            break
+        x = np.empty(need.size, dtype=np.int64)
+        y = np.empty(need.size, dtype=np.int64)
+        both = np.empty(need.size, dtype=bool)
+        todo = np.arange(need.size)
+        while todo.size:
+            rows = need[todo]
+            u = rng.random((3, todo.size))
+            xs = members[np.minimum((u[0] * p).astype(np.int64), p - 1)]
+            ys = np.minimum((u[1] * (m - 1)).astype(np.int64), m - 2)
+            ys += ys >= xs  # uniform over the other m − 1 items
+            b = pool[ys] & ~gone[rows, ys]
+            # A pair of two pool items is reached from either end: keep it half the time,
+            # so that every pair with a pool item is equally likely.
+            ok = ~gone[rows, xs] & ~(b & (u[2] >= 0.5))
+            done = todo[ok]
+            x[done], y[done], both[done] = xs[ok], ys[ok], b[ok]
+            todo = todo[~ok]
+        gone[need, x] = True
+        gone[need[both], y[both]] = True
+        left[need] -= 1 + both
+        parts.append((x, y, both, need))
+    if not parts:
+        e = np.zeros(0, dtype=np.int64)
+        return e, e.copy(), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool), e.copy()
+    x, y, both, who = (np.concatenate([q[k] for q in parts]) for k in range(4))
+    order = np.argsort(who, kind="stable")  # respondent by respondent, in the order drawn
+    return x[order], y[order], np.ones(x.size, dtype=bool), both[order], who[order]
 
 
 def simulate_goal(
@@ -343,7 +360,8 @@ def simulate_goal(
     answers fewer pairs when its pool runs out: the service serves only pairs that
     count while the goal is unmet). Answers are true BTL answers randomized at
     ``epsilon``. The goal is checked after every ``batch`` answers (default: m, at
-    least 50). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
+    least 50), or every 2% of the answers so far when that is more (so a run that
+    meets its goal overshoots by at most that much). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
     (respondent effects: one respondent's answers go together)."""
     theta = np.asarray(theta, dtype=np.float64)
     m = theta.size
@@ -356,21 +374,19 @@ def simulate_goal(
     while not status.met and used < max_answers:
         if check is not None:
             check()
-        parts: list[tuple[NDArray, NDArray, NDArray, NDArray, NDArray]] = []
-        got = 0
-        members = np.flatnonzero(status.active if strategy == "adaptive" else everything).tolist()
-        in_pool = set(members)  # every respondent of the batch is new: the same pool
-        while got < batch and used + got < max_answers:
-            want = min(pairs_per_respondent, max_answers - used - got)
-            i, j, ci, cj = _draw_from(members, in_pool, m, want, rng)
-            d = theta[i] - theta[j]
-            if tau > 0:
-                own = rng.normal(0.0, tau, size=m)
-                d = d + own[i] - own[j]
-            parts.append((i, j, ci, cj, d))
-            got += i.size
-            respondents += 1
-        i, j, ci, cj, d = (np.concatenate([p[k] for p in parts]) for k in range(5))
+        pool = status.active if strategy == "adaptive" else everything
+        # Enough new respondents for a batch of answers (fewer pairs each once pools are small).
+        step = max(batch, used // 50)  # checks at least every 2% of the answers
+        want = -(-min(step, max_answers - used) // pairs_per_respondent)
+        i, j, ci, cj, who = draw_for_respondents(pool, want, pairs_per_respondent, rng)
+        keep = min(i.size, max_answers - used)
+        i, j, ci, cj, who = i[:keep], j[:keep], ci[:keep], cj[:keep], who[:keep]
+        d = theta[i] - theta[j]
+        if tau > 0:
+            own = rng.normal(0.0, tau, size=(want, m))  # each respondent's own scores
+            d = d + own[who, i] - own[who, j]
+        got = i.size
+        respondents += int(np.unique(who).size)
         y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
         z = debias(privatize(y, epsilon, rng), epsilon)
         seqs.add(i, j, z, epsilon, ci, cj)

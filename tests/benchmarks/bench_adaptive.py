@@ -4,9 +4,11 @@
     python -m tests.benchmarks.bench_adaptive --large      # adds m = 1,000 (long)
     python -m tests.benchmarks.bench_adaptive --quick      # m = 10, 2 runs (CI smoke run)
 
-For each number of items m, goal top-K, ε and score profile, both strategies run
-until the goal is certified at level 0.95 (checked after every m answers, at least 50:
-continuous monitoring) or a cap of answers is reached. It prints the mean answers
+For each number of items m, goal top-K, ε and score profile, both strategies run as
+the service runs them (app.stats.adaptive.simulate_goal: new respondents, 10 pairs at
+most each, from their pools) until the goal is certified at level 0.95 (checked after
+every max(m, 50) answers, or every 2% of the answers so far when that is more) or a
+cap of answers is reached. It prints the mean answers
 each strategy needed, their ratio (balanced / adaptive: the saving), and the number
 of runs whose certified set was wrong (false certification; the procedure allows
 5%, judged by a one-sided binomial test at 1%: with 10 runs it only catches rates
@@ -16,7 +18,7 @@ the cap have no saving and count as misses where the top K is separated.
 Profiles: *separated* — the top K within 0.5 of each other and 1 above the next
 item, the rest spread down to −1.5; *crowded* — all m evenly spaced over
 [−1.5, 1.5]. ``--tau`` adds respondent effects (each respondent's own scores
-θ + τ·N(0, 1), 10 answers each).
+θ + τ·N(0, 1)).
 
 Targets (issue 15): at least 2× fewer answers where the top-K is separated, never
 more than 10% more where it is not, false certification ≤ 5%.
