@@ -34,7 +34,11 @@ async function start() {
       ...(survey.goal_met
         ? [
             h("h2", { id: "closed" }, "This survey has its answer"),
-            h("p", {}, "It reached its goal with the answers it has, so it asks no more. Thank you for coming!"),
+            h(
+              "p",
+              {},
+              "It reached its goal with the answers it has, so it asks no more. Thank you for coming!",
+            ),
           ]
         : [
             h("h2", { id: "closed" }, "This survey is closed"),

@@ -6,6 +6,7 @@ import { api, showError } from "/static/api.js";
 import { errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
 import { autoRefresh, chartBox, fmt, h, pct, section } from "/static/dom.js";
 import { surveyPlanSection } from "/static/view-plan.js";
+import { goalSection } from "/static/view-survey-goal.js";
 
 export async function pairwiseSections(s, body) {
   const kInput = h("input", {
@@ -18,8 +19,10 @@ export async function pairwiseSections(s, body) {
   });
   const rankingBox = h("div", { id: "ranking-box" });
   const progress = h("div");
+  const goal = s.goal ? goalSection(s) : null;
   const load = async () => {
     try {
+      if (goal) goal.refresh(await api("GET", `/v1/surveys/${s.id}`));
       const r = await api("GET", `/v1/surveys/${s.id}/ranking?k=${kInput.value}`);
       rankingBox.replaceChildren(...rankingContent(r, Number(kInput.value)));
       progress.replaceChildren(progressContent(r.diagnostics));
@@ -30,6 +33,7 @@ export async function pairwiseSections(s, body) {
   kInput.addEventListener("change", load);
   autoRefresh(load, "survey-title");
   body.append(
+    ...(goal ? [goal.node] : []),
     section("progress", "Progress", progress, h("div", { id: "coverage-box" })),
     section(
       "ranking",
