@@ -223,7 +223,7 @@ async def get_goal_plan(
     replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
     seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
     max_answers: int = Query(
-        1_000_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+        50_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
     ),
 ):
     """Simulates surveys as the service runs them with a goal — respondents served pairs
@@ -232,7 +232,9 @@ async def get_goal_plan(
     certificate checked as answers arrive — and reports for each strategy the mean
     answers and respondents until the goal is met, how many simulated surveys met it
     within ``max_answers`` and how many certified a wrong set, and the saving
-    (balanced / adaptive answers). Bounded by the analysis time budget (503 beyond)."""
+    (balanced / adaptive answers). Bounded: a plan whose worst case (every simulated
+    survey running to ``max_answers``, at 40 µs per answer) exceeds the analysis time
+    budget is refused (422); any other runs under the budget (503 beyond)."""
     pilot = _floats(scores, "scores")
     return await run_bounded(
         request,
@@ -268,7 +270,7 @@ async def get_survey_goal_plan(
     replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
     pairs_per_respondent: int = Query(10, ge=1, le=100, description="Pairs a respondent is asked at most."),
     max_answers: int = Query(
-        1_000_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+        50_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
     ),
     seed: int = Query(0, ge=0, description="Seed of the simulation."),
     session: SessionDep,

@@ -315,6 +315,13 @@ def draw_for_respondents(
             rows = need[todo]
             u = rng.random((3, todo.size))
             xs = members[np.minimum((u[0] * p).astype(np.int64), p - 1)]
+            # Where most of the pool is drawn already, a draw from the whole pool would mostly
+            # be redrawn: pick uniformly among the items left instead (O(p) per respondent).
+            sparse = 2 * left[rows] < p
+            if sparse.any():
+                scores = rng.random((int(sparse.sum()), p))
+                scores[gone[rows[sparse]][:, members]] = -1.0
+                xs[sparse] = members[scores.argmax(axis=1)]
             ys = np.minimum((u[1] * (m - 1)).astype(np.int64), m - 2)
             ys += ys >= xs  # uniform over the other m − 1 items
             b = pool[ys] & ~gone[rows, ys]
@@ -361,8 +368,9 @@ def simulate_goal(
     count while the goal is unmet). Answers are true BTL answers randomized at
     ``epsilon``. The goal is checked after every ``batch`` answers (default: m, at
     least 50), or every 2% of the answers so far when that is more (so a run that
-    meets its goal overshoots by at most that much). ``tau`` > 0 gives each respondent its own scores θ + τ·N(0, 1)
-    (respondent effects: one respondent's answers go together)."""
+    meets its goal overshoots by at most that much). ``tau`` > 0 gives each respondent
+    its own scores θ + τ·N(0, 1) (respondent effects: one respondent's answers go
+    together)."""
     theta = np.asarray(theta, dtype=np.float64)
     m = theta.size
     batch = batch or max(m, 50)
@@ -377,7 +385,10 @@ def simulate_goal(
         pool = status.active if strategy == "adaptive" else everything
         # Enough new respondents for a batch of answers (fewer pairs each once pools are small).
         step = max(batch, used // 50)  # checks at least every 2% of the answers
-        want = -(-min(step, max_answers - used) // pairs_per_respondent)
+        # A respondent answers at most min(pairs, pool size) pairs, and at least half the pool's
+        # size when that is less: enough respondents for the step (vectorized over them).
+        per = max(1, min(pairs_per_respondent, int(pool.sum()) // 2))
+        want = -(-min(step, max_answers - used) // per)
         i, j, ci, cj, who = draw_for_respondents(pool, want, pairs_per_respondent, rng)
         keep = min(i.size, max_answers - used)
         i, j, ci, cj, who = i[:keep], j[:keep], ci[:keep], cj[:keep], who[:keep]

@@ -55,6 +55,8 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/site/contribution"): {SITE},
     ("get", "/v1/plan"): READERS,
     ("get", "/v1/surveys/{survey_id}/plan"): READERS,
+    ("get", "/v1/plan/goal"): READERS,
+    ("get", "/v1/surveys/{survey_id}/goal/plan"): READERS,
     ("get", "/v1/whoami"): EVERYONE - {ANON, BAD},
     ("post", "/v1/keys"): {ADMIN_},
     ("get", "/v1/keys"): {ADMIN_},
@@ -154,6 +156,8 @@ def test_who_may_call_what(client, world, method, path):
     )
     if path == "/v1/plan":
         url += "?items=4&pairs_per_respondent=2&k=1&respondents=10&epsilon=1&replications=20"
+    if path == "/v1/plan/goal":
+        url += "?items=4&top_k=1&replications=2&max_answers=1000"
     if path.endswith("/{survey_id}/plan"):
         url += "?k=1&respondents=10&replications=20&scores=1,0,0,-1&pairs_per_respondent=2&epsilon=1"
     body = BODIES.get((method, path))

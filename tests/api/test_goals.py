@@ -259,8 +259,9 @@ def test_surveys_without_goal_are_unchanged(client):
 
 
 def test_goal_planner_compares_the_strategies(client):
-    """The planner of adaptive designs: a separated top 1 of 8 at ε = 2 meets its goal in
-    every simulated survey under both strategies, with fewer answers adaptively."""
+    """The planner of adaptive designs: a top 1 of 8 with a runner-up and six items far
+    below (resolved early) at ε = 2 meets its goal in every simulated survey under both
+    strategies, with fewer answers adaptively (which then asks about two items only)."""
     r = client.get(
         "/v1/plan/goal",
         params={
@@ -268,7 +269,7 @@ def test_goal_planner_compares_the_strategies(client):
             "top_k": 1,
             "epsilon": 2.0,
             "level": 0.9,
-            "scores": "3,0,0,0,0,0,0,0",
+            "scores": "3,1,-2,-2,-2,-2,-2,-2",
             "replications": 4,
         },
         headers=ADMIN,
@@ -299,3 +300,11 @@ def test_survey_goal_plan_uses_the_current_fit(client):
     assert plan["scores"].startswith("the survey's current estimates")
     plain = _create(client, labels)
     assert client.get(f"/v1/surveys/{plain['id']}/goal/plan", headers=ADMIN).status_code == 409
+
+
+def test_goal_plans_beyond_the_time_budget_are_refused_up_front(client, budget):
+    budget(5.0)
+    r = client.get(
+        "/v1/plan/goal", params={"items": 2, "gap": 1e-300, "max_answers": 1_000_000}, headers=ADMIN
+    )
+    assert r.status_code == 422 and "time budget" in r.json()["detail"]
