@@ -20,6 +20,11 @@ _BY_DIRECTORY = {"browser": "browser", "postgres": "postgres", "faults": "faults
 #: Tests (by node id, without parameters) that took 3 s or more on 2 cores in a full run
 #: (``--durations``), and those sharing a slow module fixture (the federated experiments).
 SLOW: set[str] = {
+    "tests/api/test_goals.py::test_virtual_respondents_until_goal_met",
+    "tests/api/test_goals.py::test_close_when_met_closes_and_thanks",
+    "tests/api/test_goals.py::test_survey_goal_plan_uses_the_current_fit",
+    "tests/stats/test_adaptive.py::test_a_respondents_pairs_are_uniform_over_the_pairs_that_touch_its_pool",
+    "tests/stats/test_adaptive.py::test_later_pairs_of_a_respondent_still_give_uniform_opponents",
     "tests/api/test_admission.py::test_200_concurrent_requests_from_one_token_are_all_answered",
     "tests/api/test_admission.py::test_forwarded_headers_are_trusted_only_when_configured",
     "tests/api/test_downloads.py::test_stalled_export_readers_do_not_stall_the_api",

@@ -71,10 +71,10 @@ def _goal_spec(goal: GoalSpec) -> dict:
 
 def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
     """The survey with its items and, with a goal, where the goal stands (pending answers
-    are folded first, unless another request is folding them)."""
+    are folded first: after a fold in progress, if any)."""
     goal = None
     if survey.goal:
-        fold_pending(session, survey.id, wait=False)
+        fold_pending(session, survey.id)
     items = survey_items(session, survey.id)
     report = goal_report(session, survey, len(items), cache)
     if report is not None:

@@ -65,7 +65,7 @@ from ..stats.adaptive import draw_respondent_pairs
 from .aggregation import fold_pending, fold_soon
 from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, goal_met, make_ticket
 from .respondents import registered_epsilon
-from .surveys import current_item_index
+from .surveys import current_item_index, item_count_of
 
 __all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]
 
@@ -357,11 +357,15 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         return Served([], *(cut or (None, None)))
     central = survey.privacy_model == "central"
     goal = GoalSpec.of(survey) if not central else None
+    version = n_items = None
     if goal is not None:
         fold_soon(session, survey.id)  # the goal's state as last folded; never waits
+        version, n_items = session.execute(  # one round trip for both
+            select(SurveyStats.version, item_count_of(survey.id)).where(SurveyStats.survey_id == survey.id)
+        ).one()
     elif not central:
         fold_pending(session, survey.id, wait=False)
-    items = current_item_index(session, survey.id)
+    items = current_item_index(session, survey.id, n_items)
     m = len(items)
     everything = ("all_answered", "You have compared every pair of items in this survey.")
     if m < 2:
@@ -380,7 +384,7 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     rng = _rng()
     toward = None
     if goal is not None:
-        toward = _toward_goal(session, survey, respondent, goal, m, done, count, rng, cache)
+        toward = _toward_goal(session, survey, respondent, goal, m, done, count, rng, cache, version)
     tickets: list[str | None] | None = None
     if toward is None:
         chosen = _balanced(session, survey, central, n_pairs, starts, mine, count, rng, cache)
@@ -440,11 +444,12 @@ def _toward_goal(
     count: int,
     rng: np.random.Generator,
     cache,
+    version: int | None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]] | None:
     """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`), drawn
     from the respondent's pool; None once the goal is met (then pairs are served as
     without a goal)."""
-    status = current_state(session, survey.id, goal, m, cache).status
+    status = current_state(session, survey.id, goal, m, cache, version).status
     if status.met:
         return None
     touched = np.zeros(m, dtype=bool)

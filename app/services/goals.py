@@ -312,11 +312,15 @@ def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalRep
     return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m)
 
 
-def current_state(session: Session, survey_id: str, goal: GoalSpec, m: int, cache=None) -> GoalState:
-    """The folded state (cached per data version and number of items when ``cache``)."""
-    version, payload = None, None
+def current_state(
+    session: Session, survey_id: str, goal: GoalSpec, m: int, cache=None, version: int | None = None
+) -> GoalState:
+    """The folded state (cached per data version — ``version`` when the caller read it —
+    and number of items when ``cache``)."""
+    payload = None
     if cache is not None:
-        version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
+        if version is None:
+            version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
         found = cache.lru.get(("goal", survey_id, version, m))
         if found is not None:
             return found

@@ -90,9 +90,13 @@ def main() -> None:
     parser.add_argument("--large", action="store_true", help="also m = 1,000")
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--tau", type=float, default=0.0)
+    parser.add_argument("--sizes", type=int, nargs="+", help="numbers of items (instead of the defaults)")
+    parser.add_argument("--epsilons", type=float, nargs="+", help="ε values (instead of 0.5 1 2)")
+    parser.add_argument("--profiles", nargs="+", choices=("separated", "crowded"), default=None)
     args = parser.parse_args()
-    sizes = [10] if args.quick else [10, 30, 100] + ([1000] if args.large else [])
-    levels = (1.0, 2.0) if args.quick else (0.5, 1.0, 2.0)
+    sizes = args.sizes or ([10] if args.quick else [10, 30, 100] + ([1000] if args.large else []))
+    levels = args.epsilons or ((1.0, 2.0) if args.quick else (0.5, 1.0, 2.0))
+    profiles = args.profiles or ("separated", "crowded")
     runs = args.runs or (2 if args.quick else 10)
     print(f"level {LEVEL}, {runs} runs per cell, tau {args.tau}")
     columns = ("adaptive", "balanced")
@@ -103,7 +107,7 @@ def main() -> None:
             if k >= m:
                 continue
             for eps in levels:
-                for kind in ("separated", "crowded"):
+                for kind in profiles:
                     cap = (40_000 if kind == "separated" else 20_000) * m // (4 if args.quick else 1)
                     c = cell(m, k, eps, kind, runs, cap, args.tau)
                     a, b = c["adaptive"], c["balanced"]
