@@ -10,6 +10,12 @@ Counts come from the folded statistics after an opportunistic, non-blocking fold
 of pending answers, so they may lag a concurrent fold by a moment; that only
 affects balance, never correctness.
 
+Surveys with a goal (:mod:`app.services.goals`) are served differently: pairs from the
+respondent's pool (the items in doubt it has not answered about, or every such item
+under balanced assignment), each with the ticket that lets its answer count for the
+goal's certificate, read from the goal's state as last folded (a fold is started in
+the background, never waited for); once the goal is met, as below.
+
 Central-model surveys hold true answers, and which pairs were answered is
 itself protected there (edge and individual DP cover it): serving least-answered
 pairs first would let anyone who registers read the per-pair counts. Their pairs
