@@ -192,9 +192,6 @@ class GoalState:
     #: Answers folded since the state (re)started, and those the certificate counted.
     answers: int
     counted: int
-    #: Whether the goal was met at an earlier fold (so "met" is reported once, and
-    #: closing happens once).
-    was_met: bool
 
     @property
     def n_items(self) -> int:
@@ -203,7 +200,7 @@ class GoalState:
     @classmethod
     def start(cls, m: int, goal: GoalSpec) -> GoalState:
         seqs = BordaSequences(m)
-        return cls(seqs, goal_status(seqs, goal.level, goal.top_k), 0, 0, False)
+        return cls(seqs, goal_status(seqs, goal.level, goal.top_k), 0, 0)
 
     def pack(self) -> bytes:
         s = self.seqs
@@ -216,7 +213,8 @@ class GoalState:
 
     @classmethod
     def unpack(cls, payload: bytes, goal: GoalSpec) -> GoalState:
-        magic, m, answers, counted, was_met = _STATE.unpack_from(payload)
+        # The header's "met" (for goal_met) is what the stored bounds give again below.
+        magic, m, answers, counted, _met = _STATE.unpack_from(payload)
         body = zlib.decompress(payload[_STATE.size :])
         if magic != _STATE_MAGIC or len(body) != 40 * m:
             raise ValueError("corrupt goal state")
@@ -225,9 +223,7 @@ class GoalState:
         seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
         seqs.answers = arr[2].astype(np.int64)
         previous = _bounds_only(arr[3].copy(), arr[4].copy(), goal)
-        return cls(
-            seqs, goal_status(seqs, goal.level, goal.top_k, previous=previous), answers, counted, was_met
-        )
+        return cls(seqs, goal_status(seqs, goal.level, goal.top_k, previous=previous), answers, counted)
 
 
 def _bounds_only(lower: NDArray, upper: NDArray, goal: GoalSpec) -> GoalStatus:
@@ -266,6 +262,7 @@ def fold_goal(
     first met and it asks for that. Answers whose tickets were issued for another
     number of items count for nothing."""
     state = load_state(stats.goal_state, goal, m)
+    met_before = state.status.met
     live = ticket_m == m
     ci = live & ((flags & COUNT_I) != 0)
     cj = live & ((flags & COUNT_J) != 0)
@@ -274,9 +271,8 @@ def fold_goal(
     state.answers += int(i.size)
     state.counted += int(ci.sum() + cj.sum())
     state.status = goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
-    newly_met = state.status.met and not state.was_met
     stats.goal_state = state.pack()
-    if newly_met and goal.close_when_met:
+    if state.status.met and not met_before and goal.close_when_met:
         session.execute(
             update(Survey)
             .where(Survey.id == survey_id, Survey.status == "open")
@@ -317,18 +313,14 @@ def current_state(
 ) -> GoalState:
     """The folded state (cached per data version — ``version`` when the caller read it —
     and number of items when ``cache``)."""
-    payload = None
     if cache is not None:
         if version is None:
             version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
         found = cache.lru.get(("goal", survey_id, version, m))
         if found is not None:
             return found
-    row = session.execute(
-        select(SurveyStats.version, SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id)
-    ).one()
-    version, payload = row.version, row.goal_state
-    state = load_state(payload, goal, m)
+    payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id))
+    state = load_state(payload, goal, m)  # at ``version`` or later: never older than its key
     if cache is not None:
         cache.lru.put(("goal", survey_id, version, m), state, 64 * m + 2000)
     return state

@@ -74,8 +74,9 @@ def _ticket_flags(
 ) -> np.ndarray:
     """Which items each answer counts for in the goal's certificate (goal surveys), from
     the tickets; 422 for a ticket that does not vouch for its pair. A ticket issued for
-    another number of items counts for nothing (items were added), and so does a flag
-    for an item that two answers of the request both carry."""
+    another number of items counts for nothing (items were added). Flags for items the
+    respondent answered about are dropped when the answers are stored
+    (:func:`_drop_repeats`)."""
     flags = np.zeros(len(comparisons), dtype=np.uint8)
     for k, c in enumerate(comparisons):
         if c.ticket is None:
@@ -88,7 +89,7 @@ def _ticket_flags(
             )
         if got[0] == m:
             flags[k] = got[1]
-    return _drop_repeats(flags, i, j)
+    return flags
 
 
 def _drop_repeats(
@@ -337,17 +338,17 @@ def submit_responses(
     n = len(comparisons)
     # Central answers are true answers: ε = ∞ for the statistics (z = ỹ = y).
     epsilons = np.full(n, np.inf if eps is None else eps)
-    payload = encode_batch(i, j, y_tilde, epsilons)
 
     def store(session: Session, receipt: Receipt) -> bool:
         # A pair this respondent answered before violates uq_comparisons_respondent_pair:
         # the database checks it (no scan of the respondent's answers); see `duplicate`.
-        batch = payload
         if flags is not None and flags.any():
             # Under the respondent's row lock: an item answered about since the pair was
-            # served no longer counts (one counted answer per respondent and item).
+            # served, or flagged twice here, no longer counts (one per respondent and item).
             kept = _drop_repeats(flags, i, j, _answered_items(session, respondent.id))
             batch = encode_batch(i, j, y_tilde, epsilons, kept, len(items))
+        else:
+            batch = encode_batch(i, j, y_tilde, epsilons)
         return _store_batch(
             session,
             survey.id,

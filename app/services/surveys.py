@@ -236,12 +236,7 @@ def list_surveys(session: Session, limit: int = 100, offset: int = 0) -> tuple[l
     positions are 0 … m−1, so m is the largest position + 1, one seek on the
     (survey_id, position) index per survey."""
     total = session.scalar(select(func.count()).select_from(Survey)) or 0
-    n_items = (
-        select(func.coalesce(func.max(Item.position) + 1, 0))
-        .where(Item.survey_id == Survey.id)
-        .correlate(Survey)
-        .scalar_subquery()
-    )
+    n_items = item_count_of(Survey.id).correlate(Survey)
     rows = session.execute(
         select(Survey, n_items).order_by(Survey.created_at.desc(), Survey.id).limit(limit).offset(offset)
     ).all()
