@@ -27,6 +27,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
 
+    worker = sub.add_parser(
+        "worker",
+        help="run queued jobs (PRIVRANK_JOB_QUEUE=rq, REDIS_URL)",
+        description="Run the jobs that API instances send to the RQ queue in REDIS_URL's Redis "
+        "(PRIVRANK_JOB_QUEUE=rq), on DATABASE_URL's database, one at a time, until stopped "
+        "(SIGTERM lets the current job finish). Also queues again the jobs of runners that "
+        "stopped heartbeating. Run as many as you like, on any host.",
+    )
+    worker.add_argument("--burst", action="store_true", help="exit once the queue is empty")
+
     pl = sub.add_parser(
         "plan",
         help="predict a survey design's accuracy, or the respondents / epsilon it needs",
@@ -215,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             return _migrate() if args.command == "migrate" else _serve(args)
         except (OperationalError, ArgumentError) as exc:
             return _database_unusable(get_settings().database_url, exc)
+    if args.command == "worker":
+        return _worker(args)
     if args.command == "plan":
         return _plan(args)
     if args.command == "site":
@@ -222,6 +234,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "simulate":
         return _simulate(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+def _worker(args) -> int:
+    import logging
+
+    from .config import get_settings
+    from .main import LOG_FORMAT
+    from .services.jobs import run_worker
+
+    settings = get_settings()
+    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    if not settings.redis_url:
+        print(
+            "privrank: the worker needs REDIS_URL (and API instances PRIVRANK_JOB_QUEUE=rq)", file=sys.stderr
+        )
+        return 2
+    run_worker(settings.redis_url, burst=args.burst)
+    return 0
 
 
 def _migrate() -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .limits import MAX_BATCH, MAX_BATCH_CEILING
@@ -47,6 +48,40 @@ class Settings(BaseSettings):
         le=MAX_BATCH_CEILING,
         description="Most comparisons per POST …/responses (the request schema accepts up to the ceiling).",
     )
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias="REDIS_URL",
+        description="Redis URL (redis://host:6379/0). When set, rate limits are shared by every "
+        "worker and instance through it; without it (the default) each worker keeps its own. "
+        "While Redis is unreachable the limits fall back to per-worker ones, with a warning.",
+    )
+    job_queue: Literal["local", "rq"] = Field(
+        default="local",
+        validation_alias="PRIVRANK_JOB_QUEUE",
+        description="Where jobs (POST /v1/surveys/{sid}/jobs) run: 'local' (default), a bounded pool of "
+        "threads in each API process; 'rq', an RQ queue in REDIS_URL's Redis, run by `privrank worker`.",
+    )
+    job_seconds: float = Field(
+        default=3600.0,
+        validation_alias="PRIVRANK_JOB_SECONDS",
+        gt=0,
+        le=7 * 86_400,
+        description="Time budget of one job (it fails beyond it).",
+    )
+    job_threads: int = Field(
+        default=1,
+        validation_alias="PRIVRANK_JOB_THREADS",
+        ge=1,
+        le=64,
+        description="Jobs running at once per API process with PRIVRANK_JOB_QUEUE=local.",
+    )
+    job_backlog: int = Field(
+        default=100,
+        validation_alias="PRIVRANK_JOB_BACKLOG",
+        ge=1,
+        le=100_000,
+        description="Jobs waiting per API process with PRIVRANK_JOB_QUEUE=local; one more gets 503.",
+    )
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
     access_log: bool = Field(
         default=False,
@@ -87,14 +122,15 @@ class Settings(BaseSettings):
         default=60,
         validation_alias="PRIVRANK_REGISTER_PER_MINUTE",
         ge=0,
-        description="Respondent registrations per client address and minute (per worker; 0: no limit).",
+        description="Respondent registrations per client address and minute (per worker, or for all "
+        "instances together with REDIS_URL; 0: no limit).",
     )
     auth_failures_per_minute: int = Field(
         default=30,
         validation_alias="PRIVRANK_AUTH_FAILURES_PER_MINUTE",
         ge=0,
         description="Failed authentications per client address and minute before 429s "
-        "(per worker; 0: no limit).",
+        "(per worker, or for all instances together with REDIS_URL; 0: no limit).",
     )
     max_import_bytes: int = Field(
         default=256 * 2**20,
@@ -153,6 +189,12 @@ class Settings(BaseSettings):
         "write holds SQLite's only write lock, which every answer waits for: 200,000 rows take it "
         "for ~1 s, or ~3.5 s when every row names a new respondent. PostgreSQL: 1,000,000 rows.",
     )
+
+    @model_validator(mode="after")
+    def _queue_needs_redis(self) -> Settings:
+        if self.job_queue == "rq" and not self.redis_url:
+            raise ValueError("PRIVRANK_JOB_QUEUE=rq needs REDIS_URL")
+        return self
 
     @field_validator("database_url")
     @classmethod

@@ -20,7 +20,7 @@ from starlette.routing import Match, Mount
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .api import analysis, errors, federation, health, keys, plan, releases, respondents, surveys
+from .api import analysis, errors, federation, health, jobs, keys, plan, releases, respondents, surveys
 from .api.admission import Admission, Slots, admitted
 from .api.downloads import Downloads
 from .api.errors import where
@@ -30,6 +30,7 @@ from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
 from .services.deadline import SHUTDOWN
+from .services.jobs import JobContext, LocalRunner, QueueRunner
 from .services.ranking_surveys import ConsensusCache
 
 __all__ = ["create_app"]
@@ -197,8 +198,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # One memory budget and one set of turns for every analysis of the worker.
     app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru, app.state.fit_cache.work)
     app.state.downloads = Downloads(settings.max_downloads, settings.send_timeout)
+    job_context = JobContext(app.state.session_factory, app.state.fit_cache, settings.job_seconds)
+    app.state.jobs = (
+        QueueRunner(settings.redis_url, settings.job_seconds)
+        if settings.job_queue == "rq" and settings.redis_url
+        else LocalRunner(job_context, settings.job_threads, settings.job_backlog)
+    )
     app.state.rate_limiter = RateLimiter(
-        {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute}
+        {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute},
+        redis_url=settings.redis_url,
     )
 
     if settings.cors_origin_list:
@@ -217,7 +225,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(_HeadersAndLog, allowed=allowed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
-    for module in (surveys, respondents, analysis, releases, federation, plan, keys, health):
+    for module in (surveys, respondents, analysis, releases, federation, plan, jobs, keys, health):
         app.include_router(module.router)
     app.include_router(keys.whoami_router)
     pages = static_dir()

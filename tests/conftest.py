@@ -20,6 +20,9 @@ _BY_DIRECTORY = {"browser": "browser", "postgres": "postgres", "faults": "faults
 #: Tests (by node id, without parameters) that took 3 s or more on 2 cores in a full run
 #: (``--durations``), and those sharing a slow module fixture (the federated experiments).
 SLOW: set[str] = {
+    "tests/postgres/test_instances.py::test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_worker",
+    "tests/postgres/test_instances.py::test_rate_limits_hold_across_instances",
+    "tests/postgres/test_instances.py::test_one_answer_per_pair_and_budgets_hold_across_instances",
     "tests/api/test_goals.py::test_virtual_respondents_until_goal_met",
     "tests/api/test_goals.py::test_close_when_met_closes_and_thanks",
     "tests/api/test_goals.py::test_survey_goal_plan_uses_the_current_fit",
@@ -86,6 +89,14 @@ SLOW: set[str] = {
     "tests/test_site_cli.py::test_site_cli_errors",
     "tests/test_site_cli.py::test_three_sites_contribute_from_three_file_formats",
 }
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A reachable Redis (tests.helpers.redis): skipped without one, failed under CI."""
+    from tests.helpers.redis import redis_server_url
+
+    return redis_server_url()
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -1,26 +1,53 @@
 """Per-client rate limits: respondent registration and failed authentication.
 
-Token buckets per (limit, client address) in this process: a bucket holds up to
-``per_minute`` tokens and refills at ``per_minute`` per minute. Registration takes
-a token per request; a failed authentication takes one per failure, and a client
-whose failure bucket is empty is refused (429) before its credentials are even
-checked — a key cannot be guessed faster than the limit. The client address is
-the connection's peer, or the proxy's ``X-Forwarded-For`` when uvicorn trusts that
-proxy (``--forwarded-allow-ips``). Limits are per worker process: with W workers
-the service admits up to W times the configured rate.
+Token buckets per (limit, client address): a bucket holds up to ``per_minute``
+tokens and refills at ``per_minute`` per minute. Registration takes a token per
+request; a failed authentication takes one per failure, and a client whose failure
+bucket is empty is refused (429) before its credentials are even checked — a key
+cannot be guessed faster than the limit. The client address is the connection's
+peer, or the proxy's ``X-Forwarded-For`` when uvicorn trusts that proxy
+(``--forwarded-allow-ips``).
+
+Where the buckets live:
+
+* **In this process** (the default): with W workers on H hosts the service admits up
+  to W·H times the configured rate.
+* **In Redis** (``REDIS_URL``): one bucket per (limit, client) for every worker and
+  instance. A take is one Lua script, run atomically by Redis on Redis's clock
+  (``TIME``), so concurrent takes from any number of processes never overdraw a
+  bucket and the instances' clocks need not agree. Bucket keys carry no address: an
+  HMAC of it under a random salt that the first instance stores in Redis, and each
+  bucket expires once it would be full again (a minute).
+
+  When Redis cannot be reached (or answers with an error) the limiter falls back to
+  this process's buckets, logs one warning, and tries Redis again after
+  :data:`RETRY_SECONDS`: a Redis outage loosens the limits to per-process ones for
+  its duration; it never fails a request.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
+import secrets
 import threading
 import time
+from typing import Any, Protocol
 
 from fastapi import Request
 
 from ..services.cache import ByteLRU
 from ..services.errors import TooMany
 
-__all__ = ["RateLimiter", "TooManyRequests", "client_address"]
+__all__ = ["LocalBuckets", "RateLimiter", "RedisBuckets", "TooManyRequests", "client_address"]
+
+log = logging.getLogger("privrank.ratelimit")
+
+#: Seconds before Redis is tried again after it failed.
+RETRY_SECONDS = 5.0
+#: Seconds a call to Redis may take (connect, or the script) before the fallback.
+REDIS_TIMEOUT = 0.25
 
 
 class TooManyRequests(TooMany):
@@ -31,46 +58,145 @@ def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+class Buckets(Protocol):
+    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
+        """With ``consume``, take a token if there is one; either way, None when one was
+        (or is) available, else the seconds until one is (nothing taken)."""
+
+
 #: What one bucket is counted as (its key and two floats).
 _BUCKET_BYTES = 256
 
 
-class RateLimiter:
-    """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit."""
+class LocalBuckets:
+    """Token buckets in this process, at most ``max_clients`` of them (least recently
+    used dropped first)."""
 
-    def __init__(self, per_minute: dict[str, int], max_clients: int = 100_000) -> None:
-        self.per_minute = dict(per_minute)
-        # The service's one bounded cache class: every bucket counts the same bytes, so the
-        # budget holds ``max_clients`` buckets, the least recently used dropped first.
+    def __init__(self, max_clients: int = 100_000) -> None:
+        # The service's one bounded cache class: every bucket counts the same bytes.
         self._buckets = ByteLRU(max_clients * _BUCKET_BYTES)
         self._lock = threading.Lock()  # a take is a read and a write of one bucket
 
-    def _level(self, name: str, client: str, now: float) -> float:
-        cap = self.per_minute[name]
-        tokens, stamp = self._buckets.get((name, client)) or (float(cap), now)
-        return min(float(cap), tokens + (now - stamp) * cap / 60.0)
+    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
+        with self._lock:
+            now = time.monotonic()
+            tokens, stamp = self._buckets.get((name, client)) or (float(cap), now)
+            tokens = min(float(cap), tokens + (now - stamp) * cap / 60.0)
+            if tokens < 1.0:
+                return (1.0 - tokens) * 60.0 / cap
+            if consume:
+                self._buckets.put((name, client), (tokens - 1.0, now), _BUCKET_BYTES)
+        return None
 
-    def _store(self, name: str, client: str, tokens: float, now: float) -> None:
-        self._buckets.put((name, client), (tokens, now), _BUCKET_BYTES)
+
+# KEYS[1]: the bucket. ARGV: capacity (tokens, refilled over 60 s), 1 to take a token.
+# Returns nil when a token was (or is) available, else the seconds to wait (a string:
+# Redis turns Lua numbers into integers).
+_TAKE = """
+local cap = tonumber(ARGV[1])
+local rate = cap / 60.0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'stamp')
+local tokens = tonumber(b[1]) or cap
+local stamp = tonumber(b[2]) or now
+tokens = math.min(cap, tokens + math.max(0, now - stamp) * rate)
+if tokens < 1 then
+  return tostring((1 - tokens) / rate)
+end
+if ARGV[2] == '1' then
+  tokens = tokens - 1
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'stamp', tostring(now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil((cap - tokens) / rate * 1000) + 1000)
+end
+return nil
+"""
+
+_SALT_KEY = "privrank:ratelimit:salt"
+
+
+class RedisBuckets:
+    """Token buckets in Redis, shared by every process that uses the same Redis."""
+
+    def __init__(self, url: str, timeout: float = REDIS_TIMEOUT) -> None:
+        import redis
+
+        self._client: Any = redis.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
+        )
+        self._script = self._client.register_script(_TAKE)
+        self._salt: bytes | None = None
+
+    def _key(self, name: str, client: str) -> str:
+        if self._salt is None:
+            # The first instance's random salt wins; every instance then keys alike.
+            self._client.set(_SALT_KEY, secrets.token_bytes(32), nx=True)
+            self._salt = bytes(self._client.get(_SALT_KEY))
+        mac = hmac.new(self._salt, f"{name}\0{client}".encode(), hashlib.sha256).hexdigest()[:32]
+        return f"privrank:ratelimit:{name}:{mac}"
+
+    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
+        wait = self._script(keys=[self._key(name, client)], args=[cap, 1 if consume else 0])
+        return None if wait is None else float(wait)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class RateLimiter:
+    """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit.
+
+    With ``redis_url``, the buckets are shared through Redis, and this process's
+    buckets stand in while Redis fails (module doc)."""
+
+    def __init__(
+        self, per_minute: dict[str, int], max_clients: int = 100_000, redis_url: str | None = None
+    ) -> None:
+        self.per_minute = dict(per_minute)
+        self.local = LocalBuckets(max_clients)
+        self.shared: RedisBuckets | None = RedisBuckets(redis_url) if redis_url else None
+        self._down_until = 0.0  # monotonic time before which Redis is not tried again
+        self._failing = False
+        self._state = threading.Lock()
+
+    @property
+    def degraded(self) -> bool:
+        """True while Redis is configured but failing (the limits are per process)."""
+        return self.shared is not None and time.monotonic() < self._down_until
+
+    def _take(self, name: str, client: str, consume: bool) -> float | None:
+        cap = self.per_minute.get(name, 0)
+        if cap <= 0:
+            return None
+        if self.shared is not None and time.monotonic() >= self._down_until:
+            try:
+                wait = self.shared.take(name, client, cap, consume)
+            except Exception as exc:  # any Redis failure: connection, timeout, script error
+                with self._state:
+                    first, self._failing = not self._failing, True
+                    self._down_until = time.monotonic() + RETRY_SECONDS
+                if first:
+                    log.warning(
+                        "Redis unavailable for rate limits (%s); limits are per process until it is back",
+                        type(exc).__name__,
+                    )
+            else:
+                if self._failing:
+                    with self._state:
+                        back, self._failing = self._failing, False
+                    if back:
+                        log.warning("Redis is back: rate limits are shared again")
+                return wait
+        return self.local.take(name, client, cap, consume)
 
     def retry_after(self, name: str, client: str) -> float | None:
         """Seconds until a token is available, or None when one is (nothing is taken)."""
-        cap = self.per_minute.get(name, 0)
-        if cap <= 0:
-            return None
-        with self._lock:
-            tokens = self._level(name, client, time.monotonic())
-        return None if tokens >= 1.0 else (1.0 - tokens) * 60.0 / cap
+        return self._take(name, client, consume=False)
 
     def take(self, name: str, client: str) -> float | None:
         """Take a token; None when allowed, else the seconds to wait (nothing taken)."""
-        cap = self.per_minute.get(name, 0)
-        if cap <= 0:
-            return None
-        with self._lock:
-            now = time.monotonic()
-            tokens = self._level(name, client, now)
-            if tokens < 1.0:
-                return (1.0 - tokens) * 60.0 / cap
-            self._store(name, client, tokens - 1.0, now)
-        return None
+        return self._take(name, client, consume=True)
+
+    def close(self) -> None:
+        if self.shared is not None:
+            self.shared.close()

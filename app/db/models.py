@@ -43,6 +43,7 @@ __all__ = [
     "FederatedRound",
     "IdempotencyRecord",
     "Item",
+    "Job",
     "PairStat",
     "PendingBatch",
     "Ranking",
@@ -403,3 +404,40 @@ class IdempotencyRecord(Base):
     status_code: Mapped[int] = mapped_column(Integer)
     response: Mapped[dict] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Job(Base):
+    """A long analysis run outside the request (app.services.jobs): its parameters,
+    where it stands, and its result. The row is the job's one source of truth: any
+    instance reads it, any runner claims it (``queued`` → ``running``, one UPDATE),
+    and a runner that stops heartbeating loses it (retried, or failed)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    parameters: Mapped[dict] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    result: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: Why it failed: a plain message of the service's own (never data).
+    error: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: How many times a runner claimed it (a lost runner's job is retried once).
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    #: The runner holding it (host, process, thread), and when it last said so.
+    runner: Mapped[str | None] = mapped_column(String(120), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    created_by: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('ranking', 'bootstrap', 'plan')", name="ck_jobs_kind"),
+        CheckConstraint(
+            "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="ck_jobs_status"
+        ),
+        CheckConstraint("progress >= 0 AND progress <= 1", name="ck_jobs_progress"),
+        Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+    )

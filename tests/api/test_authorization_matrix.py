@@ -57,6 +57,10 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/surveys/{survey_id}/plan"): READERS,
     ("get", "/v1/plan/goal"): READERS,
     ("get", "/v1/surveys/{survey_id}/goal/plan"): READERS,
+    ("post", "/v1/surveys/{survey_id}/jobs"): READERS,
+    ("get", "/v1/surveys/{survey_id}/jobs"): READERS,
+    ("get", "/v1/jobs/{job_id}"): READERS,
+    ("delete", "/v1/jobs/{job_id}"): READERS,
     ("get", "/v1/whoami"): EVERYONE - {ANON, BAD},
     ("post", "/v1/keys"): {ADMIN_},
     ("get", "/v1/keys"): {ADMIN_},
@@ -76,6 +80,7 @@ BODIES = {
     ("put", "/v1/site/key"): {"public_key": "A" * 43},
     ("post", "/v1/site/contribution"): {"masked": [0]},
     ("post", "/v1/keys"): {"label": "x"},
+    ("post", "/v1/surveys/{survey_id}/jobs"): {"kind": "ranking"},
 }
 
 
@@ -108,7 +113,9 @@ def world(client):
         headers=ADMIN,
     ).json()
     key = client.post("/v1/keys", json={"label": "victim"}, headers=ADMIN).json()
+    job = client.post(f"/v1/surveys/{pairwise['id']}/jobs", json={"kind": "ranking"}, headers=ADMIN).json()
     return {
+        "job": job,
         "surveys": {"pairwise": pairwise, "ranking": ranking, "central": central},
         "other": other,
         "round": rnd,
@@ -153,6 +160,7 @@ def test_who_may_call_what(client, world, method, path):
         .replace("{round_id}", world["round"]["id"])
         .replace("{release_id}", world["release"]["id"])
         .replace("{key_id}", world["key"]["id"])
+        .replace("{job_id}", world["job"]["id"])
     )
     if path == "/v1/plan":
         url += "?items=4&pairs_per_respondent=2&k=1&respondents=10&epsilon=1&replications=20"

@@ -33,8 +33,9 @@ Rows:
    1,000,000 stored answers and m = 10,000 with 100,000 (50,000 and 20,000 in the quick
    run), filled through the API by virtual respondents answering the pairs they are
    served (with their tickets; coin-flip answers, so every item stays in doubt and
-   every request draws from the largest pool). Timed twice: *quiet* — 200 new
-   respondents ask for 10 pairs one after another; *with answers arriving* —
+   every request draws from the largest pool). Timed twice: *quiet* — after the
+   database is settled, 200 new respondents ask for 10 pairs one after another;
+   *with answers arriving* —
    respondents arrive at about 20 per second (8 threads with exponential pauses) for
    20 s, each registering, asking for 10 pairs (timed) and answering them (a request
    that finds answers pending starts a background fold and does not wait for it).
@@ -273,6 +274,7 @@ def _respondent_round(client, sid: str, count: int, rng: random.Random, timings:
 
 def pairs_latency(
     base: str,
+    url: str,
     n_items: int,
     stored: int,
     seconds: float,
@@ -318,7 +320,9 @@ def pairs_latency(
     for w in workers:
         w.join()
     fill_s = time.perf_counter() - t0
-    # Quiet: new respondents ask one after another, nothing else running.
+    # Quiet: new respondents ask one after another, nothing else running — not even the
+    # vacuum and checkpoint that the fill's rows trigger (settled first, like every phase).
+    settle(url)
     quiet: list[float] = []
     with httpx2.Client(base_url=base, timeout=60) as client:
         tokens = [client.post(f"/v1/surveys/{sid}/respondents", json={}).json()["token"] for _ in range(200)]
@@ -414,12 +418,12 @@ def main(argv: list[str] | None = None) -> int:
             settle(url)
             late = ranking_latency(client, survey, 10 if quick else 30, 2 if quick else 5, 10_000)
         settle(url)
-        pairs_1k = pairs_latency(base, 1000, 50_000 if quick else 1_000_000, 3 if quick else 20)
+        pairs_1k = pairs_latency(base, url, 1000, 50_000 if quick else 1_000_000, 3 if quick else 20)
         settle(url)
-        pairs_10k = pairs_latency(base, 10_000, 20_000 if quick else 100_000, 3 if quick else 20)
+        pairs_10k = pairs_latency(base, url, 10_000, 20_000 if quick else 100_000, 3 if quick else 20)
         settle(url)
         pairs_ref = pairs_latency(
-            base, 1000, 20_000 if quick else 100_000, 3 if quick else 20, adaptive=False
+            base, url, 1000, 20_000 if quick else 100_000, 3 if quick else 20, adaptive=False
         )
     finally:
         if live is not None:

@@ -1,0 +1,115 @@
+"""Jobs: long analyses submitted now, read later from any instance (app.services.jobs)."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+from fastapi import APIRouter, Request
+from sqlalchemy import select
+
+from ..db.models import Job
+from ..services import jobs
+from ..services.surveys import get_survey, require_local, require_pairwise
+from .common import errors
+from .deps import ReaderDep, SessionDep
+from .schemas.jobs import JobIn, JobList, JobOut
+
+router = APIRouter(prefix="/v1", tags=["jobs"])
+
+
+def _out(job: Job, with_result: bool = True) -> JobOut:
+    return JobOut(
+        id=job.id,
+        survey_id=job.survey_id,
+        kind=job.kind,
+        status=job.status,
+        progress=job.progress,
+        parameters=job.parameters,
+        result=job.result if with_result else None,
+        error=job.error,
+        attempts=job.attempts,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+@router.post(
+    "/surveys/{survey_id}/jobs",
+    status_code=202,
+    response_model=JobOut,
+    responses=errors(401, 403, 404, 409, 422, 503),
+    summary="Run a ranking, a bootstrap or a plan as a job",
+)
+def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, session: SessionDep) -> JobOut:
+    """Stores the job and returns at once (202) with its ``id``; ``GET /v1/jobs/{id}``
+    then shows its status, progress and, when done, the result the synchronous
+    endpoint would give. ``kind``: ``ranking`` (the parameters of ``GET …/ranking``),
+    ``bootstrap`` (the ranking with bootstrap intervals) or ``plan`` (those of
+    ``GET …/plan``). A job runs under ``PRIVRANK_JOB_SECONDS`` instead of the
+    request's budget. 503 when the runner's backlog is full or the queue is
+    unreachable (nothing is stored then)."""
+    survey = get_survey(session, survey_id)
+    require_pairwise(survey)
+    require_local(survey)
+    runner = request.app.state.jobs
+    if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
+        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+    parameters = body.model_dump(by_alias=True, exclude={"kind"}, exclude_none=True)
+    job = jobs.create_job(
+        session, survey.id, body.kind, parameters, who.key_id or who.role, held_here=runner.held_here
+    )
+    try:
+        runner.dispatch(job.id)
+    except jobs.TemporarilyUnavailable:
+        jobs.discard_job(session, job.id)  # never dispatched: stored nothing after all
+        raise
+    return _out(job)
+
+
+@router.get(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=errors(401, 403, 404),
+    summary="A job's status, progress and result",
+)
+def read(*, request: Request, job_id: str, who: ReaderDep, session: SessionDep) -> JobOut:
+    """From any instance. A job whose runner stopped heartbeating is found here too:
+    queued again (one retry), or failed with the reason — never left ``running``."""
+    job = jobs.get_job(session, job_id)
+    if job.status in ("queued", "running"):
+        runner = request.app.state.jobs
+        for again in jobs.recover_lost(session, job_id, held_here=runner.held_here):
+            with suppress(jobs.TemporarilyUnavailable):  # lost again later, and retried then
+                runner.dispatch(again)
+        job = jobs.get_job(session, job_id)
+        session.refresh(job)
+    return _out(job)
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    response_model=JobOut,
+    responses=errors(401, 403, 404, 409),
+    summary="Cancel a job",
+)
+def cancel(*, job_id: str, who: ReaderDep, session: SessionDep) -> JobOut:
+    """A queued job never starts; a running one stops at its next unit of work (one
+    bootstrap replicate or simulated survey) within a heartbeat (2 s). Cancelling
+    twice is harmless; a finished job is 409."""
+    return _out(jobs.cancel_job(session, job_id))
+
+
+@router.get(
+    "/surveys/{survey_id}/jobs",
+    response_model=JobList,
+    responses=errors(401, 403, 404),
+    summary="The survey's latest jobs",
+)
+def list_jobs(*, survey_id: str, who: ReaderDep, session: SessionDep) -> JobList:
+    """The 50 newest, without their results (read one job for its result)."""
+    get_survey(session, survey_id)
+    rows = session.execute(
+        select(Job).where(Job.survey_id == survey_id).order_by(Job.created_at.desc(), Job.id).limit(50)
+    ).scalars()
+    return JobList(jobs=[_out(j, with_result=False) for j in rows])

@@ -1,0 +1,546 @@
+"""Long analyses as jobs: submitted by one request, run outside it, read by any instance.
+
+A bootstrap on a large survey or a planner solve can take minutes: too long for a
+request (its client would wait or leave, and the work would hold the request's
+worker). ``POST /v1/surveys/{sid}/jobs`` stores a *job* and returns at once; a
+*runner* does the work and writes the result; ``GET /v1/jobs/{id}`` reads it from
+any instance.
+
+**The row is the job.** Everything about a job lives in its ``jobs`` row: kind,
+parameters, status (queued → running → done | failed | cancelled), progress, result.
+A runner *claims* a queued job with one conditional UPDATE (``status = 'queued'`` →
+``'running'``), so two runners never run one job; it writes its progress and a
+heartbeat every :data:`HEARTBEAT_SECONDS`, and finishes with another conditional
+UPDATE (``status = 'running' AND runner = me``), so a cancelled or lost job's late
+result is dropped.
+
+**Runners.** Without a queue (the default) each API process runs jobs in a bounded
+pool of threads of its own (:class:`LocalRunner`; submissions beyond its backlog get
+503). With ``PRIVRANK_JOB_QUEUE=rq`` and ``REDIS_URL``, jobs go to an RQ queue in
+Redis and ``privrank worker`` processes run them (:func:`run_job`).
+
+**Lost runners.** A runner that dies (SIGKILL, a crash, a lost host) stops
+heartbeating. A job whose heartbeat is older than :data:`STALE_SECONDS` is *lost*:
+it is queued again if it has been tried fewer than :data:`MAX_ATTEMPTS` times, and
+fails with a clear message otherwise — never stuck in ``running``. Lost jobs are
+found whenever a job is read (``GET /v1/jobs/{id}``) and by every runner every
+:data:`STALE_SECONDS`. A local runner's queued jobs carry its heartbeat too (its
+process holds them), so a stopped API process's backlog is recovered the same way.
+
+**Cancelling** (``DELETE /v1/jobs/{id}``) marks the row ``cancelled``; the runner
+sees it at its next heartbeat and stops at the work's next check (one bootstrap
+replicate, one simulated survey).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..db.models import Job, new_id, utcnow
+from ..db.session import begin_write
+from .deadline import SHUTDOWN, Deadline, OutOfTime
+from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable
+
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "KINDS",
+    "MAX_ATTEMPTS",
+    "STALE_SECONDS",
+    "JobContext",
+    "JobDeadline",
+    "LocalRunner",
+    "QueueRunner",
+    "TemporarilyUnavailable",
+    "cancel_job",
+    "create_job",
+    "discard_job",
+    "execute",
+    "get_job",
+    "recover_lost",
+]
+
+log = logging.getLogger("privrank.jobs")
+
+KINDS = ("ranking", "bootstrap", "plan")
+FINAL = ("done", "failed", "cancelled")
+#: How often a runner writes a running job's progress and heartbeat.
+HEARTBEAT_SECONDS = 2.0
+#: A job whose runner has not heartbeat for this long is lost (retried or failed).
+STALE_SECONDS = 15.0
+#: Claims before a lost job fails instead of being queued again.
+MAX_ATTEMPTS = 2
+
+
+class Cancelled(OutOfTime):
+    """The job was cancelled while it ran."""
+
+
+class JobDeadline(Deadline):
+    """A :class:`Deadline` that also counts the work's checks, for the progress: the
+    work calls ``check()`` once per unit (a replicate, a simulated survey), and the
+    progress is the units done over the units expected (an estimate where the
+    number of units depends on the data: capped below 1 until the job is done)."""
+
+    def __init__(self, seconds: float, expected_units: int, what: str) -> None:
+        super().__init__(seconds, what=what)
+        self.units = 0
+        self.expected = max(1, int(expected_units))
+
+    def check(self) -> None:
+        self.units += 1
+        super().check()
+
+    @property
+    def progress(self) -> float:
+        return min(0.99, self.units / self.expected)
+
+
+class JobContext:
+    """What running a job needs from its process: sessions, the analysis cache and
+    its work slots, the time budget of one job."""
+
+    def __init__(self, session_factory: sessionmaker[Session], fit_cache: Any, seconds: float) -> None:
+        self.session_factory = session_factory
+        self.fit_cache = fit_cache
+        self.seconds = seconds
+
+
+def runner_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+# -- the jobs table -----------------------------------------------------------------
+
+
+def create_job(
+    session: Session, survey_id: str, kind: str, parameters: dict, created_by: str, held_here: bool = True
+) -> Job:
+    """Store a queued job (the caller dispatches it once committed). ``held_here``: this
+    process holds it until a runner claims it, and heartbeats it (a local runner);
+    otherwise a queue holds it and its heartbeat stays NULL until it is claimed."""
+    if kind not in KINDS:
+        raise Invalid(f"kind must be one of {', '.join(KINDS)}")
+    begin_write(session)
+    job = Job(
+        id=new_id("job"),
+        survey_id=survey_id,
+        kind=kind,
+        parameters=parameters,
+        status="queued",
+        progress=0.0,
+        attempts=0,
+        created_by=created_by,
+        created_at=utcnow(),
+        heartbeat_at=utcnow() if held_here else None,
+    )
+    session.add(job)
+    session.commit()
+    return job
+
+
+def discard_job(session: Session, job_id: str) -> None:
+    """Delete a job that was never dispatched (its submission is refused)."""
+    begin_write(session)
+    session.execute(delete(Job).where(Job.id == job_id, Job.status == "queued"))
+    session.commit()
+
+
+def get_job(session: Session, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound("no such job")
+    return job
+
+
+def cancel_job(session: Session, job_id: str) -> Job:
+    """Mark a queued or running job cancelled (its runner stops at its next heartbeat).
+    Cancelling a cancelled job is a no-op; a finished one is 409."""
+    begin_write(session)
+    job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one_or_none()
+    if job is None:
+        session.rollback()
+        raise NotFound("no such job")
+    if job.status in ("done", "failed"):
+        session.rollback()
+        raise Conflict(f"the job has already finished ({job.status})")
+    if job.status != "cancelled":
+        job.status, job.finished_at = "cancelled", utcnow()
+    session.commit()
+    return job
+
+
+def recover_lost(session: Session, job_id: str | None = None, held_here: bool = True) -> list[str]:
+    """Queue again (or fail, after :data:`MAX_ATTEMPTS` claims) the queued or running
+    jobs whose heartbeat is older than :data:`STALE_SECONDS` — one job, or all. Returns
+    the ids queued again: the caller dispatches them (``held_here`` as for
+    :func:`create_job`)."""
+    cutoff = utcnow() - timedelta(seconds=STALE_SECONDS)
+    where = [Job.status.in_(("queued", "running")), Job.heartbeat_at < cutoff]
+    if job_id is not None:
+        where.append(Job.id == job_id)
+    begin_write(session)
+    lost = session.execute(select(Job).where(*where).with_for_update(skip_locked=True)).scalars().all()
+    again = []
+    for job in lost:
+        if job.attempts >= MAX_ATTEMPTS:
+            job.status, job.finished_at = "failed", utcnow()
+            job.error = f"the runner stopped while running it ({job.attempts} attempts); submit it again"
+        else:
+            job.status, job.runner, job.heartbeat_at = "queued", None, utcnow() if held_here else None
+            again.append(job.id)
+        log.warning("job %s lost by its runner: %s", job.id, job.status)
+    session.commit()
+    return again
+
+
+def _count(result: Any) -> int:
+    """Rows an UPDATE matched (a CursorResult's rowcount)."""
+    return int(result.rowcount)
+
+
+def _claim(session: Session, job_id: str, me: str) -> Job | None:
+    begin_write(session)
+    now = utcnow()
+    claimed = _count(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "queued")
+            .values(status="running", runner=me, started_at=now, heartbeat_at=now, attempts=Job.attempts + 1)
+        )
+    )
+    session.commit()
+    return session.get(Job, job_id, populate_existing=True) if claimed else None
+
+
+def _beat(session: Session, job_id: str, me: str, progress: float) -> bool:
+    """Heartbeat and progress; False when the job is no longer this runner's (cancelled, lost)."""
+    begin_write(session)
+    ok = _count(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running", Job.runner == me)
+            .values(heartbeat_at=utcnow(), progress=progress)
+        )
+    )
+    session.commit()
+    return bool(ok)
+
+
+def _finish(session: Session, job_id: str, me: str, **values: Any) -> bool:
+    begin_write(session)
+    ok = _count(
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running", Job.runner == me)
+            .values(**{"finished_at": utcnow(), "heartbeat_at": utcnow(), **values})
+        )
+    )
+    session.commit()
+    return bool(ok)
+
+
+# -- running one job -----------------------------------------------------------------
+
+
+def _work(kind: str, parameters: dict, ctx: JobContext) -> tuple[Callable[..., Any], int]:
+    """The function that does a job (called with session, survey and deadline) and the
+    number of units of work it is expected to check in."""
+    from .analysis import ranking
+    from .planning import plan_from_survey
+
+    p = dict(parameters)
+    if kind in ("ranking", "bootstrap"):
+        if kind == "bootstrap":
+            p["uncertainty"] = "bootstrap"
+        expected = p.get("replicates", 200) if p.get("uncertainty") == "bootstrap" else 3
+
+        def run(session, survey, deadline):
+            return ranking(
+                session,
+                survey,
+                ctx.fit_cache,
+                p.get("method", "debiased_mle"),
+                p.get("lambda"),
+                p.get("k"),
+                p.get("confidence", 0.95),
+                p.get("uncertainty", "sandwich"),
+                p.get("covariance", "cluster"),
+                p.get("replicates", 200),
+                deadline=deadline,
+            )
+
+        return run, expected + 3
+    # plan: a fixed number of new respondents runs the replications once; a search
+    # about a dozen times (doubling, then bisection).
+    replications = p.get("replications", 100)
+
+    def plan(session, survey, deadline):
+        return plan_from_survey(
+            session,
+            survey,
+            ctx.fit_cache,
+            p["k"],
+            target=p.get("target", 0.8),
+            added=p.get("respondents"),
+            max_added=p.get("max_respondents", 100_000),
+            level=p.get("confidence", 0.95),
+            scores=p.get("scores"),
+            tau=p.get("tau"),
+            pairs_per_respondent=p.get("pairs_per_respondent"),
+            epsilon=p.get("epsilon"),
+            replications=replications,
+            seed=p.get("seed", 0),
+            deadline=deadline,
+            work=ctx.fit_cache.work,
+        )
+
+    return plan, replications * (1 if p.get("respondents") is not None else 12) + 3
+
+
+def execute(job_id: str, ctx: JobContext) -> str | None:
+    """Claim and run one job in this thread; its final status (None when it was not
+    queued: claimed by another runner, cancelled, or gone)."""
+    from .surveys import get_survey
+
+    me = runner_name()
+    with ctx.session_factory() as session:
+        job = _claim(session, job_id, me)
+    if job is None:
+        return None
+    try:
+        fn, expected = _work(job.kind, job.parameters, ctx)
+    except Exception:  # parameters the API validated; a stored row changed by hand
+        with ctx.session_factory() as session:
+            _finish(session, job_id, me, status="failed", error="the job's parameters are not valid")
+        return "failed"
+    deadline = JobDeadline(ctx.seconds, expected, what=f"the {job.kind} job")
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        while not stop.wait(HEARTBEAT_SECONDS):
+            try:
+                with ctx.session_factory() as s:
+                    if not _beat(s, job_id, me, deadline.progress):
+                        deadline.cancel()  # cancelled, or lost: stop at the next check
+                        return
+            except Exception:  # the database is briefly unreachable: try again next beat
+                log.warning("job %s: heartbeat failed", job_id, exc_info=True)
+
+    beats = threading.Thread(target=heartbeat, name=f"job-{job_id}-heartbeat", daemon=True)
+    beats.start()
+    status, values = "failed", {}
+    try:
+        with ctx.session_factory() as session:
+            survey = get_survey(session, job.survey_id)
+            result = fn(session, survey, deadline)
+        status = "done"
+        values = {"progress": 1.0, "result": result.model_dump(mode="json", by_alias=True)}
+    except OutOfTime as exc:
+        if SHUTDOWN.is_set():
+            status = "released"
+        elif deadline.cancelled:
+            status = "cancelled"
+        else:
+            values = {"error": str(exc.detail)[:500]}
+    except (Invalid, Conflict, NotFound) as exc:
+        values = {"error": str(exc.detail)[:500]}
+    except Exception:
+        log.exception("job %s failed", job_id)
+        values = {"error": "the job failed with an internal error"}
+    finally:
+        stop.set()
+        beats.join()
+    if status == "cancelled":
+        return "cancelled"  # the row says so already (or the job was lost and re-queued)
+    if status == "released":
+        # This process is stopping: give the job back, not counted as an attempt; its
+        # heartbeat goes stale and another runner takes it up.
+        with ctx.session_factory() as session:
+            _finish(
+                session, job_id, me, status="queued", runner=None, attempts=Job.attempts - 1, finished_at=None
+            )
+        return None
+    with ctx.session_factory() as session:
+        if not _finish(session, job_id, me, status=status, **values):
+            return None  # cancelled or lost meanwhile: the late result is dropped
+    log.info("job %s %s", job_id, status)
+    return status
+
+
+class LocalRunner:
+    """Runs jobs in this process: ``threads`` at once, at most ``backlog`` waiting
+    (more is 503). Heartbeats the jobs it holds, queued or running, and recovers lost
+    jobs every :data:`STALE_SECONDS`."""
+
+    def __init__(self, ctx: JobContext, threads: int = 2, backlog: int = 100) -> None:
+        self.ctx = ctx
+        self.backlog = backlog
+        self.held_here = True
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="privrank-job")
+        self._held: set[str] = set()  # queued here, not yet claimed
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None  # started with the first job
+
+    def capacity_left(self) -> int:
+        with self._lock:
+            return self.backlog - len(self._held)
+
+    def dispatch(self, job_id: str) -> None:
+        with self._lock:
+            if len(self._held) >= self.backlog:
+                raise TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+            self._held.add(job_id)
+            if self._keeper is None:
+                self._keeper = threading.Thread(target=self._keep, name="privrank-jobs-keeper", daemon=True)
+                self._keeper.start()
+        self._pool.submit(self._run, job_id)
+
+    def _run(self, job_id: str) -> None:
+        with self._lock:
+            self._held.discard(job_id)
+        if self._stop.is_set():
+            return
+        try:
+            execute(job_id, self.ctx)
+        except Exception:  # the database went away between claim and finish: the job is lost
+            log.exception("job %s: runner error", job_id)
+
+    def _keep(self) -> None:
+        """Heartbeat the jobs waiting here (so they are not taken for lost) and recover
+        lost ones, every few seconds."""
+        last_sweep = 0.0
+        while not self._stop.wait(HEARTBEAT_SECONDS):
+            try:
+                with self._lock:
+                    held = list(self._held)
+                with self.ctx.session_factory() as session:
+                    if held:
+                        begin_write(session)
+                        session.execute(
+                            update(Job)
+                            .where(Job.id.in_(held), Job.status == "queued")
+                            .values(heartbeat_at=utcnow())
+                        )
+                        session.commit()
+                    if time.monotonic() - last_sweep >= STALE_SECONDS:
+                        last_sweep = time.monotonic()
+                        for job_id in recover_lost(session):
+                            # Not held here when refused: lost again later, and retried then.
+                            with suppress(TemporarilyUnavailable):
+                                self.dispatch(job_id)
+            except Exception:
+                log.warning("jobs: keeping the queue failed; trying again", exc_info=True)
+
+    def close(self) -> None:
+        """Stop: waiting jobs stay queued (recovered elsewhere once stale); running ones
+        stop at their next check when the process is shutting down."""
+        self._stop.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: The RQ queue privrank's jobs go to.
+QUEUE_NAME = "privrank-jobs"
+
+
+class QueueRunner:
+    """Sends jobs to an RQ queue in Redis; ``privrank worker`` processes run them. A
+    queued job's heartbeat is NULL while the queue holds it (Redis keeps it; never
+    taken for lost), set once a worker claims it."""
+
+    def __init__(self, redis_url: str, seconds: float) -> None:
+        import redis
+        from rq import Queue
+
+        self._redis = redis.Redis.from_url(redis_url)
+        self._queue = Queue(QUEUE_NAME, connection=self._redis)
+        self.seconds = seconds
+        self.held_here = False
+
+    def dispatch(self, job_id: str) -> None:
+        try:
+            self._queue.enqueue_call(
+                "app.services.jobs.run_job",
+                args=(job_id,),
+                # The job's own budget stops it; RQ's timeout is only a backstop.
+                timeout=int(self.seconds) + 300,
+                result_ttl=0,
+                failure_ttl=3600,
+            )
+        except Exception as exc:
+            log.warning("jobs: Redis refused job %s (%s)", job_id, type(exc).__name__)
+            raise TemporarilyUnavailable("the job queue is unreachable; retry later", 10) from None
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+_WORKER_CONTEXT: JobContext | None = None
+
+
+def worker_context() -> JobContext:
+    """The context of a ``privrank worker`` process, built once from the settings."""
+    global _WORKER_CONTEXT
+    if _WORKER_CONTEXT is None:
+        from ..config import get_settings
+        from ..db.session import make_engine, make_session_factory
+        from .analysis import FitCache
+
+        settings = get_settings()
+        engine = make_engine(settings.database_url, 4)
+        _WORKER_CONTEXT = JobContext(
+            make_session_factory(engine),
+            FitCache(settings.analysis_cache_mb * 2**20, settings.analysis_concurrency),
+            settings.job_seconds,
+        )
+    return _WORKER_CONTEXT
+
+
+def run_job(job_id: str) -> str | None:
+    """RQ's entry point: run one job in this worker process."""
+    return execute(job_id, worker_context())
+
+
+def run_worker(redis_url: str, burst: bool = False) -> None:
+    """``privrank worker``: run queued jobs until stopped (``burst``: until the queue is
+    empty), and every :data:`STALE_SECONDS` queue lost jobs again."""
+    import redis
+    from rq import Queue, SimpleWorker
+
+    connection = redis.Redis.from_url(redis_url)
+    queue = Queue(QUEUE_NAME, connection=connection)
+    ctx = worker_context()
+    runner = QueueRunner(redis_url, ctx.seconds)
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.wait(STALE_SECONDS / 3):
+            try:
+                with ctx.session_factory() as session:
+                    for job_id in recover_lost(session, held_here=False):
+                        runner.dispatch(job_id)
+            except Exception:
+                log.warning("jobs: recovering lost jobs failed; trying again", exc_info=True)
+
+    sweeper = threading.Thread(target=sweep, name="privrank-jobs-sweeper", daemon=True)
+    sweeper.start()
+    try:
+        # SimpleWorker runs each job in this process: a worker that is killed takes its
+        # job with it, and the heartbeat's silence hands the job to another worker.
+        SimpleWorker([queue], connection=connection).work(burst=burst, with_scheduler=False)
+    finally:
+        stop.set()
+        runner.close()
+        connection.close()

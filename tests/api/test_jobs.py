@@ -1,0 +1,250 @@
+"""Jobs (app.services.jobs, issue 16): a ranking, a bootstrap or a plan submitted now
+(202) and read later; the result equals the synchronous endpoint's; cancelling;
+bad submissions store nothing; a lost runner's job is retried once, then fails —
+never left running."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select, update
+
+from app.db.models import Job, utcnow
+from app.services import jobs
+from tests.helpers.api import (
+    ADMIN,
+    analyst_headers,
+    create_central_survey,
+    create_ranking_survey,
+    create_survey,
+    make_app,
+    register,
+)
+
+
+def _import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
+    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(2.0, -2.0, n_items)
+    lines = ["respondent,item_a,item_b,winner,epsilon"]
+    for r in range(n_respondents):
+        pairs: set[tuple[int, int]] = set()
+        while len(pairs) < per:
+            a, b = rng.choice(n_items, 2, replace=False)
+            pairs.add((min(a, b), max(a, b)))
+        for a, b in sorted(pairs):
+            won = rng.random() < 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+            lines.append(f"r{r},x{a},x{b},x{a if won else b},2.0")
+    r = client.post(
+        f"/v1/surveys/{s['id']}/comparisons/import?privatized=false",
+        content=("\n".join(lines) + "\n").encode(),
+        headers={**ADMIN, "Content-Type": "text/csv"},
+    )
+    assert r.status_code == 201, r.text
+    return s["id"]
+
+
+@pytest.fixture(scope="module")
+def answered(app) -> str:
+    """8 items, 120 respondents × 8 answers."""
+    with TestClient(app) as client:
+        return _import_survey(client, 8, 120, 8, seed=11)
+
+
+def _wait(client, job_id: str, headers=ADMIN, seconds: float = 60.0) -> dict:
+    deadline = time.monotonic() + seconds
+    seen = []
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}", headers=headers).json()
+        seen.append(job["progress"])
+        if job["status"] in ("done", "failed", "cancelled"):
+            assert seen == sorted(seen), "progress went backwards"
+            return job
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish: {job}")
+
+
+def test_a_bootstrap_job_gives_what_the_ranking_endpoint_gives(client, answered):
+    body = {"kind": "bootstrap", "replicates": 100, "k": 3}
+    r = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=ADMIN)
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["status"] in ("queued", "running") and job["kind"] == "bootstrap" and job["result"] is None
+    assert job["parameters"] == {"k": 3, "confidence": 0.95, "covariance": "cluster", "replicates": 100}
+    done = _wait(client, job["id"])
+    assert done["status"] == "done" and done["progress"] == 1.0 and done["error"] is None
+    assert done["attempts"] == 1 and done["started_at"] and done["finished_at"]
+    direct = client.get(
+        f"/v1/surveys/{answered}/ranking?uncertainty=bootstrap&replicates=100&k=3", headers=ADMIN
+    ).json()
+    # The same data version and the same seeded replicates: the same answer.
+    assert done["result"] == direct
+
+
+def test_a_plan_job_gives_what_the_plan_endpoint_gives(client, answered):
+    analyst = analyst_headers(client)
+    body = {"kind": "plan", "k": 2, "respondents": 50, "replications": 20, "seed": 4}
+    r = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=analyst)
+    assert r.status_code == 202, r.text
+    done = _wait(client, r.json()["id"], analyst)
+    assert done["status"] == "done", done
+    direct = client.get(
+        f"/v1/surveys/{answered}/plan?k=2&respondents=50&replications=20&seed=4", headers=analyst
+    ).json()
+    assert done["result"] == direct
+    listed = client.get(f"/v1/surveys/{answered}/jobs", headers=analyst).json()["jobs"]
+    assert listed[0]["id"] == done["id"] and listed[0]["result"] is None  # newest first, no results
+
+
+def test_cancelling_a_running_job_stops_it(app, answered):
+    # One runner thread: a long bootstrap holds it, a second job waits behind it.
+    with TestClient(app) as client:
+        long = client.post(
+            f"/v1/surveys/{answered}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
+        ).json()
+        waiting = client.post(f"/v1/surveys/{answered}/jobs", json={"kind": "ranking"}, headers=ADMIN).json()
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/jobs/{long['id']}", headers=ADMIN).json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        r = client.delete(f"/v1/jobs/{long['id']}", headers=ADMIN)
+        assert r.status_code == 200 and r.json()["status"] == "cancelled"
+        assert client.delete(f"/v1/jobs/{long['id']}", headers=ADMIN).json()["status"] == "cancelled"
+        # The runner stops within a heartbeat and a replicate, then runs the waiting job.
+        after = _wait(client, waiting["id"], seconds=jobs.HEARTBEAT_SECONDS + 30)
+        assert after["status"] == "done"
+        final = client.get(f"/v1/jobs/{long['id']}", headers=ADMIN).json()
+        assert final["status"] == "cancelled" and final["result"] is None and final["progress"] < 1
+        # A finished job cannot be cancelled.
+        r = client.delete(f"/v1/jobs/{waiting['id']}", headers=ADMIN)
+        assert r.status_code == 409 and "finished" in r.json()["detail"]
+
+
+def test_bad_submissions_are_refused_and_store_nothing(client, answered, unchanged):
+    ranking = create_ranking_survey(client)["id"]
+    central = create_central_survey(client)["id"]
+    _, respondent = register(client, answered)
+    with unchanged():
+        for body in (
+            {"kind": "sleep"},
+            {"kind": "bootstrap", "replicates": 10**9},
+            {"kind": "plan"},  # k is required
+            {"kind": "plan", "k": 2, "replications": 5},
+            {"kind": "ranking", "confidence": 2},
+            {"kind": "ranking", "unknown": 1},
+        ):
+            r = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=ADMIN)
+            assert r.status_code == 422, (body, r.text)
+        assert (
+            client.post(f"/v1/surveys/{ranking}/jobs", json={"kind": "ranking"}, headers=ADMIN).status_code
+            == 409
+        )
+        assert (
+            client.post(f"/v1/surveys/{central}/jobs", json={"kind": "ranking"}, headers=ADMIN).status_code
+            == 409
+        )
+        assert (
+            client.post("/v1/surveys/srv_nope/jobs", json={"kind": "ranking"}, headers=ADMIN).status_code
+            == 404
+        )
+        assert client.post(f"/v1/surveys/{answered}/jobs", json={"kind": "ranking"}).status_code == 401
+        assert (
+            client.post(
+                f"/v1/surveys/{answered}/jobs", json={"kind": "ranking"}, headers=respondent
+            ).status_code
+            == 403
+        )
+        assert client.get("/v1/jobs/job_nope", headers=ADMIN).status_code == 404
+        assert client.delete("/v1/jobs/job_nope", headers=ADMIN).status_code == 404
+
+
+def test_a_full_backlog_is_503_and_stores_nothing(database_url, tmp_path):
+    from tests.helpers.api import private_database
+
+    with private_database(database_url, tmp_path) as url:
+        app = make_app(url, job_backlog=1, job_threads=1)
+        try:
+            with TestClient(app) as client:
+                sid = _import_survey(client, 6, 60, 6, seed=2)
+                first = client.post(
+                    f"/v1/surveys/{sid}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
+                )
+                assert first.status_code == 202
+                # The first is claimed (running) or waiting; fill the backlog of one, then one more.
+                codes = [
+                    client.post(
+                        f"/v1/surveys/{sid}/jobs", json={"kind": "ranking"}, headers=ADMIN
+                    ).status_code
+                    for _ in range(3)
+                ]
+                assert 503 in codes and codes[0] == 202
+                with app.state.session_factory() as s:
+                    stored = s.execute(select(func.count()).select_from(Job)).scalar_one()
+                assert stored == 1 + codes.count(202)  # a refused job left no row
+                client.delete(f"/v1/jobs/{first.json()['id']}", headers=ADMIN)
+        finally:
+            app.state.jobs.close()
+            app.state.engine.dispose()
+
+
+def _stale(db, job_id: str, status: str, attempts: int) -> None:
+    db.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(
+            status=status,
+            attempts=attempts,
+            runner="gone-host:1:1",
+            heartbeat_at=utcnow() - timedelta(seconds=jobs.STALE_SECONDS + 5),
+        )
+    )
+    db.commit()
+
+
+def test_a_job_lost_by_its_runner_is_retried_once_then_fails(client, db, answered):
+    """A runner that stops heartbeating (killed) loses its job: the next read queues it
+    again and this process runs it; lost a second time, it fails with the reason."""
+    job = jobs.create_job(db, answered, "ranking", {}, "test")  # never dispatched: as if its runner died
+    _stale(db, job.id, "running", attempts=1)
+    retried = _wait(client, job.id)
+    assert retried["status"] == "done" and retried["attempts"] == 2 and retried["result"]["items"]
+
+    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    _stale(db, job.id, "running", attempts=jobs.MAX_ATTEMPTS)
+    failed = client.get(f"/v1/jobs/{job.id}", headers=ADMIN).json()
+    assert failed["status"] == "failed" and "runner stopped" in failed["error"] and failed["finished_at"]
+
+    # A job still heartbeating is left alone.
+    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    db.execute(update(Job).where(Job.id == job.id).values(status="running", runner="busy:1:1", attempts=1))
+    db.commit()
+    assert client.get(f"/v1/jobs/{job.id}", headers=ADMIN).json()["status"] == "running"
+    db.execute(update(Job).where(Job.id == job.id).values(status="cancelled"))
+    db.commit()
+
+
+def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypatch):
+    """The runner finishes only a job it still holds: cancel between claim and finish."""
+    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    ctx = jobs.JobContext(app.state.session_factory, app.state.fit_cache, 60.0)
+    real = jobs._work
+
+    def cancel_then_work(kind, parameters, c):
+        fn, n = real(kind, parameters, c)
+
+        def wrapped(session, survey, deadline):
+            with app.state.session_factory() as s:
+                jobs.cancel_job(s, job.id)
+            return fn(session, survey, deadline)
+
+        return wrapped, n
+
+    monkeypatch.setattr(jobs, "_work", cancel_then_work)
+    assert jobs.execute(job.id, ctx) is None
+    db.expire_all()
+    row = db.get(Job, job.id)
+    assert row.status == "cancelled" and row.result is None

@@ -1,0 +1,243 @@
+"""Two ``privrank serve`` instances on one PostgreSQL and one Redis (issue 16): the rate
+limits are global, and one-answer-per-pair, budgets and "acknowledged = stored" hold
+when one respondent's requests are spread over both instances at once."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import httpx2
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from app.db.models import Comparison
+from tests.helpers.live import LiveServer
+
+KEY = "instances-admin-" + uuid.uuid4().hex[:8]
+ADMIN = {"Authorization": f"Bearer {KEY}"}
+REGISTER, FAILURES = 20, 5
+
+
+@pytest.fixture
+def pair_of_instances(postgres_url, redis_url):
+    import redis
+
+    # A Redis database of this test's own, emptied, so no earlier run's buckets count.
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    env = {
+        "DATABASE_URL": postgres_url,
+        "PRIVRANK_ADMIN_KEY": KEY,
+        "REDIS_URL": redis_url,
+        "PRIVRANK_REGISTER_PER_MINUTE": str(REGISTER),
+        "PRIVRANK_AUTH_FAILURES_PER_MINUTE": str(FAILURES),
+    }
+    first = LiveServer(env)  # migrates the database
+    try:
+        second = LiveServer(env)
+        try:
+            yield first, second
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def _survey(base: str, n_items: int = 6, **privacy) -> dict:
+    body = {"title": "two instances", "items": [f"item {k}" for k in range(n_items)]}
+    if privacy:
+        body["privacy"] = privacy
+    r = httpx2.post(f"{base}/v1/surveys", json=body, headers=ADMIN, timeout=30)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_rate_limits_hold_across_instances(pair_of_instances):
+    a, b = pair_of_instances
+    sid = _survey(a.base)["id"]
+    codes = [
+        httpx2.post(f"{(a, b)[k % 2].base}/v1/surveys/{sid}/respondents", json={}, timeout=30).status_code
+        for k in range(2 * REGISTER)
+    ]
+    # REGISTER for both instances together (one more may have refilled during the run),
+    # not REGISTER on each.
+    assert codes[:REGISTER] == [201] * REGISTER
+    assert REGISTER <= codes.count(201) <= REGISTER + 1 and codes.count(429) >= REGISTER - 1
+    assert set(codes) == {201, 429}
+
+    bad = {"Authorization": "Bearer key_aaaaaaaaaaaaaaaa.guess"}
+    failures = [
+        httpx2.get(f"{a.base}/v1/surveys", headers=bad, timeout=30).status_code for _ in range(FAILURES)
+    ]
+    assert failures == [401] * FAILURES
+    # The failures on the first instance are seen by the second.
+    r = httpx2.get(f"{b.base}/v1/surveys", headers=bad, timeout=30)
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert (
+        httpx2.get(f"{b.base}/v1/surveys", headers=ADMIN, timeout=30).status_code == 200
+    )  # a valid key still works
+
+
+def test_one_answer_per_pair_and_budgets_hold_across_instances(pair_of_instances, postgres_url):
+    a, b = pair_of_instances
+    s = _survey(a.base, 12, epsilon_default=1.0, respondent_budget=5.0)
+    sid, ids = s["id"], [it["id"] for it in s["items"]]
+    token = httpx2.post(f"{a.base}/v1/surveys/{sid}/respondents", json={}, timeout=30).json()["token"]
+    h = {"Authorization": f"Bearer {token}"}
+    barrier = threading.Barrier(16)
+    results: list[tuple[int, tuple[str, str]]] = []
+    lock = threading.Lock()
+
+    def answer(k: int, pair: tuple[str, str]) -> None:
+        body = {"privatized": False, "comparisons": [{"a": pair[0], "b": pair[1], "winner": pair[0]}]}
+        barrier.wait()
+        r = httpx2.post(f"{(a, b)[k % 2].base}/v1/surveys/{sid}/responses", json=body, headers=h, timeout=30)
+        with lock:
+            results.append((r.status_code, pair))
+
+    # 8 requests for one pair, and 8 for 8 different pairs, all at once, half on each
+    # instance: the one pair is stored once, and the budget (5 answers at ε = 1) admits 5.
+    same = (ids[0], ids[1])
+    jobs = [same] * 8 + [(ids[0], ids[2 + k]) for k in range(8)]
+    threads = [threading.Thread(target=answer, args=(k, p)) for k, p in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {code for code, _ in results} <= {201, 409}
+    acknowledged = [pair for code, pair in results if code == 201]
+    assert acknowledged.count(same) <= 1
+    assert len(acknowledged) == 5  # exactly the budget: 16 requests, at most 9 distinct pairs
+    engine = create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(select(func.count()).select_from(Comparison)).scalar_one()
+        assert stored == len(acknowledged)  # acknowledged = stored
+    finally:
+        engine.dispose()
+    me = httpx2.get(f"{b.base}/v1/surveys/{sid}/respondents/me", headers=h, timeout=30).json()
+    assert me["comparisons"] == 5 and me["epsilon_total"] == pytest.approx(5.0)
+    assert me["budget_remaining"] == pytest.approx(0.0)
+
+
+def _import(base: str, n_items: int, n_respondents: int, per: int, seed: int = 5) -> str:
+    import numpy as np
+
+    s = _survey(base, n_items, respondent_budget=1000.0)
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(2.0, -2.0, n_items)
+    lines = ["respondent,item_a,item_b,winner,epsilon"]
+    for r in range(n_respondents):
+        pairs: set[tuple[int, int]] = set()
+        while len(pairs) < per:
+            a, b = sorted(rng.choice(n_items, 2, replace=False).tolist())
+            pairs.add((a, b))
+        for a, b in sorted(pairs):
+            won = rng.random() < 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+            lines.append(f"r{r},item {a},item {b},item {a if won else b},2.0")
+    r = httpx2.post(
+        f"{base}/v1/surveys/{s['id']}/comparisons/import?privatized=false",
+        content=("\n".join(lines) + "\n").encode(),
+        headers={**ADMIN, "Content-Type": "text/csv"},
+        timeout=120,
+    )
+    assert r.status_code == 201, r.text
+    return s["id"]
+
+
+class Worker:
+    """A ``privrank worker`` process."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import os
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker"],
+            env={**os.environ, "PRIVRANK_LOG_LEVEL": "warning", **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def kill(self) -> None:
+        import signal
+
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except Exception:
+                self.kill()
+
+
+def _poll(base: str, job_id: str, until, seconds: float) -> dict:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        job = httpx2.get(f"{base}/v1/jobs/{job_id}", headers=ADMIN, timeout=30).json()
+        if until(job) or time.monotonic() > deadline:
+            return job
+        time.sleep(0.1)
+
+
+def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_worker(postgres_url, redis_url):
+    import redis
+
+    from app.services.jobs import STALE_SECONDS
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    env = {
+        "DATABASE_URL": postgres_url,
+        "PRIVRANK_ADMIN_KEY": KEY,
+        "REDIS_URL": redis_url,
+        "PRIVRANK_JOB_QUEUE": "rq",
+    }
+    a = LiveServer(env)
+    b = LiveServer(env)
+    workers = [Worker(env)]
+    try:
+        small = _import(a.base, 8, 100, 8)
+        r = httpx2.post(
+            f"{a.base}/v1/surveys/{small}/jobs", json={"kind": "bootstrap", "replicates": 100}, headers=ADMIN
+        )
+        assert r.status_code == 202, r.text
+        done = _poll(b.base, r.json()["id"], lambda j: j["status"] == "done", 60)
+        assert done["status"] == "done", done
+        direct = httpx2.get(
+            f"{b.base}/v1/surveys/{small}/ranking?uncertainty=bootstrap&replicates=100",
+            headers=ADMIN,
+            timeout=60,
+        ).json()
+        assert done["result"] == direct  # computed by the worker, read on the other instance
+
+        # A long job: the worker is killed while it runs; a new worker takes it up.
+        large = _import(a.base, 40, 1500, 10)
+        r = httpx2.post(
+            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
+        )
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        running = _poll(a.base, job_id, lambda j: j["status"] != "queued", 60)
+        assert running["status"] == "running", running
+        workers[0].kill()
+        workers.append(Worker(env))
+        final = _poll(
+            a.base, job_id, lambda j: j["status"] in ("done", "failed", "cancelled"), 4 * STALE_SECONDS + 120
+        )
+        assert final["status"] == "done" and final["attempts"] == 2, final
+        assert final["result"]["items"] and final["progress"] == 1.0
+    finally:
+        for w in workers:
+            w.stop()
+        b.stop()
+        a.stop()

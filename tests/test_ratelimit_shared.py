@@ -1,0 +1,125 @@
+"""Rate limits shared through Redis (app.api.ratelimit): one bucket for every process,
+atomic under concurrent takes, no client address in Redis, and a Redis outage that
+falls back to per-process limits without failing a request."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+
+from app.api.ratelimit import RateLimiter
+
+
+def _client() -> str:
+    """A client address no other test (or earlier run) has used."""
+    return f"198.51.100.{uuid.uuid4().int % 250}-{uuid.uuid4().hex[:8]}"
+
+
+def test_two_limiters_on_one_redis_share_one_bucket(redis_url):
+    a = RateLimiter({"register": 30}, redis_url=redis_url)
+    b = RateLimiter({"register": 30}, redis_url=redis_url)
+    ip = _client()
+    allowed = [(a if k % 2 else b).take("register", ip) is None for k in range(40)]
+    assert sum(allowed) == 30 and all(allowed[:30])  # 30 in all, not 30 per limiter
+    wait = a.take("register", ip)
+    assert wait is not None and 0 < wait <= 2.0  # 30 a minute: a token every 2 s
+    assert b.retry_after("register", ip) is not None  # seen from the other one too
+    assert a.take("register", _client()) is None  # per client
+    assert not a.degraded and not b.degraded
+    a.close()
+    b.close()
+
+
+def test_concurrent_takes_from_many_threads_never_overdraw(redis_url):
+    """8 threads on each of 3 limiters race for a bucket of 50: exactly 50 succeed
+    (a read-then-write outside one atomic script would let several take the last token)."""
+    limiters = [RateLimiter({"x": 50}, redis_url=redis_url) for _ in range(3)]
+    ip = _client()
+    granted = []
+    lock = threading.Lock()
+    start = threading.Barrier(24)
+
+    def worker(lim: RateLimiter) -> None:
+        start.wait()
+        mine = sum(lim.take("x", ip) is None for _ in range(20))
+        with lock:
+            granted.append(mine)
+
+    threads = [threading.Thread(target=worker, args=(lim,)) for lim in limiters for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # 480 takes within well under a second refill at most one more token (50/min).
+    assert 50 <= sum(granted) <= 51
+    for lim in limiters:
+        lim.close()
+
+
+def test_redis_holds_no_client_address(redis_url):
+    import redis
+
+    lim = RateLimiter({"register": 5}, redis_url=redis_url)
+    ip = f"203.0.113.{uuid.uuid4().int % 250}"
+    lim.take("register", ip)
+    client = redis.Redis.from_url(redis_url)
+    keys = [k.decode() for k in client.scan_iter("privrank:ratelimit:*")]
+    assert any(k.startswith("privrank:ratelimit:register:") for k in keys)
+    assert not [k for k in keys if ip in k]
+    for key in keys:
+        if client.type(key) == b"hash":
+            assert ip.encode() not in b"".join(client.hgetall(key).values())
+            assert 0 < client.pttl(key) <= 61_000  # gone once the bucket would be full again
+    client.close()
+    lim.close()
+
+
+def test_unreachable_redis_falls_back_to_per_process_limits_with_one_warning(caplog):
+    lim = RateLimiter({"register": 3}, redis_url="redis://127.0.0.1:1/0")  # nothing listens there
+    ip = _client()
+    with caplog.at_level(logging.WARNING, logger="privrank.ratelimit"):
+        results = [lim.take("register", ip) for _ in range(5)]
+    assert [r is None for r in results] == [True, True, True, False, False]  # still limited
+    assert lim.degraded
+    warnings = [r for r in caplog.records if "Redis unavailable" in r.getMessage()]
+    assert len(warnings) == 1  # one warning per outage, not one per request
+    lim.close()
+
+
+def test_redis_that_comes_back_is_used_again(redis_url, monkeypatch, caplog):
+    from app.api import ratelimit
+
+    lim = RateLimiter({"register": 100}, redis_url=redis_url)
+    assert lim.shared is not None
+    real = lim.shared.take
+    broken = [True]
+
+    def flaky(*args):
+        if broken[0]:
+            raise ConnectionError("down")
+        return real(*args)
+
+    monkeypatch.setattr(lim.shared, "take", flaky)
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
+    ip = _client()
+    with caplog.at_level(logging.WARNING, logger="privrank.ratelimit"):
+        assert lim.take("register", ip) is None  # served from this process's bucket
+        assert lim.degraded
+        broken[0] = False
+        now[0] += ratelimit.RETRY_SECONDS / 2
+        assert lim.take("register", ip) is None and lim.degraded  # not retried yet
+        now[0] += ratelimit.RETRY_SECONDS
+        assert lim.take("register", ip) is None and not lim.degraded  # Redis again
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("Redis unavailable" in m for m in messages) == 1
+    assert sum("Redis is back" in m for m in messages) == 1
+    lim.close()
+
+
+def test_a_disabled_limit_never_calls_redis():
+    lim = RateLimiter({"register": 0}, redis_url="redis://127.0.0.1:1/0")
+    assert all(lim.take("register", "x") is None for _ in range(100))
+    assert not lim.degraded
+    lim.close()
