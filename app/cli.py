@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -96,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(with --survey: of certifying it; default 0.8)",
     )
     pl.add_argument("--json", action="store_true", help="print JSON")
+    pl.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show the progress on stderr (default: when stderr is a terminal)",
+    )
 
     sim = sub.add_parser(
         "simulate",
@@ -346,22 +353,29 @@ def _plan(args) -> int:
     if missing:
         print(f"privrank plan: {', '.join(m.replace('_', '-') for m in missing)} required", file=sys.stderr)
         return 2
+    from .services.jobs import PLAN_SEARCH_STEPS, JobDeadline
+
+    replications = args.replications or 200
+    expected = replications * (PLAN_SEARCH_STEPS if (args.solve or "none") != "none" else 1)
+    deadline = JobDeadline(math.inf, expected, what="the plan")
     try:
-        out = run_plan(
-            args.items,
-            args.respondents,
-            args.pairs_per_respondent,
-            args.epsilon,
-            args.k,
-            args.weights,
-            args.spread,
-            args.gap,
-            args.replications or 200,
-            args.seed,
-            args.solve or "none",
-            args.target,
-            args.scores,
-        )
+        with _Progress(_show_progress(args), lambda: deadline.progress, "simulating"):
+            out = run_plan(
+                args.items,
+                args.respondents,
+                args.pairs_per_respondent,
+                args.epsilon,
+                args.k,
+                args.weights,
+                args.spread,
+                args.gap,
+                replications,
+                args.seed,
+                args.solve or "none",
+                args.target,
+                args.scores,
+                deadline=deadline,
+            )
     except Invalid as exc:
         print(f"privrank plan: {exc.detail}", file=sys.stderr)
         return 2
@@ -392,6 +406,63 @@ def _plan(args) -> int:
     print(f"each respondent's total epsilon (composition over its pairs): {totals}")
     print(f"G(eps) = {p.G:.3g}; dividing line 1/sqrt(mL) = {p.dividing_line_epsilon:.3g}")
     return 0
+
+
+def _show_progress(args) -> bool:
+    return args.progress if args.progress is not None else sys.stderr.isatty()
+
+
+class _Progress:
+    """``what… 42%`` on stderr, redrawn every half second while the block runs (when
+    ``shown``); the line is cleared at the end."""
+
+    def __init__(self, shown: bool, fraction, what: str) -> None:
+        import threading
+
+        self.shown, self.fraction, self.what = shown, fraction, what
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _draw(self) -> None:
+        print(f"\r{self.what}… {100 * self.fraction():3.0f}%", end="", file=sys.stderr, flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self._draw()
+
+    def __enter__(self) -> _Progress:
+        if self.shown:
+            self._draw()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.shown:
+            self._stop.set()
+            self._thread.join()
+            print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+
+
+def _follow_job(get, server: str, job: dict, shown: bool) -> dict | None:
+    """Poll a job (GET /v1/jobs/{id}) until it ends, showing its progress; its result,
+    or None (the reason printed) when it failed or was cancelled."""
+    import time
+
+    state = {"progress": job["progress"]}
+    if shown:
+        print(f"the server runs this as job {job['id']}", file=sys.stderr)
+    with _Progress(shown, lambda: state["progress"], "simulating"):
+        while job["status"] not in ("done", "failed", "cancelled"):
+            time.sleep(0.5)
+            _, job = get(f"{server}/v1/jobs/{job['id']}")
+            state["progress"] = job["progress"]
+    if job["status"] != "done":
+        print(
+            f"privrank plan: job {job['id']} {job['status']}: {job.get('error') or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
+        return None
+    return job["result"]
 
 
 def _plan_survey(args) -> int:
@@ -437,10 +508,19 @@ def _plan_survey(args) -> int:
         f"{args.server.rstrip('/')}/v1/surveys/{urllib.parse.quote(args.survey, safe='')}/plan?"
         + urllib.parse.urlencode(query)
     )
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
-    try:
+
+    def get(target: str) -> tuple[int, dict]:
+        request = urllib.request.Request(target, headers={"Authorization": f"Bearer {key}"})
         with urllib.request.urlopen(request, timeout=600) as response:
-            out = json.load(response)
+            return response.status, json.load(response)
+
+    try:
+        status, out = get(url)
+        if status == 202:  # handed to a job (long): follow it
+            result = _follow_job(get, args.server.rstrip("/"), out, _show_progress(args))
+            if result is None:
+                return 1
+            out = result
     except urllib.error.HTTPError as exc:
         try:
             detail = json.load(exc).get("detail")

@@ -61,6 +61,14 @@ class Settings(BaseSettings):
         description="Where jobs (POST /v1/surveys/{sid}/jobs) run: 'local' (default), a bounded pool of "
         "threads in each API process; 'rq', an RQ queue in REDIS_URL's Redis, run by `privrank worker`.",
     )
+    inline_seconds: float = Field(
+        default=10.0,
+        validation_alias="PRIVRANK_INLINE_SECONDS",
+        ge=0,
+        le=86_400,
+        description="GET …/ranking?uncertainty=bootstrap and GET …/plan predicted to take longer than "
+        "this run as jobs: 202 with the job and its Location instead of the result (0: always).",
+    )
     job_seconds: float = Field(
         default=3600.0,
         validation_alias="PRIVRANK_JOB_SECONDS",

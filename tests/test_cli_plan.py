@@ -147,3 +147,48 @@ def test_plan_survey_errors(server, survey):
     assert p.returncode == 2 and "--server" in p.stderr
     p = _plan("--survey", survey["id"], "--server", "file:///etc/passwd", "-k", "2", key="plan-admin")
     assert p.returncode == 2 and "http" in p.stderr
+
+
+def test_plan_shows_its_progress_on_the_terminal():
+    p = _plan("-m", "8", "-p", "5", "-k", "2", "-L", "40", "-e", "1", "-r", "20", "--progress")
+    assert p.returncode == 0, p.stderr
+    # Redrawn in place with \r (which text mode reads as a line break).
+    shown = [line for line in p.stderr.splitlines() if line.startswith("simulating…")]
+    assert shown and shown[0].endswith("0%"), p.stderr
+    assert "P(exact top-2 recovered)" in p.stdout and "simulating" not in p.stdout
+    quiet = _plan("-m", "8", "-p", "5", "-k", "2", "-L", "40", "-e", "1", "-r", "20")  # stderr is a pipe
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_plan_follows_a_job_when_the_server_hands_the_simulation_to_one(tmp_path):
+    import httpx2
+
+    srv = LiveServer(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path}/jobs.db",
+            "PRIVRANK_ADMIN_KEY": "plan-admin",
+            "PRIVRANK_INLINE_SECONDS": "0",  # every plan runs as a job
+        }
+    )
+    try:
+        s = httpx2.post(f"{srv.base}/v1/surveys", json={"title": "J", "items": LABELS}, headers=ADMIN).json()
+        rows = ["respondent,item_a,item_b,winner,epsilon"]
+        rows += [f"r{r},A,{LABELS[1 + r % 4]},A,2.0" for r in range(40)]
+        rows += [f"r{r},B,{LABELS[2 + r % 3]},{LABELS[2 + r % 3]},2.0" for r in range(40)]
+        r = httpx2.post(
+            f"{srv.base}/v1/surveys/{s['id']}/comparisons/import?privatized=true",
+            content="\n".join(rows) + "\n",
+            headers={**ADMIN, "Content-Type": "text/csv"},
+        )
+        assert r.status_code == 201, r.text
+        args = ("--survey", s["id"], "--server", srv.base, "-k", "1", "-r", "20", "-L", "50")
+        p = _plan(*args, "--progress", key="plan-admin")
+        assert p.returncode == 0, p.stderr
+        assert "the server runs this as job job_" in p.stderr and "simulating…" in p.stderr
+        assert "with 50 more respondents:" in p.stdout
+        out = json.loads(_plan(*args, "--json", key="plan-admin").stdout)
+        jobs = httpx2.get(f"{srv.base}/v1/surveys/{s['id']}/jobs", headers=ADMIN).json()["jobs"]
+        assert [j["status"] for j in jobs] == ["done", "done"]
+        assert out == httpx2.get(f"{srv.base}/v1/jobs/{jobs[0]['id']}", headers=ADMIN).json()["result"]
+    finally:
+        srv.stop()

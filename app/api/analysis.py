@@ -16,8 +16,9 @@ from ..services.export import iter_comparisons_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
 from .bounded import run_bounded
 from .common import errors
-from .deps import SessionDep, admin, reader
+from .deps import ReaderDep, SessionDep, admin, reader
 from .downloads import SpooledDownload, spool
+from .jobs import AS_JOB_202, as_job_if_long
 from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
@@ -59,14 +60,14 @@ _CSV_EXAMPLE = (
     "/ranking",
     response_model=RankingOut | ConsensusOut,
     response_model_by_alias=True,
-    responses={**errors(401, 403, 404, 409, 422), **_ANALYSIS_503},
-    dependencies=[Depends(reader)],
+    responses={**errors(401, 403, 404, 409, 422), **_ANALYSIS_503, **AS_JOB_202},
     summary="The ranking",
 )
 async def ranking(
     *,
     request: Request,
     survey_id: str,
+    who: ReaderDep,
     method: PairwiseMethod | ConsensusMethod | None = Query(
         None,
         description="Pairwise surveys: debiased_mle (default; the paper's estimator) or naive_mle "
@@ -128,7 +129,9 @@ async def ranking(
 
     Intervals, rank summaries and the bootstrap run under the analysis time budget
     (``PRIVRANK_ANALYSIS_SECONDS``) and stop when the client disconnects: 503 with
-    ``Retry-After``."""
+    ``Retry-After``. A bootstrap predicted to take longer than ``PRIVRANK_INLINE_SECONDS``
+    runs as a job instead: 202 with the job (``Location: /v1/jobs/{id}``), whose
+    result is this answer."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
     if survey.kind == "ranking":
         if uncertainty not in ("sandwich", "none"):
@@ -146,6 +149,23 @@ async def ranking(
             seconds=request.app.state.settings.analysis_seconds,
             what="the consensus",
         )
+    if uncertainty == "bootstrap":
+        require_local(survey)
+        parameters = {
+            "method": method or "debiased_mle",
+            "lambda": lambda_,
+            "k": k,
+            "confidence": confidence,
+            "uncertainty": uncertainty,
+            "covariance": covariance,
+            "replicates": replicates,
+        }
+        parameters = {key: value for key, value in parameters.items() if value is not None}
+        accepted = await run_in_threadpool(
+            as_job_if_long, request, session, survey, "ranking", parameters, who
+        )
+        if accepted is not None:
+            return accepted
     return await run_bounded(
         request,
         analysis.ranking,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from contextlib import suppress
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from ..db.models import Job
+from ..db.models import Job, SurveyStats
 from ..services import jobs
-from ..services.surveys import get_survey, require_local, require_pairwise
+from ..services.surveys import get_survey, item_count, require_local, require_pairwise
 from .common import errors
 from .deps import ReaderDep, SessionDep
 from .schemas.jobs import JobIn, JobList, JobOut
@@ -34,6 +35,48 @@ def _out(job: Job, with_result: bool = True) -> JobOut:
     )
 
 
+def _submit(request: Request, session, survey, kind: str, parameters: dict, who) -> Job:
+    runner = request.app.state.jobs
+    if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
+        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+    created_by = who.key_id or who.role
+    job = jobs.create_job(session, survey.id, kind, parameters, created_by, held_here=runner.held_here)
+    try:
+        runner.dispatch(job.id)
+    except jobs.TemporarilyUnavailable:
+        jobs.discard_job(session, job.id)  # never dispatched: stored nothing after all
+        raise
+    return job
+
+
+def as_job_if_long(
+    request: Request, session, survey, kind: str, parameters: dict, who
+) -> JSONResponse | None:
+    """For a synchronous endpoint: when the work is predicted to take longer than
+    ``PRIVRANK_INLINE_SECONDS``, submit it as a job and answer 202 with the job and
+    its ``Location``; otherwise None (answer inline)."""
+    stats = session.get(SurveyStats, survey.id)
+    n = int(stats.n_comparisons) if stats is not None else 0
+    predicted = jobs.predicted_seconds(kind, parameters, item_count(session, survey.id), n)
+    if predicted <= request.app.state.settings.inline_seconds:
+        return None
+    job = _submit(request, session, survey, kind, parameters, who)
+    return JSONResponse(
+        _out(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
+    )
+
+
+#: The 202 of synchronous endpoints that hand long work to a job.
+AS_JOB_202: dict[int | str, dict] = {
+    202: {
+        "model": JobOut,
+        "description": "Predicted to take longer than PRIVRANK_INLINE_SECONDS: submitted as a job "
+        "instead (Location: /v1/jobs/{id}); poll it for the progress and, when done, this "
+        "endpoint's answer as its result.",
+    }
+}
+
+
 @router.post(
     "/surveys/{survey_id}/jobs",
     status_code=202,
@@ -52,19 +95,8 @@ def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, ses
     survey = get_survey(session, survey_id)
     require_pairwise(survey)
     require_local(survey)
-    runner = request.app.state.jobs
-    if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
-        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
     parameters = body.model_dump(by_alias=True, exclude={"kind"}, exclude_none=True)
-    job = jobs.create_job(
-        session, survey.id, body.kind, parameters, who.key_id or who.role, held_here=runner.held_here
-    )
-    try:
-        runner.dispatch(job.id)
-    except jobs.TemporarilyUnavailable:
-        jobs.discard_job(session, job.id)  # never dispatched: stored nothing after all
-        raise
-    return _out(job)
+    return _out(_submit(request, session, survey, body.kind, parameters, who))
 
 
 @router.get(

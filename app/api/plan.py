@@ -14,7 +14,8 @@ from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU
 from .bounded import run_bounded
 from .common import errors
-from .deps import SessionDep, reader
+from .deps import ReaderDep, SessionDep, reader
+from .jobs import AS_JOB_202, as_job_if_long
 from .schemas import ErrorOut, GoalPlanOut, PlanOut, SurveyPlanOut
 
 router = APIRouter(prefix="/v1", tags=["planner"])
@@ -120,14 +121,14 @@ async def get_plan(
 @router.get(
     "/surveys/{survey_id}/plan",
     response_model=SurveyPlanOut,
-    responses={**errors(401, 403, 404, 409, 422), **_PLAN_503},
-    dependencies=[Depends(reader)],
+    responses={**errors(401, 403, 404, 409, 422), **_PLAN_503, **AS_JOB_202},
     summary="How many more respondents certify the top-K, from where the survey stands",
 )
 async def get_survey_plan(
     *,
     request: Request,
     survey_id: str,
+    who: ReaderDep,
     k: int = Query(ge=1, description="Size K of the top set to certify."),
     target: float = Query(
         0.8, gt=0, lt=1, description="Wanted probability that the top-K is certified (when solving)."
@@ -178,6 +179,24 @@ async def get_survey_plan(
     409."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
     values = _floats(scores, "scores")
+    if survey.kind == "pairwise" and survey.privacy_model == "local":  # others: refused below
+        parameters = {
+            "k": k,
+            "target": target,
+            "respondents": respondents,
+            "max_respondents": max_respondents,
+            "confidence": confidence,
+            "scores": values,
+            "tau": tau,
+            "pairs_per_respondent": pairs_per_respondent,
+            "epsilon": epsilon,
+            "replications": replications,
+            "seed": seed,
+        }
+        parameters = {key: value for key, value in parameters.items() if value is not None}
+        accepted = await run_in_threadpool(as_job_if_long, request, session, survey, "plan", parameters, who)
+        if accepted is not None:
+            return accepted
     return await run_bounded(
         request,
         plan_from_survey,

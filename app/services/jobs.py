@@ -68,6 +68,7 @@ __all__ = [
     "discard_job",
     "execute",
     "get_job",
+    "predicted_seconds",
     "recover_lost",
 ]
 
@@ -249,6 +250,40 @@ def _finish(session: Session, job_id: str, me: str, **values: Any) -> bool:
     )
     session.commit()
     return bool(ok)
+
+
+# -- what runs inline and what as a job -------------------------------------------------
+
+#: Survey-plan work (simulated comparisons, app.stats.survey_plan) done per second on
+#: one core: the slow end of what was measured at m = 100 (1.5–3·10⁵).
+PLAN_UNITS_PER_SECOND = 1.5e5
+#: Candidate sizes a survey plan's search simulates (doubling, then bisection).
+PLAN_SEARCH_STEPS = 12
+
+
+def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: int) -> float:
+    """What a job of ``kind`` is expected to take on a survey of ``n_items`` items and
+    ``n_comparisons`` answers: a bootstrap's replicates
+    (:func:`app.services.analysis.bootstrap_seconds`), or a survey plan's simulated
+    comparisons (at most the planner's work bound for a search). Fits and sandwich
+    intervals count as nothing: they answer inline."""
+    from ..stats.survey_plan import MAX_SURVEY_PLAN_WORK
+    from .analysis import BOOTSTRAP_REPLICATES, bootstrap_seconds
+
+    p = parameters
+    if kind == "bootstrap" or (kind == "ranking" and p.get("uncertainty") == "bootstrap"):
+        return bootstrap_seconds(
+            n_items, n_comparisons, p.get("replicates", BOOTSTRAP_REPLICATES), p.get("covariance", "cluster")
+        )
+    if kind == "plan":
+        added = p.get("respondents")
+        per_new = p.get("pairs_per_respondent") or 10
+        comparisons = n_comparisons + (added if added is not None else 10) * per_new
+        units = (comparisons + n_items**3 / 50) * p.get("replications", 100)
+        if added is None:
+            units = min(units * PLAN_SEARCH_STEPS, MAX_SURVEY_PLAN_WORK)
+        return units / PLAN_UNITS_PER_SECOND
+    return 0.0
 
 
 # -- running one job -----------------------------------------------------------------

@@ -61,3 +61,78 @@ export async function whoAmI() {
 export function showError(where, err) {
   where.replaceChildren(h("p", { class: "error", role: "alert" }, err.message || String(err)));
 }
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Whether an answer is a job (the 202 of an endpoint that handed long work to one). */
+export function isJob(data) {
+  return (
+    data !== null &&
+    typeof data === "object" &&
+    typeof data.id === "string" &&
+    data.id.startsWith("job_") &&
+    "progress" in data
+  );
+}
+
+/**
+ * Follows a job (GET /v1/jobs/{id} every half second) until it ends, showing its
+ * progress bar and a Cancel button in `where`; resolves to the job's result, or
+ * throws with the reason it failed or was cancelled.
+ */
+export async function followJob(job, where, label) {
+  const fill = h("span"); // its width is set through the CSSOM (the pages' CSP allows no inline styles)
+  const bar = h(
+    "div",
+    {
+      class: "progress",
+      id: "job-progress",
+      role: "progressbar",
+      "aria-valuemin": 0,
+      "aria-valuemax": 100,
+      "aria-valuenow": Math.round(100 * job.progress),
+      "aria-label": label,
+    },
+    fill,
+  );
+  const text = h("span", { id: "job-progress-text" }, "queued");
+  const cancel = h(
+    "button",
+    {
+      type: "button",
+      class: "secondary",
+      id: "job-cancel",
+      onclick: async () => {
+        cancel.disabled = true;
+        await api("DELETE", `/v1/jobs/${job.id}`).catch(() => {});
+      },
+    },
+    "Cancel",
+  );
+  where.replaceChildren(
+    h(
+      "div",
+      { class: "job", id: "job" },
+      h("p", { class: "hint" }, label),
+      bar,
+      h("p", {}, text, " ", cancel),
+    ),
+  );
+  for (;;) {
+    const pct = Math.round(100 * job.progress);
+    fill.style.width = `${pct}%`;
+    bar.setAttribute("aria-valuenow", String(pct));
+    text.textContent = job.status === "queued" ? "waiting for a runner…" : `${pct}% done`;
+    if (job.status === "done") return job.result;
+    if (job.status === "failed") throw new ApiError(500, `the job failed: ${job.error}`);
+    if (job.status === "cancelled") throw new ApiError(409, "the job was cancelled");
+    await sleep(500);
+    job = await api("GET", `/v1/jobs/${job.id}`);
+  }
+}
+
+/** A GET whose long work the server may hand to a job (202): the answer either way. */
+export async function apiOrJob(path, where, label) {
+  const data = await api("GET", path);
+  return isJob(data) ? await followJob(data, where, label) : data;
+}

@@ -3,7 +3,7 @@
  * page's "how many more respondents?" (GET /v1/surveys/{id}/plan), each with its
  * assumption in words.
  */
-import { api, showError } from "/static/api.js";
+import { api, apiOrJob, showError } from "/static/api.js";
 import { fmt, h, numberField, pct, section } from "/static/dom.js";
 
 /**
@@ -84,7 +84,8 @@ export function surveyPlanSection(s, kInput) {
     out.replaceChildren(h("p", { class: "hint" }, "Simulating this survey…"));
     const q = new URLSearchParams({ k, target: Number(target.value) / 100 });
     try {
-      const r = await api("GET", `/v1/surveys/${s.id}/plan?${q}`);
+      // A long simulation runs as a job: its progress shows until the answer comes.
+      const r = await apiOrJob(`/v1/surveys/${s.id}/plan?${q}`, out, "Simulating this survey…");
       const p = r.plan;
       const headline =
         r.solution === 0

@@ -248,3 +248,45 @@ def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypa
     db.expire_all()
     row = db.get(Job, job.id)
     assert row.status == "cancelled" and row.result is None
+
+
+@pytest.fixture
+def inline(app):
+    """``inline(seconds)``: PRIVRANK_INLINE_SECONDS of the test app for one test."""
+    original = app.state.settings
+
+    def set_inline(seconds: float) -> None:
+        app.state.settings = original.model_copy(update={"inline_seconds": seconds})
+
+    yield set_inline
+    app.state.settings = original
+
+
+def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answered, inline):
+    query = "uncertainty=bootstrap&replicates=200&k=2"
+    plan_query = "k=2&respondents=40&replications=20&seed=1"
+    inline_ranking = client.get(f"/v1/surveys/{answered}/ranking?{query}", headers=ADMIN)
+    inline_plan = client.get(f"/v1/surveys/{answered}/plan?{plan_query}", headers=ADMIN)
+    assert inline_ranking.status_code == 200 and inline_plan.status_code == 200  # predicted well under 10 s
+    inline(0.0)  # everything predicted to take any time at all goes through a job
+    for path, expected in ((f"ranking?{query}", inline_ranking), (f"plan?{plan_query}", inline_plan)):
+        r = client.get(f"/v1/surveys/{answered}/{path}", headers=ADMIN)
+        assert r.status_code == 202, r.text
+        job = r.json()
+        assert r.headers["location"] == f"/v1/jobs/{job['id']}" and job["status"] in ("queued", "running", "done")
+        done = _wait(client, job["id"])
+        assert done["status"] == "done" and done["result"] == expected.json()
+    # Sandwich intervals never take a job: they answer inline whatever the threshold.
+    assert client.get(f"/v1/surveys/{answered}/ranking", headers=ADMIN).status_code == 200
+
+
+def test_predictions_follow_the_work():
+    from app.services.analysis import bootstrap_seconds
+
+    p = {"uncertainty": "bootstrap", "replicates": 400, "covariance": "cluster"}
+    assert jobs.predicted_seconds("ranking", p, 30, 50_000) == bootstrap_seconds(30, 50_000, 400, "cluster")
+    assert jobs.predicted_seconds("ranking", {}, 30, 50_000) == 0.0  # sandwich: inline
+    fixed = jobs.predicted_seconds("plan", {"respondents": 100, "replications": 100}, 20, 10_000)
+    search = jobs.predicted_seconds("plan", {"replications": 100}, 20, 10_000)
+    assert fixed == pytest.approx((10_000 + 1000 + 8000 / 50) * 100 / jobs.PLAN_UNITS_PER_SECOND)
+    assert fixed < search <= 15_000_000 / jobs.PLAN_UNITS_PER_SECOND  # a search: at most the work bound

@@ -31,18 +31,25 @@ def _make_survey(client):
     ids = [it["id"] for it in s["items"]]
     theta = np.array([1.5, 1.0, 0.5, -0.5, -1.0, -1.5])
     rng = np.random.default_rng(7)
+    all_pairs = [(a, b) for a in range(6) for b in range(a + 1, 6)]
+    # Pairs and randomized response drawn here from the seeded generator (privatized on
+    # the client), so the survey's data, and every figure below, are the same each run.
     for r in range(120):
-        _, h = register(client, s["id"], [0.5, 1.0, 2.0][r % 3])
-        pairs = client.get(f"/v1/surveys/{s['id']}/pairs?count=10", headers=h).json()["pairs"]
+        eps = [0.5, 1.0, 2.0][r % 3]
+        _, h = register(client, s["id"], eps)
         comps = []
-        for p in pairs:
-            a, b = ids.index(p["a"]), ids.index(p["b"])
+        for x in rng.choice(len(all_pairs), 10, replace=False):
+            a, b = all_pairs[x]
             won = rng.random() < 1 / (1 + math.exp(theta[b] - theta[a]))
-            comps.append({"a": p["a"], "b": p["b"], "winner": p["a"] if won else p["b"]})
+            if rng.random() >= math.exp(eps) / (1 + math.exp(eps)):  # reported flipped
+                won = not won
+            comps.append({"a": ids[a], "b": ids[b], "winner": ids[a] if won else ids[b]})
         r_ = client.post(
-            f"/v1/surveys/{s['id']}/responses", json={"privatized": False, "comparisons": comps}, headers=h
+            f"/v1/surveys/{s['id']}/responses",
+            json={"privatized": True, "epsilon": eps, "comparisons": comps},
+            headers=h,
         )
-        assert r_.status_code == 201
+        assert r_.status_code == 201, r_.text
     return s["id"], ids
 
 
