@@ -273,7 +273,11 @@ def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answe
         r = client.get(f"/v1/surveys/{answered}/{path}", headers=ADMIN)
         assert r.status_code == 202, r.text
         job = r.json()
-        assert r.headers["location"] == f"/v1/jobs/{job['id']}" and job["status"] in ("queued", "running", "done")
+        assert r.headers["location"] == f"/v1/jobs/{job['id']}" and job["status"] in (
+            "queued",
+            "running",
+            "done",
+        )
         done = _wait(client, job["id"])
         assert done["status"] == "done" and done["result"] == expected.json()
     # Sandwich intervals never take a job: they answer inline whatever the threshold.
