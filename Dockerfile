@@ -1,8 +1,11 @@
-# privrank service image: slim, non-root; applies migrations, then serves.
+# privrank image: slim, non-root; by default applies migrations, then serves (the API).
 #   docker build -t privrank .
 #   docker run -p 8000:8000 -e DATABASE_URL=postgresql://user:pass@db:5432/privrank \
 #              -e PRIVRANK_ADMIN_KEY=change-me privrank
-# Without DATABASE_URL the SQLite database lives in the /data volume.
+# The same image runs a job worker (with REDIS_URL, and PRIVRANK_JOB_QUEUE=rq on the API):
+#   docker run -e DATABASE_URL=… -e REDIS_URL=redis://redis:6379/0 privrank privrank worker
+# Without DATABASE_URL the SQLite database lives in the /data volume. deploy/compose.yaml
+# runs two API instances, a worker, PostgreSQL, Redis and Caddy from this image.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
