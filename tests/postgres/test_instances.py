@@ -241,3 +241,33 @@ def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_work
             w.stop()
         b.stop()
         a.stop()
+
+
+def test_an_unreachable_redis_degrades_to_per_process_limits_and_a_refused_job(postgres_url):
+    """Redis down (nothing listens at its address): registrations are still served and
+    still limited (per process), with a warning in the log and no 500; a job submitted
+    to the unreachable queue is 503 and stores nothing."""
+    env = {
+        "DATABASE_URL": postgres_url,
+        "PRIVRANK_ADMIN_KEY": KEY,
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "PRIVRANK_JOB_QUEUE": "rq",
+        "PRIVRANK_REGISTER_PER_MINUTE": "5",
+        "PRIVRANK_LOG_LEVEL": "warning",
+    }
+    server = LiveServer(env)
+    try:
+        sid = _survey(server.base)["id"]
+        codes = [
+            httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={}, timeout=30).status_code
+            for _ in range(8)
+        ]
+        assert codes == [201] * 5 + [429] * 3
+        r = httpx2.post(f"{server.base}/v1/surveys/{sid}/jobs", json={"kind": "ranking"}, headers=ADMIN)
+        assert r.status_code == 503 and "queue is unreachable" in r.json()["detail"]
+        assert httpx2.get(f"{server.base}/v1/surveys/{sid}/jobs", headers=ADMIN).json()["jobs"] == []
+    finally:
+        server.stop()
+    log = server.output()
+    assert log.count("Redis unavailable for rate limits") == 1, log
+    assert "Traceback" not in log
