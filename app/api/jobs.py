@@ -13,7 +13,7 @@ from ..services import jobs
 from ..services.surveys import get_survey, item_count, require_local, require_pairwise
 from .common import errors
 from .deps import ReaderDep, SessionDep
-from .schemas.jobs import JobIn, JobList, JobOut
+from .schemas.jobs import DesignJobIn, JobIn, JobList, JobOut
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
@@ -36,11 +36,14 @@ def _out(job: Job, with_result: bool = True) -> JobOut:
 
 
 def _submit(request: Request, session, survey, kind: str, parameters: dict, who) -> Job:
+    """Store and dispatch a job (``survey`` None for a design plan); 503 and nothing
+    stored when the runner cannot take it."""
     runner = request.app.state.jobs
     if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
         raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
     created_by = who.key_id or who.role
-    job = jobs.create_job(session, survey.id, kind, parameters, created_by, held_here=runner.held_here)
+    survey_id = survey.id if survey is not None else None
+    job = jobs.create_job(session, survey_id, kind, parameters, created_by, held_here=runner.held_here)
     try:
         runner.dispatch(job.id)
     except jobs.TemporarilyUnavailable:
@@ -55,9 +58,12 @@ def as_job_if_long(
     """For a synchronous endpoint: when the work is predicted to take longer than
     ``PRIVRANK_INLINE_SECONDS``, submit it as a job and answer 202 with the job and
     its ``Location``; otherwise None (answer inline)."""
-    stats = session.get(SurveyStats, survey.id)
-    n = int(stats.n_comparisons) if stats is not None else 0
-    predicted = jobs.predicted_seconds(kind, parameters, item_count(session, survey.id), n)
+    if survey is None:  # a design plan: the parameters say its size
+        predicted = jobs.predicted_seconds(kind, parameters, parameters["items"], 0)
+    else:
+        stats = session.get(SurveyStats, survey.id)
+        n = int(stats.n_comparisons) if stats is not None else 0
+        predicted = jobs.predicted_seconds(kind, parameters, item_count(session, survey.id), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None
     job = _submit(request, session, survey, kind, parameters, who)
@@ -97,6 +103,20 @@ def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, ses
     require_local(survey)
     parameters = body.model_dump(by_alias=True, exclude={"kind"}, exclude_none=True)
     return _out(_submit(request, session, survey, body.kind, parameters, who))
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobOut,
+    responses=errors(401, 403, 422, 503),
+    summary="Run the planner of a survey not yet run (GET /v1/plan) as a job",
+)
+def submit_design(*, request: Request, body: DesignJobIn, who: ReaderDep, session: SessionDep) -> JobOut:
+    """``kind: design`` with the parameters of ``GET /v1/plan`` (``epsilon`` and
+    ``weights`` as lists); otherwise as ``POST /v1/surveys/{sid}/jobs``."""
+    parameters = body.model_dump(exclude={"kind"}, exclude_none=True)
+    return _out(_submit(request, session, None, "design", parameters, who))
 
 
 @router.get(

@@ -45,12 +45,13 @@ def _floats(text: str | None, name: str) -> list[float] | None:
 @router.get(
     "/plan",
     response_model=PlanOut,
-    responses={**errors(401, 403, 422), **_PLAN_503},
-    dependencies=[Depends(reader)],
+    responses={**errors(401, 403, 422), **_PLAN_503, **AS_JOB_202},
     summary="Plan a survey: predicted accuracy, or respondents / ε needed",
 )
 async def get_plan(
     request: Request,
+    who: ReaderDep,
+    session: SessionDep,
     items: int = Query(ge=2, le=MAX_PLAN_ITEMS, description="Number of items m."),
     pairs_per_respondent: int = Query(ge=1, description="Pairs each respondent answers."),
     k: int = Query(ge=1, description="Size K of the top set of interest."),
@@ -90,12 +91,32 @@ async def get_plan(
     answering k pairs each at privacy level ε (the server's balanced pair
     assignment and the default λ are simulated), and each respondent's total ε.
     With ``solve``, the fewest respondents or the smallest ε that reach ``target``.
-    Bounded: at most 32 distinct ε values; a plan predicted to take more than twice
-    the analysis time budget is refused (422), and a running one stops at the
-    budget, when the client leaves or when the server stops (503)."""
+    Bounded: at most 32 distinct ε values; a plan predicted to take longer than
+    ``PRIVRANK_INLINE_SECONDS`` runs as a job (202, ``Location: /v1/jobs/{id}``); one
+    running here stops at the analysis budget, when the client leaves or when the
+    server stops (503)."""
     eps = _floats(epsilon, "epsilon")
     weights = _floats(epsilon_weights, "epsilon_weights")
     pilot = _floats(scores, "scores")
+    parameters = {
+        "items": items,
+        "pairs_per_respondent": pairs_per_respondent,
+        "k": k,
+        "respondents": respondents,
+        "epsilon": eps,
+        "weights": weights,
+        "spread": spread,
+        "gap": gap,
+        "replications": replications,
+        "seed": seed,
+        "solve": solve,
+        "target": target,
+        "scores": pilot,
+    }
+    parameters = {key: value for key, value in parameters.items() if value is not None}
+    accepted = await run_in_threadpool(as_job_if_long, request, session, None, "design", parameters, who)
+    if accepted is not None:
+        return accepted
     return await run_bounded(
         request,
         run_plan,

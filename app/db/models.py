@@ -415,7 +415,10 @@ class Job(Base):
     __tablename__ = "jobs"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), index=True)
+    #: The survey analysed; NULL for a design plan (GET /v1/plan: no survey yet).
+    survey_id: Mapped[str | None] = mapped_column(
+        ForeignKey("surveys.id", ondelete="CASCADE"), index=True, nullable=True
+    )
     kind: Mapped[str] = mapped_column(String(16))
     parameters: Mapped[dict] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16), default="queued")
@@ -434,7 +437,7 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     __table_args__ = (
-        CheckConstraint("kind IN ('ranking', 'bootstrap', 'plan')", name="ck_jobs_kind"),
+        CheckConstraint("kind IN ('ranking', 'bootstrap', 'plan', 'design')", name="ck_jobs_kind"),
         CheckConstraint(
             "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="ck_jobs_status"
         ),

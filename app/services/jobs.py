@@ -74,7 +74,7 @@ __all__ = [
 
 log = logging.getLogger("privrank.jobs")
 
-KINDS = ("ranking", "bootstrap", "plan")
+KINDS = ("ranking", "bootstrap", "plan", "design")
 FINAL = ("done", "failed", "cancelled")
 #: How often a runner writes a running job's progress and heartbeat.
 HEARTBEAT_SECONDS = 2.0
@@ -126,7 +126,12 @@ def runner_name() -> str:
 
 
 def create_job(
-    session: Session, survey_id: str, kind: str, parameters: dict, created_by: str, held_here: bool = True
+    session: Session,
+    survey_id: str | None,
+    kind: str,
+    parameters: dict,
+    created_by: str,
+    held_here: bool = True,
 ) -> Job:
     """Store a queued job (the caller dispatches it once committed). ``held_here``: this
     process holds it until a runner claims it, and heartbeats it (a local runner);
@@ -275,6 +280,21 @@ def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: 
         return bootstrap_seconds(
             n_items, n_comparisons, p.get("replicates", BOOTSTRAP_REPLICATES), p.get("covariance", "cluster")
         )
+    if kind == "design":
+        from ..stats.planner import epsilon_distribution, plan_seconds
+
+        try:
+            levels = (
+                1
+                if p.get("epsilon") is None
+                else epsilon_distribution(p["epsilon"], p.get("weights"))[0].size
+            )
+        except ValueError:
+            levels = 1  # refused with its own message when run
+        solving = p.get("solve", "none") != "none"
+        first = 10 if p.get("solve") == "respondents" else (p.get("respondents") or 10)
+        one = plan_seconds(n_items, first * p["pairs_per_respondent"], levels, p.get("replications", 200))
+        return one * (PLAN_SEARCH_STEPS if solving else 1)
     if kind == "plan":
         added = p.get("respondents")
         per_new = p.get("pairs_per_respondent") or 10
@@ -317,6 +337,31 @@ def _work(kind: str, parameters: dict, ctx: JobContext) -> tuple[Callable[..., A
             )
 
         return run, expected + 3
+    if kind == "design":
+        from .planning import run_plan
+
+        replications = p.get("replications", 200)
+
+        def design(session, survey, deadline):
+            return run_plan(
+                p["items"],
+                p.get("respondents"),
+                p["pairs_per_respondent"],
+                p.get("epsilon"),
+                p["k"],
+                p.get("weights"),
+                p.get("spread", 2.0),
+                p.get("gap"),
+                replications,
+                p.get("seed", 0),
+                p.get("solve", "none"),
+                p.get("target"),
+                p.get("scores"),
+                deadline=deadline,
+                work=ctx.fit_cache.work,
+            )
+
+        return design, replications * (PLAN_SEARCH_STEPS if p.get("solve", "none") != "none" else 1) + 3
     # plan: a fixed number of new respondents runs the replications once; a search
     # about a dozen times (doubling, then bisection).
     replications = p.get("replications", 100)
@@ -378,7 +423,7 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
     status, values = "failed", {}
     try:
         with ctx.session_factory() as session:
-            survey = get_survey(session, job.survey_id)
+            survey = get_survey(session, job.survey_id) if job.survey_id is not None else None
             result = fn(session, survey, deadline)
         status = "done"
         values = {"progress": 1.0, "result": result.model_dump(mode="json", by_alias=True)}

@@ -3,7 +3,7 @@
  * page's "how many more respondents?" (GET /v1/surveys/{id}/plan), each with its
  * assumption in words.
  */
-import { api, apiOrJob, showError } from "/static/api.js";
+import { apiOrJob, showError } from "/static/api.js";
 import { fmt, h, numberField, pct, section } from "/static/dom.js";
 
 /**
@@ -28,7 +28,7 @@ export function accuracyPreview(val, items) {
       k: Math.min(Number(val("plan-k")), labels.length),
     });
     try {
-      const p = (await api("GET", `/v1/plan?${q}`)).plan;
+      const p = (await apiOrJob(`/v1/plan?${q}`, plannerOut, "Simulating…")).plan;
       plannerOut.replaceChildren(
         h(
           "dl",

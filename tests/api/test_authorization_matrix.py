@@ -60,6 +60,7 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/surveys/{survey_id}/jobs"): READERS,
     ("get", "/v1/surveys/{survey_id}/jobs"): READERS,
     ("get", "/v1/jobs/{job_id}"): READERS,
+    ("post", "/v1/jobs"): READERS,
     ("delete", "/v1/jobs/{job_id}"): READERS,
     ("get", "/v1/whoami"): EVERYONE - {ANON, BAD},
     ("post", "/v1/keys"): {ADMIN_},
@@ -81,6 +82,15 @@ BODIES = {
     ("post", "/v1/site/contribution"): {"masked": [0]},
     ("post", "/v1/keys"): {"label": "x"},
     ("post", "/v1/surveys/{survey_id}/jobs"): {"kind": "ranking"},
+    ("post", "/v1/jobs"): {
+        "kind": "design",
+        "items": 4,
+        "pairs_per_respondent": 2,
+        "k": 1,
+        "respondents": 10,
+        "epsilon": [1.0],
+        "replications": 20,
+    },
 }
 
 

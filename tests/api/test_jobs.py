@@ -280,6 +280,21 @@ def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answe
         )
         done = _wait(client, job["id"])
         assert done["status"] == "done" and done["result"] == expected.json()
+    design = "items=6&pairs_per_respondent=3&k=2&respondents=50&epsilon=1&replications=20"
+    inline(10.0)
+    inline_design = client.get(f"/v1/plan?{design}", headers=ADMIN)
+    assert inline_design.status_code == 200
+    inline(0.0)
+    r = client.get(f"/v1/plan?{design}", headers=ADMIN)
+    assert r.status_code == 202 and r.json()["survey_id"] is None and r.json()["kind"] == "design"
+    assert _wait(client, r.json()["id"])["result"] == inline_design.json()
+    # The same as a job submitted directly.
+    body = {"kind": "design", "items": 6, "pairs_per_respondent": 3, "k": 2, "respondents": 50}
+    r = client.post("/v1/jobs", json={**body, "epsilon": [1.0], "replications": 20}, headers=ADMIN)
+    assert r.status_code == 202, r.text
+    assert _wait(client, r.json()["id"])["result"] == inline_design.json()
+    assert client.post("/v1/jobs", json={**body, "items": 10**6}, headers=ADMIN).status_code == 422
+    assert client.post("/v1/jobs", json={"kind": "ranking"}, headers=ADMIN).status_code == 422
     # Sandwich intervals never take a job: they answer inline whatever the threshold.
     assert client.get(f"/v1/surveys/{answered}/ranking", headers=ADMIN).status_code == 200
 
@@ -294,3 +309,9 @@ def test_predictions_follow_the_work():
     search = jobs.predicted_seconds("plan", {"replications": 100}, 20, 10_000)
     assert fixed == pytest.approx((10_000 + 1000 + 8000 / 50) * 100 / jobs.PLAN_UNITS_PER_SECOND)
     assert fixed < search <= 15_000_000 / jobs.PLAN_UNITS_PER_SECOND  # a search: at most the work bound
+    from app.stats.planner import plan_seconds
+
+    design = {"items": 20, "pairs_per_respondent": 10, "k": 3, "respondents": 500, "replications": 200}
+    assert jobs.predicted_seconds("design", design, 20, 0) == plan_seconds(20, 5000, 1, 200)
+    solving = {**design, "solve": "respondents", "epsilon": [0.5, 1.0, 2.0]}
+    assert jobs.predicted_seconds("design", solving, 20, 0) == plan_seconds(20, 100, 3, 200) * 12

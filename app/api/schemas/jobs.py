@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from ...services.analysis import BOOTSTRAP_MAX_REPLICATES, BOOTSTRAP_MIN_REPLICATES, BOOTSTRAP_REPLICATES
+from ...stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ...stats.survey_plan import MAX_TAU
 from .common import StrictModel
 
@@ -54,13 +55,33 @@ class PlanJobIn(StrictModel):
     seed: int = Field(0, ge=0)
 
 
+class DesignJobIn(StrictModel):
+    """``GET /v1/plan`` (the planner of a survey not yet run) as a job, with the same
+    parameters (``epsilon`` and ``weights`` as lists)."""
+
+    kind: Literal["design"]
+    items: int = Field(ge=2, le=MAX_PLAN_ITEMS)
+    pairs_per_respondent: int = Field(ge=1)
+    k: int = Field(ge=1)
+    respondents: int | None = Field(None, ge=1, le=MAX_PLAN_RESPONDENTS)
+    epsilon: list[float] | None = Field(None, min_length=1, max_length=32)
+    weights: list[float] | None = Field(None, min_length=1, max_length=32)
+    spread: float = Field(2.0, gt=0, le=20)
+    gap: float | None = Field(None, gt=0, le=20)
+    replications: int = Field(200, ge=20, le=2000)
+    seed: int = Field(0, ge=0)
+    solve: Literal["none", "respondents", "epsilon"] = "none"
+    target: float | None = Field(None, gt=0, lt=1)
+    scores: list[float] | None = Field(None, min_length=2, max_length=MAX_PLAN_ITEMS)
+
+
 JobIn = Annotated[RankingJobIn | BootstrapJobIn | PlanJobIn, Field(discriminator="kind")]
 
 
 class JobOut(BaseModel):
     id: str
-    survey_id: str
-    kind: Literal["ranking", "bootstrap", "plan"]
+    survey_id: str | None = Field(description="The survey analysed; null for a design plan.")
+    kind: Literal["ranking", "bootstrap", "plan", "design"]
     status: Literal["queued", "running", "done", "failed", "cancelled"]
     progress: float = Field(
         description="In [0, 1]: the units of work done (bootstrap replicates, simulated surveys) over "
@@ -68,7 +89,8 @@ class JobOut(BaseModel):
     )
     parameters: dict[str, Any]
     result: dict[str, Any] | None = Field(
-        None, description="When done: what the synchronous endpoint answers (RankingOut, SurveyPlanOut)."
+        None,
+        description="When done: what the synchronous endpoint answers (RankingOut, SurveyPlanOut, PlanOut).",
     )
     error: str | None = Field(None, description="When failed: why.")
     attempts: int = Field(description="Runners that claimed it (a lost runner's job is retried once).")

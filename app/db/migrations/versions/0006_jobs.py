@@ -25,9 +25,7 @@ def upgrade() -> None:
     op.create_table(
         "jobs",
         sa.Column("id", sa.String(40), primary_key=True),
-        sa.Column(
-            "survey_id", sa.String(40), sa.ForeignKey("surveys.id", ondelete="CASCADE"), nullable=False
-        ),
+        sa.Column("survey_id", sa.String(40), sa.ForeignKey("surveys.id", ondelete="CASCADE"), nullable=True),
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("parameters", sa.JSON(), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
@@ -41,7 +39,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint("kind IN ('ranking', 'bootstrap', 'plan')", name="ck_jobs_kind"),
+        sa.CheckConstraint("kind IN ('ranking', 'bootstrap', 'plan', 'design')", name="ck_jobs_kind"),
         sa.CheckConstraint(
             "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="ck_jobs_status"
         ),
