@@ -443,19 +443,26 @@ class _Progress:
             print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
 
 
-def _follow_job(get, server: str, job: dict, shown: bool) -> dict | None:
+def _follow_job(get, delete, server: str, job: dict, shown: bool) -> dict | None:
     """Poll a job (GET /v1/jobs/{id}) until it ends, showing its progress; its result,
-    or None (the reason printed) when it failed or was cancelled."""
+    or None (the reason printed) when it failed or was cancelled. Ctrl-C cancels the
+    job on the server before exiting."""
     import time
 
     state = {"progress": job["progress"]}
     if shown:
         print(f"the server runs this as job {job['id']}", file=sys.stderr)
-    with _Progress(shown, lambda: state["progress"], "simulating"):
-        while job["status"] not in ("done", "failed", "cancelled"):
-            time.sleep(0.5)
-            _, job = get(f"{server}/v1/jobs/{job['id']}")
-            state["progress"] = job["progress"]
+    started = time.monotonic()
+    try:
+        with _Progress(shown, lambda: state["progress"], "simulating"):
+            while job["status"] not in ("done", "failed", "cancelled"):
+                time.sleep(0.5 if time.monotonic() - started < 10 else 2.0)
+                _, job = get(f"{server}/v1/jobs/{job['id']}")
+                state["progress"] = job["progress"]
+    except KeyboardInterrupt:
+        delete(f"{server}/v1/jobs/{job['id']}")
+        print(f"privrank plan: cancelled job {job['id']}", file=sys.stderr)
+        return None
     if job["status"] != "done":
         print(
             f"privrank plan: job {job['id']} {job['status']}: {job.get('error') or ''}".rstrip(": "),
@@ -467,6 +474,7 @@ def _follow_job(get, server: str, job: dict, shown: bool) -> dict | None:
 
 def _plan_survey(args) -> int:
     """``privrank plan --survey SID --server URL``: GET /v1/surveys/{SID}/plan, printed."""
+    import contextlib
     import json
     import os
     import urllib.error
@@ -509,15 +517,20 @@ def _plan_survey(args) -> int:
         + urllib.parse.urlencode(query)
     )
 
-    def get(target: str) -> tuple[int, dict]:
-        request = urllib.request.Request(target, headers={"Authorization": f"Bearer {key}"})
+    def get(target: str, method: str = "GET") -> tuple[int, dict]:
+        request = urllib.request.Request(target, headers={"Authorization": f"Bearer {key}"}, method=method)
         with urllib.request.urlopen(request, timeout=600) as response:
             return response.status, json.load(response)
+
+    def delete(target: str) -> None:
+        # Finished meanwhile (409), or the server is gone: nothing left to cancel.
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+            get(target, "DELETE")
 
     try:
         status, out = get(url)
         if status == 202:  # handed to a job (long): follow it
-            result = _follow_job(get, args.server.rstrip("/"), out, _show_progress(args))
+            result = _follow_job(get, delete, args.server.rstrip("/"), out, _show_progress(args))
             if result is None:
                 return 1
             out = result

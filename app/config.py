@@ -88,7 +88,8 @@ class Settings(BaseSettings):
         validation_alias="PRIVRANK_JOB_BACKLOG",
         ge=1,
         le=100_000,
-        description="Jobs waiting per API process with PRIVRANK_JOB_QUEUE=local; one more gets 503.",
+        description="Jobs queued or running in the whole service (and waiting in one API process with "
+        "PRIVRANK_JOB_QUEUE=local); one more gets 503 and stores nothing.",
     )
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
     access_log: bool = Field(

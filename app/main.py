@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -29,9 +30,10 @@ from .api.ratelimit import RateLimiter
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
-from .services.deadline import SHUTDOWN
+from .services.deadline import SHUTDOWN, WorkSlots
 from .services.jobs import JobContext, LocalRunner, QueueRunner
 from .services.ranking_surveys import ConsensusCache
+from .services.secrets import service_secret
 
 __all__ = ["create_app"]
 
@@ -159,7 +161,9 @@ def _stop_long_work_on_signals() -> None:
 @asynccontextmanager
 async def _lifespan(_app: FastAPI):
     _stop_long_work_on_signals()
+    _app.state.jobs.open()
     yield
+    _app.state.jobs.close()  # jobs waiting here stay queued, for another process to take
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -198,15 +202,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # One memory budget and one set of turns for every analysis of the worker.
     app.state.consensus_cache = ConsensusCache(app.state.fit_cache.lru, app.state.fit_cache.work)
     app.state.downloads = Downloads(settings.max_downloads, settings.send_timeout)
-    job_context = JobContext(app.state.session_factory, app.state.fit_cache, settings.job_seconds)
+    # Jobs share the analysis cache's memory but not its turns: a long job must not hold
+    # a turn that the requests' fits need (PRIVRANK_JOB_THREADS turns of their own).
+    job_cache = copy.copy(app.state.fit_cache)
+    job_cache.work = WorkSlots(settings.job_threads)
+    job_context = JobContext(app.state.session_factory, job_cache, settings.job_seconds)
     app.state.jobs = (
-        QueueRunner(settings.redis_url, settings.job_seconds)
+        QueueRunner(settings.redis_url, settings.job_seconds, settings.job_backlog)
         if settings.job_queue == "rq" and settings.redis_url
         else LocalRunner(job_context, settings.job_threads, settings.job_backlog)
     )
     app.state.rate_limiter = RateLimiter(
         {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute},
         redis_url=settings.redis_url,
+        salt=lambda: service_secret(app.state.session_factory, "ratelimit"),
     )
 
     if settings.cors_origin_list:

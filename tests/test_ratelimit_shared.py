@@ -10,6 +10,13 @@ import uuid
 
 from app.api.ratelimit import RateLimiter
 
+#: The salt every instance reads from the database (here: one per test run).
+SALT = uuid.uuid4().bytes
+
+
+def _salt() -> bytes:
+    return SALT
+
 
 def _client() -> str:
     """A client address no other test (or earlier run) has used."""
@@ -17,8 +24,8 @@ def _client() -> str:
 
 
 def test_two_limiters_on_one_redis_share_one_bucket(redis_url):
-    a = RateLimiter({"register": 30}, redis_url=redis_url)
-    b = RateLimiter({"register": 30}, redis_url=redis_url)
+    a = RateLimiter({"register": 30}, redis_url=redis_url, salt=_salt)
+    b = RateLimiter({"register": 30}, redis_url=redis_url, salt=_salt)
     ip = _client()
     allowed = [(a if k % 2 else b).take("register", ip) is None for k in range(40)]
     assert sum(allowed) == 30 and all(allowed[:30])  # 30 in all, not 30 per limiter
@@ -34,7 +41,7 @@ def test_two_limiters_on_one_redis_share_one_bucket(redis_url):
 def test_concurrent_takes_from_many_threads_never_overdraw(redis_url):
     """8 threads on each of 3 limiters race for a bucket of 50: exactly 50 succeed
     (a read-then-write outside one atomic script would let several take the last token)."""
-    limiters = [RateLimiter({"x": 50}, redis_url=redis_url) for _ in range(3)]
+    limiters = [RateLimiter({"x": 50}, redis_url=redis_url, salt=_salt) for _ in range(3)]
     ip = _client()
     granted = []
     lock = threading.Lock()
@@ -60,23 +67,30 @@ def test_concurrent_takes_from_many_threads_never_overdraw(redis_url):
 def test_redis_holds_no_client_address(redis_url):
     import redis
 
-    lim = RateLimiter({"register": 5}, redis_url=redis_url)
+    lim = RateLimiter({"register": 5}, redis_url=redis_url, salt=_salt)
     ip = f"203.0.113.{uuid.uuid4().int % 250}"
     lim.take("register", ip)
     client = redis.Redis.from_url(redis_url)
     keys = [k.decode() for k in client.scan_iter("privrank:ratelimit:*")]
     assert any(k.startswith("privrank:ratelimit:register:") for k in keys)
     assert not [k for k in keys if ip in k]
+    # The key is the HMAC under the salt the database holds (not one kept in Redis).
+    import hashlib
+    import hmac
+
+    expected = hmac.new(SALT, f"register\0{ip}".encode(), hashlib.sha256).hexdigest()[:32]
+    assert f"privrank:ratelimit:register:{expected}" in keys
     for key in keys:
-        if client.type(key) == b"hash":
-            assert ip.encode() not in b"".join(client.hgetall(key).values())
-            assert 0 < client.pttl(key) <= 61_000  # gone once the bucket would be full again
+        if client.type(key) != b"hash":
+            continue
+        assert ip.encode() not in b"".join(client.hgetall(key).values())
+        assert 0 < client.pttl(key) <= 61_000  # gone once the bucket would be full again
     client.close()
     lim.close()
 
 
 def test_unreachable_redis_falls_back_to_per_process_limits_with_one_warning(caplog):
-    lim = RateLimiter({"register": 3}, redis_url="redis://127.0.0.1:1/0")  # nothing listens there
+    lim = RateLimiter({"register": 3}, redis_url="redis://127.0.0.1:1/0", salt=_salt)  # nothing listens there
     ip = _client()
     with caplog.at_level(logging.WARNING, logger="privrank.ratelimit"):
         results = [lim.take("register", ip) for _ in range(5)]
@@ -90,7 +104,7 @@ def test_unreachable_redis_falls_back_to_per_process_limits_with_one_warning(cap
 def test_redis_that_comes_back_is_used_again(redis_url, monkeypatch, caplog):
     from app.api import ratelimit
 
-    lim = RateLimiter({"register": 100}, redis_url=redis_url)
+    lim = RateLimiter({"register": 100}, redis_url=redis_url, salt=_salt)
     assert lim.shared is not None
     real = lim.shared.take
     broken = [True]
@@ -119,7 +133,38 @@ def test_redis_that_comes_back_is_used_again(redis_url, monkeypatch, caplog):
 
 
 def test_a_disabled_limit_never_calls_redis():
-    lim = RateLimiter({"register": 0}, redis_url="redis://127.0.0.1:1/0")
+    lim = RateLimiter({"register": 0}, redis_url="redis://127.0.0.1:1/0", salt=_salt)
     assert all(lim.take("register", "x") is None for _ in range(100))
     assert not lim.degraded
     lim.close()
+
+
+def test_shared_buckets_need_a_salt():
+    import pytest
+
+    with pytest.raises(ValueError, match="salt"):
+        RateLimiter({"register": 5}, redis_url="redis://127.0.0.1:1/0")
+
+
+def test_the_salt_is_created_once_and_shared_through_the_database(tmp_path):
+    import threading
+
+    from app.db.migrate import upgrade
+    from app.db.session import make_engine, make_session_factory
+    from app.services.secrets import service_secret
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    upgrade(url)
+    engine = make_engine(url)
+    factory = make_session_factory(engine)
+    got: list[bytes] = []
+    threads = [
+        threading.Thread(target=lambda: got.append(service_secret(factory, "ratelimit"))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and len(set(got)) == 1 and len(got[0]) == 32  # one salt, whoever asked first
+    assert service_secret(factory, "other") != got[0]
+    engine.dispose()

@@ -36,20 +36,33 @@ def _out(job: Job, with_result: bool = True) -> JobOut:
 
 
 def _submit(request: Request, session, survey, kind: str, parameters: dict, who) -> Job:
-    """Store and dispatch a job (``survey`` None for a design plan); 503 and nothing
-    stored when the runner cannot take it."""
+    """Check, store and dispatch a job (``survey`` None for a design plan). The same
+    key's identical job still queued or running is returned instead of a new one (a
+    repeated request, a reload). Refused with nothing stored: 422 (what the job would
+    refuse), 429 (this key's jobs in progress), 503 (the backlog, or the queue)."""
     runner = request.app.state.jobs
-    if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
-        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
     created_by = who.key_id or who.role
     survey_id = survey.id if survey is not None else None
-    job = jobs.create_job(session, survey_id, kind, parameters, created_by, held_here=runner.held_here)
+    jobs.check_job(session, survey, kind, parameters)
+    same = jobs.same_active_job(session, survey_id, kind, parameters, created_by)
+    if same is not None:
+        return same
+    if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
+        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+    backlog = request.app.state.settings.job_backlog
+    job = jobs.create_job(session, survey_id, kind, parameters, created_by, backlog)
     try:
         runner.dispatch(job.id)
     except jobs.TemporarilyUnavailable:
         jobs.discard_job(session, job.id)  # never dispatched: stored nothing after all
         raise
     return job
+
+
+def _accepted(job: Job) -> JSONResponse:
+    return JSONResponse(
+        _out(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
+    )
 
 
 def as_job_if_long(
@@ -66,10 +79,7 @@ def as_job_if_long(
         predicted = jobs.predicted_seconds(kind, parameters, item_count(session, survey.id), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None
-    job = _submit(request, session, survey, kind, parameters, who)
-    return JSONResponse(
-        _out(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
-    )
+    return _accepted(_submit(request, session, survey, kind, parameters, who))
 
 
 #: The 202 of synchronous endpoints that hand long work to a job.
@@ -90,7 +100,9 @@ AS_JOB_202: dict[int | str, dict] = {
     responses=errors(401, 403, 404, 409, 422, 503),
     summary="Run a ranking, a bootstrap or a plan as a job",
 )
-def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, session: SessionDep) -> JobOut:
+def submit(
+    *, request: Request, survey_id: str, body: JobIn, who: ReaderDep, session: SessionDep
+) -> JSONResponse:
     """Stores the job and returns at once (202) with its ``id``; ``GET /v1/jobs/{id}``
     then shows its status, progress and, when done, the result the synchronous
     endpoint would give. ``kind``: ``ranking`` (the parameters of ``GET …/ranking``),
@@ -102,7 +114,7 @@ def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, ses
     require_pairwise(survey)
     require_local(survey)
     parameters = body.model_dump(by_alias=True, exclude={"kind"}, exclude_none=True)
-    return _out(_submit(request, session, survey, body.kind, parameters, who))
+    return _accepted(_submit(request, session, survey, body.kind, parameters, who))
 
 
 @router.post(
@@ -112,11 +124,13 @@ def submit(*, request: Request, survey_id: str, body: JobIn, who: ReaderDep, ses
     responses=errors(401, 403, 422, 503),
     summary="Run the planner of a survey not yet run (GET /v1/plan) as a job",
 )
-def submit_design(*, request: Request, body: DesignJobIn, who: ReaderDep, session: SessionDep) -> JobOut:
+def submit_design(
+    *, request: Request, body: DesignJobIn, who: ReaderDep, session: SessionDep
+) -> JSONResponse:
     """``kind: design`` with the parameters of ``GET /v1/plan`` (``epsilon`` and
     ``weights`` as lists); otherwise as ``POST /v1/surveys/{sid}/jobs``."""
     parameters = body.model_dump(exclude={"kind"}, exclude_none=True)
-    return _out(_submit(request, session, None, "design", parameters, who))
+    return _accepted(_submit(request, session, None, "design", parameters, who))
 
 
 @router.get(
@@ -127,11 +141,13 @@ def submit_design(*, request: Request, body: DesignJobIn, who: ReaderDep, sessio
 )
 def read(*, request: Request, job_id: str, who: ReaderDep, session: SessionDep) -> JobOut:
     """From any instance. A job whose runner stopped heartbeating is found here too:
-    queued again (one retry), or failed with the reason — never left ``running``."""
+    queued again (one retry), or failed with the reason — never left ``running``.
+    Reading is read-only unless the job looks lost."""
     job = jobs.get_job(session, job_id)
-    if job.status in ("queued", "running"):
-        runner = request.app.state.jobs
-        for again in jobs.recover_lost(session, job_id, held_here=runner.held_here):
+    runner = request.app.state.jobs
+    runner.touch()  # this process keeps jobs from now on (local runner)
+    if jobs.looks_lost(session, job, runner.queued_after):
+        for again in jobs.recover_lost(session, job_id, queued_after=runner.queued_after):
             with suppress(jobs.TemporarilyUnavailable):  # lost again later, and retried then
                 runner.dispatch(again)
         job = jobs.get_job(session, job_id)

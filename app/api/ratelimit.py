@@ -16,8 +16,9 @@ Where the buckets live:
   instance. A take is one Lua script, run atomically by Redis on Redis's clock
   (``TIME``), so concurrent takes from any number of processes never overdraw a
   bucket and the instances' clocks need not agree. Bucket keys carry no address: an
-  HMAC of it under a random salt that the first instance stores in Redis, and each
-  bucket expires once it would be full again (a minute).
+  HMAC of it under a random salt kept in the database (not in Redis: whoever reads
+  Redis cannot test the 2³² IPv4 addresses against the keys), and each bucket
+  expires once it would be full again (a minute).
 
   When Redis cannot be reached (or answers with an error) the limiter falls back to
   this process's buckets, logs one warning, and tries Redis again after
@@ -30,9 +31,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import secrets
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -112,26 +113,24 @@ end
 return nil
 """
 
-_SALT_KEY = "privrank:ratelimit:salt"
-
 
 class RedisBuckets:
-    """Token buckets in Redis, shared by every process that uses the same Redis."""
+    """Token buckets in Redis, shared by every process that uses the same Redis and
+    the same ``salt`` (read once, when first needed)."""
 
-    def __init__(self, url: str, timeout: float = REDIS_TIMEOUT) -> None:
+    def __init__(self, url: str, salt: Callable[[], bytes], timeout: float = REDIS_TIMEOUT) -> None:
         import redis
 
         self._client: Any = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
         )
         self._script = self._client.register_script(_TAKE)
+        self._salt_source = salt
         self._salt: bytes | None = None
 
     def _key(self, name: str, client: str) -> str:
         if self._salt is None:
-            # The first instance's random salt wins; every instance then keys alike.
-            self._client.set(_SALT_KEY, secrets.token_bytes(32), nx=True)
-            self._salt = bytes(self._client.get(_SALT_KEY))
+            self._salt = self._salt_source()
         mac = hmac.new(self._salt, f"{name}\0{client}".encode(), hashlib.sha256).hexdigest()[:32]
         return f"privrank:ratelimit:{name}:{mac}"
 
@@ -146,15 +145,22 @@ class RedisBuckets:
 class RateLimiter:
     """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit.
 
-    With ``redis_url``, the buckets are shared through Redis, and this process's
-    buckets stand in while Redis fails (module doc)."""
+    With ``redis_url``, the buckets are shared through Redis (their keys salted with
+    ``salt()``, the same for every instance), and this process's buckets stand in
+    while Redis fails (module doc)."""
 
     def __init__(
-        self, per_minute: dict[str, int], max_clients: int = 100_000, redis_url: str | None = None
+        self,
+        per_minute: dict[str, int],
+        max_clients: int = 100_000,
+        redis_url: str | None = None,
+        salt: Callable[[], bytes] | None = None,
     ) -> None:
         self.per_minute = dict(per_minute)
         self.local = LocalBuckets(max_clients)
-        self.shared: RedisBuckets | None = RedisBuckets(redis_url) if redis_url else None
+        if redis_url and salt is None:
+            raise ValueError("shared buckets need the salt every instance shares")
+        self.shared: RedisBuckets | None = RedisBuckets(redis_url, salt) if redis_url and salt else None
         self._down_until = 0.0  # monotonic time before which Redis is not tried again
         self._failing = False
         self._state = threading.Lock()

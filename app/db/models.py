@@ -51,6 +51,7 @@ __all__ = [
     "Release",
     "Respondent",
     "RoundSite",
+    "ServiceSecret",
     "Survey",
     "SurveyStats",
     "new_id",
@@ -444,3 +445,14 @@ class Job(Base):
         CheckConstraint("progress >= 0 AND progress <= 1", name="ck_jobs_progress"),
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
     )
+
+
+class ServiceSecret(Base):
+    """A random secret of the service, shared by every instance through the database
+    (e.g. the salt of the rate limits' keys in Redis: kept out of Redis on purpose)."""
+
+    __tablename__ = "service_secrets"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    value: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

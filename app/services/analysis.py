@@ -81,6 +81,7 @@ __all__ = [
     "PAIRWISE_MAX_ITEMS",
     "FitCache",
     "bootstrap_seconds",
+    "check_ranking_parameters",
     "current_fit",
     "eps_of",
     "offered_level",
@@ -301,6 +302,17 @@ def _check(
     if covariance not in COVARIANCE:
         raise Invalid(f"covariance must be one of {list(COVARIANCE)}")
     return level
+
+
+def check_ranking_parameters(
+    method: str, lam: float | None, level: float, uncertainty: str, covariance: str, replicates: int
+) -> None:
+    """What :func:`ranking` refuses (422) before it fits: for checks made in advance (jobs)."""
+    _check(method, lam, level, uncertainty, covariance)
+    if uncertainty == "bootstrap" and method != "debiased_mle":
+        raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
+    if uncertainty == "bootstrap" and not BOOTSTRAP_MIN_REPLICATES <= replicates <= BOOTSTRAP_MAX_REPLICATES:
+        raise Invalid(f"replicates must be between {BOOTSTRAP_MIN_REPLICATES} and {BOOTSTRAP_MAX_REPLICATES}")
 
 
 def offered_level(level: float) -> float:

@@ -54,6 +54,11 @@ class Deadline:
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
+    def check_waiting(self) -> None:
+        """:meth:`check`, called while waiting for a turn rather than between units of
+        work (a deadline that counts work, such as a job's, does not count these)."""
+        self.check()
+
     def remaining(self) -> float:
         return self._end - time.monotonic()
 
@@ -89,7 +94,7 @@ class WorkSlots:
     def hold(self, deadline: Deadline) -> Iterator[None]:
         """A slot for the duration of the block (never nested: one slot per thread)."""
         while not self._slots.acquire(timeout=0.1):
-            deadline.check()
+            deadline.check_waiting()
         try:
             yield
         finally:

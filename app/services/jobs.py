@@ -42,16 +42,16 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..db.models import Job, new_id, utcnow
+from ..db.models import Job, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from .deadline import SHUTDOWN, Deadline, OutOfTime
-from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable
+from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable, TooMany
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -64,24 +64,39 @@ __all__ = [
     "QueueRunner",
     "TemporarilyUnavailable",
     "cancel_job",
+    "check_job",
     "create_job",
     "discard_job",
     "execute",
     "get_job",
+    "looks_lost",
     "predicted_seconds",
+    "purge_finished",
     "recover_lost",
+    "same_active_job",
 ]
 
 log = logging.getLogger("privrank.jobs")
 
 KINDS = ("ranking", "bootstrap", "plan", "design")
 FINAL = ("done", "failed", "cancelled")
+ACTIVE = ("queued", "running")
 #: How often a runner writes a running job's progress and heartbeat.
 HEARTBEAT_SECONDS = 2.0
-#: A job whose runner has not heartbeat for this long is lost (retried or failed).
-STALE_SECONDS = 15.0
+#: A running job whose runner has not heartbeat for this long is lost (retried or
+#: failed); so is a queued job a local runner held. Longer than SQLite's busy timeout
+#: would let a blocked heartbeat wait, and than any one unit of work.
+STALE_SECONDS = 30.0
+#: A job waiting in the RQ queue this long is sent again (a push lost with Redis, or
+#: a dispatch that failed); a duplicate is harmless: only one claim succeeds.
+QUEUE_RESEND_SECONDS = 300.0
 #: Claims before a lost job fails instead of being queued again.
 MAX_ATTEMPTS = 2
+#: Jobs queued or running at once: for one key, and for the whole service (beyond
+#: them, 429 and 503; nothing is stored).
+JOBS_PER_KEY = 10
+#: Finished jobs (and their results) are deleted this long after they finished.
+RETENTION = timedelta(days=7)
 
 
 class Cancelled(OutOfTime):
@@ -103,6 +118,9 @@ class JobDeadline(Deadline):
         self.units += 1
         super().check()
 
+    def check_waiting(self) -> None:
+        super().check()  # waiting for a turn is not work done
+
     @property
     def progress(self) -> float:
         return min(0.99, self.units / self.expected)
@@ -118,6 +136,14 @@ class JobContext:
         self.seconds = seconds
 
 
+def _now(session: Session) -> datetime:
+    """The database's clock (PostgreSQL: every host reads the same one, so heartbeats
+    and cutoffs written by different hosts compare); SQLite runs on one host."""
+    if session.get_bind().dialect.name == "postgresql":
+        return session.scalar(select(func.now()))  # type: ignore[return-value]
+    return utcnow()
+
+
 def runner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
@@ -131,14 +157,27 @@ def create_job(
     kind: str,
     parameters: dict,
     created_by: str,
-    held_here: bool = True,
+    backlog: int,
 ) -> Job:
-    """Store a queued job (the caller dispatches it once committed). ``held_here``: this
-    process holds it until a runner claims it, and heartbeats it (a local runner);
-    otherwise a queue holds it and its heartbeat stays NULL until it is claimed."""
+    """Store a queued job (the caller dispatches it once committed), unless ``created_by``
+    has :data:`JOBS_PER_KEY` jobs queued or running (429) or the service ``backlog``
+    (503). Checked and stored in one write transaction."""
     if kind not in KINDS:
         raise Invalid(f"kind must be one of {', '.join(KINDS)}")
     begin_write(session)
+    active = session.execute(
+        select(Job.created_by, func.count()).where(Job.status.in_(ACTIVE)).group_by(Job.created_by)
+    ).all()
+    mine = sum(n for who, n in active if who == created_by)
+    if mine >= JOBS_PER_KEY:
+        session.rollback()
+        raise TooMany(
+            f"this key has {mine} jobs queued or running (at most {JOBS_PER_KEY}); wait for one", 30
+        )
+    if sum(n for _, n in active) >= backlog:
+        session.rollback()
+        raise TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+    now = _now(session)
     job = Job(
         id=new_id("job"),
         survey_id=survey_id,
@@ -148,12 +187,26 @@ def create_job(
         progress=0.0,
         attempts=0,
         created_by=created_by,
-        created_at=utcnow(),
-        heartbeat_at=utcnow() if held_here else None,
+        created_at=now,
+        heartbeat_at=now,
     )
     session.add(job)
     session.commit()
     return job
+
+
+def same_active_job(session: Session, survey_id: str | None, kind: str, parameters: dict, created_by: str):
+    """A job of this key queued or running with exactly these parameters (a repeated
+    request, a reload: it is followed again instead of started twice), or None."""
+    rows = session.execute(
+        select(Job).where(
+            Job.survey_id == survey_id if survey_id is not None else Job.survey_id.is_(None),
+            Job.kind == kind,
+            Job.created_by == created_by,
+            Job.status.in_(ACTIVE),
+        )
+    ).scalars()
+    return next((job for job in rows if job.parameters == parameters), None)
 
 
 def discard_job(session: Session, job_id: str) -> None:
@@ -170,6 +223,14 @@ def get_job(session: Session, job_id: str) -> Job:
     return job
 
 
+def looks_lost(session: Session, job: Job, queued_after: float) -> bool:
+    """Whether a job read now would be recovered by :func:`recover_lost` (read only)."""
+    if job.status not in ACTIVE or job.heartbeat_at is None:
+        return False
+    limit = STALE_SECONDS if job.status == "running" else queued_after
+    return job.heartbeat_at < _now(session) - timedelta(seconds=limit)
+
+
 def cancel_job(session: Session, job_id: str) -> Job:
     """Mark a queued or running job cancelled (its runner stops at its next heartbeat).
     Cancelling a cancelled job is a no-op; a finished one is 409."""
@@ -182,33 +243,49 @@ def cancel_job(session: Session, job_id: str) -> Job:
         session.rollback()
         raise Conflict(f"the job has already finished ({job.status})")
     if job.status != "cancelled":
-        job.status, job.finished_at = "cancelled", utcnow()
+        job.status, job.finished_at = "cancelled", _now(session)
     session.commit()
     return job
 
 
-def recover_lost(session: Session, job_id: str | None = None, held_here: bool = True) -> list[str]:
-    """Queue again (or fail, after :data:`MAX_ATTEMPTS` claims) the queued or running
-    jobs whose heartbeat is older than :data:`STALE_SECONDS` — one job, or all. Returns
-    the ids queued again: the caller dispatches them (``held_here`` as for
-    :func:`create_job`)."""
-    cutoff = utcnow() - timedelta(seconds=STALE_SECONDS)
-    where = [Job.status.in_(("queued", "running")), Job.heartbeat_at < cutoff]
-    if job_id is not None:
-        where.append(Job.id == job_id)
+def recover_lost(
+    session: Session, job_id: str | None = None, queued_after: float = STALE_SECONDS
+) -> list[str]:
+    """Recover jobs whose holder went silent — one job, or all: a running job whose
+    heartbeat is older than :data:`STALE_SECONDS` is queued again (or fails, after
+    :data:`MAX_ATTEMPTS` claims); a queued job whose heartbeat is older than
+    ``queued_after`` is sent again (its holder, a stopped process or a lost queue
+    push, will not run it). Returns the ids to dispatch; their heartbeat is renewed."""
+    now = _now(session)
+    stale = or_(
+        and_(Job.status == "running", Job.heartbeat_at < now - timedelta(seconds=STALE_SECONDS)),
+        and_(Job.status == "queued", Job.heartbeat_at < now - timedelta(seconds=queued_after)),
+    )
+    where = [stale] if job_id is None else [stale, Job.id == job_id]
     begin_write(session)
     lost = session.execute(select(Job).where(*where).with_for_update(skip_locked=True)).scalars().all()
     again = []
     for job in lost:
-        if job.attempts >= MAX_ATTEMPTS:
-            job.status, job.finished_at = "failed", utcnow()
+        if job.status == "running" and job.attempts >= MAX_ATTEMPTS:
+            job.status, job.finished_at = "failed", now
             job.error = f"the runner stopped while running it ({job.attempts} attempts); submit it again"
         else:
-            job.status, job.runner, job.heartbeat_at = "queued", None, utcnow() if held_here else None
+            if job.status == "running":
+                log.warning("job %s lost by its runner: queued again", job.id)
+            job.status, job.runner, job.heartbeat_at = "queued", None, now
             again.append(job.id)
-        log.warning("job %s lost by its runner: %s", job.id, job.status)
     session.commit()
     return again
+
+
+def purge_finished(session: Session) -> int:
+    """Delete the jobs that finished more than :data:`RETENTION` ago."""
+    begin_write(session)
+    gone = _count(
+        session.execute(delete(Job).where(Job.status.in_(FINAL), Job.finished_at < _now(session) - RETENTION))
+    )
+    session.commit()
+    return gone
 
 
 def _count(result: Any) -> int:
@@ -218,7 +295,7 @@ def _count(result: Any) -> int:
 
 def _claim(session: Session, job_id: str, me: str) -> Job | None:
     begin_write(session)
-    now = utcnow()
+    now = _now(session)
     claimed = _count(
         session.execute(
             update(Job)
@@ -237,7 +314,7 @@ def _beat(session: Session, job_id: str, me: str, progress: float) -> bool:
         session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "running", Job.runner == me)
-            .values(heartbeat_at=utcnow(), progress=progress)
+            .values(heartbeat_at=_now(session), progress=progress)
         )
     )
     session.commit()
@@ -246,11 +323,12 @@ def _beat(session: Session, job_id: str, me: str, progress: float) -> bool:
 
 def _finish(session: Session, job_id: str, me: str, **values: Any) -> bool:
     begin_write(session)
+    now = _now(session)
     ok = _count(
         session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "running", Job.runner == me)
-            .values(**{"finished_at": utcnow(), "heartbeat_at": utcnow(), **values})
+            .values(**{"finished_at": now, "heartbeat_at": now, **values})
         )
     )
     session.commit()
@@ -304,6 +382,61 @@ def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: 
             units = min(units * PLAN_SEARCH_STEPS, MAX_SURVEY_PLAN_WORK)
         return units / PLAN_UNITS_PER_SECOND
     return 0.0
+
+
+def check_job(session: Session, survey: Any, kind: str, parameters: dict) -> None:
+    """Refuse (422), before anything is stored, what the job would refuse when run and
+    can be known now: the synchronous endpoint's checks of the parameters against the
+    survey (its items, its answers)."""
+    from ..stats.planner import epsilon_distribution
+    from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
+    from .analysis import BOOTSTRAP_MAX_COMPARISONS, check_ranking_parameters
+    from .surveys import item_count
+
+    p = parameters
+    if kind == "design":
+        if p["k"] >= p["items"]:
+            raise Invalid("k must be less than the number of items")
+        if p.get("scores") is not None and len(p["scores"]) != p["items"]:
+            raise Invalid(f"scores needs one value per item ({p['items']})")
+        if p.get("epsilon") is not None:
+            try:
+                epsilon_distribution(p["epsilon"], p.get("weights"))
+            except ValueError as exc:
+                raise Invalid(str(exc)) from None
+        if p.get("solve", "none") != "none" and p.get("target") is None:
+            raise Invalid("solve needs a target")
+        return
+    m = item_count(session, survey.id)
+    if kind in ("ranking", "bootstrap"):
+        uncertainty = "bootstrap" if kind == "bootstrap" else p.get("uncertainty", "sandwich")
+        check_ranking_parameters(
+            p.get("method", "debiased_mle"),
+            p.get("lambda"),
+            p.get("confidence", 0.95),
+            uncertainty,
+            p.get("covariance", "cluster"),
+            p.get("replicates", 200),
+        )
+        if p.get("k") is not None and not 1 <= p["k"] <= m:
+            raise Invalid(f"k must be between 1 and the number of items ({m})")
+        stats = session.get(SurveyStats, survey.id)
+        if (
+            uncertainty == "bootstrap"
+            and stats is not None
+            and stats.n_comparisons > BOOTSTRAP_MAX_COMPARISONS
+        ):
+            raise Invalid(
+                f"uncertainty=bootstrap is for small samples (at most {BOOTSTRAP_MAX_COMPARISONS} "
+                "comparisons); use the default sandwich intervals"
+            )
+        return
+    if not 2 <= m <= MAX_SURVEY_PLAN_ITEMS:
+        raise Invalid(f"planning from a survey needs 2 to {MAX_SURVEY_PLAN_ITEMS} items (this one has {m})")
+    if not 1 <= p["k"] < m:
+        raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
+    if p.get("scores") is not None and len(p["scores"]) != m:
+        raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
 
 
 # -- running one job -----------------------------------------------------------------
@@ -390,8 +523,9 @@ def _work(kind: str, parameters: dict, ctx: JobContext) -> tuple[Callable[..., A
 
 
 def execute(job_id: str, ctx: JobContext) -> str | None:
-    """Claim and run one job in this thread; its final status (None when it was not
-    queued: claimed by another runner, cancelled, or gone)."""
+    """Claim and run one job in this thread; its final status, ``"released"`` when this
+    process is stopping (the job is queued again, for the caller to dispatch), None
+    when it was not queued (claimed by another runner, cancelled, or gone)."""
     from .surveys import get_survey
 
     me = runner_name()
@@ -415,8 +549,8 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
                     if not _beat(s, job_id, me, deadline.progress):
                         deadline.cancel()  # cancelled, or lost: stop at the next check
                         return
-            except Exception:  # the database is briefly unreachable: try again next beat
-                log.warning("job %s: heartbeat failed", job_id, exc_info=True)
+            except Exception as exc:  # the database is briefly unreachable: try again next beat
+                log.warning("job %s: heartbeat failed (%s)", job_id, type(exc).__name__)
 
     beats = threading.Thread(target=heartbeat, name=f"job-{job_id}-heartbeat", daemon=True)
     beats.start()
@@ -436,8 +570,9 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
             values = {"error": str(exc.detail)[:500]}
     except (Invalid, Conflict, NotFound) as exc:
         values = {"error": str(exc.detail)[:500]}
-    except Exception:
-        log.exception("job %s failed", job_id)
+    except Exception as exc:
+        # The type only: a driver's message can quote the data it was handling.
+        log.error("job %s failed with an internal error (%s)", job_id, type(exc).__name__)
         values = {"error": "the job failed with an internal error"}
     finally:
         stop.set()
@@ -451,7 +586,7 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
             _finish(
                 session, job_id, me, status="queued", runner=None, attempts=Job.attempts - 1, finished_at=None
             )
-        return None
+        return "released"
     with ctx.session_factory() as session:
         if not _finish(session, job_id, me, status=status, **values):
             return None  # cancelled or lost meanwhile: the late result is dropped
@@ -460,19 +595,38 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
 
 
 class LocalRunner:
-    """Runs jobs in this process: ``threads`` at once, at most ``backlog`` waiting
-    (more is 503). Heartbeats the jobs it holds, queued or running, and recovers lost
-    jobs every :data:`STALE_SECONDS`."""
+    """Runs jobs in this process: ``threads`` at once, at most ``backlog`` waiting here
+    (more is 503). Heartbeats the jobs it holds, queued or running, recovers lost jobs
+    and deletes old ones every :data:`STALE_SECONDS` — from the first job it is given
+    or read, until :meth:`close`."""
 
-    def __init__(self, ctx: JobContext, threads: int = 2, backlog: int = 100) -> None:
+    #: A queued job here is heartbeat while it waits: silent for STALE_SECONDS, it is lost.
+    queued_after = STALE_SECONDS
+
+    def __init__(self, ctx: JobContext, threads: int = 1, backlog: int = 100) -> None:
         self.ctx = ctx
         self.backlog = backlog
-        self.held_here = True
+        self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="privrank-job")
         self._held: set[str] = set()  # queued here, not yet claimed
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._keeper: threading.Thread | None = None  # started with the first job
+        self._keeper: threading.Thread | None = None
+
+    def open(self) -> None:
+        """(Re)start after :meth:`close` (an application started again, as in tests)."""
+        with self._lock:
+            if self._stop.is_set():
+                self._stop = threading.Event()
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="privrank-job")
+                self._keeper = None
+
+    def touch(self) -> None:
+        """Start keeping the jobs (heartbeats, recovery) if not yet started."""
+        with self._lock:
+            if self._keeper is None and not self._stop.is_set():
+                self._keeper = threading.Thread(target=self._keep, name="privrank-jobs-keeper", daemon=True)
+                self._keeper.start()
 
     def capacity_left(self) -> int:
         with self._lock:
@@ -483,9 +637,7 @@ class LocalRunner:
             if len(self._held) >= self.backlog:
                 raise TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
             self._held.add(job_id)
-            if self._keeper is None:
-                self._keeper = threading.Thread(target=self._keep, name="privrank-jobs-keeper", daemon=True)
-                self._keeper.start()
+        self.touch()
         self._pool.submit(self._run, job_id)
 
     def _run(self, job_id: str) -> None:
@@ -495,14 +647,13 @@ class LocalRunner:
             return
         try:
             execute(job_id, self.ctx)
-        except Exception:  # the database went away between claim and finish: the job is lost
-            log.exception("job %s: runner error", job_id)
+        except Exception as exc:  # the database went away between claim and finish: the job is lost
+            log.warning("job %s: runner error (%s); it will be recovered", job_id, type(exc).__name__)
 
     def _keep(self) -> None:
-        """Heartbeat the jobs waiting here (so they are not taken for lost) and recover
-        lost ones, every few seconds."""
         last_sweep = 0.0
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        stop = self._stop  # this keeper's: a reopened runner starts a keeper of its own
+        while not stop.wait(HEARTBEAT_SECONDS):
             try:
                 with self._lock:
                     held = list(self._held)
@@ -512,21 +663,22 @@ class LocalRunner:
                         session.execute(
                             update(Job)
                             .where(Job.id.in_(held), Job.status == "queued")
-                            .values(heartbeat_at=utcnow())
+                            .values(heartbeat_at=_now(session))
                         )
                         session.commit()
                     if time.monotonic() - last_sweep >= STALE_SECONDS:
                         last_sweep = time.monotonic()
-                        for job_id in recover_lost(session):
+                        for job_id in recover_lost(session, queued_after=self.queued_after):
                             # Not held here when refused: lost again later, and retried then.
                             with suppress(TemporarilyUnavailable):
                                 self.dispatch(job_id)
-            except Exception:
-                log.warning("jobs: keeping the queue failed; trying again", exc_info=True)
+                        purge_finished(session)
+            except Exception as exc:
+                log.warning("jobs: keeping the queue failed (%s); trying again", type(exc).__name__)
 
     def close(self) -> None:
-        """Stop: waiting jobs stay queued (recovered elsewhere once stale); running ones
-        stop at their next check when the process is shutting down."""
+        """Stop: jobs waiting here stay queued (recovered elsewhere once silent); a
+        running one stops at its next check once the process is shutting down."""
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -536,18 +688,26 @@ QUEUE_NAME = "privrank-jobs"
 
 
 class QueueRunner:
-    """Sends jobs to an RQ queue in Redis; ``privrank worker`` processes run them. A
-    queued job's heartbeat is NULL while the queue holds it (Redis keeps it; never
-    taken for lost), set once a worker claims it."""
+    """Sends jobs to an RQ queue in Redis; ``privrank worker`` processes run them (and
+    recover lost jobs: their sweep)."""
 
-    def __init__(self, redis_url: str, seconds: float) -> None:
+    def __init__(self, redis_url: str, seconds: float, backlog: int = 100) -> None:
         import redis
         from rq import Queue
 
-        self._redis = redis.Redis.from_url(redis_url)
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2.0, socket_connect_timeout=1.0)
         self._queue = Queue(QUEUE_NAME, connection=self._redis)
         self.seconds = seconds
-        self.held_here = False
+        self.backlog = backlog
+
+    #: Redis holds a queued job; sent again if no worker claimed it for this long.
+    queued_after = QUEUE_RESEND_SECONDS
+
+    def touch(self) -> None:
+        """Workers keep the jobs (their sweep); nothing to start here."""
+
+    def open(self) -> None:
+        """Nothing to start: the queue is in Redis."""
 
     def dispatch(self, job_id: str) -> None:
         try:
@@ -582,22 +742,45 @@ def worker_context() -> JobContext:
         engine = make_engine(settings.database_url, 4)
         _WORKER_CONTEXT = JobContext(
             make_session_factory(engine),
-            FitCache(settings.analysis_cache_mb * 2**20, settings.analysis_concurrency),
+            FitCache(settings.analysis_cache_mb * 2**20, 1),  # one job at a time
             settings.job_seconds,
         )
     return _WORKER_CONTEXT
 
 
 def run_job(job_id: str) -> str | None:
-    """RQ's entry point: run one job in this worker process."""
-    return execute(job_id, worker_context())
+    """RQ's entry point: run one job in this worker process. Never raises (RQ would
+    keep the traceback in Redis): a failure to reach the database leaves the job to
+    be recovered."""
+    ctx = worker_context()
+    try:
+        status = execute(job_id, ctx)
+        if status == "released":  # this worker is stopping: back on the queue at once
+            from ..config import get_settings
+
+            runner = QueueRunner(get_settings().redis_url or "", ctx.seconds)
+            with suppress(TemporarilyUnavailable):  # else sent again after QUEUE_RESEND_SECONDS
+                runner.dispatch(job_id)
+            runner.close()
+        return status
+    except Exception as exc:
+        log.warning("job %s: runner error (%s); it will be recovered", job_id, type(exc).__name__)
+        return None
 
 
 def run_worker(redis_url: str, burst: bool = False) -> None:
     """``privrank worker``: run queued jobs until stopped (``burst``: until the queue is
-    empty), and every :data:`STALE_SECONDS` queue lost jobs again."""
+    empty); every few seconds, recover lost jobs and delete old ones. SIGTERM (or
+    Ctrl-C) stops the running job at its next check and puts it back on the queue."""
     import redis
     from rq import Queue, SimpleWorker
+
+    class Worker(SimpleWorker):
+        # SimpleWorker runs each job in this process: a worker that is killed takes its job
+        # with it, and the heartbeat's silence hands the job to another worker.
+        def request_stop(self, signum, frame):
+            SHUTDOWN.set()  # the running job stops at its next check and is released
+            super().request_stop(signum, frame)
 
     connection = redis.Redis.from_url(redis_url)
     queue = Queue(QUEUE_NAME, connection=connection)
@@ -609,17 +792,17 @@ def run_worker(redis_url: str, burst: bool = False) -> None:
         while not stop.wait(STALE_SECONDS / 3):
             try:
                 with ctx.session_factory() as session:
-                    for job_id in recover_lost(session, held_here=False):
-                        runner.dispatch(job_id)
-            except Exception:
-                log.warning("jobs: recovering lost jobs failed; trying again", exc_info=True)
+                    for job_id in recover_lost(session, queued_after=QUEUE_RESEND_SECONDS):
+                        with suppress(TemporarilyUnavailable):  # sent again at the next resend
+                            runner.dispatch(job_id)
+                    purge_finished(session)
+            except Exception as exc:
+                log.warning("jobs: recovering lost jobs failed (%s); trying again", type(exc).__name__)
 
     sweeper = threading.Thread(target=sweep, name="privrank-jobs-sweeper", daemon=True)
     sweeper.start()
     try:
-        # SimpleWorker runs each job in this process: a worker that is killed takes its
-        # job with it, and the heartbeat's silence hands the job to another worker.
-        SimpleWorker([queue], connection=connection).work(burst=burst, with_scheduler=False)
+        Worker([queue], connection=connection).work(burst=burst, with_scheduler=False)
     finally:
         stop.set()
         runner.close()

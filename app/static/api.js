@@ -118,7 +118,9 @@ export async function followJob(job, where, label) {
       h("p", {}, text, " ", cancel),
     ),
   );
+  const started = Date.now();
   for (;;) {
+    if (!where.isConnected) throw new ApiError(0, "left the page"); // nobody is watching: stop polling
     const pct = Math.round(100 * job.progress);
     fill.style.width = `${pct}%`;
     bar.setAttribute("aria-valuenow", String(pct));
@@ -126,7 +128,7 @@ export async function followJob(job, where, label) {
     if (job.status === "done") return job.result;
     if (job.status === "failed") throw new ApiError(500, `the job failed: ${job.error}`);
     if (job.status === "cancelled") throw new ApiError(409, "the job was cancelled");
-    await sleep(500);
+    await sleep(Date.now() - started < 10_000 ? 500 : 2000); // closely at first, then every 2 s
     job = await api("GET", `/v1/jobs/${job.id}`);
   }
 }

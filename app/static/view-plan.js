@@ -79,7 +79,16 @@ export function accuracyPreview(val, items) {
 export function surveyPlanSection(s, kInput) {
   const target = h("input", { id: "plan-target", type: "number", min: 1, max: 99, step: 1, value: 80 });
   const out = h("div", { id: "survey-plan-out", "aria-live": "polite" });
-  const run = async () => {
+  const run = async (event) => {
+    const button = event?.currentTarget;
+    if (button) button.disabled = true; // one simulation at a time
+    try {
+      await plan();
+    } finally {
+      if (button) button.disabled = false;
+    }
+  };
+  const plan = async () => {
     const k = Math.min(Number(kInput.value), s.items.length - 1);
     out.replaceChildren(h("p", { class: "hint" }, "Simulating this survey…"));
     const q = new URLSearchParams({ k, target: Number(target.value) / 100 });

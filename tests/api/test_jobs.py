@@ -73,6 +73,7 @@ def test_a_bootstrap_job_gives_what_the_ranking_endpoint_gives(client, answered)
     r = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=ADMIN)
     assert r.status_code == 202, r.text
     job = r.json()
+    assert r.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] in ("queued", "running") and job["kind"] == "bootstrap" and job["result"] is None
     assert job["parameters"] == {"k": 3, "confidence": 0.95, "covariance": "cluster", "replicates": 100}
     done = _wait(client, job["id"])
@@ -166,26 +167,25 @@ def test_a_full_backlog_is_503_and_stores_nothing(database_url, tmp_path):
     from tests.helpers.api import private_database
 
     with private_database(database_url, tmp_path) as url:
-        app = make_app(url, job_backlog=1, job_threads=1)
+        app = make_app(url, job_backlog=2, job_threads=1)
         try:
             with TestClient(app) as client:
                 sid = _import_survey(client, 6, 60, 6, seed=2)
-                first = client.post(
-                    f"/v1/surveys/{sid}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
-                )
-                assert first.status_code == 202
-                # The first is claimed (running) or waiting; fill the backlog of one, then one more.
-                codes = [
+                with app.state.session_factory() as s:  # two jobs in progress (of other keys)
+                    held = [jobs.create_job(s, sid, "ranking", {"k": n}, f"key_{n}", 2).id for n in (1, 2)]
+                r = client.post(f"/v1/surveys/{sid}/jobs", json={"kind": "ranking"}, headers=ADMIN)
+                assert r.status_code == 503 and "too many jobs" in r.json()["detail"]
+                assert int(r.headers["retry-after"]) >= 1
+                with app.state.session_factory() as s:
+                    assert s.execute(select(func.count()).select_from(Job)).scalar_one() == 2
+                client.delete(f"/v1/jobs/{held[0]}", headers=ADMIN)  # one place free again
+                assert (
                     client.post(
                         f"/v1/surveys/{sid}/jobs", json={"kind": "ranking"}, headers=ADMIN
                     ).status_code
-                    for _ in range(3)
-                ]
-                assert 503 in codes and codes[0] == 202
-                with app.state.session_factory() as s:
-                    stored = s.execute(select(func.count()).select_from(Job)).scalar_one()
-                assert stored == 1 + codes.count(202)  # a refused job left no row
-                client.delete(f"/v1/jobs/{first.json()['id']}", headers=ADMIN)
+                    == 202
+                )
+                client.delete(f"/v1/jobs/{held[1]}", headers=ADMIN)
         finally:
             app.state.jobs.close()
             app.state.engine.dispose()
@@ -208,18 +208,18 @@ def _stale(db, job_id: str, status: str, attempts: int) -> None:
 def test_a_job_lost_by_its_runner_is_retried_once_then_fails(client, db, answered):
     """A runner that stops heartbeating (killed) loses its job: the next read queues it
     again and this process runs it; lost a second time, it fails with the reason."""
-    job = jobs.create_job(db, answered, "ranking", {}, "test")  # never dispatched: as if its runner died
+    job = jobs.create_job(db, answered, "ranking", {}, "test", 100)  # never dispatched: as if its runner died
     _stale(db, job.id, "running", attempts=1)
     retried = _wait(client, job.id)
     assert retried["status"] == "done" and retried["attempts"] == 2 and retried["result"]["items"]
 
-    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    job = jobs.create_job(db, answered, "ranking", {}, "test", 100)
     _stale(db, job.id, "running", attempts=jobs.MAX_ATTEMPTS)
     failed = client.get(f"/v1/jobs/{job.id}", headers=ADMIN).json()
     assert failed["status"] == "failed" and "runner stopped" in failed["error"] and failed["finished_at"]
 
     # A job still heartbeating is left alone.
-    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    job = jobs.create_job(db, answered, "ranking", {}, "test", 100)
     db.execute(update(Job).where(Job.id == job.id).values(status="running", runner="busy:1:1", attempts=1))
     db.commit()
     assert client.get(f"/v1/jobs/{job.id}", headers=ADMIN).json()["status"] == "running"
@@ -229,7 +229,7 @@ def test_a_job_lost_by_its_runner_is_retried_once_then_fails(client, db, answere
 
 def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypatch):
     """The runner finishes only a job it still holds: cancel between claim and finish."""
-    job = jobs.create_job(db, answered, "ranking", {}, "test")
+    job = jobs.create_job(db, answered, "ranking", {}, "test", 100)
     ctx = jobs.JobContext(app.state.session_factory, app.state.fit_cache, 60.0)
     real = jobs._work
 
@@ -315,3 +315,84 @@ def test_predictions_follow_the_work():
     assert jobs.predicted_seconds("design", design, 20, 0) == plan_seconds(20, 5000, 1, 200)
     solving = {**design, "solve": "respondents", "epsilon": [0.5, 1.0, 2.0]}
     assert jobs.predicted_seconds("design", solving, 20, 0) == plan_seconds(20, 100, 3, 200) * 12
+
+
+def test_a_repeated_request_follows_the_same_job_and_a_key_has_a_cap(
+    client, db, answered, inline, monkeypatch
+):
+    """A reload of a long GET, or the same POST again, while the job is in progress is
+    the same job, not another; a key with JOBS_PER_KEY jobs in progress gets 429 (and
+    nothing stored)."""
+    inline(0.0)
+    query = "uncertainty=bootstrap&replicates=2000"
+    # What that GET submits, as a job of the admin's still waiting (as behind a long one).
+    parameters = {
+        "method": "debiased_mle",
+        "confidence": 0.95,
+        "uncertainty": "bootstrap",
+        "covariance": "cluster",
+        "replicates": 2000,
+    }
+    waiting = jobs.create_job(db, answered, "ranking", parameters, "admin", 100)
+    r = client.get(f"/v1/surveys/{answered}/ranking?{query}", headers=ADMIN)
+    assert r.status_code == 202 and r.json()["id"] == waiting.id  # the same job, followed again
+    r = client.post(f"/v1/surveys/{answered}/jobs", json={"kind": "ranking", **parameters}, headers=ADMIN)
+    assert r.json()["id"] == waiting.id
+    other = jobs.create_job(db, answered, "ranking", {**parameters, "k": 2}, "admin", 100)
+    monkeypatch.setattr(jobs, "JOBS_PER_KEY", 2)
+    with client.app.state.session_factory() as s:
+        before = s.execute(select(func.count()).select_from(Job)).scalar_one()
+    r = client.get(f"/v1/surveys/{answered}/ranking?{query}&k=3", headers=ADMIN)
+    assert r.status_code == 429 and "jobs queued or running" in r.json()["detail"]
+    with client.app.state.session_factory() as s:
+        assert s.execute(select(func.count()).select_from(Job)).scalar_one() == before
+    for job in (waiting, other):
+        client.delete(f"/v1/jobs/{job.id}", headers=ADMIN)
+
+
+def test_what_the_job_would_refuse_is_refused_before_it_is_stored(client, answered, unchanged):
+    with unchanged():
+        for body, words in (
+            ({"kind": "plan", "k": 8}, "k must be between 1 and 7"),
+            ({"kind": "plan", "k": 2, "scores": [1.0, 2.0]}, "one value per item"),
+            ({"kind": "ranking", "k": 99}, "k must be between 1 and the number of items"),
+            ({"kind": "ranking", "method": "naive_mle", "uncertainty": "bootstrap"}, "debiased_mle"),
+            ({"kind": "ranking", "confidence": 0.955}, "two decimals"),
+        ):
+            r = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=ADMIN)
+            assert r.status_code == 422 and words in r.json()["detail"], (body, r.text)
+        r = client.post(
+            "/v1/jobs", json={"kind": "design", "items": 5, "pairs_per_respondent": 2, "k": 5}, headers=ADMIN
+        )
+        assert r.status_code == 422 and "k must be less than" in r.json()["detail"]
+
+
+def test_queued_jobs_that_nobody_holds_are_sent_again_and_old_ones_deleted(client, db, answered):
+    """A queued job whose holder went silent (a stopped process's backlog, a queue push
+    lost with Redis) is dispatched again — not counted as an attempt; finished jobs are
+    deleted after the retention period."""
+    job = jobs.create_job(db, answered, "ranking", {}, "test", 100)  # never dispatched
+    db.execute(
+        update(Job)
+        .where(Job.id == job.id)
+        .values(heartbeat_at=utcnow() - timedelta(seconds=jobs.STALE_SECONDS + 5))
+    )
+    db.commit()
+    done = _wait(client, job.id)  # the read finds it silent and this process runs it
+    assert done["status"] == "done" and done["attempts"] == 1
+    db.execute(
+        update(Job).where(Job.id == job.id).values(finished_at=utcnow() - jobs.RETENTION - timedelta(hours=1))
+    )
+    db.commit()
+    assert jobs.purge_finished(db) >= 1
+    assert client.get(f"/v1/jobs/{job.id}", headers=ADMIN).status_code == 404
+
+
+def test_waiting_for_a_turn_is_not_progress():
+    d = jobs.JobDeadline(60.0, 10, what="x")
+    for _ in range(50):
+        d.check_waiting()
+    assert d.progress == 0.0
+    for _ in range(5):
+        d.check()
+    assert d.progress == 0.5

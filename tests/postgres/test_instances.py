@@ -168,6 +168,11 @@ class Worker:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def terminate_and_wait(self, seconds: float = 60) -> int:
+        """SIGTERM (a redeploy): the worker stops its job at the next check and exits."""
+        self.proc.terminate()
+        return self.proc.wait(seconds)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -220,16 +225,32 @@ def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_work
         ).json()
         assert done["result"] == direct  # computed by the worker, read on the other instance
 
-        # A long job: the worker is killed while it runs; a new worker takes it up.
+        # A long job: the worker is stopped (SIGTERM, as by a redeploy) while it runs. It
+        # gives the job back, uncounted, and a new worker finishes it.
         large = _import(a.base, 40, 1500, 10)
         r = httpx2.post(
             f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
+        )
+        job_id = r.json()["id"]
+        running = _poll(a.base, job_id, lambda j: j["status"] != "queued", 60)
+        assert running["status"] == "running", running
+        assert workers[0].terminate_and_wait() == 0
+        released = httpx2.get(f"{a.base}/v1/jobs/{job_id}", headers=ADMIN).json()
+        assert released["status"] == "queued" and released["attempts"] == 0, released
+        workers.append(Worker(env))
+        final = _poll(a.base, job_id, lambda j: j["status"] in ("done", "failed", "cancelled"), 120)
+        assert final["status"] == "done" and final["attempts"] == 1, final
+
+        # The worker is killed (SIGKILL) while it runs the job: a new worker takes it up
+        # once the heartbeat has been silent STALE_SECONDS.
+        r = httpx2.post(
+            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 1999}, headers=ADMIN
         )
         assert r.status_code == 202, r.text
         job_id = r.json()["id"]
         running = _poll(a.base, job_id, lambda j: j["status"] != "queued", 60)
         assert running["status"] == "running", running
-        workers[0].kill()
+        workers[-1].kill()
         workers.append(Worker(env))
         final = _poll(
             a.base, job_id, lambda j: j["status"] in ("done", "failed", "cancelled"), 4 * STALE_SECONDS + 120

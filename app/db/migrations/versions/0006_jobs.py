@@ -1,7 +1,8 @@
-"""jobs: long analyses run outside the request
+"""jobs (long analyses run outside the request) and service secrets
 
 One row per job (``app.services.jobs``): kind, parameters, status, progress, result,
-the runner holding it and its heartbeat.
+the runner holding it and its heartbeat. ``service_secrets``: random secrets every
+instance shares through the database (the salt of the rate limits' Redis keys).
 
 Revision ID: 0006
 Revises: 0005
@@ -47,9 +48,16 @@ def upgrade() -> None:
     )
     op.create_index("ix_jobs_survey_id", "jobs", ["survey_id"])
     op.create_index("ix_jobs_status_heartbeat", "jobs", ["status", "heartbeat_at"])
+    op.create_table(
+        "service_secrets",
+        sa.Column("name", sa.String(40), primary_key=True),
+        sa.Column("value", sa.LargeBinary(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("service_secrets")
     op.drop_index("ix_jobs_status_heartbeat", "jobs")
     op.drop_index("ix_jobs_survey_id", "jobs")
     op.drop_table("jobs")
