@@ -437,6 +437,19 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict) -> Non
         raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
     if p.get("scores") is not None and len(p["scores"]) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
+    stats = session.get(SurveyStats, survey.id)
+    n = int(stats.n_comparisons) if stats is not None else 0  # as last folded: a lower bound
+    if p.get("respondents") is not None:  # one size: its work is known now (a search stops at the bound)
+        from ..stats.survey_plan import MAX_SURVEY_PLAN_WORK
+
+        per_new = p.get("pairs_per_respondent") or 1  # at least one pair each: a lower bound
+        units = (n + p["respondents"] * per_new + m**3 / 50) * p.get("replications", 100)
+        if units > MAX_SURVEY_PLAN_WORK:
+            raise Invalid(
+                f"too much work: {p.get('replications', 100)} replicates of at least "
+                f"{n + p['respondents'] * per_new:,.0f} comparisons over {m} items exceed the bound of "
+                f"{MAX_SURVEY_PLAN_WORK:,} units; ask for fewer respondents or replications"
+            )
 
 
 # -- running one job -----------------------------------------------------------------
