@@ -292,3 +292,86 @@ def test_an_unreachable_redis_degrades_to_per_process_limits_and_a_refused_job(p
     log = server.output()
     assert log.count("Redis unavailable for rate limits") == 1, log
     assert "Traceback" not in log
+
+
+def test_answers_spread_over_two_instances_under_load_are_stored_exactly_as_acknowledged(
+    pair_of_instances, postgres_url
+):
+    """8 writers for 6 s, each respondent's requests alternating between the instances,
+    every batch sent twice at once (a client retrying on the other instance): each
+    acknowledged answer is stored once, no respondent has a pair twice, and no budget
+    is overspent."""
+    import random
+    import time
+    from collections import Counter
+
+    from sqlalchemy import text
+
+    a, b = pair_of_instances
+    s = _survey(a.base, 20, epsilon_default=1.0, respondent_budget=30.0)
+    sid, ids = s["id"], [it["id"] for it in s["items"]]
+    pairs = [(x, y) for k, x in enumerate(ids) for y in ids[k + 1 :]]
+    acknowledged: Counter = Counter()
+    statuses: Counter = Counter()
+    lock = threading.Lock()
+    stop = time.monotonic() + 6.0
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        with httpx2.Client(timeout=30) as c:
+            while time.monotonic() < stop:
+                reg = c.post(f"{(a, b)[seed % 2].base}/v1/surveys/{sid}/respondents", json={})
+                if reg.status_code == 429:  # the shared registration limit
+                    time.sleep(0.2)
+                    continue
+                token = reg.json()["token"]
+                h = {"Authorization": f"Bearer {token}"}
+                for _ in range(4):  # 4 batches of 10: 40 answers wanted, the budget pays for 30
+                    chunk = rng.sample(pairs, 10)
+                    body = {
+                        "privatized": False,
+                        "comparisons": [{"a": x, "b": y, "winner": x} for x, y in chunk],
+                    }
+                    results: list = [None, None]
+
+                    def send(k: int, body=body, headers=h, out=results) -> None:
+                        out[k] = c.post(
+                            f"{(a, b)[k].base}/v1/surveys/{sid}/responses", json=body, headers=headers
+                        )
+
+                    senders = [threading.Thread(target=send, args=(k,)) for k in (0, 1)]
+                    for t in senders:
+                        t.start()
+                    for t in senders:
+                        t.join()
+                    with lock:
+                        for r in results:
+                            statuses[r.status_code] += 1
+                            if r.status_code == 201:
+                                acknowledged.update((reg.json()["respondent_id"], x, y) for x, y in chunk)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(statuses) <= {201, 409}, statuses  # a duplicate or an overspend is a 409, never a 500
+    assert statuses[201] > 0 and statuses[409] > 0
+    engine = create_engine(postgres_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT respondent_id, i, j FROM comparisons WHERE survey_id = :s"), {"s": sid}
+            ).all()
+            spent = conn.execute(
+                text("SELECT max(epsilon_spent) FROM respondents WHERE survey_id = :s"), {"s": sid}
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    stored = Counter((r, i, j) for r, i, j in rows)  # items by position, i < j
+    assert max(stored.values()) == 1  # no respondent has a pair twice
+    assert sum(acknowledged.values()) == len(rows)  # acknowledged = stored
+    position = {item: k for k, item in enumerate(ids)}
+    answered = {(r, *sorted((position[x], position[y]))) for r, x, y in acknowledged}
+    assert answered == set(stored)
+    assert spent <= 30.0 + 1e-9  # no budget overspent
