@@ -43,7 +43,7 @@ def _submit(request: Request, session, survey, kind: str, parameters: dict, who)
     runner = request.app.state.jobs
     created_by = who.key_id or who.role
     survey_id = survey.id if survey is not None else None
-    jobs.check_job(session, survey, kind, parameters)
+    jobs.check_job(session, survey, kind, parameters, request.app.state.settings.job_seconds)
     same = jobs.same_active_job(session, survey_id, kind, parameters, created_by)
     if same is not None:
         return same

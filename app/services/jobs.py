@@ -128,12 +128,23 @@ class JobDeadline(Deadline):
 
 class JobContext:
     """What running a job needs from its process: sessions, the analysis cache and
-    its work slots, the time budget of one job."""
+    its work slots, the time budget of one job; and whether the runner is stopping
+    (its running jobs are then given back, as on shutdown)."""
 
     def __init__(self, session_factory: sessionmaker[Session], fit_cache: Any, seconds: float) -> None:
         self.session_factory = session_factory
         self.fit_cache = fit_cache
         self.seconds = seconds
+        self.stopping = threading.Event()
+        self.running: set[JobDeadline] = set()  # the deadlines of the jobs running now
+        self.lock = threading.Lock()
+
+    def stop_running(self) -> None:
+        """Stop every running job at its next check; each is given back (queued)."""
+        self.stopping.set()
+        with self.lock:
+            for deadline in self.running:
+                deadline.cancel()
 
 
 def _now(session: Session) -> datetime:
@@ -361,14 +372,10 @@ def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: 
     if kind == "design":
         from ..stats.planner import epsilon_distribution, plan_seconds
 
-        try:
-            levels = (
-                1
-                if p.get("epsilon") is None
-                else epsilon_distribution(p["epsilon"], p.get("weights"))[0].size
-            )
-        except ValueError:
-            levels = 1  # refused with its own message when run
+        levels = 1  # as the planner counts them: a solve for ε tries one level at a time
+        if p.get("epsilon") is not None and p.get("solve") != "epsilon":
+            with suppress(ValueError):  # refused with its own message when run
+                levels = epsilon_distribution(p["epsilon"], p.get("weights"))[0].size
         solving = p.get("solve", "none") != "none"
         first = 10 if p.get("solve") == "respondents" else (p.get("respondents") or 10)
         one = plan_seconds(n_items, first * p["pairs_per_respondent"], levels, p.get("replications", 200))
@@ -384,10 +391,11 @@ def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: 
     return 0.0
 
 
-def check_job(session: Session, survey: Any, kind: str, parameters: dict) -> None:
+def check_job(session: Session, survey: Any, kind: str, parameters: dict, seconds: float) -> None:
     """Refuse (422), before anything is stored, what the job would refuse when run and
     can be known now: the synchronous endpoint's checks of the parameters against the
-    survey (its items, its answers)."""
+    survey (its items, its answers), and work predicted past twice the job's time
+    budget ``seconds`` (as the synchronous endpoints refuse work past twice theirs)."""
     from ..stats.planner import epsilon_distribution
     from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
     from .analysis import BOOTSTRAP_MAX_COMPARISONS, check_ranking_parameters
@@ -406,6 +414,12 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict) -> Non
                 raise Invalid(str(exc)) from None
         if p.get("solve", "none") != "none" and p.get("target") is None:
             raise Invalid("solve needs a target")
+        predicted = predicted_seconds(kind, p, p["items"], 0)
+        if predicted > 2 * seconds:
+            raise Invalid(
+                f"this plan would take about {predicted:.0f} s here, beyond twice a job's time budget of "
+                f"{seconds:g} s: ask for fewer replications, items or epsilon values"
+            )
         return
     m = item_count(session, survey.id)
     if kind in ("ranking", "bootstrap"):
@@ -429,6 +443,14 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict) -> Non
             raise Invalid(
                 f"uncertainty=bootstrap is for small samples (at most {BOOTSTRAP_MAX_COMPARISONS} "
                 "comparisons); use the default sandwich intervals"
+            )
+        n = int(stats.n_comparisons) if stats is not None else 0
+        predicted = predicted_seconds("ranking", {**p, "uncertainty": uncertainty}, m, n)
+        if predicted > 2 * seconds:
+            raise Invalid(
+                f"uncertainty=bootstrap with {p.get('replicates', 200)} replicates would take about "
+                f"{predicted:.0f} s here, beyond twice a job's time budget of {seconds:g} s; ask for fewer "
+                "replicates"
             )
         return
     if not 2 <= m <= MAX_SURVEY_PLAN_ITEMS:
@@ -553,6 +575,10 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
             _finish(session, job_id, me, status="failed", error="the job's parameters are not valid")
         return "failed"
     deadline = JobDeadline(ctx.seconds, expected, what=f"the {job.kind} job")
+    with ctx.lock:
+        ctx.running.add(deadline)
+    if ctx.stopping.is_set():
+        deadline.cancel()
     stop = threading.Event()
 
     def heartbeat() -> None:
@@ -575,7 +601,7 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
         status = "done"
         values = {"progress": 1.0, "result": result.model_dump(mode="json", by_alias=True)}
     except OutOfTime as exc:
-        if SHUTDOWN.is_set():
+        if SHUTDOWN.is_set() or ctx.stopping.is_set():
             status = "released"
         elif deadline.cancelled:
             status = "cancelled"
@@ -590,6 +616,8 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
     finally:
         stop.set()
         beats.join()
+        with ctx.lock:
+            ctx.running.discard(deadline)
     if status == "cancelled":
         return "cancelled"  # the row says so already (or the job was lost and re-queued)
     if status == "released":
@@ -629,6 +657,7 @@ class LocalRunner:
     def open(self) -> None:
         """(Re)start after :meth:`close` (an application started again, as in tests)."""
         with self._lock:
+            self.ctx.stopping.clear()
             if self._stop.is_set():
                 self._stop = threading.Event()
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="privrank-job")
@@ -694,6 +723,7 @@ class LocalRunner:
         running one stops at its next check once the process is shutting down."""
         self._stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.ctx.stop_running()  # given back at their next check, so that exit never waits for one
 
 
 #: The RQ queue privrank's jobs go to.

@@ -54,9 +54,22 @@ def budget(app):
     original = app.state.settings
 
     def set_budget(seconds: float) -> None:
-        app.state.settings = original.model_copy(update={"analysis_seconds": seconds})
+        app.state.settings = app.state.settings.model_copy(update={"analysis_seconds": seconds})
 
     yield set_budget
+    app.state.settings = original
+
+
+@pytest.fixture
+def inline(app):
+    """``inline(seconds)``: PRIVRANK_INLINE_SECONDS of the test app for one test (the
+    predicted time beyond which a bootstrap or a plan asked synchronously is a job)."""
+    original = app.state.settings
+
+    def set_inline(seconds: float) -> None:
+        app.state.settings = app.state.settings.model_copy(update={"inline_seconds": seconds})
+
+    yield set_inline
     app.state.settings = original
 
 

@@ -250,18 +250,6 @@ def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypa
     assert row.status == "cancelled" and row.result is None
 
 
-@pytest.fixture
-def inline(app):
-    """``inline(seconds)``: PRIVRANK_INLINE_SECONDS of the test app for one test."""
-    original = app.state.settings
-
-    def set_inline(seconds: float) -> None:
-        app.state.settings = original.model_copy(update={"inline_seconds": seconds})
-
-    yield set_inline
-    app.state.settings = original
-
-
 def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answered, inline):
     query = "uncertainty=bootstrap&replicates=200&k=2"
     plan_query = "k=2&respondents=40&replications=20&seed=1"
@@ -365,6 +353,26 @@ def test_what_the_job_would_refuse_is_refused_before_it_is_stored(client, answer
             "/v1/jobs", json={"kind": "design", "items": 5, "pairs_per_respondent": 2, "k": 5}, headers=ADMIN
         )
         assert r.status_code == 422 and "k must be less than" in r.json()["detail"]
+        # Work past twice a job's budget: 32 ε levels at every pair of 500 items, 2,000
+        # times (~1,270 s), with a job budget of 60 s — refused at once, with the prediction.
+        huge = {
+            "kind": "design",
+            "items": 500,
+            "pairs_per_respondent": 10,
+            "k": 2,
+            "respondents": 100_000,
+            "replications": 2000,
+            "epsilon": [0.5 + x / 10 for x in range(32)],
+        }
+        settings = client.app.state.settings
+        client.app.state.settings = settings.model_copy(update={"job_seconds": 60.0})
+        try:
+            r = client.post("/v1/jobs", json=huge, headers=ADMIN)
+        finally:
+            client.app.state.settings = settings
+        assert (
+            r.status_code == 422 and "about 1267 s here, beyond twice a job's time budget of 60 s" in r.text
+        )
 
 
 def test_queued_jobs_that_nobody_holds_are_sent_again_and_old_ones_deleted(client, db, answered):

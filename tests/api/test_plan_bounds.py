@@ -35,7 +35,8 @@ def _timed(client, url):
     return r, time.perf_counter() - t
 
 
-def test_absurd_sizes_are_refused_at_once(client):
+def test_absurd_sizes_are_refused_at_once(client, inline):
+    inline(1e9)  # asked to answer inline (jobs refuse them too: tests/api/test_jobs.py)
     base = PLAN.format(m=500, kp=10)
     many_eps = ",".join(f"{1 + x / 1000:.3f}" for x in range(2000))
     cases = [
@@ -58,7 +59,8 @@ def test_absurd_sizes_are_refused_at_once(client):
         assert seconds < 5.0, (url[:80], seconds)
 
 
-def test_the_prediction_of_a_refused_plan_is_stated(client):
+def test_the_prediction_of_a_refused_plan_is_stated(client, inline):
+    inline(1e9)
     eps = ",".join(f"{0.5 + x / 10:g}" for x in range(32))
     url = PLAN.format(m=500, kp=10) + f"&respondents=100000&replications=2000&epsilon={eps}"
     predicted = planner.plan_seconds(500, 100000 * 10, 32, 2000)
@@ -115,7 +117,8 @@ def test_equal_epsilon_values_are_one_level():
     assert da == db
 
 
-def test_a_plan_over_its_budget_stops_with_503(client, budget, monkeypatch):
+def test_a_plan_over_its_budget_stops_with_503(client, budget, inline, monkeypatch):
+    inline(1e9)  # these test the inline path; beyond PRIVRANK_INLINE_SECONDS a plan is a job
     monkeypatch.setattr(planning, "PLAN_REFUSE_FACTOR", float("inf"))  # never refused up front
     calls = []
     real = planner.plan
@@ -138,11 +141,12 @@ def test_a_plan_over_its_budget_stops_with_503(client, budget, monkeypatch):
     assert seconds < 5.0
 
 
-def test_a_search_over_its_budget_stops_with_503(client, budget):
+def test_a_search_over_its_budget_stops_with_503(client, budget, inline):
     """solve=epsilon with a reachable target (P(exact top-2) is ~0.43 at the largest ε)
     runs 10 plans; the first alone fits in the budget (not refused), all of them do not."""
     url = PLAN.format(m=200, kp=10) + "&respondents=100000&solve=epsilon&target=0.3&replications=300"
     one = planner.plan_seconds(200, 10**6, 1, 300)
+    inline(1e9)
     budget(one)
     r, seconds = _timed(client, url)
     assert r.status_code == 503, r.text
@@ -150,7 +154,8 @@ def test_a_search_over_its_budget_stops_with_503(client, budget):
     assert seconds < one + 5.0
 
 
-def test_a_survey_plan_over_its_budget_stops_with_503(client, budget):
+def test_a_survey_plan_over_its_budget_stops_with_503(client, budget, inline):
+    inline(1e9)
     s = create_survey(client, items=[f"i{k}" for k in range(8)])
     url = (
         f"/v1/surveys/{s['id']}/plan?k=2&scores=3,2,1,0,0,-1,-2,-3"
@@ -176,7 +181,9 @@ def test_a_live_plan_stops_when_its_client_leaves_and_never_holds_up_shutdown(da
     (the server's CPU over the next 2 s stays near idle; it used to keep a core busy for
     minutes); another one in flight does not delay SIGTERM (it used to take the 20 s
     until the kill)."""
-    server = LiveServer({"DATABASE_URL": database_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+    # Inline, as these plans would be with a higher PRIVRANK_INLINE_SECONDS (else: jobs).
+    env = {"DATABASE_URL": database_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY, "PRIVRANK_INLINE_SECONDS": "86400"}
+    server = LiveServer(env)
     try:
         with pytest.raises(httpx2.TimeoutException):
             httpx2.get(server.base + LONG, headers=ADMIN, timeout=1.0)
