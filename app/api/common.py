@@ -10,6 +10,7 @@ from ..db.models import Survey
 from ..services.aggregation import fold_pending
 from ..services.goals import GoalSpec, goal_report
 from ..services.surveys import survey_items
+from ..services.undecided import undecided_count
 from ..stats import flip_probability
 from .schemas import ErrorOut, GoalOut, GoalSpecOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
 
@@ -92,6 +93,7 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
         **_survey_fields(survey),
         items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
         goal=goal,
+        undecided=undecided_count(session, survey.id),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from ..services import ingestion, ranking_surveys
@@ -13,6 +13,7 @@ from ..services.errors import Conflict, Invalid
 from ..services.idempotency import Stored
 from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
+from ..services.undecided import record_undecided
 from ..stats import flip_probability
 from .common import errors
 from .deps import RespondentDep, SessionDep, SettingsDep
@@ -64,6 +65,22 @@ def register(
         budget_remaining=budget_remaining(survey, respondent),
         comparisons_remaining=comparisons_remaining(survey, respondent),
     )
+
+
+@router.post(
+    "/undecided",
+    status_code=204,
+    responses=errors(401, 403, 404, 409),
+    summary="“Can't decide”: count a pass on a pair, and nothing else",
+)
+def undecided(*, ctx: RespondentDep, session: SessionDep) -> Response:
+    """The respondent passes on the pair shown: the survey's count of “can't decide”
+    answers goes up by one. The request names no pair and nothing is stored about the
+    respondent, the pair or the time; no privacy budget is spent (README, "Can't
+    decide"). 409 when the survey is closed or collects rankings."""
+    survey, _ = ctx
+    record_undecided(session, survey)
+    return Response(status_code=204)
 
 
 @router.get(

@@ -54,6 +54,7 @@ __all__ = [
     "ServiceSecret",
     "Survey",
     "SurveyStats",
+    "UndecidedCount",
     "new_id",
     "utcnow",
 ]
@@ -456,3 +457,16 @@ class ServiceSecret(Base):
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
     value: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class UndecidedCount(Base):
+    """How many times respondents answered "can't decide" in a survey: a count and
+    nothing else — not the pair, not the respondent, not the time (a per-pair record
+    would itself say something about the respondent). Spread over a few shards, so
+    that concurrent respondents do not queue on one row; the count is their sum."""
+
+    __tablename__ = "undecided_counts"
+
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)

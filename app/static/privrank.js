@@ -298,6 +298,14 @@ export class PrivrankClient {
    * operator stores true answers and publishes only differentially private
    * releases) take the true answers: pass `{ central: true }`.
    */
+  /**
+   * "Can't decide" on the pair shown: the survey's count goes up by one. The request
+   * names no pair, and nothing about it or this respondent is stored; no ε is spent.
+   */
+  async undecided() {
+    await this.request("POST", `${this.base()}/undecided`);
+  }
+
   async answer(comparisons, { epsilon = this.epsilon, central = false } = {}) {
     if (central) {
       return this.request(

@@ -58,9 +58,12 @@ export async function nextPair() {
       failure(err);
     }
   };
-  const skip = () => {
-    skipped.add(`${pair.a}|${pair.b}`);
-    announce("Skipped");
+  const skip = async () => {
+    skipped.add(`${pair.a}|${pair.b}`); // not shown again on this page
+    // Only the survey's count of "can't decide" learns of it (not which pair); a failure
+    // to count it does not stop the respondent.
+    await client.undecided().catch(() => {});
+    announce("Can't decide: next pair");
     nextPair();
   };
   show(
@@ -75,7 +78,7 @@ export async function nextPair() {
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "button", class: "secondary", id: "skip", onclick: skip }, "Skip this pair"),
+      h("button", { type: "button", class: "secondary", id: "skip", onclick: skip }, "Can't decide"),
       h("button", { type: "button", class: "secondary", id: "finish", onclick: () => thanks() }, "Finish"),
     ),
     central()

@@ -22,10 +22,11 @@ export async function pairwiseSections(s, body) {
   const goal = s.goal ? goalSection(s) : null;
   const load = async () => {
     try {
-      if (goal) goal.refresh(await api("GET", `/v1/surveys/${s.id}`));
+      const now = await api("GET", `/v1/surveys/${s.id}`);
+      if (goal) goal.refresh(now);
       const r = await api("GET", `/v1/surveys/${s.id}/ranking?k=${kInput.value}`);
       rankingBox.replaceChildren(...rankingContent(r, Number(kInput.value)));
-      progress.replaceChildren(progressContent(r.diagnostics));
+      progress.replaceChildren(progressContent(r.diagnostics, now.undecided));
     } catch (err) {
       showError(rankingBox, err);
     }
@@ -105,12 +106,18 @@ export async function pairwiseSections(s, body) {
   }
 }
 
-function progressContent(d) {
+function progressContent(d, undecided) {
   return h(
     "dl",
     { class: "stats" },
     h("div", {}, h("dt", {}, "Respondents"), h("dd", { id: "stat-respondents" }, String(d.respondents))),
     h("div", {}, h("dt", {}, "Comparisons"), h("dd", { id: "stat-comparisons" }, String(d.comparisons))),
+    h(
+      "div",
+      { title: "A count for the survey: nothing is kept about which pair or who" },
+      h("dt", {}, "“Can't decide”"),
+      h("dd", { id: "stat-undecided" }, String(undecided ?? 0)),
+    ),
     h("div", {}, h("dt", {}, "Pairs answered"), h("dd", {}, `${d.pairs_observed} / ${d.pairs_total}`)),
     h("div", {}, h("dt", {}, "Connected"), h("dd", {}, d.connected ? "yes" : `no (${d.n_components} parts)`)),
     h(

@@ -38,6 +38,7 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/surveys/{survey_id}/question"): {RESP},
     ("get", "/v1/surveys/{survey_id}/pairs"): {RESP},
     ("post", "/v1/surveys/{survey_id}/responses"): {RESP},
+    ("post", "/v1/surveys/{survey_id}/undecided"): {RESP},
     ("get", "/v1/surveys/{survey_id}/ranking"): READERS,
     ("get", "/v1/surveys/{survey_id}/pairwise"): READERS,
     ("get", "/v1/surveys/{survey_id}/comparisons.csv"): READERS,

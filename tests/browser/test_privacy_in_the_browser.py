@@ -259,21 +259,30 @@ def test_the_content_security_policy_allows_no_inline_code(server):
     assert docs.headers["x-frame-options"] == "DENY"
 
 
-def test_skip_sends_nothing_and_resume_keeps_progress(server, new_page):
+def test_cant_decide_sends_no_pair_and_resume_keeps_progress(server, new_page):
+    """“Can't decide” sends a bodiless request that only counts (no pair, no answer),
+    shows the next pair, and the survey's count goes up by one."""
     s = _survey(server)
     page = new_page()
     posted: list[str] = []
-    page.on(
-        "request",
-        lambda req: posted.append(req.url) if req.method == "POST" and "/responses" in req.url else None,
-    )
+    undecided: list[tuple[str, str | None]] = []
+
+    def watch(req) -> None:
+        if req.method == "POST" and "/responses" in req.url:
+            posted.append(req.url)
+        if req.method == "POST" and req.url.endswith("/undecided"):
+            undecided.append((req.url, req.post_data))
+
+    page.on("request", watch)
     page.goto(f"{server.base}/s/{s['id']}?n=4")
     page.get_by_role("button", name="Start").click()
     first = (page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text())
-    page.get_by_role("button", name="Skip this pair").click()
+    page.get_by_role("button", name="Can't decide").click()
     expect(page.locator(".pair")).to_have_attribute("data-serial", "2")  # the next pair is shown
     expect(page.locator("#progress-text")).to_have_text("Question 1 of 4")
     assert posted == []
+    assert undecided == [(f"{server.base}/v1/surveys/{s['id']}/undecided", None)]  # no body: no pair
+    assert httpx2.get(f"{server.base}/v1/surveys/{s['id']}", headers=ADMIN).json()["undecided"] == 1
     assert (page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()) != first
     page.locator("#choice-a").click()
     expect(page.locator("#progress-text")).to_have_text("Question 2 of 4")

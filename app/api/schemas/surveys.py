@@ -163,6 +163,11 @@ class SurveyFields(BaseModel):
 class SurveyOut(SurveyFields):
     items: list[ItemOut]
     goal: GoalOut | None = Field(None, description="The goal and where it stands; null without one.")
+    undecided: int = Field(
+        0,
+        description="“Can't decide” answers so far: a survey-level count, with nothing stored about the "
+        "pairs or the respondents.",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={

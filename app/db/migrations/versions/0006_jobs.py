@@ -1,8 +1,9 @@
-"""jobs (long analyses run outside the request) and service secrets
+"""jobs (long analyses run outside the request), service secrets, "can't decide" counts
 
 One row per job (``app.services.jobs``): kind, parameters, status, progress, result,
 the runner holding it and its heartbeat. ``service_secrets``: random secrets every
 instance shares through the database (the salt of the rate limits' Redis keys).
+``undecided_counts``: a survey's count of "can't decide" answers, in shards.
 
 Revision ID: 0006
 Revises: 0005
@@ -55,8 +56,18 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     )
 
+    op.create_table(
+        "undecided_counts",
+        sa.Column(
+            "survey_id", sa.String(40), sa.ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True
+        ),
+        sa.Column("shard", sa.SmallInteger(), primary_key=True),
+        sa.Column("n", sa.BigInteger(), nullable=False),
+    )
+
 
 def downgrade() -> None:
+    op.drop_table("undecided_counts")
     op.drop_table("service_secrets")
     op.drop_index("ix_jobs_status_heartbeat", "jobs")
     op.drop_index("ix_jobs_survey_id", "jobs")
