@@ -798,6 +798,7 @@ def ranking(
             score=float(theta[x]),
             rank=int(rank[x]),
             comparisons=int(counts[x]),
+            added_at=items[x].created_at,
         )
         if conf is not None and ranks is not None:  # ranks are summarized exactly when conf is
             row.se = None if not math.isfinite(conf.se[x]) else float(conf.se[x])

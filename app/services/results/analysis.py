@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +15,10 @@ class RankedItem(BaseModel):
     score: float = Field(description="θ̂ of the BTL model; scores sum to 0 (per connected component).")
     rank: int = Field(description="1 = most preferred; tied scores share the best rank of their group.")
     comparisons: int = Field(description="Stored comparisons involving the item.")
+    added_at: datetime = Field(
+        description="When the item joined the survey: an item added late has fewer comparisons, so a "
+        "wider interval, than one that was there from the start."
+    )
     se: float | None = Field(None, description="Standard error of the score (null: never compared).")
     ci: list[float] | None = Field(
         None,
