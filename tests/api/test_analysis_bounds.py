@@ -17,37 +17,14 @@ from app.services.deadline import SHUTDOWN, Deadline, OutOfTime
 from app.services.surveys import get_survey
 from app.stats import fit_debiased_mle
 from app.stats.inference import Clusters, cluster_bootstrap_confidence, confidence
-from tests.helpers.api import ADMIN, create_survey
-
-
-def _import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
-    """A survey whose respondents each answered ``per`` distinct random pairs (CSV import)."""
-    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
-    rng = np.random.default_rng(seed)
-    theta = np.linspace(2.0, -2.0, n_items)
-    lines = ["respondent,item_a,item_b,winner,epsilon"]
-    for r in range(n_respondents):
-        pairs: set[tuple[int, int]] = set()
-        while len(pairs) < per:
-            a, b = rng.choice(n_items, 2, replace=False)
-            pairs.add((min(a, b), max(a, b)))
-        for a, b in sorted(pairs):
-            won = rng.random() < 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
-            lines.append(f"r{r},x{a},x{b},x{a if won else b},2.0")
-    r = client.post(
-        f"/v1/surveys/{s['id']}/comparisons/import?privatized=false",
-        content=("\n".join(lines) + "\n").encode(),
-        headers={**ADMIN, "Content-Type": "text/csv"},
-    )
-    assert r.status_code == 201, r.text
-    return s["id"]
+from tests.helpers.api import ADMIN, import_survey
 
 
 @pytest.fixture(scope="module")
 def small(app) -> str:
     """12 items, 150 respondents × 12 answers (1,800 comparisons)."""
     with TestClient(app) as client:
-        return _import_survey(client, 12, 150, 12, seed=3)
+        return import_survey(client, 12, 150, 12, seed=3)
 
 
 def test_absurd_replicates_are_refused(client, small, unchanged):
@@ -245,7 +222,7 @@ def test_evicting_a_fit_takes_its_summaries_with_it():
 
 def test_cached_ranking_is_much_cheaper_than_the_first(client):
     """The cached ranking reuses intervals, rank summaries and the graph diagnostics."""
-    sid = _import_survey(client, 300, 200, 40, seed=11)
+    sid = import_survey(client, 300, 200, 40, seed=11)
     started = time.perf_counter()
     first = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
     uncached = time.perf_counter() - started

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
@@ -20,39 +19,17 @@ from tests.helpers.api import (
     analyst_headers,
     create_central_survey,
     create_ranking_survey,
-    create_survey,
+    import_survey,
     make_app,
     register,
 )
-
-
-def _import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
-    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
-    rng = np.random.default_rng(seed)
-    theta = np.linspace(2.0, -2.0, n_items)
-    lines = ["respondent,item_a,item_b,winner,epsilon"]
-    for r in range(n_respondents):
-        pairs: set[tuple[int, int]] = set()
-        while len(pairs) < per:
-            a, b = rng.choice(n_items, 2, replace=False)
-            pairs.add((min(a, b), max(a, b)))
-        for a, b in sorted(pairs):
-            won = rng.random() < 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
-            lines.append(f"r{r},x{a},x{b},x{a if won else b},2.0")
-    r = client.post(
-        f"/v1/surveys/{s['id']}/comparisons/import?privatized=false",
-        content=("\n".join(lines) + "\n").encode(),
-        headers={**ADMIN, "Content-Type": "text/csv"},
-    )
-    assert r.status_code == 201, r.text
-    return s["id"]
 
 
 @pytest.fixture(scope="module")
 def answered(app) -> str:
     """8 items, 120 respondents × 8 answers."""
     with TestClient(app) as client:
-        return _import_survey(client, 8, 120, 8, seed=11)
+        return import_survey(client, 8, 120, 8, seed=11)
 
 
 def _wait(client, job_id: str, headers=ADMIN, seconds: float = 60.0) -> dict:
@@ -170,7 +147,7 @@ def test_a_full_backlog_is_503_and_stores_nothing(database_url, tmp_path):
         app = make_app(url, job_backlog=2, job_threads=1)
         try:
             with TestClient(app) as client:
-                sid = _import_survey(client, 6, 60, 6, seed=2)
+                sid = import_survey(client, 6, 60, 6, seed=2)
                 with app.state.session_factory() as s:  # two jobs in progress (of other keys)
                     held = [jobs.create_job(s, sid, "ranking", {"k": n}, f"key_{n}", 2).id for n in (1, 2)]
                 r = client.post(f"/v1/surveys/{sid}/jobs", json={"kind": "ranking"}, headers=ADMIN)

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -130,3 +131,26 @@ def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
     if admin_key is not None:
         values["PRIVRANK_ADMIN_KEY"] = admin_key
     return create_app(Settings(DATABASE_URL=url, **values))
+
+
+def import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
+    """A survey whose respondents each answered ``per`` distinct random pairs (CSV import)."""
+    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(2.0, -2.0, n_items)
+    lines = ["respondent,item_a,item_b,winner,epsilon"]
+    for r in range(n_respondents):
+        pairs: set[tuple[int, int]] = set()
+        while len(pairs) < per:
+            a, b = rng.choice(n_items, 2, replace=False)
+            pairs.add((min(a, b), max(a, b)))
+        for a, b in sorted(pairs):
+            won = rng.random() < 1.0 / (1.0 + np.exp(theta[b] - theta[a]))
+            lines.append(f"r{r},x{a},x{b},x{a if won else b},2.0")
+    r = client.post(
+        f"/v1/surveys/{s['id']}/comparisons/import?privatized=false",
+        content=("\n".join(lines) + "\n").encode(),
+        headers={**ADMIN, "Content-Type": "text/csv"},
+    )
+    assert r.status_code == 201, r.text
+    return s["id"]
