@@ -99,10 +99,6 @@ JOBS_PER_KEY = 10
 RETENTION = timedelta(days=7)
 
 
-class Cancelled(OutOfTime):
-    """The job was cancelled while it ran."""
-
-
 class JobDeadline(Deadline):
     """A :class:`Deadline` that also counts the work's checks, for the progress: the
     work calls ``check()`` once per unit (a replicate, a simulated survey), and the
