@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -33,6 +34,7 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
 )
+from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -43,6 +45,7 @@ __all__ = [
     "FederatedRound",
     "IdempotencyRecord",
     "Item",
+    "ItemFlag",
     "Job",
     "PairStat",
     "PendingBatch",
@@ -52,6 +55,7 @@ __all__ = [
     "Respondent",
     "RoundSite",
     "ServiceSecret",
+    "Suggestion",
     "Survey",
     "SurveyStats",
     "UndecidedCount",
@@ -120,6 +124,16 @@ class Survey(Base):
     goal: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     #: The key of the tickets that vouch for served pairs (goal surveys; never returned).
     ticket_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: Participants' suggestions (app.services.suggestions): {"enabled", "per_respondent",
+    #: "moderation": "before" | "after", "flag_threshold"}; NULL: none.
+    suggestions: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: The public results page /r/{id} (and GET …/results) is on.
+    public_results: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    #: The respondent page ends with the current results (needs ``public_results``).
+    results_on_finish: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
+    #: Positions of the items not served (hidden, or back in review); NULL or [] : none.
+    #: Kept on the survey row, which every pair request reads anyway.
+    withheld: Mapped[list | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -145,11 +159,21 @@ class Item(Base):
     #: 0-based index of the item in its survey: the library's item index.
     position: Mapped[int] = mapped_column(Integer)
     label: Mapped[str] = mapped_column(String(500))
+    #: "seed" (given at creation), "added" (by an admin later) or "suggested" (a participant's).
+    source: Mapped[str] = mapped_column(String(16), default="seed", server_default="seed")
+    #: "live" (served), "hidden" (by a moderator) or "review" (flagged past the threshold).
+    status: Mapped[str] = mapped_column(String(16), default="live", server_default="live")
+    #: Distinct respondents who flagged it since it was last reviewed.
+    flags: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: When a moderator (or moderation "after", at once) approved a suggested item.
+    approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
         UniqueConstraint("survey_id", "position", name="uq_items_survey_position"),
         UniqueConstraint("survey_id", "label", name="uq_items_survey_label"),
+        CheckConstraint("source IN ('seed', 'added', 'suggested')", name="ck_items_source"),
+        CheckConstraint("status IN ('live', 'hidden', 'review')", name="ck_items_status"),
     )
 
 
@@ -166,6 +190,9 @@ class Respondent(Base):
     n_comparisons: Mapped[int] = mapped_column(Integer, default=0)
     #: The pseudonym a bulk import gave this respondent (unique per survey).
     external_ref: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: How many suggestions and flags the respondent made: counts only, never which.
+    n_suggestions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    n_flags: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
@@ -343,6 +370,9 @@ class SurveyStats(Base):
     #: A goal survey's certification state (app.services.goals.GoalState, packed): the
     #: confidence sequences' sums and the intersected bounds. NULL before the first fold.
     goal_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: Comparisons per item position (little-endian int64), folded with the pairs: how far a
+    #: new item is from the survey's typical count (catch-up). NULL before the first fold.
+    item_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -389,7 +419,7 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
-    __table_args__ = (CheckConstraint("role IN ('admin', 'analyst')", name="ck_api_keys_role"),)
+    __table_args__ = (CheckConstraint("role IN ('admin', 'analyst', 'moderator')", name="ck_api_keys_role"),)
 
 
 class IdempotencyRecord(Base):
@@ -470,3 +500,44 @@ class UndecidedCount(Base):
     survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
     shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class Suggestion(Base):
+    """A participant's proposed item and its moderation. Nothing here names or points to
+    the respondent who sent it: no respondent id, no token, no address, and the time only
+    to the hour (``received_at``), so that it cannot be matched to the respondent's other
+    rows by timestamp. The respondent's own row keeps only a count (``n_suggestions``)."""
+
+    __tablename__ = "suggestions"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"))
+    label: Mapped[str] = mapped_column(String(500))
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    #: Why it was rejected (shown to moderators).
+    reason: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: The item it became (approved) or was merged into (merged).
+    item_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    #: When it arrived, rounded down to the hour.
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: The moderator's key id ("admin" for the configured admin key; "auto" for moderation after).
+    decided_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ('pending', 'approved', 'rejected', 'merged')", name="ck_suggestions_status"
+        ),
+        Index("ix_suggestions_survey_status", "survey_id", "status"),
+    )
+
+
+class ItemFlag(Base):
+    """One respondent's flag on one item, as HMAC-SHA256(token, item id): the key is the
+    respondent's bearer token, of which the database holds only a hash, so a repeat by
+    the same respondent is recognized while no stored value says who flagged what."""
+
+    __tablename__ = "item_flags"
+
+    item_id: Mapped[str] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
