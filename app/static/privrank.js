@@ -130,11 +130,14 @@ export function mallowsPrivatize(order, epsilon) {
 // -- the HTTP client ---------------------------------------------------------------------
 
 export class PrivrankError extends Error {
-  constructor(status, detail) {
+  constructor(status, detail, code = null) {
     super(PrivrankError.describe(detail));
     this.name = "PrivrankError";
     this.status = status;
     this.detail = detail;
+    /** The server's machine-readable reason when it gives one (e.g. "suggestion_limit"), else null. */
+    this.code =
+      code ?? (detail && typeof detail === "object" && !Array.isArray(detail) ? detail.code : null) ?? null;
   }
 
   /** A readable message from the server's `detail` (a string, or a list of field errors). */
@@ -231,7 +234,8 @@ export class PrivrankClient {
         continue;
       }
       const data = await response.json().catch(() => ({}));
-      if (!response.ok) throw new PrivrankError(response.status, data.detail ?? response.statusText);
+      if (!response.ok)
+        throw new PrivrankError(response.status, data.detail ?? response.statusText, data.code);
       return data;
     }
   }
@@ -290,6 +294,39 @@ export class PrivrankClient {
   }
 
   /**
+   * "Can't decide" on the pair shown: the survey's count goes up by one. The request
+   * names no pair, and nothing about it or this respondent is stored; no ε is spent.
+   */
+  async undecided() {
+    await this.request("POST", `${this.base()}/undecided`);
+  }
+
+  /**
+   * Suggest a new item ("Suggest an idea"). The label goes to the survey's moderators
+   * (surveys with suggestions enabled); it is stored without any link to this
+   * respondent or their answers. Resolves to {received: true, remaining}: how many
+   * more this respondent may suggest. A 409 with `code` "suggestion_limit" means all
+   * are used.
+   */
+  suggest(label) {
+    return this.request("POST", `${this.base()}/suggestions`, { label });
+  }
+
+  /**
+   * Report ("flag") an item of a pair shown as offensive, off topic or a duplicate.
+   * Repeats by the same respondent count once; an item reaching the survey's threshold
+   * goes to its moderators and is not shown until they decide.
+   */
+  async flag(itemId) {
+    await this.request("POST", `${this.base()}/items/${encodeURIComponent(itemId)}/flag`);
+  }
+
+  /** The survey's current results, when it publishes them (no credentials; 404 otherwise). */
+  results() {
+    return this.request("GET", `${this.base()}/results`, undefined, { auth: false });
+  }
+
+  /**
    * Randomize each comparison on this device and post them with privatized: true.
    * `comparisons`: [{a, b, winner}] with the TRUE winners; only randomized ones leave.
    * Pass each pair's `ticket` from `pairs()` along (goal surveys count only ticketed answers).
@@ -298,14 +335,6 @@ export class PrivrankClient {
    * operator stores true answers and publishes only differentially private
    * releases) take the true answers: pass `{ central: true }`.
    */
-  /**
-   * "Can't decide" on the pair shown: the survey's count goes up by one. The request
-   * names no pair, and nothing about it or this respondent is stored; no ε is spent.
-   */
-  async undecided() {
-    await this.request("POST", `${this.base()}/undecided`);
-  }
-
   async answer(comparisons, { epsilon = this.epsilon, central = false } = {}) {
     if (central) {
       return this.request(
