@@ -1,5 +1,5 @@
 /**
- * Small SVG charts for the dashboard, drawn with the DOM (no library, no inline styles).
+ * Small SVG charts for the dashboard and the public results page, drawn with the DOM (no library, no inline styles).
  * Every chart is an <svg role="img"> with a <title> and <desc>, and every value it
  * shows is also written as text, so it reads without colour.
  */
@@ -164,6 +164,101 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
     g.append(svgEl("text", { x: labelW + plotW + 10, y: y + 4 }, r.note ?? fmt(r.value)));
     svg.append(g);
   });
+  return svg;
+}
+
+/**
+ * A shared score scale for `rows` ({value, lo, hi}; nulls ignored): round ticks from
+ * niceTicks, or null when no row has a score.
+ */
+export function scoreScale(rows) {
+  const values = rows
+    .flatMap((r) => [r.value, r.lo, r.hi])
+    .filter((v) => v !== null && v !== undefined && Number.isFinite(v));
+  if (!values.length) return null;
+  let min = Math.min(...values);
+  let max = Math.max(...values);
+  if (!(max > min)) {
+    min -= 1;
+    max += 1;
+  }
+  return niceTicks(min, max);
+}
+
+const STRIP_W = 300;
+const STRIP_PAD = 10;
+const stripX = (scale, v) =>
+  STRIP_PAD + ((v - scale.min) / (scale.max - scale.min)) * (STRIP_W - 2 * STRIP_PAD);
+
+/**
+ * The axis of a column of interval strips: the scale's ticks, `caption` above them.
+ * Scales with its box like the strips (class "strip"), so it reads on a phone.
+ */
+export function stripAxis(scale, caption) {
+  const svg = frame(STRIP_W, 34, caption, `Axis from ${scale.ticks[0].text} to ${scale.ticks.at(-1).text}.`);
+  svg.setAttribute("class", "strip");
+  svg.append(svgEl("text", { x: STRIP_W / 2, y: 11, "text-anchor": "middle", class: "tick" }, caption));
+  svg.append(svgEl("line", { x1: STRIP_PAD, x2: STRIP_W - STRIP_PAD, y1: 30, y2: 30, stroke: "#1b1b1b" }));
+  for (const t of scale.ticks) {
+    const x = stripX(scale, t.value);
+    svg.append(svgEl("line", { x1: x, x2: x, y1: 26, y2: 34, stroke: "#1b1b1b" }));
+    svg.append(svgEl("text", { x, y: 23, "text-anchor": "middle", class: "tick" }, t.text));
+  }
+  return svg;
+}
+
+/**
+ * One item's score on a shared `scale` (from scoreScale) as a strip that scales with its
+ * box: a bar over the interval [lo, hi] when there is one, a dot at the score, and a
+ * dashed line at 0 when the scale spans it. `title` and `desc` name it for screen readers.
+ */
+export function intervalStrip({ value, lo, hi }, scale, { title, desc }) {
+  const height = 22;
+  const y = height / 2;
+  const x = (v) => stripX(scale, v);
+  const svg = frame(STRIP_W, height, title, desc);
+  svg.setAttribute("class", "strip");
+  svg.append(
+    svgEl("line", {
+      x1: STRIP_PAD,
+      x2: STRIP_W - STRIP_PAD,
+      y1: y,
+      y2: y,
+      stroke: "#d5d8dd",
+      "stroke-width": 2,
+    }),
+  );
+  if (scale.min < 0 && scale.max > 0) {
+    svg.append(
+      svgEl("line", {
+        x1: x(0),
+        x2: x(0),
+        y1: 1,
+        y2: height - 1,
+        stroke: "#9aa0a6",
+        "stroke-dasharray": "3 3",
+      }),
+    );
+  }
+  if (Number.isFinite(lo) && Number.isFinite(hi)) {
+    svg.append(
+      svgEl("rect", {
+        x: x(lo),
+        y: y - 5,
+        width: Math.max(1, x(hi) - x(lo)),
+        height: 10,
+        rx: 5,
+        fill: "#a8c7fa",
+        stroke: "#0b57d0",
+        class: "interval",
+      }),
+    );
+  }
+  if (Number.isFinite(value)) {
+    svg.append(
+      svgEl("circle", { cx: x(value), cy: y, r: 6, fill: "#0b57d0", stroke: "#1b1b1b", class: "score" }),
+    );
+  }
   return svg;
 }
 
