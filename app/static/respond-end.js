@@ -1,7 +1,11 @@
-/** How the respondent page ends: thanks with the privacy spent, the survey having closed, or a failure to retry. */
+/**
+ * How the respondent page ends: thanks with the privacy spent (and the current results
+ * when the survey shows them at the end), the survey having closed, or a failure to retry.
+ */
 import { fmtSignificant, h } from "/static/dom.js";
 import { PrivrankError } from "/static/privrank.js";
 import { central, client, main, show, state } from "/static/respond-state.js";
+import { resultsContent } from "/static/results-view.js";
 
 export async function thanks() {
   const { survey } = state;
@@ -36,6 +40,32 @@ export async function thanks() {
   );
   main.querySelector("#thanks").setAttribute("tabindex", "-1");
   main.querySelector("#thanks").focus();
+  if (survey.results_on_finish) await finishResults();
+}
+
+/** The survey's current results under the thanks (surveys with results_on_finish). */
+async function finishResults() {
+  let r;
+  try {
+    r = await client.results();
+  } catch {
+    return; // the results are a bonus: the thanks stand without them
+  }
+  const link = `/r/${encodeURIComponent(client.surveyId)}`;
+  main.append(
+    h(
+      "section",
+      { id: "finish-results", "aria-labelledby": "finish-results-h" },
+      h("h3", { id: "finish-results-h" }, "The results so far"),
+      ...resultsContent(r, { level: 4, idPrefix: "finish-results" }),
+      h(
+        "p",
+        {},
+        h("a", { href: link, id: "results-link" }, "The results page"),
+        " (it updates as answers come in).",
+      ),
+    ),
+  );
 }
 
 export function failure(err) {

@@ -2,6 +2,7 @@
 import { announce, h, pct } from "/static/dom.js";
 import { truthProbability } from "/static/privrank.js";
 import { failure, thanks } from "/static/respond-end.js";
+import { participates, reportRow, suggestBox } from "/static/respond-participate.js";
 import { central, client, main, params, show, state } from "/static/respond-state.js";
 
 function progressBar() {
@@ -66,7 +67,10 @@ export async function nextPair() {
     announce("Can't decide: next pair");
     nextPair();
   };
+  const notice = state.notice;
+  state.notice = null;
   show(
+    notice ? h("p", { class: "ok", id: "notice" }, notice) : null,
     progressBar(),
     h("h2", { id: "question" }, "Which matters more to you?"),
     h(
@@ -92,6 +96,8 @@ export async function nextPair() {
           { class: "hint" },
           `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`,
         ),
+    participates() ? reportRow(pair, nextPair) : null,
+    participates() ? suggestBox() : null,
   );
   main.querySelector("#choice-a").focus();
 }

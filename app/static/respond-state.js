@@ -19,12 +19,15 @@ export const state = {
   target: 10,
   skipped: new Set(),
   serial: 0, // counts the pairs shown (data-serial, for tests and assistive tech)
+  /** A message for the next view to show once (after reporting an item), else null. */
+  notice: null,
   /** Starts (or restarts) the page: set by respond.js. */
   start: async () => {},
 };
 
+/** Replaces the page's content by `children` (null ones left out). */
 export function show(...children) {
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
 }
 
 export const central = () => state.survey.privacy_model === "central";

@@ -1,0 +1,137 @@
+/**
+ * Taking part beyond answering, on the respondent page's pair view (surveys with
+ * suggestions enabled): "Suggest an idea" (a new item for the moderators; stored without
+ * any link to the respondent) and "Report" for an item of the pair shown.
+ */
+import { announce, h } from "/static/dom.js";
+import { client, state } from "/static/respond-state.js";
+
+let box = null; // the suggestion form, kept across pairs (its text, its open state, its message)
+
+/** Whether this survey takes suggestions and reports from its respondents. */
+export const participates = () => Boolean(state.survey?.suggestions?.enabled);
+
+const ideas = (n) => `${n} ${n === 1 ? "idea" : "ideas"}`;
+
+function thanksText(remaining) {
+  const after = state.survey.suggestions.moderation === "after";
+  const more =
+    remaining > 0
+      ? ` You can suggest ${remaining} more ${remaining === 1 ? "idea" : "ideas"}.`
+      : " That was your last one.";
+  return (after ? "Thank you for your idea!" : "Thank you — a moderator will review it.") + more;
+}
+
+const isLimit = (err) =>
+  err.status === 409 && (err.code === "suggestion_limit" || /limit|all of|no more/i.test(err.message));
+
+/** The "Suggest an idea" box: one per page, the same element under every pair. */
+export function suggestBox() {
+  if (box) return box;
+  const per = state.survey.suggestions.per_respondent;
+  const input = h("input", {
+    id: "suggest-label",
+    type: "text",
+    maxlength: 200,
+    required: true,
+    autocomplete: "off",
+    "aria-describedby": "suggest-privacy",
+  });
+  const send = h("button", { type: "submit", id: "suggest-send" }, "Send idea");
+  const message = h("p", { id: "suggest-msg", role: "status" });
+  const form = h(
+    "form",
+    { id: "suggest-form" },
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: "suggest-label" }, "Your idea (at most 200 characters)"),
+      input,
+    ),
+    h(
+      "p",
+      { class: "hint", id: "suggest-privacy" },
+      `Your suggestion is stored without any link to you or your answers. You can send up to ${ideas(per)}.`,
+    ),
+    h("div", { class: "actions" }, send),
+    message,
+  );
+  const done = (text) => {
+    input.disabled = true;
+    send.disabled = true;
+    message.className = "hint";
+    message.textContent = text;
+  };
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const label = input.value.trim();
+    if (!label) return;
+    send.disabled = true;
+    try {
+      const r = await client.suggest(label);
+      input.value = "";
+      message.className = "ok";
+      message.textContent = thanksText(r.remaining);
+      announce(message.textContent);
+      if (r.remaining > 0) send.disabled = false;
+      else done(message.textContent);
+    } catch (err) {
+      if (isLimit(err)) {
+        done(`Thank you: you have sent all the ideas this survey takes from one person (${ideas(per)}).`);
+      } else if (err.status === 409) {
+        done("This survey no longer takes suggestions.");
+      } else {
+        send.disabled = false;
+        message.className = "error";
+        message.textContent =
+          err.status === 422 ? "Please write your idea in 1 to 200 characters." : `Not sent: ${err.message}`;
+      }
+      announce(message.textContent);
+    }
+  });
+  box = h(
+    "details",
+    { id: "suggest-box", class: "suggest" },
+    h("summary", {}, "Suggest an idea"),
+    h("p", { class: "hint" }, "Is something missing from this survey? Suggest it as a new item to compare."),
+    form,
+  );
+  return box;
+}
+
+/**
+ * The discreet "Report" buttons for the two items of `pair`. Reporting one thanks the
+ * respondent, leaves the pair (`next()` shows another) and never shows it again here.
+ */
+export function reportRow(pair, next) {
+  const report = (id, label) => async () => {
+    for (const b of document.querySelectorAll(".report button")) b.disabled = true;
+    state.skipped.add(`${pair.a}|${pair.b}`);
+    try {
+      await client.flag(id);
+      state.notice = `Thank you: “${label}” was reported. Moderators will look at it.`;
+    } catch (err) {
+      state.notice =
+        err.status === 409
+          ? "Thank you: you have reported as many items as this survey takes from one person."
+          : `The report was not sent: ${err.message}`;
+    }
+    announce(state.notice);
+    next();
+  };
+  return h(
+    "p",
+    { class: "report", id: "report" },
+    h("span", { class: "hint" }, "Inappropriate or duplicate? "),
+    h(
+      "button",
+      { type: "button", class: "link", id: "report-a", onclick: report(pair.a, pair.a_label) },
+      `Report “${pair.a_label}”`,
+    ),
+    h(
+      "button",
+      { type: "button", class: "link", id: "report-b", onclick: report(pair.b, pair.b_label) },
+      `Report “${pair.b_label}”`,
+    ),
+  );
+}
