@@ -7,9 +7,10 @@ import { PrivrankError } from "/static/privrank.js";
 import { forgetKey, session, storedKey } from "/static/session.js";
 
 export class ApiError extends Error {
-  constructor(status, detail) {
+  constructor(status, detail, code = null) {
     super(PrivrankError.describe(detail));
     this.status = status;
+    this.code = code;
   }
 }
 
@@ -28,7 +29,7 @@ export async function api(method, path, body) {
       forgetKey();
       session.route();
     }
-    throw new ApiError(r.status, data.detail ?? r.statusText);
+    throw new ApiError(r.status, data.detail ?? r.statusText, data.code ?? null);
   }
   return data;
 }
@@ -45,13 +46,16 @@ export async function download(path, filename) {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-/** The stored key's role: "admin" or "analyst" (other credentials cannot use the dashboard). */
+/**
+ * The stored key's role: "admin", "analyst" or "moderator" (other credentials cannot use
+ * the dashboard; a moderator sees only the surveys' moderation).
+ */
 export async function whoAmI() {
   const me = await api("GET", "/v1/whoami");
-  if (me.role !== "admin" && me.role !== "analyst") {
+  if (!["admin", "analyst", "moderator"].includes(me.role)) {
     throw new ApiError(
       403,
-      "the dashboard needs an admin or analyst key (this is a respondent or site credential)",
+      "the dashboard needs an admin, analyst or moderator key (this is a respondent or site credential)",
     );
   }
   return me.role;

@@ -10,7 +10,7 @@ const KEY = "privrank.key";
 export const app = document.getElementById("app");
 
 export const session = {
-  /** "admin" or "analyst" once signed in, else null. */
+  /** "admin", "analyst" or "moderator" once signed in, else null. */
   role: null,
   /** Renders the view the URL's hash names; set by dashboard.js (the router). */
   route: async () => {},

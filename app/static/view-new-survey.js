@@ -1,4 +1,7 @@
-/** The new-survey form (#/new, admins only): items, question, privacy model, and the planner. */
+/**
+ * The new-survey form (#/new, admins only): items, question, privacy model, participation
+ * (suggestions and reports, public results) and the planner.
+ */
 import { api, showError } from "/static/api.js";
 import { announce, h, numberField, pct } from "/static/dom.js";
 import { truthProbability } from "/static/privrank.js";
@@ -32,6 +35,52 @@ export function newSurveyView() {
     h("legend", {}, "Central privacy (true answers stored; only private releases leave)"),
     numberField("total-budget", "Total ε all releases may spend", 3, { min: 0.001, max: 100 }),
     numberField("max-comparisons", "Most comparisons one respondent may give (L)", 5, { min: 1, step: 1 }),
+  );
+  const checkbox = (id, text, attrs = {}) =>
+    h(
+      "div",
+      { class: "field" },
+      h("label", { class: "check" }, h("input", { type: "checkbox", id, ...attrs }), text),
+    );
+  const suggestFields = h(
+    "div",
+    { id: "suggestion-fields", class: "sub-fields", hidden: true },
+    numberField("per-respondent", "Ideas one participant may suggest", 3, { min: 1, max: 20, step: 1 }),
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, "Moderation"),
+      h(
+        "div",
+        { class: "choice-row" },
+        h(
+          "label",
+          {},
+          h("input", { type: "radio", name: "moderation", value: "before", checked: true }),
+          "A moderator approves each idea before it is shown",
+        ),
+        h(
+          "label",
+          {},
+          h("input", { type: "radio", name: "moderation", value: "after" }),
+          "Show ideas at once; moderators review them after",
+        ),
+      ),
+    ),
+    numberField("flag-threshold", "Reports that send an item to review", 3, { min: 1, max: 100, step: 1 }),
+  );
+  const participation = h(
+    "fieldset",
+    { id: "participation-fields" },
+    h("legend", {}, "Participation"),
+    h(
+      "div",
+      { id: "suggestion-choice" },
+      checkbox("suggestions-enabled", "Participants may suggest items (and report items)"),
+      suggestFields,
+    ),
+    checkbox("public-results", "Publish results at /r/{id} (anyone with the link sees the ranking)"),
+    checkbox("results-on-finish", "Show results at the end of the respondent page", { disabled: true }),
   );
   const val = (id) => form.querySelector(`#${id}`).value.trim();
   const items = () =>
@@ -102,6 +151,7 @@ export function newSurveyView() {
     ),
     local,
     central,
+    participation,
     planner,
     h("div", { class: "actions" }, h("button", { type: "submit", id: "create-btn" }, "Create survey")),
     error,
@@ -116,6 +166,14 @@ export function newSurveyView() {
     const ranking = kind() === "ranking";
     form.querySelector("#model-central").disabled = ranking;
     if (ranking && isCentral) form.querySelector('input[name="model"][value="local"]').checked = true;
+    // Suggestions are for pairwise surveys; results at the end need published results.
+    const suggest = form.querySelector("#suggestions-enabled");
+    form.querySelector("#suggestion-choice").hidden = ranking;
+    if (ranking) suggest.checked = false;
+    suggestFields.hidden = !suggest.checked;
+    const finish = form.querySelector("#results-on-finish");
+    finish.disabled = !form.querySelector("#public-results").checked;
+    if (finish.disabled) finish.checked = false;
   };
   form.addEventListener("change", sync);
   form.querySelector("#eps-default").addEventListener("input", (ev) => {
@@ -137,13 +195,20 @@ export function newSurveyView() {
             epsilon_max: Number(val("eps-max")),
             respondent_budget: val("budget") === "" ? null : Number(val("budget")),
           };
+    const body = { title: val("title"), kind: kind(), items: items(), privacy };
+    // Participation settings only when chosen (the defaults are the API's own).
+    if (form.querySelector("#suggestions-enabled").checked) {
+      body.suggestions = {
+        enabled: true,
+        per_respondent: Number(val("per-respondent")),
+        moderation: form.querySelector('input[name="moderation"]:checked').value,
+        flag_threshold: Number(val("flag-threshold")),
+      };
+    }
+    if (form.querySelector("#public-results").checked) body.public_results = true;
+    if (form.querySelector("#results-on-finish").checked) body.results_on_finish = true;
     try {
-      const s = await api("POST", "/v1/surveys", {
-        title: val("title"),
-        kind: kind(),
-        items: items(),
-        privacy,
-      });
+      const s = await api("POST", "/v1/surveys", body);
       announce(`Survey "${s.title}" created`);
       location.hash = `#/survey/${s.id}`;
     } catch (err) {

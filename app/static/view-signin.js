@@ -1,4 +1,4 @@
-/** The dashboard's sign-in form: an admin or analyst key, kept only in this tab. */
+/** The dashboard's sign-in form: an admin, analyst or moderator key, kept only in this tab. */
 import { whoAmI } from "/static/api.js";
 import { announce, h } from "/static/dom.js";
 import { app, forgetKey, session, storeKey } from "/static/session.js";
@@ -16,7 +16,7 @@ export function signInView(message) {
     h(
       "p",
       { id: "signin-help", class: "hint" },
-      "Use an admin key or an analyst key. It is kept only in this tab (session storage) and sent as an " +
+      "Use an admin, analyst or moderator key. It is kept only in this tab (session storage) and sent as an " +
         "Authorization header; it never appears in a URL.",
     ),
     h(

@@ -1,12 +1,15 @@
 /**
  * One survey (#/survey/{id}): the heading with its privacy in words, the respondent
- * link and the actions (open/close, export, refresh), then the sections its kind shows.
+ * link, the participation settings and the actions (open/close, export, refresh), then
+ * the moderation (surveys taking suggestions), the sections its kind shows, and the
+ * items with their source and status. A moderator sees the heading and the moderation only.
  */
 import { api, download, showError } from "/static/api.js";
 import { announce, h, pct } from "/static/dom.js";
 import { truthProbability } from "/static/privrank.js";
 import { app, session } from "/static/session.js";
 import { centralSections } from "/static/view-survey-central.js";
+import { hasModeration, itemsSection, moderationSection } from "/static/view-survey-moderation.js";
 import { pairwiseSections } from "/static/view-survey-pairwise.js";
 import { rankingSurveySections } from "/static/view-survey-ranking.js";
 
@@ -25,8 +28,117 @@ function privacyText(s) {
   );
 }
 
+/** A moderator's view of a survey: its heading and its moderation, nothing else. */
+async function moderatorView(s) {
+  const head = h(
+    "section",
+    { class: "panel", "aria-labelledby": "survey-title" },
+    h(
+      "h2",
+      { id: "survey-title" },
+      s.title,
+      " ",
+      h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
+    ),
+    h("p", {}, `${s.items.length} items. As a moderator you see the suggestions and the reported items.`),
+  );
+  const body = h("div", { id: "survey-body" });
+  app.replaceChildren(head, body);
+  if (!hasModeration(s)) {
+    body.append(h("p", { class: "hint", id: "no-moderation" }, "This survey takes no suggestions."));
+    return;
+  }
+  const moderation = moderationSection(s);
+  body.append(moderation.node);
+  await moderation.load();
+}
+
+/** A checkbox that PATCHes one setting of the survey, then re-renders the view. */
+function settingToggle(s, id, text, patch, checked, { disabled = false, hint = null } = {}) {
+  const box = h("input", { type: "checkbox", id, checked, disabled });
+  box.addEventListener("change", async () => {
+    box.disabled = true;
+    try {
+      await api("PATCH", `/v1/surveys/${s.id}`, patch(box.checked));
+      announce(`${text}: ${box.checked ? "on" : "off"}`);
+      await session.route();
+      document.getElementById(id)?.focus();
+    } catch (err) {
+      box.checked = !box.checked;
+      box.disabled = false;
+      showError(document.getElementById("settings-error"), err);
+    }
+  });
+  return h("div", { class: "field" }, h("label", { class: "check" }, box, text), hint);
+}
+
+/** Participation settings: suggestions, the public results page and results at the end. */
+function participationSettings(s) {
+  if (s.public_results === undefined) return null; // a service without participatory surveys
+  const resultsLink = `${location.origin}/r/${s.id}`;
+  const out = h("div", { id: "participation" });
+  if (s.public_results) {
+    out.append(
+      h(
+        "p",
+        {},
+        "Public results: ",
+        h("a", { href: resultsLink, class: "mono", id: "public-results-link" }, resultsLink),
+      ),
+    );
+  }
+  if (s.suggestions?.enabled) {
+    out.append(
+      h(
+        "p",
+        { id: "suggestions-settings" },
+        `Participants may suggest items (up to ${s.suggestions.per_respondent} each; ` +
+          `${s.suggestions.moderation === "after" ? "shown at once, reviewed after" : "approved by a moderator first"}; ` +
+          `${s.suggestions.flag_threshold} reports send an item to review). Pending suggestions: ${s.pending_suggestions ?? 0}.`,
+      ),
+    );
+  }
+  if (session.role !== "admin") return out;
+  const fields = h(
+    "details",
+    { class: "settings", id: "settings" },
+    h("summary", {}, "Participation settings"),
+    s.kind === "pairwise"
+      ? settingToggle(
+          s,
+          "toggle-suggestions",
+          "Participants may suggest items (and report items)",
+          (on) => ({ suggestions: on ? { ...(s.suggestions ?? {}), enabled: true } : null }),
+          Boolean(s.suggestions?.enabled),
+        )
+      : null,
+    settingToggle(
+      s,
+      "toggle-public-results",
+      `Publish results at /r/${s.id}`,
+      (on) => (on ? { public_results: true } : { public_results: false, results_on_finish: false }),
+      Boolean(s.public_results),
+    ),
+    settingToggle(
+      s,
+      "toggle-results-on-finish",
+      "Show results at the end of the respondent page",
+      (on) => ({ results_on_finish: on }),
+      Boolean(s.results_on_finish),
+      {
+        disabled: !s.public_results,
+        hint: s.public_results ? null : h("p", { class: "hint" }, "Needs the results to be published."),
+      },
+    ),
+    h("div", { id: "settings-error" }),
+  );
+  out.append(fields);
+  return out;
+}
+
 export async function surveyView(id) {
   const s = await api("GET", `/v1/surveys/${encodeURIComponent(id)}`);
+  if (session.role === "moderator") return moderatorView(s);
   const link = `${location.origin}/s/${s.id}`;
   const p = s.privacy;
   const head = h(
@@ -45,6 +157,7 @@ export async function surveyView(id) {
       `${s.kind === "ranking" ? "Ranking question" : "Pairwise questions"} over ${s.items.length} items. ${privacyText(s)}`,
     ),
     h("p", {}, "Respondent link: ", h("a", { href: link, class: "mono", id: "respondent-link" }, link)),
+    participationSettings(s),
   );
   const actions = h("div", { class: "actions" });
   const actionError = h("div", { id: "action-error" });
@@ -101,7 +214,21 @@ export async function surveyView(id) {
   head.append(actions, actionError);
   const body = h("div", { id: "survey-body" });
   app.replaceChildren(head, body);
+  let items = s.items.some((it) => it.source !== undefined) ? itemsSection(s) : null;
+  // A decision in the moderation changes the items: their table follows.
+  const refreshItems = async () => {
+    if (!items) return;
+    const fresh = itemsSection(await api("GET", `/v1/surveys/${s.id}`));
+    items.replaceWith(fresh);
+    items = fresh;
+  };
+  const moderation = session.role === "admin" && hasModeration(s) ? moderationSection(s, refreshItems) : null;
+  if (moderation) {
+    body.append(moderation.node);
+    await moderation.load();
+  }
   if (p.model === "central") await centralSections(s, body);
   else if (s.kind === "ranking") await rankingSurveySections(s, body);
   else await pairwiseSections(s, body);
+  if (items) body.append(items);
 }

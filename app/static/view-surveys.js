@@ -20,6 +20,8 @@ export async function listView() {
     );
     return;
   }
+  // Surveys taking suggestions get a column of the suggestions waiting for a moderator.
+  const participatory = data.surveys.some((s) => s.suggestions?.enabled);
   const rows = data.surveys.map((s) =>
     h(
       "tr",
@@ -30,9 +32,13 @@ export async function listView() {
       h("td", {}, s.privacy.model),
       h("td", { class: "num" }, String(s.n_items)),
       h("td", {}, new Date(s.created_at).toLocaleString()),
+      participatory
+        ? h("td", { class: "num pending" }, s.suggestions?.enabled ? String(s.pending_suggestions ?? 0) : "–")
+        : null,
     ),
   );
   const columns = ["Title", "Kind", "Status", "Privacy", "Items", "Created"];
+  if (participatory) columns.push("Suggestions to review");
   wrap.append(
     h(
       "div",
@@ -47,7 +53,13 @@ export async function listView() {
           h(
             "tr",
             {},
-            ...columns.map((t) => h("th", { scope: "col", class: t === "Items" ? "num" : null }, t)),
+            ...columns.map((t) =>
+              h(
+                "th",
+                { scope: "col", class: t === "Items" || t.startsWith("Suggestions") ? "num" : null },
+                t,
+              ),
+            ),
           ),
         ),
         h("tbody", {}, rows),
