@@ -21,7 +21,19 @@ from starlette.routing import Match, Mount
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .api import analysis, errors, federation, health, jobs, keys, plan, releases, respondents, surveys
+from .api import (
+    analysis,
+    errors,
+    federation,
+    health,
+    jobs,
+    keys,
+    participation,
+    plan,
+    releases,
+    respondents,
+    surveys,
+)
 from .api.admission import Admission, Slots, admitted
 from .api.downloads import Downloads
 from .api.errors import where
@@ -234,7 +246,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(_HeadersAndLog, allowed=allowed)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, import_limit=settings.max_import_bytes)
     errors.install(app)
-    for module in (surveys, respondents, analysis, releases, federation, plan, jobs, keys, health):
+    for module in (
+        surveys,
+        respondents,
+        participation,
+        analysis,
+        releases,
+        federation,
+        plan,
+        jobs,
+        keys,
+        health,
+    ):
         app.include_router(module.router)
     app.include_router(keys.whoami_router)
     pages = static_dir()
@@ -243,6 +266,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def respondent_page(survey_id: str) -> FileResponse:
         """The respondent page; it reads the survey id from its own URL."""
         return FileResponse(pages / "respond.html", headers=_PAGE_HEADERS)
+
+    @app.get("/r/{survey_id}", include_in_schema=False)
+    def results_page(survey_id: str) -> FileResponse:
+        """The public results page (surveys that publish them); it reads the survey id from its URL."""
+        return FileResponse(pages / "results.html", headers=_PAGE_HEADERS)
 
     # Pages last: API routes take precedence over files. /static/… is the same
     # directory under the name survey frontends embed (e.g. /static/privrank.js).

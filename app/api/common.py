@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import Query
 
-from ..db.models import Survey
+from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
 from ..services.goals import GoalSpec, goal_report
+from ..services.suggestions import pending_count
 from ..services.surveys import survey_items
 from ..services.undecided import undecided_count
 from ..stats import flip_probability
@@ -56,6 +57,9 @@ def _survey_fields(survey: Survey) -> dict:
         "status": survey.status,
         "privacy": privacy_out(survey),
         "assignment": survey.assignment,
+        "suggestions": survey.suggestions,
+        "public_results": bool(survey.public_results),
+        "results_on_finish": bool(survey.results_on_finish),
         "created_at": survey.created_at,
         "updated_at": survey.updated_at,
     }
@@ -91,9 +95,23 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
         )
     return SurveyOut(
         **_survey_fields(survey),
-        items=[ItemOut(id=i.id, label=i.label, position=i.position) for i in items],
+        items=[item_out(i) for i in items],
         goal=goal,
         undecided=undecided_count(session, survey.id),
+        pending_suggestions=pending_count(session, survey.id) if survey.suggestions else 0,
+    )
+
+
+def item_out(item: Item) -> ItemOut:
+    return ItemOut(
+        id=item.id,
+        label=item.label,
+        position=item.position,
+        source=item.source,
+        status=item.status,
+        flags=item.flags,
+        added_at=item.created_at,
+        approved_at=item.approved_at,
     )
 
 

@@ -18,6 +18,7 @@ from .ratelimit import RateLimiter, TooManyRequests, client_address
 
 __all__ = [
     "AdminDep",
+    "ModeratorDep",
     "PrincipalDep",
     "ReaderDep",
     "RespondentDep",
@@ -27,10 +28,12 @@ __all__ = [
     "admin",
     "get_session",
     "get_settings",
+    "moderator",
     "principal",
     "reader",
     "respondent_of_survey",
     "site",
+    "viewer",
 ]
 
 _bearer = HTTPBearer(
@@ -107,6 +110,20 @@ def reader(who: auth.Principal = Depends(principal)) -> auth.Principal:
     return who
 
 
+def moderator(who: auth.Principal = Depends(principal)) -> auth.Principal:
+    """Admins and moderators."""
+    if who.role not in (auth.ADMIN, auth.MODERATOR):
+        raise Forbidden("this call needs an admin or moderator key")
+    return who
+
+
+def viewer(who: auth.Principal = Depends(principal)) -> auth.Principal:
+    """Admins, analysts and moderators: the survey list and a survey's settings and items."""
+    if who.role not in (auth.ADMIN, auth.ANALYST, auth.MODERATOR):
+        raise Forbidden("this call needs an admin, analyst or moderator key")
+    return who
+
+
 def respondent_of_survey(
     survey_id: str,
     who: auth.Principal = Depends(principal),
@@ -139,6 +156,8 @@ PrincipalDep = Annotated[auth.Principal, Depends(principal)]
 AdminDep = Annotated[auth.Principal, Depends(admin)]
 #: An admin or an analyst.
 ReaderDep = Annotated[auth.Principal, Depends(reader)]
+#: An admin or a moderator.
+ModeratorDep = Annotated[auth.Principal, Depends(moderator)]
 #: The survey of the path and the calling respondent, who belongs to it.
 RespondentDep = Annotated[tuple[Survey, Respondent], Depends(respondent_of_survey)]
 #: The calling federated site.

@@ -40,11 +40,15 @@ def _out(row) -> dict:
     status_code=201,
     response_model=KeyCreated,
     responses=errors(401, 403, 422),
-    summary="Mint an analyst key",
+    summary="Mint an analyst or moderator key",
 )
 def create_key(*, body: KeyCreate | None = None, session: SessionDep) -> KeyCreated:
-    """The key is in this answer only; the service keeps its SHA-256."""
-    row, plaintext = auth.create_analyst_key(session, body.label if body else None)
+    """The key is in this answer only; the service keeps its SHA-256. An analyst reads
+    surveys and their results; a moderator reads surveys and curates their suggestions
+    and items (nothing else)."""
+    row, plaintext = auth.create_key(
+        session, body.label if body else None, body.role if body else auth.ANALYST
+    )
     return KeyCreated(**_out(row), key=plaintext)
 
 

@@ -6,12 +6,13 @@ from fastapi import APIRouter, Depends
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
-from .common import Limit, Offset, errors, survey_out, survey_summary
-from .deps import SessionDep, admin, reader
+from .common import Limit, Offset, errors, item_out, survey_out, survey_summary
+from .deps import SessionDep, admin, reader, viewer
 from .schemas import (
     CoverageOut,
     ItemOut,
     ItemsAdd,
+    PublicSuggestions,
     PublicSurveyOut,
     SurveyCreate,
     SurveyList,
@@ -49,6 +50,9 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
         ),
         body.assignment,
         None if body.goal is None else body.goal.model_dump(),
+        None if body.suggestions is None else body.suggestions.model_dump(),
+        body.public_results,
+        body.results_on_finish,
     )
     return survey_out(session, survey)
 
@@ -57,7 +61,7 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
     "",
     response_model=SurveyList,
     responses=errors(401, 403),
-    dependencies=[Depends(reader)],
+    dependencies=[Depends(viewer)],
     summary="List surveys",
 )
 def list_surveys(
@@ -76,7 +80,7 @@ def list_surveys(
     "/{survey_id}",
     response_model=SurveyOut,
     responses=errors(401, 403, 404),
-    dependencies=[Depends(reader)],
+    dependencies=[Depends(viewer)],
     summary="Get a survey",
 )
 def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
@@ -88,11 +92,24 @@ def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
     response_model=SurveyOut,
     responses=errors(401, 403, 404, 422),
     dependencies=[Depends(admin)],
-    summary="Open or close a survey, or rename it",
+    summary="Open or close a survey, rename it, or change its participation settings",
 )
 def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) -> SurveyOut:
-    """A closed survey answers 409 to new respondents and responses; reopening is allowed."""
-    return survey_out(session, svc.update_survey(session, survey_id, body.status, body.title))
+    """A closed survey answers 409 to new respondents and responses; reopening is allowed.
+    ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged)."""
+    suggestions = svc.UNSET
+    if "suggestions" in body.model_fields_set:
+        suggestions = None if body.suggestions is None else body.suggestions.model_dump()
+    survey = svc.update_survey(
+        session,
+        survey_id,
+        body.status,
+        body.title,
+        suggestions,
+        body.public_results,
+        body.results_on_finish,
+    )
+    return survey_out(session, survey)
 
 
 @router.post(
@@ -105,8 +122,7 @@ def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) ->
 )
 def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[ItemOut]:
     """New items get the next positions; earlier answers keep their meaning."""
-    new = svc.add_items(session, survey_id, body.items)
-    return [ItemOut(id=i.id, label=i.label, position=i.position) for i in new]
+    return [item_out(i) for i in svc.add_items(session, survey_id, body.items)]
 
 
 @router.get(
@@ -133,7 +149,17 @@ def public_survey(*, survey_id: str, session: SessionDep) -> PublicSurveyOut:
         respondent_budget=survey.respondent_budget,
         max_comparisons_per_respondent=survey.max_comparisons,
         goal_met=None if survey.goal is None else goal_met(session, survey.id),
+        suggestions=_public_suggestions(survey),
+        public_results=bool(survey.public_results),
+        results_on_finish=bool(survey.results_on_finish),
     )
+
+
+def _public_suggestions(survey) -> PublicSuggestions | None:
+    s = survey.suggestions
+    if not s or not s.get("enabled"):
+        return None
+    return PublicSuggestions(enabled=True, per_respondent=s["per_respondent"], moderation=s["moderation"])
 
 
 @router.get(

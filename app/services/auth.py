@@ -26,11 +26,12 @@ from .errors import Conflict, NotFound, Unauthorized
 __all__ = [
     "ADMIN",
     "ANALYST",
+    "MODERATOR",
     "RESPONDENT",
     "SITE",
     "Principal",
     "authenticate",
-    "create_analyst_key",
+    "create_key",
     "ensure_admin_key",
     "hash_secret",
     "list_keys",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 ADMIN, ANALYST, RESPONDENT, SITE = "admin", "analyst", "respondent", "site"
+#: Curates a participatory survey's suggestions and items; reads surveys, nothing else.
+MODERATOR = "moderator"
 #: Shape of the ids :func:`~app.db.models.new_id` makes.
 _ID = re.compile(r"(key|rsp|sit)_[a-z2-7]{16}")
 
@@ -73,12 +76,14 @@ def mint_key(session: Session, role: str, label: str | None = None) -> tuple[Api
     return row, f"{row.id}.{secret}"
 
 
-def create_analyst_key(session: Session, label: str | None = None) -> tuple[ApiKey, str]:
-    """Mint an analyst key in a transaction of its own; returns the row and the only copy
-    of the plaintext key."""
+def create_key(session: Session, label: str | None = None, role: str = ANALYST) -> tuple[ApiKey, str]:
+    """Mint an analyst or moderator key in a transaction of its own; returns the row and
+    the only copy of the plaintext key."""
+    if role not in (ANALYST, MODERATOR):
+        raise ValueError(f"keys minted over the API are analyst or moderator keys, not {role!r}")
     begin_write(session)
     try:
-        row, plaintext = mint_key(session, ANALYST, label)
+        row, plaintext = mint_key(session, role, label)
         session.commit()
     except BaseException:
         session.rollback()

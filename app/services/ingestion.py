@@ -678,6 +678,8 @@ def import_comparisons(
                 "epsilon_spent": float(cost[idx]),
                 "n_comparisons": int(n_rows[idx]),
                 "external_ref": ref,
+                "n_suggestions": 0,
+                "n_flags": 0,
                 "created_at": now,
             }
         )

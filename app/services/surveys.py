@@ -9,6 +9,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 
 from sqlalchemy import ScalarSelect, func, select
@@ -31,9 +32,11 @@ __all__ = [
     "MAX_RANKING_ITEMS",
     "MAX_TOTAL_BUDGET",
     "MIN_EPSILON",
+    "UNSET",
     "ItemIndex",
     "PrivacyPolicy",
     "add_items",
+    "append_items",
     "central_limits",
     "coverage",
     "create_survey",
@@ -48,6 +51,7 @@ __all__ = [
     "normalize_label",
     "require_local",
     "require_pairwise",
+    "resolve_suggestions",
     "survey_items",
     "update_survey",
 ]
@@ -151,6 +155,9 @@ def create_survey(
     policy: PrivacyPolicy,
     assignment: str = "balanced",
     goal: dict | None = None,
+    suggestions: dict | None = None,
+    public_results: bool = False,
+    results_on_finish: bool = False,
 ) -> Survey:
     """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
     "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`)."""
@@ -190,6 +197,8 @@ def create_survey(
         policy.model,
         len(cleaned),
     )
+    suggestion_settings = resolve_suggestions(suggestions, kind)
+    _check_results(public_results, results_on_finish)
     begin_write(session)
     survey = Survey(
         id=new_id("srv"),
@@ -200,6 +209,9 @@ def create_survey(
         assignment=assignment,
         goal=None if spec is None else spec.as_json(),
         ticket_key=None if spec is None else new_ticket_key(),
+        suggestions=suggestion_settings,
+        public_results=public_results,
+        results_on_finish=results_on_finish,
         **fields,
     )
     session.add(survey)
@@ -347,9 +359,59 @@ def current_item_index(session: Session, survey_id: str, n: int | None = None) -
     return _ITEM_INDEXES.get(session, survey_id, lambda index: len(index) >= n)
 
 
-def update_survey(session: Session, survey_id: str, status: str | None, title: str | None) -> Survey:
+#: Most suggestions one respondent may make in a survey (the survey sets its own limit up to it).
+MAX_PER_RESPONDENT = 20
+#: Largest flag threshold a survey may set.
+MAX_FLAG_THRESHOLD = 100
+
+
+def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
+    """The stored form of a survey's ``suggestions`` settings (None: off), checked."""
+    if raw is None:
+        return None
+    enabled = bool(raw.get("enabled", True))
+    per = raw.get("per_respondent", 3)
+    moderation = raw.get("moderation", "before")
+    threshold = raw.get("flag_threshold", 3)
+    if enabled and kind != "pairwise":
+        raise Invalid("suggestions are for pairwise surveys (a ranking survey's items are fixed)")
+    if not isinstance(per, int) or not 1 <= per <= MAX_PER_RESPONDENT:
+        raise Invalid(f"suggestions.per_respondent must be an integer in [1, {MAX_PER_RESPONDENT}]")
+    if moderation not in ("before", "after"):
+        raise Invalid("suggestions.moderation must be 'before' or 'after'")
+    if not isinstance(threshold, int) or not 1 <= threshold <= MAX_FLAG_THRESHOLD:
+        raise Invalid(f"suggestions.flag_threshold must be an integer in [1, {MAX_FLAG_THRESHOLD}]")
+    return {"enabled": enabled, "per_respondent": per, "moderation": moderation, "flag_threshold": threshold}
+
+
+def _check_results(public_results: bool, results_on_finish: bool) -> None:
+    if results_on_finish and not public_results:
+        raise Invalid("results_on_finish shows the public results: it needs public_results")
+
+
+#: "Leave unchanged" for :func:`update_survey`'s ``suggestions`` (None turns them off).
+UNSET: dict = {}
+
+
+def update_survey(
+    session: Session,
+    survey_id: str,
+    status: str | None,
+    title: str | None,
+    suggestions: dict | None = UNSET,
+    public_results: bool | None = None,
+    results_on_finish: bool | None = None,
+) -> Survey:
+    """Change a survey's status, title, suggestions settings (None: off) or results
+    settings; arguments left at their defaults are unchanged."""
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
+    if suggestions is not UNSET:
+        survey.suggestions = resolve_suggestions(suggestions, survey.kind)
+    public = survey.public_results if public_results is None else public_results
+    on_finish = survey.results_on_finish if results_on_finish is None else results_on_finish
+    _check_results(public, on_finish)
+    survey.public_results, survey.results_on_finish = public, on_finish
     if status is not None:
         if status not in ("open", "closed"):
             raise Invalid("status must be 'open' or 'closed'")
@@ -372,6 +434,18 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
     survey = get_survey(session, survey_id, lock=True)  # serializes position numbering
     if survey.status != "open":
         raise Conflict("items can only be added to an open survey")
+    new = append_items(session, survey, cleaned, source="added")
+    session.commit()
+    return new
+
+
+def append_items(
+    session: Session, survey: Survey, cleaned: list[str], source: str, approved_at: datetime | None = None
+) -> list[Item]:
+    """Append items with normalized, distinct ``cleaned`` labels to ``survey``, which the
+    caller has locked (:func:`get_survey` with ``lock``) inside its write transaction;
+    the caller commits. ``source``: "added" (an admin) or "suggested" (a participant)."""
+    survey_id = survey.id
     existing = survey_items(session, survey_id)
     taken = {normalize_label(item.label) for item in existing}  # rows stored before labels were NFC
     clash = sorted(set(cleaned) & taken)
@@ -389,12 +463,19 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
             )
     start = len(existing)
     new = [
-        Item(id=new_id("itm"), survey_id=survey_id, position=start + k, label=label)
+        Item(
+            id=new_id("itm"),
+            survey_id=survey_id,
+            position=start + k,
+            label=label,
+            source=source,
+            approved_at=approved_at,
+        )
         for k, label in enumerate(cleaned)
     ]
     session.add_all(new)
     survey.updated_at = utcnow()
-    session.commit()
+    session.flush()
     return new
 
 

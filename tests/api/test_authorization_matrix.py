@@ -1,7 +1,7 @@
 """Every endpoint × every kind of caller: who may call what.
 
 Callers: anonymous, a garbage token, a respondent of the survey, a respondent of
-another survey, an analyst, an admin, a federated site. For each operation of the
+another survey, an analyst, a moderator, an admin, a federated site. For each operation of the
 OpenAPI document (the test fails if one is missing from the table) a caller outside
 the allowed set must get exactly 401 (no or invalid credentials) or 403 (valid
 credentials, wrong role or wrong survey), and one inside it anything but 401/403/5xx.
@@ -21,14 +21,16 @@ from tests.helpers.api import (
 )
 
 ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE = "anon", "bad", "resp", "other", "analyst", "admin", "site"
-EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE}
+MODERATOR = "moderator"
+EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, MODERATOR, ADMIN_, SITE}
 READERS = {ANALYST, ADMIN_}
+MODERATORS = {MODERATOR, ADMIN_}
 
 # (method, path) → who may call it. Respondent calls are made against the respondent's own survey.
 TABLE: dict[tuple[str, str], set[str]] = {
     ("post", "/v1/surveys"): {ADMIN_},
-    ("get", "/v1/surveys"): READERS,
-    ("get", "/v1/surveys/{survey_id}"): READERS,
+    ("get", "/v1/surveys"): READERS | {MODERATOR},
+    ("get", "/v1/surveys/{survey_id}"): READERS | {MODERATOR},
     ("patch", "/v1/surveys/{survey_id}"): {ADMIN_},
     ("post", "/v1/surveys/{survey_id}/items"): {ADMIN_},
     ("get", "/v1/surveys/{survey_id}/public"): EVERYONE,
@@ -39,6 +41,15 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/surveys/{survey_id}/pairs"): {RESP},
     ("post", "/v1/surveys/{survey_id}/responses"): {RESP},
     ("post", "/v1/surveys/{survey_id}/undecided"): {RESP},
+    ("post", "/v1/surveys/{survey_id}/suggestions"): {RESP},
+    ("post", "/v1/surveys/{survey_id}/items/{item_id}/flag"): {RESP},
+    ("get", "/v1/surveys/{survey_id}/suggestions"): MODERATORS,
+    ("patch", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}"): MODERATORS,
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/approve"): MODERATORS,
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/reject"): MODERATORS,
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/merge"): MODERATORS,
+    ("patch", "/v1/surveys/{survey_id}/items/{item_id}"): MODERATORS,
+    ("get", "/v1/surveys/{survey_id}/results"): EVERYONE,
     ("get", "/v1/surveys/{survey_id}/ranking"): READERS,
     ("get", "/v1/surveys/{survey_id}/pairwise"): READERS,
     ("get", "/v1/surveys/{survey_id}/comparisons.csv"): READERS,
@@ -82,6 +93,11 @@ BODIES = {
     ("put", "/v1/site/key"): {"public_key": "A" * 43},
     ("post", "/v1/site/contribution"): {"masked": [0]},
     ("post", "/v1/keys"): {"label": "x"},
+    ("post", "/v1/surveys/{survey_id}/suggestions"): {"label": "A new idea"},
+    ("patch", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}"): {"label": "edited"},
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/reject"): {"reason": "off topic"},
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/merge"): {"item_id": "itm_aaaaaaaaaaaaaaaa"},
+    ("patch", "/v1/surveys/{survey_id}/items/{item_id}"): {"status": "live"},
     ("post", "/v1/surveys/{survey_id}/jobs"): {"kind": "ranking"},
     ("post", "/v1/jobs"): {
         "kind": "design",
@@ -133,6 +149,7 @@ def world(client):
         "release": release,
         "key": key,
         "analyst": analyst_headers(client),
+        "moderator": analyst_headers(client, role="moderator"),
     }
 
 
@@ -157,6 +174,7 @@ def _callers(client, world, survey_id: str) -> dict[str, dict]:
         RESP: resp,
         OTHER: other,
         ANALYST: world["analyst"],
+        MODERATOR: world["moderator"],
         ADMIN_: ADMIN,
         SITE: {"Authorization": f"Bearer {world['round']['sites'][0]['token']}"},
     }
@@ -172,6 +190,8 @@ def test_who_may_call_what(client, world, method, path):
         .replace("{release_id}", world["release"]["id"])
         .replace("{key_id}", world["key"]["id"])
         .replace("{job_id}", world["job"]["id"])
+        .replace("{item_id}", survey["items"][0]["id"])
+        .replace("{suggestion_id}", "sug_aaaaaaaaaaaaaaaa")
     )
     if path == "/v1/plan":
         url += "?items=4&pairs_per_respondent=2&k=1&respondents=10&epsilon=1&replications=20"

@@ -229,6 +229,9 @@ def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
         "respondent_budget": 10.0,
         "max_comparisons_per_respondent": None,
         "goal_met": None,
+        "suggestions": None,
+        "public_results": False,
+        "results_on_finish": False,
     }
     assert client.get("/v1/surveys/srv_aaaaaaaaaaaaaaaa/public").status_code == 404
     a, b, c, _ = (it["id"] for it in s["items"])

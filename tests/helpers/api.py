@@ -94,8 +94,9 @@ def register(client: TestClient, survey_id: str, epsilon: float | None = None) -
     return data["respondent_id"], {"Authorization": f"Bearer {data['token']}"}
 
 
-def analyst_headers(client: TestClient) -> dict:
-    r = client.post("/v1/keys", json={"label": "analyst"}, headers=ADMIN)
+def analyst_headers(client: TestClient, role: str = "analyst") -> dict:
+    """Headers of a newly minted analyst (or ``role``: moderator) key."""
+    r = client.post("/v1/keys", json={"label": role, "role": role}, headers=ADMIN)
     assert r.status_code == 201, r.text
     return {"Authorization": f"Bearer {r.json()['key']}"}
 

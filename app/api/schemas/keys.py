@@ -14,13 +14,13 @@ from .common import StrictModel, Text
 
 class KeyCreate(StrictModel):
     label: Text | None = Field(None, max_length=200)
-    role: Literal["analyst"] = "analyst"
+    role: Literal["analyst", "moderator"] = "analyst"
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"label": "data team"}]})
 
 
 class WhoAmI(BaseModel):
-    role: Literal["admin", "analyst", "respondent", "site"]
+    role: Literal["admin", "analyst", "moderator", "respondent", "site"]
     survey_id: str | None = Field(None, description="A respondent's survey.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"role": "analyst", "survey_id": None}]})

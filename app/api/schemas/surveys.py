@@ -63,6 +63,17 @@ class SurveyCreate(StrictModel):
     goal: GoalIn | None = Field(
         None, description="Local pairwise surveys: what to certify (the top-K set or the whole ranking)."
     )
+    suggestions: SuggestionSettings | None = Field(
+        None, description="Pairwise surveys: let respondents propose items (null: they may not)."
+    )
+    public_results: bool = Field(
+        False,
+        description="Publish the ranking and its uncertainty at /r/{id} (GET /v1/surveys/{id}/results), "
+        "for everyone. Central surveys publish only their latest release there.",
+    )
+    results_on_finish: bool = Field(
+        False, description="End the respondent page with the current results (needs public_results)."
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -98,9 +109,29 @@ class SurveyCreate(StrictModel):
     )
 
 
+class SuggestionSettings(StrictModel):
+    enabled: bool = Field(True, description="Respondents may propose items.")
+    per_respondent: int = Field(3, description="Suggestions one respondent may make (1 … 20).")
+    moderation: Literal["before", "after"] = Field(
+        "before",
+        description="before: a moderator approves each suggestion before it is served. after: a "
+        "suggestion is live at once; moderators hide what should not stay.",
+    )
+    flag_threshold: int = Field(
+        3, description="Distinct respondents' flags that send an item back to review (1 … 100)."
+    )
+
+
 class SurveyUpdate(StrictModel):
     status: Literal["open", "closed"] | None = None
     title: Text | None = Field(None, min_length=1, max_length=500)
+    suggestions: SuggestionSettings | None = Field(
+        None, description="Participants' suggestions; null turns them off (absent: unchanged)."
+    )
+    public_results: bool | None = Field(None, description="Publish the results at /r/{id}.")
+    results_on_finish: bool | None = Field(
+        None, description="End the respondent page with the current results (needs public_results)."
+    )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
 
@@ -115,6 +146,17 @@ class ItemOut(BaseModel):
     id: str
     label: str
     position: int = Field(description="0-based order of the item in the survey.")
+    source: Literal["seed", "added", "suggested"] = Field(
+        "seed", description="seed: given at creation; added: by an admin later; suggested: a participant's."
+    )
+    status: Literal["live", "hidden", "review"] = Field(
+        "live",
+        description="live: served; hidden: by a moderator; review: flagged past the threshold, withheld "
+        "until a moderator decides.",
+    )
+    flags: int = Field(0, description="Distinct respondents' flags since it was last reviewed.")
+    added_at: datetime | None = Field(None, description="When the item joined the survey.")
+    approved_at: datetime | None = Field(None, description="Suggested items: when they were approved.")
 
 
 class PrivacyOut(BaseModel):
@@ -156,6 +198,9 @@ class SurveyFields(BaseModel):
     status: str
     privacy: PrivacyOut
     assignment: str = Field(description="balanced or adaptive.")
+    suggestions: SuggestionSettings | None = Field(None, description="Participants' suggestions, if on.")
+    public_results: bool = Field(False, description="Results published at /r/{id}.")
+    results_on_finish: bool = Field(False, description="The respondent page ends with the results.")
     created_at: datetime
     updated_at: datetime
 
@@ -168,6 +213,7 @@ class SurveyOut(SurveyFields):
         description="“Can't decide” answers so far: a survey-level count, with nothing stored about the "
         "pairs or the respondents.",
     )
+    pending_suggestions: int = Field(0, description="Suggestions waiting for a moderator.")
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -225,6 +271,12 @@ class SurveyList(BaseModel):
 # -- respondent page and dashboard helpers ---------------------------------------------------
 
 
+class PublicSuggestions(BaseModel):
+    enabled: bool
+    per_respondent: int
+    moderation: Literal["before", "after"]
+
+
 class PublicSurveyOut(BaseModel):
     id: str
     title: str
@@ -240,6 +292,9 @@ class PublicSurveyOut(BaseModel):
     goal_met: bool | None = Field(
         None, description="Goal surveys: whether the goal is met (the survey needs no more answers)."
     )
+    suggestions: PublicSuggestions | None = Field(None, description="Whether respondents may suggest items.")
+    public_results: bool = Field(False, description="Results are published at /r/{id}.")
+    results_on_finish: bool = Field(False, description="The respondent page ends with the results.")
 
     model_config = ConfigDict(
         json_schema_extra={

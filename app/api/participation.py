@@ -1,0 +1,204 @@
+"""Participatory surveys: suggestions, moderation, flags, and the public results."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from ..services import suggestions as svc
+from ..services.public_results import public_results
+from ..services.surveys import get_survey
+from .bounded import run_bounded
+from .common import Limit, Offset, errors, item_out
+from .deps import ModeratorDep, RespondentDep, SessionDep
+from .schemas import (
+    ItemOut,
+    ItemStatusIn,
+    PublicResults,
+    SimilarOut,
+    SuggestionApprove,
+    SuggestionEdit,
+    SuggestionIn,
+    SuggestionList,
+    SuggestionMerge,
+    SuggestionOut,
+    SuggestionReceived,
+    SuggestionReject,
+)
+
+router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["participation"])
+
+
+def _moderator_id(who) -> str:
+    return who.key_id or "admin"
+
+
+def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
+    return SuggestionOut(
+        id=row.id,
+        label=row.label,
+        status=row.status,
+        received_at=row.received_at,
+        reason=row.reason,
+        item_id=row.item_id,
+        decided_at=row.decided_at,
+        similar=[SimilarOut(**vars(s)) for s in similar or []],
+    )
+
+
+# -- respondents --------------------------------------------------------------------
+
+
+@router.post(
+    "/suggestions",
+    status_code=202,
+    response_model=SuggestionReceived,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Suggest an item (respondent)",
+)
+def suggest(*, body: SuggestionIn, ctx: RespondentDep, session: SessionDep) -> SuggestionReceived:
+    """Propose an item. It is stored with no link to you: not your id, not your token,
+    and its time only to the hour; your own record keeps only how many suggestions you
+    made (the survey's limit). With moderation "before" a moderator reviews it first.
+    409: the survey takes no suggestions, is closed, or your suggestions are used up."""
+    survey, respondent = ctx
+    return SuggestionReceived(remaining=svc.submit(session, survey, respondent, body.label))
+
+
+@router.post(
+    "/items/{item_id}/flag",
+    status_code=204,
+    responses=errors(401, 403, 404, 409),
+    summary="Flag an item as inappropriate (respondent)",
+)
+def flag(*, item_id: str, request: Request, ctx: RespondentDep, session: SessionDep) -> Response:
+    """Counts once per respondent and item; at the survey's ``flag_threshold`` the item
+    goes back to review and is no longer served. Stored as a digest keyed with your token,
+    which the service does not keep: nobody can read back who flagged what."""
+    survey, respondent = ctx
+    token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    svc.flag_item(session, survey, respondent, token, item_id)
+    return Response(status_code=204)
+
+
+# -- moderators ---------------------------------------------------------------------
+
+
+@router.get(
+    "/suggestions",
+    response_model=SuggestionList,
+    responses=errors(401, 403, 404, 422),
+    summary="The moderation queue (admin or moderator)",
+)
+def list_suggestions(
+    *,
+    survey_id: str,
+    who: ModeratorDep,
+    status: str = Query("pending", description="pending (default), approved, rejected, merged or all."),
+    limit: Limit = 100,
+    offset: Offset = 0,
+    session: SessionDep,
+) -> SuggestionList:
+    """Suggestions oldest first, each with its near-duplicates among the items and the
+    pending suggestions: the same text once case, accents, punctuation and spacing are
+    folded away, or trigram similarity ≥ 0.5. The text of a suggestion is visible here
+    only (to moderators and admins) until it is approved and becomes an item."""
+    rows, total = svc.list_suggestions(session, survey_id, status, limit, offset)
+    return SuggestionList(suggestions=[_out(r, s) for r, s in rows], total=total)
+
+
+@router.patch(
+    "/suggestions/{suggestion_id}",
+    response_model=SuggestionOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Edit a pending suggestion's text",
+)
+def edit_suggestion(
+    *, survey_id: str, suggestion_id: str, body: SuggestionEdit, who: ModeratorDep, session: SessionDep
+) -> SuggestionOut:
+    return _out(svc.edit(session, survey_id, suggestion_id, body.label))
+
+
+@router.post(
+    "/suggestions/{suggestion_id}/approve",
+    response_model=SuggestionOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Approve a suggestion: it becomes an item",
+)
+def approve_suggestion(
+    *,
+    survey_id: str,
+    suggestion_id: str,
+    body: SuggestionApprove | None = None,
+    who: ModeratorDep,
+    session: SessionDep,
+) -> SuggestionOut:
+    """The item is served at once, with catch-up (README, "New items catch up"). 409 when
+    an item has the same text (merge instead) or the survey is closed."""
+    label = body.label if body else None
+    return _out(svc.approve(session, survey_id, suggestion_id, _moderator_id(who), label))
+
+
+@router.post(
+    "/suggestions/{suggestion_id}/reject",
+    response_model=SuggestionOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Reject a suggestion, with a reason",
+)
+def reject_suggestion(
+    *, survey_id: str, suggestion_id: str, body: SuggestionReject, who: ModeratorDep, session: SessionDep
+) -> SuggestionOut:
+    return _out(svc.reject(session, survey_id, suggestion_id, _moderator_id(who), body.reason))
+
+
+@router.post(
+    "/suggestions/{suggestion_id}/merge",
+    response_model=SuggestionOut,
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Merge a suggestion into an existing item",
+)
+def merge_suggestion(
+    *, survey_id: str, suggestion_id: str, body: SuggestionMerge, who: ModeratorDep, session: SessionDep
+) -> SuggestionOut:
+    return _out(svc.merge(session, survey_id, suggestion_id, _moderator_id(who), body.item_id))
+
+
+@router.patch(
+    "/items/{item_id}",
+    response_model=ItemOut,
+    responses=errors(401, 403, 404, 422),
+    summary="Hide an item, or make it live again (admin or moderator)",
+)
+def set_item_status(
+    *, survey_id: str, item_id: str, body: ItemStatusIn, who: ModeratorDep, session: SessionDep
+) -> ItemOut:
+    """hidden: no longer served (its answers stay in the data, and in the admin's ranking);
+    live: served again, its flags cleared (it has been reviewed)."""
+    return item_out(svc.set_item_status(session, survey_id, item_id, body.status))
+
+
+# -- everyone -----------------------------------------------------------------------
+
+
+@router.get(
+    "/results",
+    response_model=PublicResults,
+    responses=errors(404),
+    summary="The public results (no credentials; surveys that publish them)",
+)
+async def results(*, request: Request, survey_id: str, session: SessionDep) -> PublicResults:
+    """What the page /r/{id} shows: the ranking with 95% score intervals (local surveys:
+    post-processing of randomized answers, so publishing it costs no privacy), or a
+    central survey's latest release. 404 unless the survey publishes its results."""
+    survey = await run_in_threadpool(get_survey, session, survey_id)
+    state = request.app.state
+    return await run_bounded(
+        request,
+        public_results,
+        session,
+        survey,
+        state.fit_cache,
+        state.consensus_cache,
+        seconds=state.settings.analysis_seconds,
+        what="the results",
+    )

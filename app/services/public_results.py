@@ -1,0 +1,153 @@
+"""Results for participants: what the public page ``/r/{id}`` shows, when a survey opts in.
+
+Local-model surveys publish the ranking with its 95% score intervals. That is safe to
+publish to anyone: it is computed from randomized answers only, so it is
+post-processing of data that is already differentially private, and releasing it costs
+no privacy. Ranking surveys publish the Borda consensus of their synthetic rankings, for
+the same reason. Central-model surveys hold true answers, so their page shows only the
+latest differentially private release (nothing before the first one): publishing it
+again spends nothing.
+
+Items withheld by moderators (hidden, or back in review) are left out, and ranks count
+only the items shown. The intervals are each item's own score interval, which does not
+depend on which other items are shown; rank intervals, which do, are not published.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import Item, Release, Survey, utcnow
+from .analysis import ranking
+from .deadline import Deadline
+from .errors import NotFound
+from .ranking_surveys import consensus
+from .results.participation import PublicResults, ReleaseRef, ResultItem
+
+__all__ = ["public_results"]
+
+
+def _items(session: Session, survey_id: str) -> dict[str, Item]:
+    return {i.id: i for i in session.scalars(select(Item).where(Item.survey_id == survey_id))}
+
+
+def public_results(
+    session: Session, survey: Survey, fit_cache, consensus_cache, deadline: Deadline | None = None
+) -> PublicResults:
+    """The public results of a survey that publishes them (else NotFound, as if it had no page)."""
+    if not survey.public_results:
+        raise NotFound(f"survey {survey.id!r} does not publish its results")
+    items = _items(session, survey.id)
+    shown = {k: v for k, v in items.items() if v.status == "live"}
+    withheld = len(items) - len(shown)
+    base = {
+        "survey_id": survey.id,
+        "title": survey.title,
+        "kind": survey.kind,
+        "privacy_model": survey.privacy_model,
+        "as_of": utcnow(),
+        "withheld": withheld,
+    }
+    hidden_note = (
+        f" {withheld} item{'s' if withheld != 1 else ''} withheld by the moderators "
+        f"{'are' if withheld != 1 else 'is'} not shown; ranks count the items shown."
+        if withheld
+        else ""
+    )
+    if survey.privacy_model == "central":
+        return _central(session, survey, shown, base, hidden_note)
+    if survey.kind == "ranking":
+        out = consensus(session, survey, consensus_cache, "borda", None, None, 0.95, deadline=deadline)
+        ranked = [c for c in out.items if c.item_id in shown]
+        return PublicResults(
+            **base,
+            respondents=int(out.diagnostics.get("rankings", 0)),
+            comparisons=int(out.diagnostics.get("rankings", 0)),
+            items=[
+                ResultItem(
+                    rank=k + 1,
+                    item_id=c.item_id,
+                    label=c.label,
+                    score=c.score,
+                    ci=c.ci,
+                    mean_position=c.mean_position,
+                    added_at=shown[c.item_id].created_at,
+                    source=shown[c.item_id].source,
+                )
+                for k, c in enumerate(ranked)
+            ],
+            note="Items in the order of their mean position in everyone's rankings (each ranking was "
+            "randomized on the respondent's device or on arrival, so no one's answer can be read from it); "
+            "the interval is the Borda score's 95% interval." + hidden_note,
+        )
+    out = ranking(
+        session, survey, fit_cache, "debiased_mle", None, None, 0.95, "sandwich", "cluster", deadline=deadline
+    )
+    ranked = [r for r in out.items if r.item_id in shown]
+    note = (
+        "Each score is an item's estimated appeal (Bradley–Terry model): a gap of 1 between two items means "
+        "about 2.7 : 1 odds that a respondent prefers the higher one. The bar is the 95% interval; items "
+        "whose intervals overlap a lot may be in either order. Every answer was randomized before it was "
+        "stored, so these results say nothing certain about any one person."
+    )
+    if not out.uncertainty.available:
+        note += " There are not enough answers yet for intervals."
+    young = [r for r in ranked if shown[r.item_id].source != "seed"]
+    if young:
+        note += " Items added during the survey have fewer answers, so wider intervals."
+    return PublicResults(
+        **base,
+        respondents=out.diagnostics.respondents,
+        comparisons=out.diagnostics.comparisons,
+        items=[
+            ResultItem(
+                rank=k + 1,
+                item_id=r.item_id,
+                label=r.label,
+                score=r.score,
+                ci=r.ci,
+                comparisons=r.comparisons,
+                added_at=r.added_at,
+                source=shown[r.item_id].source,
+            )
+            for k, r in enumerate(ranked)
+        ],
+        note=note + hidden_note,
+    )
+
+
+def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dict, hidden_note: str):
+    release = session.scalars(
+        select(Release).where(Release.survey_id == survey.id).order_by(Release.created_at.desc()).limit(1)
+    ).first()
+    if release is None:
+        return PublicResults(
+            **base,
+            items=[],
+            note="Nothing is published yet: this survey's answers leave the service only as differentially "
+            "private releases, and there has been none.",
+        )
+    entries = [e for e in release.result.get("items", []) if e["item_id"] in shown]
+    entries.sort(key=lambda e: e["rank"])
+    created: datetime = release.created_at
+    return PublicResults(
+        **base,
+        items=[
+            ResultItem(
+                rank=k + 1,
+                item_id=e["item_id"],
+                label=e["label"],
+                score=e.get("score"),
+                added_at=shown[e["item_id"]].created_at,
+                source=shown[e["item_id"]].source,
+            )
+            for k, e in enumerate(entries)
+        ],
+        release=ReleaseRef(id=release.id, created_at=created, epsilon=release.epsilon, method=release.method),
+        note=f"The latest differentially private release ({release.method.replace('_', ' ')}, ε = "
+        f"{release.epsilon:g}): noise was added so that no one's answers can be inferred. Later answers "
+        "appear with the next release." + hidden_note,
+    )

@@ -1,0 +1,430 @@
+"""Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
+
+**Unlinkable authorship.** A suggestion row holds its text, its moderation and the hour
+it arrived — nothing that names or points to its author. The respondent's own row keeps
+only how many suggestions (and flags) they made, for the per-respondent limit. The two
+writes are separate transactions, so that no stored row shares a transaction id with the
+respondent's (PostgreSQL stamps every row a transaction writes with its id). What the
+server still sees is the request itself: at the moment of submission the process holds
+the token and the text together in memory; neither reaches a log (the request log has
+the path and status only).
+
+**Flags.** A respondent flags an item at most once: the flag is stored as
+HMAC-SHA256 keyed with the respondent's bearer token, which the database never holds
+(it keeps a SHA-256 of the token's secret). A repeat from the same token finds its
+digest; nobody holding the database can say who flagged what. An item whose distinct
+flags reach the survey's ``flag_threshold`` goes back to review: it is withheld (no
+longer served) until a moderator restores or hides it.
+
+**Moderation.** ``before``: suggestions wait (pending) for a moderator, who approves
+(optionally editing the text), rejects with a reason, or merges one into an existing
+item. ``after``: a suggestion becomes a live item at once, unless its text is the same
+as an item's (then it is merged into that item); moderators hide what should not stay.
+Near-duplicates are pointed out to moderators (:func:`similar_labels`): the same text
+once case, accents, punctuation and spacing are folded away, or a high similarity of
+character trigrams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from ..db.models import Item, ItemFlag, Respondent, Suggestion, Survey, new_id, utcnow
+from ..db.session import begin_write
+from .errors import Conflict, Invalid, NotFound
+from .surveys import append_items, get_survey, normalize_label, survey_items
+
+__all__ = [
+    "FLAGS_PER_RESPONDENT",
+    "LABEL_MAX",
+    "STATUSES",
+    "Similar",
+    "approve",
+    "edit",
+    "flag_item",
+    "fold_text",
+    "list_suggestions",
+    "merge",
+    "pending_count",
+    "reject",
+    "set_item_status",
+    "similar_labels",
+    "submit",
+]
+
+#: Longest suggestion (characters): an item label a respondent can read in a pair.
+LABEL_MAX = 200
+#: Most flags one respondent may raise in a survey.
+FLAGS_PER_RESPONDENT = 10
+STATUSES = ("pending", "approved", "rejected", "merged")
+#: Similarity from which a label is shown to moderators as a near-duplicate.
+SIMILAR_FROM = 0.5
+#: Near-duplicates listed per suggestion.
+SIMILAR_SHOWN = 3
+
+
+def _settings(survey: Survey) -> dict:
+    s = survey.suggestions
+    if not s or not s.get("enabled"):
+        raise Conflict("this survey does not take suggestions")
+    return s
+
+
+def _clean(label: str) -> str:
+    cleaned = normalize_label(label)
+    if not cleaned:
+        raise Invalid("a suggestion must not be empty")
+    if len(cleaned) > LABEL_MAX:
+        raise Invalid(f"a suggestion must be at most {LABEL_MAX} characters")
+    return cleaned
+
+
+def _hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+# -- near-duplicates --------------------------------------------------------------
+
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_SPACE = re.compile(r"\s+")
+
+
+def fold_text(label: str) -> str:
+    """The form two labels are compared in: compatibility-normalized, accents and
+    punctuation removed, case folded, spaces collapsed ("Bike lanes!" ≡ "bike  lanes")."""
+    text = unicodedata.normalize("NFKD", label)
+    text = "".join(c for c in text if not unicodedata.combining(c))
+    text = _PUNCT.sub(" ", text.casefold())
+    return _SPACE.sub(" ", text).strip()
+
+
+def _trigrams(folded: str) -> set[str]:
+    padded = f"  {folded} "
+    return {padded[k : k + 3] for k in range(len(padded) - 2)}
+
+
+@dataclass(frozen=True)
+class Similar:
+    label: str
+    similarity: float
+    same_text: bool
+    item_id: str | None = None
+    suggestion_id: str | None = None
+
+
+def similar_labels(
+    labels: list[str], against: list[tuple[str, str | None, str | None]]
+) -> list[list[Similar]]:
+    """For each of ``labels``, the entries of ``against`` — ``(label, item_id,
+    suggestion_id)`` — most like it, best first: the same folded text (similarity 1),
+    or a Dice coefficient of character trigrams of at least :data:`SIMILAR_FROM`. One
+    inverted index of trigrams, so the work is the postings the labels' trigrams hit, not
+    len(labels) × len(against) comparisons."""
+    folded = [fold_text(a[0]) for a in against]
+    grams = [_trigrams(f) for f in folded]
+    index: dict[str, list[int]] = {}
+    for k, g in enumerate(grams):
+        for t in g:
+            index.setdefault(t, []).append(k)
+    out = []
+    for label in labels:
+        f = fold_text(label)
+        g = _trigrams(f)
+        shared: Counter[int] = Counter()
+        for t in g:
+            shared.update(index.get(t, ()))
+        found = []
+        for k, n in shared.items():
+            same = folded[k] == f
+            dice = 1.0 if same else 2 * n / (len(g) + len(grams[k]))
+            if dice >= SIMILAR_FROM:
+                text, item_id, suggestion_id = against[k]
+                found.append(Similar(text, round(dice, 3), same, item_id, suggestion_id))
+        found.sort(key=lambda s: (-s.similarity, s.label))
+        out.append(found[:SIMILAR_SHOWN])
+    return out
+
+
+# -- respondents --------------------------------------------------------------------
+
+
+def submit(session: Session, survey: Survey, respondent: Respondent, label: str) -> int:
+    """Store a respondent's suggestion; returns how many more they may make.
+
+    Two transactions: first the respondent's counter (the limit), then the suggestion
+    — and, with moderation ``after``, its item — with nothing pointing back. A failure
+    of the second gives the counter back."""
+    settings = _settings(survey)
+    if survey.status != "open":
+        raise Conflict("this survey is closed")
+    text = _clean(label)
+    limit = int(settings["per_respondent"])
+    begin_write(session)
+    taken = session.execute(
+        update(Respondent)
+        .where(Respondent.id == respondent.id, Respondent.n_suggestions < limit)
+        .values(n_suggestions=Respondent.n_suggestions + 1)
+        .returning(Respondent.n_suggestions)
+    ).scalar_one_or_none()
+    if taken is None:
+        session.rollback()
+        raise Conflict(f"you have made the {limit} suggestions a respondent may make in this survey")
+    session.commit()
+    try:
+        _store(session, survey.id, text, settings["moderation"])
+    except BaseException:
+        session.rollback()
+        begin_write(session)
+        session.execute(
+            update(Respondent)
+            .where(Respondent.id == respondent.id)
+            .values(n_suggestions=Respondent.n_suggestions - 1)
+        )
+        session.commit()
+        raise
+    return limit - int(taken)
+
+
+def _store(session: Session, survey_id: str, text: str, moderation: str) -> None:
+    begin_write(session)
+    now = utcnow()
+    row = Suggestion(
+        id=new_id("sug"), survey_id=survey_id, label=text, status="pending", received_at=_hour(now)
+    )
+    if moderation == "after":
+        survey = get_survey(session, survey_id, lock=True)
+        if survey.status != "open":
+            raise Conflict("this survey is closed")
+        same = _same_item(session, survey_id, text)
+        if same is not None:
+            row.status, row.item_id = "merged", same.id
+        else:
+            (item,) = append_items(session, survey, [text], source="suggested", approved_at=now)
+            row.status, row.item_id = "approved", item.id
+        row.decided_at, row.decided_by = now, "auto"
+    session.add(row)
+    session.commit()
+
+
+def _same_item(session: Session, survey_id: str, text: str) -> Item | None:
+    """The item whose label is the same text once folded, if any."""
+    f = fold_text(text)
+    for item in survey_items(session, survey_id):
+        if fold_text(item.label) == f:
+            return item
+    return None
+
+
+def _flag_digest(token: str, item_id: str) -> str:
+    return hmac.new(token.encode(), f"privrank flag v1:{item_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def flag_item(session: Session, survey: Survey, respondent: Respondent, token: str, item_id: str) -> None:
+    """Record a respondent's flag on an item (a repeat counts once); at the survey's
+    threshold the item goes back to review and stops being served. Like a suggestion,
+    the respondent's counter and the flag are written in separate transactions."""
+    settings = _settings(survey)
+    item = session.get(Item, item_id)
+    if item is None or item.survey_id != survey.id:
+        raise NotFound(f"no item {item_id!r} in this survey")
+    digest = _flag_digest(token, item_id)
+    if session.get(ItemFlag, (item_id, digest)) is not None:
+        return  # flagged before: counted once
+    begin_write(session)
+    taken = session.execute(
+        update(Respondent)
+        .where(Respondent.id == respondent.id, Respondent.n_flags < FLAGS_PER_RESPONDENT)
+        .values(n_flags=Respondent.n_flags + 1)
+        .returning(Respondent.n_flags)
+    ).scalar_one_or_none()
+    if taken is None:
+        session.rollback()
+        raise Conflict(f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag")
+    session.commit()
+    begin_write(session)
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    added = session.execute(
+        insert(ItemFlag)
+        .values(item_id=item_id, digest=digest)
+        .on_conflict_do_nothing()
+        .returning(ItemFlag.digest)
+    ).scalar_one_or_none()
+    if added is None:  # a concurrent repeat won: give the counter back
+        session.rollback()
+        begin_write(session)
+        session.execute(
+            update(Respondent).where(Respondent.id == respondent.id).values(n_flags=Respondent.n_flags - 1)
+        )
+        session.commit()
+        return
+    survey = get_survey(session, survey.id, lock=True)
+    item = session.get(Item, item_id, populate_existing=True)
+    assert item is not None
+    item.flags += 1
+    if item.flags >= int(settings["flag_threshold"]) and item.status == "live":
+        item.status = "review"
+        _withhold(survey, item.position, True)
+    session.commit()
+
+
+# -- moderators ---------------------------------------------------------------------
+
+
+def _withhold(survey: Survey, position: int, withheld: bool) -> None:
+    current = set(survey.withheld or [])
+    current.add(position) if withheld else current.discard(position)
+    survey.withheld = sorted(current) or None
+    survey.updated_at = utcnow()
+
+
+def pending_count(session: Session, survey_id: str) -> int:
+    n = session.scalar(
+        select(func.count())
+        .select_from(Suggestion)
+        .where(Suggestion.survey_id == survey_id, Suggestion.status == "pending")
+    )
+    return int(n or 0)
+
+
+def list_suggestions(
+    session: Session, survey_id: str, status: str, limit: int, offset: int
+) -> tuple[list[tuple[Suggestion, list[Similar]]], int]:
+    """A page of the survey's suggestions (oldest first: the moderation queue), each with
+    its near-duplicates among the items and the other pending suggestions."""
+    get_survey(session, survey_id)
+    where = [Suggestion.survey_id == survey_id]
+    if status != "all":
+        if status not in STATUSES:
+            raise Invalid(f"status must be one of {', '.join(STATUSES)} or all")
+        where.append(Suggestion.status == status)
+    total = int(session.scalar(select(func.count()).select_from(Suggestion).where(*where)) or 0)
+    rows = list(
+        session.scalars(
+            select(Suggestion)
+            .where(*where)
+            .order_by(Suggestion.received_at, Suggestion.id)
+            .limit(limit)
+            .offset(offset)
+        )
+    )
+    if not rows:
+        return [], total
+    against: list[tuple[str, str | None, str | None]] = [
+        (label, item_id, None)
+        for item_id, label in session.execute(select(Item.id, Item.label).where(Item.survey_id == survey_id))
+    ]
+    pending = session.execute(
+        select(Suggestion.id, Suggestion.label).where(
+            Suggestion.survey_id == survey_id, Suggestion.status == "pending"
+        )
+    ).all()
+    against += [(label, None, sid) for sid, label in pending]
+    hints = similar_labels([r.label for r in rows], against)
+    out = []
+    for row, found in zip(rows, hints, strict=True):
+        # Not itself, nor (once decided) the item it became.
+        keep = [
+            s for s in found if s.suggestion_id != row.id and not (s.item_id and s.item_id == row.item_id)
+        ]
+        out.append((row, keep))
+    return out, total
+
+
+def _pending(session: Session, survey_id: str, suggestion_id: str) -> Suggestion:
+    row = session.get(Suggestion, suggestion_id, populate_existing=True)
+    if row is None or row.survey_id != survey_id:
+        raise NotFound(f"no suggestion {suggestion_id!r} in this survey")
+    if row.status != "pending":
+        raise Conflict(f"this suggestion was already decided ({row.status})")
+    return row
+
+
+def edit(session: Session, survey_id: str, suggestion_id: str, label: str) -> Suggestion:
+    text = _clean(label)
+    begin_write(session)
+    get_survey(session, survey_id, lock=True)
+    row = _pending(session, survey_id, suggestion_id)
+    row.label = text
+    session.commit()
+    return row
+
+
+def approve(
+    session: Session, survey_id: str, suggestion_id: str, moderator: str, label: str | None = None
+) -> Suggestion:
+    """Make a pending suggestion an item (optionally with an edited text)."""
+    text = None if label is None else _clean(label)
+    begin_write(session)
+    survey = get_survey(session, survey_id, lock=True)
+    row = _pending(session, survey_id, suggestion_id)
+    text = text or row.label
+    same = _same_item(session, survey_id, text)
+    if same is not None:
+        raise Conflict(
+            f"the survey already has this item ({same.label!r}, {same.id}); merge the suggestion into it "
+            "instead"
+        )
+    if survey.status != "open":
+        raise Conflict("items can only be added to an open survey")
+    now = utcnow()
+    (item,) = append_items(session, survey, [text], source="suggested", approved_at=now)
+    row.label, row.status, row.item_id = text, "approved", item.id
+    row.decided_at, row.decided_by = now, moderator
+    session.commit()
+    return row
+
+
+def reject(session: Session, survey_id: str, suggestion_id: str, moderator: str, reason: str) -> Suggestion:
+    reason = reason.strip()
+    if not reason:
+        raise Invalid("give a reason for rejecting a suggestion")
+    begin_write(session)
+    get_survey(session, survey_id, lock=True)
+    row = _pending(session, survey_id, suggestion_id)
+    row.status, row.reason = "rejected", reason[:500]
+    row.decided_at, row.decided_by = utcnow(), moderator
+    session.commit()
+    return row
+
+
+def merge(session: Session, survey_id: str, suggestion_id: str, moderator: str, item_id: str) -> Suggestion:
+    """Count a pending suggestion as the existing item ``item_id`` (nothing is added)."""
+    begin_write(session)
+    get_survey(session, survey_id, lock=True)
+    row = _pending(session, survey_id, suggestion_id)
+    item = session.get(Item, item_id)
+    if item is None or item.survey_id != survey_id:
+        raise NotFound(f"no item {item_id!r} in this survey")
+    row.status, row.item_id = "merged", item.id
+    row.decided_at, row.decided_by = utcnow(), moderator
+    session.commit()
+    return row
+
+
+def set_item_status(session: Session, survey_id: str, item_id: str, status: str) -> Item:
+    """Hide an item (it is no longer served; its answers stay) or make it live again
+    (which also clears its flags: it has been reviewed)."""
+    if status not in ("live", "hidden"):
+        raise Invalid("status must be 'live' or 'hidden'")
+    begin_write(session)
+    survey = get_survey(session, survey_id, lock=True)
+    item = session.get(Item, item_id, populate_existing=True)
+    if item is None or item.survey_id != survey_id:
+        raise NotFound(f"no item {item_id!r} in this survey")
+    item.status = status
+    if status == "live":
+        item.flags = 0
+    _withhold(survey, item.position, status != "live")
+    session.commit()
+    return item
