@@ -206,3 +206,69 @@ def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
     leaked = _secrets_in(output, secrets)
     assert not leaked, f"secrets in the logs: {leaked}"
     assert '"winner"' not in output and "'winner'" not in output
+
+
+def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
+    """Issue 17: after suggestions and flags from known respondents (debug level, access
+    log on), no log line holds a respondent id or token, nor the suggestion's text; and
+    the stored suggestions and flags hold neither."""
+    import sqlite3
+
+    db = tmp_path / "suggest.db"
+    server = LiveServer(
+        {
+            "DATABASE_URL": f"sqlite:///{db}",
+            "PRIVRANK_ADMIN_KEY": ADMIN,
+            "PRIVRANK_LOG_LEVEL": "debug",
+            "PRIVRANK_ACCESS_LOG": "1",
+        },
+        workers=1,
+    )
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    known: list[tuple[str, str]] = []
+    texts = [f"Suggestion {uuid.uuid4().hex[:8]} number {k}" for k in range(4)]
+    try:
+        c = httpx2.Client(base_url=server.base, timeout=30)
+        s = c.post(
+            "/v1/surveys",
+            json={
+                "title": "ideas",
+                "items": ["A", "B", "C"],
+                "suggestions": {"per_respondent": 1, "moderation": "before", "flag_threshold": 2},
+            },
+            headers=admin,
+        ).json()
+        for k, label in enumerate(texts):
+            r = c.post(f"/v1/surveys/{s['id']}/respondents", json={}).json()
+            known.append((r["respondent_id"], r["token"]))
+            h = {"Authorization": f"Bearer {r['token']}"}
+            assert (
+                c.post(f"/v1/surveys/{s['id']}/suggestions", json={"label": label}, headers=h).status_code
+                == 202
+            )
+            over = c.post(f"/v1/surveys/{s['id']}/suggestions", json={"label": label + "!"}, headers=h)
+            assert over.status_code == 409  # the failure path too
+            flagged = c.post(f"/v1/surveys/{s['id']}/items/{s['items'][k % 3]['id']}/flag", headers=h)
+            assert flagged.status_code == 204
+        queue = c.get(f"/v1/surveys/{s['id']}/suggestions", headers=admin).json()["suggestions"]
+        assert (
+            c.post(
+                f"/v1/surveys/{s['id']}/suggestions/{queue[0]['id']}/reject",
+                json={"reason": "no"},
+                headers=admin,
+            ).status_code
+            == 200
+        )
+        c.close()
+    finally:
+        output = server.stop()
+    assert "/suggestions" in output and "/flag" in output, "the requests should be logged"
+    secrets = {f"respondent {k}": rid for k, (rid, _) in enumerate(known)}
+    secrets |= {f"token {k}": token for k, (_, token) in enumerate(known)}
+    secrets |= {f"text {k}": t for k, t in enumerate(texts)}
+    assert not _secrets_in(output, secrets), _secrets_in(output, secrets)
+    with sqlite3.connect(db) as conn:
+        for table in ("suggestions", "item_flags"):
+            dump = " ".join(str(v) for row in conn.execute(f"SELECT * FROM {table}") for v in row)
+            assert dump, table
+            assert not any(x in dump for rid, token in known for x in (rid, token, token.partition(".")[2]))

@@ -97,7 +97,7 @@ def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
 def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) -> SurveyOut:
     """A closed survey answers 409 to new respondents and responses; reopening is allowed.
     ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged)."""
-    suggestions = svc.UNSET
+    suggestions: dict | None = svc.UNSET
     if "suggestions" in body.model_fields_set:
         suggestions = None if body.suggestions is None else body.suggestions.model_dump()
     survey = svc.update_survey(

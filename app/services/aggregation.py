@@ -49,6 +49,7 @@ __all__ = [
     "encode_rankings",
     "fold_pending",
     "fold_soon",
+    "item_counts",
     "read_ranking_snapshot",
     "read_snapshot",
 ]
@@ -221,6 +222,7 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
         },
     )
     session.execute(stmt, rows)
+    state.item_counts = _item_counts(session, survey_id, state, i, j)
     state.version += 1
     state.n_comparisons += int(i.size)
     low = float(eps.min())
@@ -228,6 +230,39 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     state.updated_at = utcnow()
     session.commit()
     return int(i.size)
+
+
+def _item_counts(
+    session: Session, survey_id: str, state: SurveyStats, i: NDArray[np.int64], j: NDArray[np.int64]
+) -> bytes:
+    """The survey's comparisons per item after this fold, packed (little-endian int64 by
+    position). A survey folded before the counts existed gets them from ``pair_stats``
+    once (here, under the fold's lock, which includes this fold's rows)."""
+    size = int(max(i.max(), j.max())) + 1
+    if state.item_counts is None:
+        rows = session.execute(
+            select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey_id)
+        ).all()
+        counts = np.zeros(size, dtype=np.int64)
+        if rows:
+            a = np.array(rows, dtype=np.int64)
+            size = max(size, int(a[:, :2].max()) + 1)
+            counts = np.bincount(a[:, 0], a[:, 2], size) + np.bincount(a[:, 1], a[:, 2], size)
+        return counts.astype("<i8").tobytes()
+    counts = np.frombuffer(state.item_counts, dtype="<i8").astype(np.int64)
+    if counts.size < size:
+        counts = np.concatenate([counts, np.zeros(size - counts.size, dtype=np.int64)])
+    counts += np.bincount(i, minlength=counts.size) + np.bincount(j, minlength=counts.size)
+    return counts.astype("<i8").tobytes()
+
+
+def item_counts(payload: bytes | None, m: int) -> NDArray[np.int64]:
+    """Comparisons per item position 0 … m−1 from a survey's packed counts."""
+    counts = np.zeros(m, dtype=np.int64)
+    if payload:
+        stored = np.frombuffer(payload, dtype="<i8")[:m]
+        counts[: stored.size] = stored
+    return counts
 
 
 #: Seconds between two background folds of one survey started by one process: the goal's

@@ -68,12 +68,12 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from ..stats.adaptive import draw_respondent_pairs
-from .aggregation import fold_pending, fold_soon
+from .aggregation import fold_pending, fold_soon, item_counts
 from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, goal_met, make_ticket
 from .respondents import registered_epsilon
 from .surveys import current_item_index, item_count_of
 
-__all__ = ["REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]
+__all__ = ["CATCH_UP_SHARE", "REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]
 
 #: Below this many possible pairs the counts are always read whole (a few kB).
 SMALL_SURVEY_PAIRS = 1_000
@@ -393,7 +393,20 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         toward = _toward_goal(session, survey, respondent, goal, m, done, count, rng, cache, version)
     tickets: list[str | None] | None = None
     if toward is None:
-        chosen = _balanced(session, survey, central, n_pairs, starts, mine, count, rng, cache)
+        withheld = np.array([k for k in survey.withheld or () if k < m], dtype=np.int64)
+        live = np.ones(m, dtype=bool)
+        live[withheld] = False
+        excluded = _exclude_withheld(mine, withheld, starts)
+        caught = np.empty(0, dtype=np.int64)
+        if not central and items.late:
+            caught = _catch_up(session, survey.id, items.late, live, excluded, starts, count, rng, cache)
+            excluded = np.union1d(excluded, caught)
+
+        def draw(exclude: NDArray[np.int64], want: int) -> NDArray[np.int64]:
+            return _balanced(session, survey, central, n_pairs, starts, exclude, want, rng, cache)
+
+        rest = _avoiding(draw, excluded, live, starts, count - caught.size, rng)
+        chosen = np.concatenate([caught, rest])
         a, b = _pairs(chosen, starts)
     else:
         a, b, tickets = toward
@@ -438,6 +451,118 @@ def _balanced(
         counts = _counts(session, survey.id, m, state.version, cache)
         chosen = _least_answered(counts, n_pairs, mine, count, rng)
     return chosen
+
+
+#: Share of the pairs served while some item added during the survey is below the
+#: survey's median comparison count: each served pair is a catch-up pair with this
+#: probability (see :func:`_catch_up`); the others follow the assignment strategy.
+CATCH_UP_SHARE = 0.5
+
+#: Withheld items' pairs are excluded by pair number up to this many keys; beyond it,
+#: pairs drawn that touch a withheld item are dropped and drawn again.
+_EXCLUDE_KEYS = 200_000
+
+
+def _exclude_withheld(
+    mine: NDArray[np.int64], withheld: NDArray[np.int64], starts: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """``mine`` plus the pairs that touch a withheld item, when they are few enough to list."""
+    m = starts.size
+    if withheld.size == 0 or withheld.size * (m - 1) > _EXCLUDE_KEYS:
+        return mine
+    others = np.arange(m, dtype=np.int64)
+    keys = []
+    for w in withheld.tolist():
+        o = others[others != w]
+        keys.append(_keys(np.minimum(o, w), np.maximum(o, w), starts))
+    return np.union1d(mine, np.concatenate(keys))
+
+
+def _avoiding(draw, excluded, live, starts, want: int, rng) -> NDArray[np.int64]:
+    """``draw(excluded, n)`` until ``want`` pairs of live items are found (pairs touching a
+    withheld item are dropped and excluded from the next draws; a few rounds at most)."""
+    if want <= 0:
+        return np.empty(0, dtype=np.int64)
+    if live.all():
+        return draw(excluded, want)
+    got: list[NDArray[np.int64]] = []
+    n = 0
+    for _ in range(_LOOKUP_ROUNDS):
+        chosen = draw(excluded, 2 * (want - n) + 8)
+        if chosen.size == 0:
+            break
+        a, b = _pairs(chosen, starts)
+        ok = live[a] & live[b]
+        keep = chosen[ok][: want - n]
+        got.append(keep)
+        n += keep.size
+        excluded = np.union1d(excluded, chosen)
+        if n >= want:
+            break
+    return np.concatenate(got) if got else np.empty(0, dtype=np.int64)
+
+
+def _survey_item_counts(session: Session, survey_id: str, m: int, cache) -> NDArray[np.int64]:
+    """Comparisons per item (folded), from the cache at the survey's current data version."""
+    version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
+    key = ("item-counts", survey_id, m)
+    found = cache.lru.get(key) if cache is not None else None
+    if found is not None and found[0] == version:
+        return found[1]
+    payload = session.scalar(select(SurveyStats.item_counts).where(SurveyStats.survey_id == survey_id))
+    counts = item_counts(payload, m)
+    if cache is not None:
+        cache.lru.put(key, (version, counts), int(counts.nbytes) + 100)
+    return counts
+
+
+def _catch_up(
+    session: Session,
+    survey_id: str,
+    late: tuple[int, ...],
+    live: NDArray[np.bool_],
+    excluded: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    count: int,
+    rng: np.random.Generator,
+    cache,
+) -> NDArray[np.int64]:
+    """Catch-up pairs for items added during the survey (README, "New items catch up").
+
+    While a live item that joined late has fewer comparisons than the median live item,
+    each of the ``count`` pairs is, with probability :data:`CATCH_UP_SHARE`, a pair of
+    such an item (drawn with weight its shortfall) and a live partner drawn uniformly
+    among those the respondent has not compared it with. So a new item gains about
+    ``CATCH_UP_SHARE`` comparison per pair served until it reaches the median, instead of
+    2/m; the rest of the pairs follow the strategy in force (which, balanced, prefers the
+    new item's unanswered pairs too). Local surveys without a goal only: a central
+    survey's assignment stays data-independent, and a goal survey draws from its own pool."""
+    m = starts.size
+    cand = np.array([k for k in late if k < m and live[k]], dtype=np.int64)
+    if cand.size == 0:
+        return np.empty(0, dtype=np.int64)
+    counts = _survey_item_counts(session, survey_id, m, cache)
+    median = float(np.median(counts[live]))
+    short = median - counts[cand]
+    young, short = cand[short > 0], short[short > 0]
+    slots = int(rng.binomial(count, CATCH_UP_SHARE))
+    if young.size == 0 or slots == 0:
+        return np.empty(0, dtype=np.int64)
+    partners = np.flatnonzero(live)
+    picked: list[int] = []
+    taken = set()
+    for y in rng.choice(young, size=slots, p=short / short.sum()).tolist():
+        for _ in range(8):  # a free partner is found within a few draws unless y's pairs run out
+            z = int(partners[rng.integers(partners.size)])
+            if z == y:
+                continue
+            key = int(_keys(np.array([min(y, z)]), np.array([max(y, z)]), starts)[0])
+            if key in taken or _member(excluded, np.array([key]))[0]:
+                continue
+            picked.append(key)
+            taken.add(key)
+            break
+    return np.array(picked, dtype=np.int64)
 
 
 def _toward_goal(

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ..db.models import Item, Release, Survey, utcnow
 from .analysis import ranking
 from .deadline import Deadline
-from .errors import NotFound
+from .errors import Conflict, NotFound
 from .ranking_surveys import consensus
 from .results.participation import PublicResults, ReleaseRef, ResultItem
 
@@ -60,12 +60,15 @@ def public_results(
     if survey.privacy_model == "central":
         return _central(session, survey, shown, base, hidden_note)
     if survey.kind == "ranking":
-        out = consensus(session, survey, consensus_cache, "borda", None, None, 0.95, deadline=deadline)
-        ranked = [c for c in out.items if c.item_id in shown]
+        try:
+            agreed = consensus(session, survey, consensus_cache, "borda", None, None, 0.95, deadline=deadline)
+        except Conflict:  # no rankings yet
+            return PublicResults(**base, respondents=0, comparisons=0, items=[], note="No rankings yet.")
+        ordered = [c for c in agreed.items if c.item_id in shown]
         return PublicResults(
             **base,
-            respondents=int(out.diagnostics.get("rankings", 0)),
-            comparisons=int(out.diagnostics.get("rankings", 0)),
+            respondents=int(agreed.diagnostics.get("rankings", 0)),
+            comparisons=int(agreed.diagnostics.get("rankings", 0)),
             items=[
                 ResultItem(
                     rank=k + 1,
@@ -77,7 +80,7 @@ def public_results(
                     added_at=shown[c.item_id].created_at,
                     source=shown[c.item_id].source,
                 )
-                for k, c in enumerate(ranked)
+                for k, c in enumerate(ordered)
             ],
             note="Items in the order of their mean position in everyone's rankings (each ranking was "
             "randomized on the respondent's device or on arrival, so no one's answer can be read from it); "
@@ -94,7 +97,7 @@ def public_results(
         "stored, so these results say nothing certain about any one person."
     )
     if not out.uncertainty.available:
-        note += " There are not enough answers yet for intervals."
+        note += f" No intervals yet: {out.uncertainty.message or 'there are not enough answers'}"
     young = [r for r in ranked if shown[r.item_id].source != "seed"]
     if young:
         note += " Items added during the survey have fewer answers, so wider intervals."

@@ -422,6 +422,11 @@ def set_item_status(session: Session, survey_id: str, item_id: str, status: str)
     item = session.get(Item, item_id, populate_existing=True)
     if item is None or item.survey_id != survey_id:
         raise NotFound(f"no item {item_id!r} in this survey")
+    if status == "hidden" and (survey.kind != "pairwise" or survey.goal):
+        raise Conflict(
+            "items of ranking surveys and of surveys with a goal cannot be hidden: a ranking orders every "
+            "item, and a goal's certificate draws each pair's partner from all the items"
+        )
     item.status = status
     if status == "live":
         item.flags = 0

@@ -198,6 +198,8 @@ def create_survey(
         len(cleaned),
     )
     suggestion_settings = resolve_suggestions(suggestions, kind)
+    if suggestion_settings and suggestion_settings["enabled"] and goal is not None:
+        raise Invalid(_NO_SUGGESTIONS_WITH_GOAL)
     _check_results(public_results, results_on_finish)
     begin_write(session)
     survey = Survey(
@@ -272,6 +274,9 @@ class ItemIndex:
     ids: tuple[str, ...]
     labels: tuple[str, ...]
     positions: Mapping[str, int]
+    #: Positions of the items that joined after the survey's creation (source "added" or
+    #: "suggested"): the candidates for catch-up (app.services.assignment).
+    late: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -286,7 +291,9 @@ class ItemIndex:
 def item_index(session: Session, survey_id: str) -> ItemIndex:
     """The survey's items as an :class:`ItemIndex` (one query; no ORM objects)."""
     rows = session.execute(
-        select(Item.id, Item.position, Item.label).where(Item.survey_id == survey_id).order_by(Item.position)
+        select(Item.id, Item.position, Item.label, Item.source)
+        .where(Item.survey_id == survey_id)
+        .order_by(Item.position)
     ).all()
     if any(row.position != k for k, row in enumerate(rows)):  # pragma: no cover - positions are 0..m-1
         raise RuntimeError(f"survey {survey_id}: item positions are not 0..m-1")
@@ -294,6 +301,7 @@ def item_index(session: Session, survey_id: str) -> ItemIndex:
         ids=tuple(row.id for row in rows),
         labels=tuple(row.label for row in rows),
         positions=MappingProxyType({row.id: row.position for row in rows}),
+        late=tuple(row.position for row in rows if row.source != "seed"),
     )
 
 
@@ -384,6 +392,12 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
     return {"enabled": enabled, "per_respondent": per, "moderation": moderation, "flag_threshold": threshold}
 
 
+_NO_SUGGESTIONS_WITH_GOAL = (
+    "a survey with a goal does not take suggestions: its certificate draws each pair's partner from all "
+    "the items, so items could not be hidden (admins may still add items)"
+)
+
+
 def _check_results(public_results: bool, results_on_finish: bool) -> None:
     if results_on_finish and not public_results:
         raise Invalid("results_on_finish shows the public results: it needs public_results")
@@ -408,6 +422,8 @@ def update_survey(
     survey = get_survey(session, survey_id, lock=True)
     if suggestions is not UNSET:
         survey.suggestions = resolve_suggestions(suggestions, survey.kind)
+        if survey.suggestions and survey.suggestions["enabled"] and survey.goal:
+            raise Invalid(_NO_SUGGESTIONS_WITH_GOAL)
     public = survey.public_results if public_results is None else public_results
     on_finish = survey.results_on_finish if results_on_finish is None else results_on_finish
     _check_results(public, on_finish)

@@ -96,7 +96,9 @@ BODIES = {
     ("post", "/v1/surveys/{survey_id}/suggestions"): {"label": "A new idea"},
     ("patch", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}"): {"label": "edited"},
     ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/reject"): {"reason": "off topic"},
-    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/merge"): {"item_id": "itm_aaaaaaaaaaaaaaaa"},
+    ("post", "/v1/surveys/{survey_id}/suggestions/{suggestion_id}/merge"): {
+        "item_id": "itm_aaaaaaaaaaaaaaaa"
+    },
     ("patch", "/v1/surveys/{survey_id}/items/{item_id}"): {"status": "live"},
     ("post", "/v1/surveys/{survey_id}/jobs"): {"kind": "ranking"},
     ("post", "/v1/jobs"): {

@@ -1,0 +1,348 @@
+"""Participatory surveys (app.services.suggestions, app.services.public_results): suggestions,
+moderation, flags, roles and limits, unlinkable authorship, and the public results."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+from sqlalchemy import inspect, select, text
+
+from app.db.models import Item, ItemFlag, Respondent, Suggestion
+from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
+
+
+def _survey(client, items=("Parks", "Bike lanes", "Libraries", "Night buses"), **extra) -> dict:
+    body = {"title": "City ideas", "items": list(items), **extra}
+    r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _suggest(client, sid, headers, label):
+    return client.post(f"/v1/surveys/{sid}/suggestions", json={"label": label}, headers=headers)
+
+
+def _served_items(client, sid, headers, rounds=30) -> set[str]:
+    seen: set[str] = set()
+    for _ in range(rounds):
+        pairs = client.get(f"/v1/surveys/{sid}/pairs?count=10", headers=headers).json()["pairs"]
+        seen |= {p["a"] for p in pairs} | {p["b"] for p in pairs}
+    return seen
+
+
+def test_the_moderation_flow_before(client):
+    s = _survey(client, suggestions={"enabled": True, "per_respondent": 3, "moderation": "before"})
+    sid = s["id"]
+    assert s["suggestions"] == {
+        "enabled": True,
+        "per_respondent": 3,
+        "moderation": "before",
+        "flag_threshold": 3,
+    }
+    public = client.get(f"/v1/surveys/{sid}/public").json()
+    assert public["suggestions"] == {"enabled": True, "per_respondent": 3, "moderation": "before"}
+    _, h = register(client, sid)
+    remaining = [
+        _suggest(client, sid, h, label) for label in ("parks!", "Community gardens", "Safer crossings")
+    ]
+    assert [r.status_code for r in remaining] == [202, 202, 202]
+    assert [r.json()["remaining"] for r in remaining] == [2, 1, 0]
+    over = _suggest(client, sid, h, "One more")
+    assert over.status_code == 409 and "3 suggestions" in over.json()["detail"]
+    # Pending suggestions are not items: nothing new is served, the survey still has 4 items.
+    assert client.get(f"/v1/surveys/{sid}/public").json()["n_items"] == 4
+    moderator = analyst_headers(client, role="moderator")
+    assert client.get(f"/v1/surveys/{sid}", headers=moderator).json()["pending_suggestions"] == 3
+    queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()
+    assert queue["total"] == 3
+    by_label = {q["label"]: q for q in queue["suggestions"]}
+    # "parks!" is the seed item "Parks" once case and punctuation are folded.
+    dup = by_label["parks!"]["similar"][0]
+    assert dup["same_text"] and dup["similarity"] == 1.0 and dup["label"] == "Parks" and dup["item_id"]
+    assert by_label["Community gardens"]["similar"] == []
+    received = datetime.fromisoformat(by_label["parks!"]["received_at"])
+    assert (received.minute, received.second, received.microsecond) == (0, 0, 0)
+
+    # Merge the duplicate into the seed item; nothing is added.
+    parks = next(i for i in s["items"] if i["label"] == "Parks")
+    merged = client.post(
+        f"/v1/surveys/{sid}/suggestions/{by_label['parks!']['id']}/merge",
+        json={"item_id": parks["id"]},
+        headers=moderator,
+    )
+    assert merged.status_code == 200 and merged.json()["status"] == "merged"
+    assert merged.json()["item_id"] == parks["id"]
+    # Approving a label an item already has is refused: merge instead.
+    clash = client.post(
+        f"/v1/surveys/{sid}/suggestions/{by_label['Community gardens']['id']}/approve",
+        json={"label": "bike LANES"},
+        headers=moderator,
+    )
+    assert clash.status_code == 409 and "merge" in clash.json()["detail"]
+    # Edit, then approve: the edited text becomes a suggested item, served at once.
+    gid = by_label["Community gardens"]["id"]
+    edited = client.patch(
+        f"/v1/surveys/{sid}/suggestions/{gid}",
+        json={"label": "Community gardens in every district"},
+        headers=moderator,
+    )
+    assert edited.status_code == 200 and edited.json()["label"] == "Community gardens in every district"
+    approved = client.post(f"/v1/surveys/{sid}/suggestions/{gid}/approve", headers=moderator)
+    assert approved.status_code == 200 and approved.json()["status"] == "approved"
+    item_id = approved.json()["item_id"]
+    survey = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()
+    new = next(i for i in survey["items"] if i["id"] == item_id)
+    assert new["label"] == "Community gardens in every district" and new["source"] == "suggested"
+    assert new["status"] == "live" and new["approved_at"] is not None
+    assert {i["source"] for i in survey["items"] if i["id"] != item_id} == {"seed"}
+    _, h2 = register(client, sid)
+    assert item_id in _served_items(client, sid, h2, rounds=3)
+    # Reject needs a reason; a decided suggestion cannot be decided again.
+    sid3 = by_label["Safer crossings"]["id"]
+    assert (
+        client.post(
+            f"/v1/surveys/{sid}/suggestions/{sid3}/reject", json={"reason": ""}, headers=moderator
+        ).status_code
+        == 422
+    )
+    rejected = client.post(
+        f"/v1/surveys/{sid}/suggestions/{sid3}/reject",
+        json={"reason": "Not a city matter"},
+        headers=moderator,
+    )
+    assert rejected.json()["status"] == "rejected" and rejected.json()["reason"] == "Not a city matter"
+    again = client.post(f"/v1/surveys/{sid}/suggestions/{sid3}/approve", headers=moderator)
+    assert again.status_code == 409
+    assert client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()["total"] == 0
+    everything = client.get(f"/v1/surveys/{sid}/suggestions?status=all", headers=moderator).json()
+    assert sorted(q["status"] for q in everything["suggestions"]) == ["approved", "merged", "rejected"]
+    # A moderator reads surveys and moderates, nothing else.
+    assert client.get(f"/v1/surveys/{sid}/ranking", headers=moderator).status_code == 403
+    assert client.get(f"/v1/surveys/{sid}/comparisons.csv", headers=moderator).status_code == 403
+    assert client.patch(f"/v1/surveys/{sid}", json={"title": "x"}, headers=moderator).status_code == 403
+    # An analyst reads surveys but does not see the queue.
+    assert client.get(f"/v1/surveys/{sid}/suggestions", headers=analyst_headers(client)).status_code == 403
+
+
+def test_moderation_after_is_live_at_once_and_can_be_hidden(client):
+    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2})
+    sid = s["id"]
+    _, h = register(client, sid)
+    assert _suggest(client, sid, h, "Free water fountains").status_code == 202
+    assert _suggest(client, sid, h, "  NIGHT buses ").status_code == 202  # the seed item, folded
+    survey = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()
+    assert len(survey["items"]) == 5
+    new = survey["items"][-1]
+    assert new["label"] == "Free water fountains" and new["source"] == "suggested" and new["approved_at"]
+    decided = client.get(f"/v1/surveys/{sid}/suggestions?status=all", headers=ADMIN).json()["suggestions"]
+    assert sorted(q["status"] for q in decided) == ["approved", "merged"]
+    assert {q["item_id"] for q in decided} == {new["id"], survey["items"][3]["id"]}
+    _, h2 = register(client, sid)
+    assert new["id"] in _served_items(client, sid, h2, rounds=2)
+    hidden = client.patch(f"/v1/surveys/{sid}/items/{new['id']}", json={"status": "hidden"}, headers=ADMIN)
+    assert hidden.status_code == 200 and hidden.json()["status"] == "hidden"
+    _, h3 = register(client, sid)
+    seen = _served_items(client, sid, h3, rounds=5)
+    assert new["id"] not in seen and len(seen) == 4  # every other item still served
+    assert (
+        client.patch(f"/v1/surveys/{sid}/items/{new['id']}", json={"status": "live"}, headers=ADMIN).json()[
+            "status"
+        ]
+        == "live"
+    )
+    _, h4 = register(client, sid)
+    assert new["id"] in _served_items(client, sid, h4, rounds=2)
+
+
+def test_flags_count_once_per_respondent_and_send_an_item_to_review(client):
+    items = [f"idea {k}" for k in range(12)]
+    s = _survey(client, items=items, suggestions={"enabled": True, "flag_threshold": 2})
+    sid = s["id"]
+    target = s["items"][0]["id"]
+    _, a = register(client, sid)
+    _, b = register(client, sid)
+    for _ in range(3):
+        assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=a).status_code == 204
+    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
+    assert (item["flags"], item["status"]) == (1, "live")
+    assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=b).status_code == 204
+    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
+    assert (item["flags"], item["status"]) == (2, "review")
+    _, c = register(client, sid)
+    assert target not in _served_items(client, sid, c, rounds=8)
+    # Restoring clears the flags; the same respondents' earlier flags do not count again.
+    client.patch(f"/v1/surveys/{sid}/items/{target}", json={"status": "live"}, headers=ADMIN)
+    assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=a).status_code == 204
+    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
+    assert (item["flags"], item["status"]) == (0, "live")
+    # At most 10 flags per respondent.
+    codes = [
+        client.post(f"/v1/surveys/{sid}/items/{i['id']}/flag", headers=c).status_code for i in s["items"][1:]
+    ]
+    assert codes == [204] * 10 + [409]
+    # Unknown items, and items of another survey, are not found.
+    other = _survey(client, items=["x", "y"], suggestions={"enabled": True})
+    assert (
+        client.post(f"/v1/surveys/{sid}/items/{other['items'][0]['id']}/flag", headers=a).status_code == 404
+    )
+
+
+def test_settings_are_checked(client):
+    def create(**extra):
+        return client.post("/v1/surveys", json={"title": "t", "items": ["a", "b"], **extra}, headers=ADMIN)
+
+    assert create(suggestions={"per_respondent": 0}).status_code == 422
+    assert create(suggestions={"per_respondent": 21}).status_code == 422
+    assert create(suggestions={"moderation": "never"}).status_code == 422
+    assert create(suggestions={"flag_threshold": 0}).status_code == 422
+    assert create(results_on_finish=True).status_code == 422
+    assert create(kind="ranking", suggestions={}).status_code == 422
+    goal = {"assignment": "adaptive", "goal": {"top_k": 1}}
+    assert create(suggestions={}, **goal).status_code == 422
+    sid = create().json()["id"]
+    _, h = register(client, sid)
+    assert _suggest(client, sid, h, "idea").status_code == 409  # suggestions are off
+    on = client.patch(f"/v1/surveys/{sid}", json={"suggestions": {"per_respondent": 1}}, headers=ADMIN)
+    assert on.status_code == 200 and on.json()["suggestions"]["per_respondent"] == 1
+    assert _suggest(client, sid, h, "x" * 201).status_code == 422
+    assert _suggest(client, sid, h, "idea").status_code == 202
+    # A title change leaves the settings alone; null turns them off.
+    assert client.patch(f"/v1/surveys/{sid}", json={"title": "u"}, headers=ADMIN).json()["suggestions"]
+    off = client.patch(f"/v1/surveys/{sid}", json={"suggestions": None}, headers=ADMIN)
+    assert off.json()["suggestions"] is None
+    client.patch(f"/v1/surveys/{sid}", json={"status": "closed", "suggestions": {}}, headers=ADMIN)
+    _, h2 = register(client, sid) if False else (None, h)
+    assert _suggest(client, sid, h2, "late idea").status_code == 409  # closed
+
+
+def test_authorship_is_not_stored(client, app):
+    """After suggestions and flags from known respondents, no stored row holds a respondent id
+    or token next to a suggestion or a flag, and the respondents' rows hold counts only."""
+    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "flag_threshold": 5})
+    sid = s["id"]
+    known = []
+    for k in range(3):
+        rid, h = register(client, sid)
+        token = h["Authorization"].split()[1]
+        known.append((rid, token))
+        assert _suggest(client, sid, h, f"Authored idea number {k}").status_code == 202
+        assert (
+            client.post(f"/v1/surveys/{sid}/items/{s['items'][0]['id']}/flag", headers=h).status_code == 204
+        )
+    texts = [f"Authored idea number {k}" for k in range(3)]
+    secrets = [x for rid, token in known for x in (rid, token, token.partition(".")[2])]
+    with app.state.session_factory() as session:
+        conn = session.connection()
+        for table in inspect(conn).get_table_names():
+            for row in conn.execute(text(f'SELECT * FROM "{table}"')):
+                cells = " ".join(str(v) for v in row)
+                if any(t in cells for t in texts) or table in ("suggestions", "item_flags"):
+                    assert not any(x in cells for x in secrets), (table, cells)
+        assert {c.name for c in Suggestion.__table__.columns} == {
+            "id",
+            "survey_id",
+            "label",
+            "status",
+            "reason",
+            "item_id",
+            "received_at",
+            "decided_at",
+            "decided_by",
+        }
+        assert {c.name for c in ItemFlag.__table__.columns} == {"item_id", "digest"}
+        counts = session.execute(
+            select(Respondent.n_suggestions, Respondent.n_flags).where(
+                Respondent.id.in_([r for r, _ in known])
+            )
+        ).all()
+        assert sorted(counts) == [(1, 1)] * 3
+        flags = session.scalars(select(ItemFlag.digest).where(ItemFlag.item_id == s["items"][0]["id"])).all()
+        assert len(flags) == 3
+        items = session.scalars(
+            select(Item.label).where(Item.survey_id == sid, Item.source == "suggested")
+        ).all()
+        assert sorted(items) == texts
+
+
+def test_public_results(client, app):
+    s = _survey(client, suggestions={"enabled": True}, public_results=True)
+    sid = s["id"]
+    private = _survey(client)
+    assert client.get(f"/v1/surveys/{private['id']}/results").status_code == 404
+    empty = client.get(f"/v1/surveys/{sid}/results")
+    assert empty.status_code == 200 and "No intervals yet" in empty.json()["note"]
+    ids = [i["id"] for i in s["items"]]
+    rng = np.random.default_rng(17)  # answers randomized here (privatized: true), so the data is fixed
+    keep = np.exp(2.0) / (1 + np.exp(2.0))
+    theta = [0.6, 0.2, -0.2, -0.6]
+    for _ in range(40):
+        _, h = register(client, sid, epsilon=2.0)
+        comparisons = []
+        for a in range(4):
+            for b in range(a + 1, 4):
+                first = rng.random() < 1 / (1 + np.exp(theta[b] - theta[a]))  # BTL
+                reported = first if rng.random() < keep else not first  # randomized response, ε = 2
+                comparisons.append({"a": ids[a], "b": ids[b], "winner": ids[a if reported else b]})
+        body = {"privatized": True, "epsilon": 2.0, "comparisons": comparisons}
+        r = client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h)
+        assert r.status_code in (200, 201), r.text
+    out = client.get(f"/v1/surveys/{sid}/results").json()
+    assert [i["rank"] for i in out["items"]] == [1, 2, 3, 4]
+    assert out["respondents"] == 40 and out["comparisons"] == 240 and out["withheld"] == 0
+    for i in out["items"]:
+        assert i["ci"][0] <= i["score"] <= i["ci"][1]
+        assert i["comparisons"] == 120
+    scores = [i["score"] for i in out["items"]]
+    assert scores == sorted(scores, reverse=True)
+    assert "No intervals" not in out["note"]
+    # The same order as the analysts' ranking.
+    ranking = client.get(f"/v1/surveys/{sid}/ranking", headers=ADMIN).json()
+    assert [i["item_id"] for i in out["items"]] == [i["item_id"] for i in ranking["items"]]
+    # A hidden item leaves the page; ranks count the items shown.
+    client.patch(f"/v1/surveys/{sid}/items/{ids[1]}", json={"status": "hidden"}, headers=ADMIN)
+    out = client.get(f"/v1/surveys/{sid}/results").json()
+    assert ids[1] not in {i["item_id"] for i in out["items"]} and out["withheld"] == 1
+    assert [i["rank"] for i in out["items"]] == [1, 2, 3] and "withheld" in out["note"]
+    # Turning the page off answers 404 again.
+    client.patch(f"/v1/surveys/{sid}", json={"public_results": False}, headers=ADMIN)
+    assert client.get(f"/v1/surveys/{sid}/results").status_code == 404
+
+
+def test_public_results_of_central_and_ranking_surveys(client):
+    privacy = {"model": "central", "total_budget": 10.0, "max_comparisons_per_respondent": 3}
+    c = _survey(client, items=["a", "b", "c"], privacy=privacy, public_results=True)
+    none = client.get(f"/v1/surveys/{c['id']}/results").json()
+    assert none["items"] == [] and none["release"] is None and "Nothing is published" in none["note"]
+    release = client.post(
+        f"/v1/surveys/{c['id']}/releases",
+        json={"method": "noisy_counts", "unit": "individual", "epsilon": 1.0},
+        headers=ADMIN,
+    ).json()
+    out = client.get(f"/v1/surveys/{c['id']}/results").json()
+    assert out["release"]["id"] == release["id"]
+    assert [i["item_id"] for i in out["items"]] == [i["item_id"] for i in release["result"]["items"]]
+    r = create_ranking_survey(client)
+    client.patch(f"/v1/surveys/{r['id']}", json={"public_results": True}, headers=ADMIN)
+    assert client.get(f"/v1/surveys/{r['id']}/results").json()["note"] == "No rankings yet."
+    ids = [i["id"] for i in r["items"]]
+    for _ in range(5):
+        _, h = register(client, r["id"])
+        sent = client.post(
+            f"/v1/surveys/{r['id']}/responses", json={"privatized": False, "ranking": ids}, headers=h
+        )
+        assert sent.status_code in (200, 201), sent.text
+    ranked = client.get(f"/v1/surveys/{r['id']}/results").json()
+    consensus = client.get(f"/v1/surveys/{r['id']}/ranking", headers=ADMIN).json()
+    assert ranked["kind"] == "ranking" and ranked["respondents"] == 5
+    assert [i["item_id"] for i in ranked["items"]] == consensus["order"]
+
+
+@pytest.mark.parametrize("status", ["hidden"])
+def test_goal_and_ranking_surveys_do_not_hide_items(client, status):
+    r = create_ranking_survey(client)
+    res = client.patch(
+        f"/v1/surveys/{r['id']}/items/{r['items'][0]['id']}", json={"status": status}, headers=ADMIN
+    )
+    assert res.status_code == 409
