@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..services import analysis, ingestion, ranking_surveys
 from ..services.errors import Conflict, Invalid
-from ..services.export import iter_comparisons_csv
+from ..services.export import iter_comparisons_csv, iter_items_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
 from .bounded import run_bounded
 from .common import errors
@@ -251,6 +251,33 @@ def comparisons_csv(*, request: Request, survey_id: str, session: SessionDep):
     return _download(
         request, session, iter_comparisons_csv(session, survey_id), f"{survey_id}-comparisons.csv"
     )
+
+
+@router.get(
+    "/items.csv",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {
+                "text/csv": {
+                    "example": "item,position,label,source,status,added_at,approved_at\n"
+                    "itm_a…,0,Parks,seed,live,2026-11-21T10:00:00Z,\n"
+                    "itm_b…,4,Night buses,suggested,live,2026-11-22T09:00:00Z,2026-11-22T09:00:00Z\n"
+                }
+            },
+            "description": "The items, with their source and approval time.",
+        },
+        **errors(401, 403, 404),
+    },
+    dependencies=[Depends(reader)],
+    summary="Export the items (source, status, when added and approved)",
+)
+def items_csv(*, request: Request, survey_id: str, session: SessionDep):
+    """CSV columns: item, position, label, source (seed, added, suggested), status (live,
+    hidden, review), added_at, approved_at. Never an author: nothing stored links a
+    suggested item to the respondent who proposed it."""
+    get_survey(session, survey_id)
+    return _download(request, session, iter_items_csv(session, survey_id), f"{survey_id}-items.csv")
 
 
 def _download(request: Request, session: Session, chunks, filename: str) -> SpooledDownload:

@@ -21,9 +21,12 @@ from sqlalchemy.orm import Session, aliased
 from ..db.models import Comparison, Item, Respondent
 from ..stats import debias
 
-__all__ = ["CSV_COLUMNS", "iso_utc", "iter_comparisons_csv"]
+__all__ = ["CSV_COLUMNS", "ITEM_COLUMNS", "iso_utc", "iter_comparisons_csv", "iter_items_csv"]
 
 CSV_COLUMNS = ("respondent", "item_a", "item_b", "winner", "epsilon", "z", "created_at")
+#: The items export: where each item came from and when, never who proposed it (an item
+#: suggested by a participant has no author anywhere: app.services.suggestions).
+ITEM_COLUMNS = ("item", "position", "label", "source", "status", "added_at", "approved_at")
 
 
 def iso_utc(ts) -> str:
@@ -74,4 +77,24 @@ def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) ->
         yield buf.getvalue()
         buf.seek(0)
         buf.truncate()
+    yield buf.getvalue()
+
+
+def iter_items_csv(session: Session, survey_id: str) -> Iterator[str]:
+    """The survey's items as CSV (one chunk: a survey holds at most ``MAX_ITEMS``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(ITEM_COLUMNS)
+    for item in session.scalars(select(Item).where(Item.survey_id == survey_id).order_by(Item.position)):
+        writer.writerow(
+            (
+                item.id,
+                item.position,
+                item.label,
+                item.source,
+                item.status,
+                iso_utc(item.created_at),
+                "" if item.approved_at is None else iso_utc(item.approved_at),
+            )
+        )
     yield buf.getvalue()

@@ -54,6 +54,7 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/surveys/{survey_id}/pairwise"): READERS,
     ("get", "/v1/surveys/{survey_id}/comparisons.csv"): READERS,
     ("get", "/v1/surveys/{survey_id}/rankings.csv"): READERS,
+    ("get", "/v1/surveys/{survey_id}/items.csv"): READERS,
     ("post", "/v1/surveys/{survey_id}/comparisons/import"): {ADMIN_},
     ("post", "/v1/surveys/{survey_id}/releases"): READERS,
     ("get", "/v1/surveys/{survey_id}/releases"): READERS,
