@@ -72,6 +72,10 @@ STATUSES = ("pending", "approved", "rejected", "merged")
 SIMILAR_FROM = 0.5
 #: Near-duplicates listed per suggestion.
 SIMILAR_SHOWN = 3
+#: Pending suggestions a listing compares against (the oldest first, like the queue), so
+#: that a listing's work stays bounded however long the queue grows; items are all
+#: compared (a survey holds at most ``MAX_ITEMS``).
+SIMILAR_PENDING = 5_000
 
 
 def _settings(survey: Survey) -> dict:
@@ -325,9 +329,10 @@ def list_suggestions(
         for item_id, label in session.execute(select(Item.id, Item.label).where(Item.survey_id == survey_id))
     ]
     pending = session.execute(
-        select(Suggestion.id, Suggestion.label).where(
-            Suggestion.survey_id == survey_id, Suggestion.status == "pending"
-        )
+        select(Suggestion.id, Suggestion.label)
+        .where(Suggestion.survey_id == survey_id, Suggestion.status == "pending")
+        .order_by(Suggestion.received_at, Suggestion.id)
+        .limit(SIMILAR_PENDING)
     ).all()
     against += [(label, None, sid) for sid, label in pending]
     hints = similar_labels([r.label for r in rows], against)

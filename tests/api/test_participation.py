@@ -346,3 +346,58 @@ def test_goal_and_ranking_surveys_do_not_hide_items(client, status):
         f"/v1/surveys/{r['id']}/items/{r['items'][0]['id']}", json={"status": status}, headers=ADMIN
     )
     assert res.status_code == 409
+
+
+def test_one_token_racing_itself_gets_exactly_its_limit(app):
+    """Eight simultaneous suggestions and eight simultaneous flags from one token: the limit
+    of 3 suggestions holds exactly, and the flag counts once."""
+    import threading
+
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as client:
+        s = _survey(client, suggestions={"enabled": True, "per_respondent": 3, "flag_threshold": 50})
+        sid, target = s["id"], s["items"][0]["id"]
+        _, h = register(client, sid)
+        barrier = threading.Barrier(8)
+        codes: list[int] = []
+        flags: list[int] = []
+
+        def go(k: int) -> None:
+            barrier.wait()
+            codes.append(_suggest(client, sid, h, f"racing idea {k}").status_code)
+            flags.append(client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=h).status_code)
+
+        threads = [threading.Thread(target=go, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(codes) == [202] * 3 + [409] * 5
+        assert flags == [204] * 8
+        assert client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["total"] == 3
+        assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]["flags"] == 1
+        with app.state.session_factory() as session:
+            me = session.scalars(select(Respondent).where(Respondent.survey_id == sid)).one()
+            assert (me.n_suggestions, me.n_flags) == (3, 1)
+
+
+def test_a_failed_suggestion_gives_its_count_back(client, app, monkeypatch):
+    """The suggestion's own transaction fails after the counter's committed: the count is
+    given back, nothing is stored, and the next suggestion works."""
+    from app.services import suggestions
+
+    s = _survey(client, suggestions={"enabled": True, "per_respondent": 1})
+    sid = s["id"]
+    _, h = register(client, sid)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(suggestions, "_store", broken)
+    assert _suggest(client, sid, h, "lost idea").status_code == 500
+    monkeypatch.undo()
+    with app.state.session_factory() as session:
+        assert session.scalars(select(Respondent.n_suggestions).where(Respondent.survey_id == sid)).one() == 0
+        assert session.scalars(select(Suggestion).where(Suggestion.survey_id == sid)).all() == []
+    assert _suggest(client, sid, h, "kept idea").status_code == 202
