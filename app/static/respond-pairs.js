@@ -45,7 +45,8 @@ export async function nextPair() {
   const pair = pairs.find((p) => !skipped.has(`${p.a}|${p.b}`) && !skipped.has(`${p.b}|${p.a}`));
   if (!pair) return thanks();
   const choose = (winner) => async () => {
-    for (const b of main.querySelectorAll("button")) b.disabled = true;
+    // The pair's buttons; the suggestion box stays usable (it lives on under the next pair).
+    for (const b of main.querySelectorAll("button")) if (!b.closest("#suggest-box")) b.disabled = true;
     try {
       await client.answer([{ a: pair.a, b: pair.b, winner, ticket: pair.ticket }], { central: central() });
       state.answered += 1;

@@ -22,8 +22,9 @@ function thanksText(remaining) {
   return (after ? "Thank you for your idea!" : "Thank you — a moderator will review it.") + more;
 }
 
-const isLimit = (err) =>
-  err.status === 409 && (err.code === "suggestion_limit" || /limit|all of|no more/i.test(err.message));
+// A 409 means the survey stopped taking suggestions (closed, or switched off) or this
+// respondent used all of theirs (code "suggestion_limit").
+const stopped = (err) => err.code !== "suggestion_limit" && /closed|not take|off/i.test(err.message);
 
 /** The "Suggest an idea" box: one per page, the same element under every pair. */
 export function suggestBox() {
@@ -76,10 +77,10 @@ export function suggestBox() {
       if (r.remaining > 0) send.disabled = false;
       else done(message.textContent);
     } catch (err) {
-      if (isLimit(err)) {
-        done(`Thank you: you have sent all the ideas this survey takes from one person (${ideas(per)}).`);
-      } else if (err.status === 409) {
+      if (err.status === 409 && stopped(err)) {
         done("This survey no longer takes suggestions.");
+      } else if (err.status === 409) {
+        done(`Thank you: you have sent all the ideas this survey takes from one person (${ideas(per)}).`);
       } else {
         send.disabled = false;
         message.className = "error";
