@@ -118,8 +118,7 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
     h(
       "p",
       { class: "hint" },
-      "Most preferred first. Each dot is an item's estimated score (higher is preferred) and its bar the range " +
-        "the score plausibly lies in: when two bars overlap, the order of those two items is not certain yet.",
+      "Most preferred first. A dot is an item's estimated score, its bar the range the score plausibly lies in.",
     ),
     scale ? h("div", { class: "strip-axis" }, stripAxis(scale, "Score (higher is preferred)")) : null,
     list,

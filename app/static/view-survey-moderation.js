@@ -222,9 +222,13 @@ export function moderationSection(s, onChange = async () => {}) {
     return node;
   }
 
-  function reviewContent() {
-    const shown = items.filter((it) => (it.status && it.status !== "live") || it.flags > 0);
-    if (!shown.length) return [h("p", { class: "hint" }, "No item is reported or hidden.")];
+  function reviewContent(after) {
+    // With moderation "after", suggested items went live unseen: they are listed too.
+    const shown = items.filter(
+      (it) => (it.status && it.status !== "live") || it.flags > 0 || (after && it.source === "suggested"),
+    );
+    if (!shown.length)
+      return [h("p", { class: "hint" }, `No item is reported${after ? ", suggested" : ""} or hidden.`)];
     const setStatus = (it, status) => async (ev) => {
       ev.target.disabled = true;
       try {
@@ -244,7 +248,13 @@ export function moderationSection(s, onChange = async () => {}) {
         h(
           "table",
           { id: "review-table" },
-          h("caption", {}, "Items reported by respondents, under review or hidden"),
+          h(
+            "caption",
+            {},
+            after
+              ? "Items suggested or reported by respondents, under review or hidden"
+              : "Items reported by respondents, under review or hidden",
+          ),
           h(
             "thead",
             {},
@@ -310,7 +320,7 @@ export function moderationSection(s, onChange = async () => {}) {
     try {
       const now = await api("GET", `/v1/surveys/${s.id}`);
       items = now.items;
-      review.replaceChildren(...reviewContent());
+      review.replaceChildren(...reviewContent(now.suggestions?.moderation === "after"));
       if (!now.suggestions?.enabled) {
         count.textContent = "This survey does not take suggestions.";
         list.replaceChildren();
@@ -344,7 +354,13 @@ export function moderationSection(s, onChange = async () => {}) {
     count,
     list,
     listError,
-    h("h4", {}, "Reported and hidden items"),
+    h(
+      "h4",
+      {},
+      s.suggestions?.moderation === "after"
+        ? "Suggested, reported and hidden items"
+        : "Reported and hidden items",
+    ),
     review,
   );
   return { node, load };

@@ -40,7 +40,15 @@ async function moderatorView(s) {
       " ",
       h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
     ),
-    h("p", {}, `${s.items.length} items. As a moderator you see the suggestions and the reported items.`),
+    h(
+      "p",
+      { id: "moderation-summary" },
+      `${s.items.length} items` +
+        (s.suggestions?.enabled
+          ? `; ${s.pending_suggestions ?? 0} ${s.pending_suggestions === 1 ? "suggestion waits" : "suggestions wait"} for a moderator.`
+          : ".") +
+        " As a moderator you see the suggestions and the reported items.",
+    ),
   );
   const body = h("div", { id: "survey-body" });
   app.replaceChildren(head, body);

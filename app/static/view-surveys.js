@@ -3,6 +3,9 @@ import { api } from "/static/api.js";
 import { h } from "/static/dom.js";
 import { app, session } from "/static/session.js";
 
+/** A survey taking suggestions: how many wait for a moderator, when the list says. */
+const suggestionsCell = (pending) => (typeof pending === "number" ? `${pending} to review` : "on");
+
 export async function listView() {
   const wrap = h("section", { "aria-labelledby": "surveys-h" }, h("h2", { id: "surveys-h" }, "Surveys"));
   app.replaceChildren(wrap);
@@ -33,12 +36,16 @@ export async function listView() {
       h("td", { class: "num" }, String(s.n_items)),
       h("td", {}, new Date(s.created_at).toLocaleString()),
       participatory
-        ? h("td", { class: "num pending" }, s.suggestions?.enabled ? String(s.pending_suggestions ?? 0) : "–")
+        ? h(
+            "td",
+            { class: "pending" },
+            !s.suggestions?.enabled ? "–" : suggestionsCell(s.pending_suggestions),
+          )
         : null,
     ),
   );
   const columns = ["Title", "Kind", "Status", "Privacy", "Items", "Created"];
-  if (participatory) columns.push("Suggestions to review");
+  if (participatory) columns.push("Suggestions");
   wrap.append(
     h(
       "div",
@@ -53,13 +60,7 @@ export async function listView() {
           h(
             "tr",
             {},
-            ...columns.map((t) =>
-              h(
-                "th",
-                { scope: "col", class: t === "Items" || t.startsWith("Suggestions") ? "num" : null },
-                t,
-              ),
-            ),
+            ...columns.map((t) => h("th", { scope: "col", class: t === "Items" ? "num" : null }, t)),
           ),
         ),
         h("tbody", {}, rows),
