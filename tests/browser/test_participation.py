@@ -1,0 +1,469 @@
+"""Participatory surveys in the browser: respondents suggest items and report items on the
+respondent page, a moderator (a key with the role "moderator") decides in the dashboard,
+"can't decide" is counted, and the public results page shows the ranking (or says it is
+not public).
+
+Screenshots: participation-suggest.png, participation-moderation.png,
+participation-results.png and respondent-undecided.png (``PRIVRANK_SCREENSHOT_DIR=docs/img``
+regenerates the README's)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+from playwright.sync_api import expect
+
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, sign_in
+
+
+def _survey(server, title: str = "Which policy matters most?", **settings) -> dict:
+    body = {
+        "title": title,
+        "items": ITEMS,
+        "privacy": {"epsilon_default": 2.0, "epsilon_max": 8.0},
+        **settings,
+    }
+    r = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _get(server, path: str) -> dict:
+    r = httpx2.get(f"{server.base}{path}", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _item(server, sid: str, label: str) -> dict:
+    return next(it for it in _get(server, f"/v1/surveys/{sid}")["items"] if it["label"] == label)
+
+
+def _moderator_key(server) -> str:
+    r = httpx2.post(
+        f"{server.base}/v1/keys", json={"role": "moderator", "label": "moderation"}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    return r.json()["key"]
+
+
+def _sign_in_with(page, base: str, key: str) -> None:
+    page.goto(base + "/")
+    page.get_by_label("API key").fill(key)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
+
+
+def _truthful_answers(server, sid: str, respondents: int, epsilon: float | None = 8.0) -> None:
+    """Respondents answering every pair in TRUTH's order through the API (in a local survey
+    randomized by the server at ε = 8: truthful with probability 99.97%)."""
+    for _ in range(respondents):
+        body = {} if epsilon is None else {"epsilon": epsilon}
+        reg = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json=body).json()
+        headers = {"Authorization": f"Bearer {reg['token']}"}
+        pairs = httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=10", headers=headers).json()["pairs"]
+        comparisons = [
+            {
+                "a": p["a"],
+                "b": p["b"],
+                "winner": p["a"] if TRUTH.index(p["a_label"]) < TRUTH.index(p["b_label"]) else p["b"],
+            }
+            for p in pairs
+        ]
+        r = httpx2.post(
+            f"{server.base}/v1/surveys/{sid}/responses",
+            json={"privatized": False, "comparisons": comparisons},
+            headers=headers,
+        )
+        assert r.status_code == 201, r.text
+
+
+def _shown(page) -> tuple[str, str]:
+    return page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
+
+
+def _start(page, link: str) -> None:
+    page.goto(link)
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#choice-a")).to_be_visible()
+
+
+def _suggest(page, label: str) -> None:
+    page.get_by_label("Your idea (at most 200 characters)").fill(label)
+    page.get_by_role("button", name="Send idea").click()
+
+
+def _card(page, label: str):
+    return page.locator("li.suggestion").filter(has=page.locator(".sugg-label", has_text=label))
+
+
+def test_suggestions_from_the_respondent_page_through_moderation(server, new_page, console, shots):
+    """An admin creates a survey taking suggestions in the dashboard; a respondent suggests
+    three ideas (the page says the suggestion is stored without a link to them, counts down
+    what is left, and answers the fourth, over the limit, politely); a moderator key sees the
+    survey list and only the moderation: the pending ideas, a near-duplicate of "Housing"
+    flagged as the same text; it edits and approves one, rejects one with a reason and
+    merges the duplicate into "Housing". The approved idea becomes a live item with source
+    "suggested" that respondents are then asked about."""
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("Which policy matters most?")
+    admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
+    admin.get_by_label("ε given to respondents who do not choose").fill("2")
+    expect(admin.locator("#suggestion-fields")).to_be_hidden()
+    admin.get_by_label("Participants may suggest items (and report items)").check()
+    expect(admin.locator("#suggestion-fields")).to_be_visible()
+    admin.get_by_label("Ideas one participant may suggest").fill("3")
+    admin.get_by_label("Reports that send an item to review").fill("2")
+    expect(admin.get_by_label("Show results at the end of the respondent page")).to_be_disabled()
+    admin.get_by_label("Publish results at /r/{id}", exact=False).check()
+    expect(admin.get_by_label("Show results at the end of the respondent page")).to_be_enabled()
+    admin.get_by_role("button", name="Create survey").click()
+    expect(admin.get_by_role("heading", name="Which policy matters most?")).to_be_visible()
+    sid = admin.locator("#respondent-link").inner_text().rsplit("/", 1)[1]
+    s = _get(server, f"/v1/surveys/{sid}")
+    assert s["suggestions"]["enabled"] is True and s["suggestions"]["per_respondent"] == 3
+    assert s["suggestions"]["flag_threshold"] == 2 and s["suggestions"]["moderation"] == "before"
+    assert s["public_results"] is True and s["results_on_finish"] is False
+    expect(admin.locator("#public-results-link")).to_have_text(f"{server.base}/r/{sid}")
+    assert {it["source"] for it in s["items"]} == {"seed"}
+
+    # A respondent suggests three ideas; what goes on the wire is the label alone.
+    resp = new_page(width=420, height=900)
+    bodies: list[dict] = []
+    resp.on(
+        "request",
+        lambda req: (
+            bodies.append(json.loads(req.post_data))
+            if req.method == "POST" and req.url.endswith("/suggestions")
+            else None
+        ),
+    )
+    _start(resp, f"{server.base}/s/{sid}?n=3")
+    resp.get_by_text("Suggest an idea").click()
+    expect(resp.locator("#suggest-privacy")).to_contain_text(
+        "Your suggestion is stored without any link to you or your answers."
+    )
+    _suggest(resp, "Bike lanes")
+    expect(resp.locator("#suggest-msg")).to_have_text(
+        "Thank you — a moderator will review it. You can suggest 2 more ideas."
+    )
+    expect(resp.get_by_label("Your idea (at most 200 characters)")).to_have_value("")
+    resp.screenshot(path=str(shots / "participation-suggest.png"), full_page=True)
+    # The box stays (with its message) under the next pair.
+    resp.locator("#choice-a").click()
+    expect(resp.locator("#progress-text")).to_have_text("Question 2 of 3")
+    expect(resp.locator("#suggest-msg")).to_contain_text("You can suggest 2 more ideas.")
+    _suggest(resp, "Night buses")
+    expect(resp.locator("#suggest-msg")).to_contain_text("You can suggest 1 more idea.")
+    _suggest(resp, "housing!")
+    expect(resp.locator("#suggest-msg")).to_contain_text("That was your last one.")
+    expect(resp.locator("#suggest-send")).to_be_disabled()
+    assert bodies == [{"label": "Bike lanes"}, {"label": "Night buses"}, {"label": "housing!"}]
+    # After a reload the page does not know the count: the server's 409 is answered politely.
+    console.allow(409)
+    resp.reload()
+    expect(resp.locator("#choice-a")).to_be_visible()
+    resp.get_by_text("Suggest an idea").click()
+    _suggest(resp, "Trams")
+    expect(resp.locator("#suggest-msg")).to_contain_text("you have sent all the ideas this survey takes")
+    expect(resp.locator("#suggest-send")).to_be_disabled()
+    pending = _get(server, f"/v1/surveys/{sid}/suggestions")
+    assert pending["total"] == 3 and {x["label"] for x in pending["suggestions"]} == {
+        "Bike lanes",
+        "Night buses",
+        "housing!",
+    }
+
+    # A moderator: the survey list, then the survey's moderation and nothing else.
+    mod = new_page()
+    _sign_in_with(mod, server.base, _moderator_key(server))
+    expect(mod.locator("#nav-new")).to_be_hidden()
+    row = mod.locator("tr").filter(has=mod.get_by_role("link", name="Which policy matters most?"))
+    expect(row.locator("td.pending")).to_have_text("on")  # the list's summaries carry no counts
+    row.get_by_role("link").click()
+    expect(mod.locator("#moderation-summary")).to_contain_text("3 suggestions wait for a moderator")
+    expect(mod.get_by_role("heading", name="Moderation")).to_be_visible()
+    expect(mod.locator("li.suggestion")).to_have_count(3)
+    assert mod.locator("#ranking, #progress, #export, #toggle-status, #items").count() == 0
+    dup = _card(mod, "housing!")
+    expect(dup.locator(".similar-one").first).to_contain_text("“Housing”")
+    expect(dup.locator(".similar-one").first).to_contain_text("100% similar")
+    expect(dup.locator(".badge.same-text")).to_have_text("same text")
+    assert _card(mod, "Night buses").locator(".badge.same-text").count() == 0
+    mod.screenshot(path=str(shots / "participation-moderation.png"), full_page=True)
+
+    # Edit, then approve.
+    bike = _card(mod, "Bike lanes")
+    bike.get_by_role("button", name="Edit").click()
+    mod.get_by_label("New wording for “Bike lanes”").fill("Bike lanes on main streets")
+    bike.get_by_role("button", name="Save").click()
+    bike = _card(mod, "Bike lanes on main streets")
+    expect(bike).to_have_count(1)
+    bike.get_by_role("button", name="Approve").click()
+    expect(mod.locator("li.suggestion")).to_have_count(2)
+    expect(mod.locator("#suggestions-count")).to_have_text("2 pending suggestions.")
+    # Reject with a reason (asked for first).
+    night = _card(mod, "Night buses")
+    night.get_by_role("button", name="Reject").click()
+    night.get_by_role("button", name="Reject suggestion").click()
+    expect(night.locator(".card-error")).to_contain_text("Give a reason")
+    mod.get_by_label("Why reject “Night buses”?").fill("Out of the council's remit")
+    night.get_by_role("button", name="Reject suggestion").click()
+    expect(mod.locator("li.suggestion")).to_have_count(1)
+    # Merge the duplicate: the select starts on the most similar item.
+    dup.get_by_role("button", name="Merge into…").click()
+    expect(mod.get_by_label("Merge “housing!” into")).to_have_value(_item(server, sid, "Housing")["id"])
+    dup.get_by_role("button", name="Merge", exact=True).click()
+    expect(mod.locator("#suggestions-count")).to_have_text("No pending suggestions.")
+    mod.get_by_label("Show").select_option("all")
+    expect(mod.locator("li.suggestion")).to_have_count(3)
+    expect(_card(mod, "Night buses")).to_contain_text("reason: Out of the council's remit")
+    expect(_card(mod, "housing!").locator(".badge")).to_have_text("merged")
+
+    decided = {
+        x["label"]: x for x in _get(server, f"/v1/surveys/{sid}/suggestions?status=all")["suggestions"]
+    }
+    assert decided["Bike lanes on main streets"]["status"] == "approved"
+    assert decided["Night buses"]["status"] == "rejected"
+    assert decided["Night buses"]["reason"] == "Out of the council's remit"
+    assert decided["housing!"]["status"] == "merged"
+    assert decided["housing!"]["item_id"] == _item(server, sid, "Housing")["id"]
+    new_item = _item(server, sid, "Bike lanes on main streets")
+    assert new_item["source"] == "suggested" and new_item["status"] == "live"
+    assert decided["Bike lanes on main streets"]["item_id"] == new_item["id"]
+
+    # The admin's items table shows where each item came from.
+    admin.get_by_role("button", name="Refresh").click()
+    new_row = admin.locator("#items-table tr").filter(has_text="Bike lanes on main streets")
+    expect(new_row.locator("td.source")).to_have_text("suggested")
+    expect(admin.locator("#items-table tr").filter(has_text="Transit").locator("td.source")).to_have_text(
+        "seed"
+    )
+
+    # A new respondent answering all ten pairs of the five items meets the approved one.
+    later = new_page()
+    _start(later, f"{server.base}/s/{sid}?n=10")
+    seen: set[str] = set()
+    for k in range(10):
+        expect(later.locator("#progress-text")).to_have_text(f"Question {k + 1} of 10")
+        seen.update(_shown(later))
+        later.locator("#choice-a").click()
+    expect(later.locator("#thanks")).to_be_visible()
+    assert seen == {*ITEMS, "Bike lanes on main streets"}
+
+
+def test_with_moderation_after_an_idea_is_an_item_at_once(server, new_page):
+    """Moderation "after": the respondent is thanked (no review promised), the idea is a
+    live item at once, and a moderator finds it among the items to watch and hides it."""
+    s = _survey(server, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2})
+    resp = new_page(width=420, height=900)
+    _start(resp, f"{server.base}/s/{s['id']}?n=3")
+    resp.get_by_text("Suggest an idea").click()
+    _suggest(resp, "Night buses")
+    expect(resp.locator("#suggest-msg")).to_have_text("Thank you for your idea! You can suggest 1 more idea.")
+    item = _item(server, s["id"], "Night buses")
+    assert item["source"] == "suggested" and item["status"] == "live"
+    mod = new_page()
+    _sign_in_with(mod, server.base, _moderator_key(server))
+    mod.goto(f"{server.base}/#/survey/{s['id']}")
+    row = mod.locator("#review-table tbody tr").filter(has_text="Night buses")
+    expect(row).to_contain_text("suggested")
+    row.get_by_role("button", name="Hide").click()
+    expect(row).to_contain_text("hidden")
+    assert _item(server, s["id"], "Night buses")["status"] == "hidden"
+    # A hidden item is not asked about: a new respondent sees only the four others.
+    later = new_page()
+    _start(later, f"{server.base}/s/{s['id']}?n=6")
+    seen: set[str] = set()
+    for k in range(6):
+        expect(later.locator("#progress-text")).to_have_text(f"Question {k + 1} of 6")
+        seen.update(_shown(later))
+        later.locator("#choice-a").click()
+    expect(later.locator("#thanks")).to_be_visible()
+    assert seen == set(ITEMS)
+
+
+def test_cant_decide_moves_on_and_the_dashboard_counts_it(server, new_page, shots):
+    s = _survey(server, suggestions={"enabled": True})
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{s['id']}")
+    expect(admin.locator("#stat-undecided")).to_have_text("0")
+    resp = new_page(width=420, height=900)
+    _start(resp, f"{server.base}/s/{s['id']}?n=4")
+    seen = [_shown(resp)]
+    for serial in (2, 3):
+        resp.locator("#skip").click()
+        expect(resp.locator(".pair")).to_have_attribute("data-serial", str(serial))
+        expect(resp.locator("#progress-text")).to_have_text("Question 1 of 4")  # nothing answered
+        seen.append(_shown(resp))
+    assert len({frozenset(p) for p in seen}) == 3  # a skipped pair is not shown again
+    resp.locator("#choice-b").focus()
+    resp.keyboard.press("Tab")  # "Can't decide" with its keyboard focus ring, for the picture
+    expect(resp.locator("#skip")).to_be_focused()
+    resp.screenshot(path=str(shots / "respondent-undecided.png"), full_page=True)
+    assert _get(server, f"/v1/surveys/{s['id']}")["undecided"] == 2
+    admin.get_by_role("button", name="Refresh").click()
+    expect(admin.locator("#stat-undecided")).to_have_text("2")
+    expect(admin.locator("#stat-comparisons")).to_have_text("0")
+
+
+def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page):
+    """Two respondents report "Parks" (threshold 2): after the first it is still live with one
+    report, after the second it is under review, shown as such in the dashboard and not asked
+    about any more; restoring it clears its reports."""
+    s = _survey(server, suggestions={"enabled": True, "flag_threshold": 2})
+    sid = s["id"]
+
+    def report_parks(page) -> None:
+        _start(page, f"{server.base}/s/{sid}?n=6")
+        serial = 1
+        while "Parks" not in _shown(page):  # "can't decide" until a pair with Parks shows
+            page.locator("#skip").click()
+            serial += 1
+            expect(page.locator(".pair")).to_have_attribute("data-serial", str(serial))
+        pair = frozenset(_shown(page))
+        page.get_by_role("button", name="Report “Parks”").click()
+        expect(page.locator("#notice")).to_have_text(
+            "Thank you: “Parks” was reported. Moderators will look at it."
+        )
+        expect(page.locator(".pair")).to_have_attribute("data-serial", str(serial + 1))  # moved on
+        assert frozenset(_shown(page)) != pair
+
+    report_parks(new_page(width=420, height=900))
+    parks = _item(server, sid, "Parks")
+    assert parks["flags"] == 1 and parks["status"] == "live"
+    report_parks(new_page(width=420, height=900))
+    parks = _item(server, sid, "Parks")
+    assert parks["flags"] == 2 and parks["status"] == "review"
+
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{sid}")
+    row = admin.locator("#review-table tbody tr").filter(has_text="Parks")
+    expect(row).to_contain_text("under review")
+    expect(row.locator("td.num")).to_have_text("2")
+    expect(admin.locator("#items-table tr").filter(has_text="Parks").locator("td.status")).to_have_text(
+        "under review"
+    )
+    # Not served while under review: a new respondent answers all three remaining pairs.
+    third = new_page()
+    _start(third, f"{server.base}/s/{sid}?n=6")
+    for k in range(3):
+        expect(third.locator("#progress-text")).to_have_text(f"Question {k + 1} of 6")
+        assert "Parks" not in _shown(third)
+        third.locator("#choice-a").click()
+    expect(third.locator("#thanks")).to_be_visible()  # no pair left without Parks
+    row.get_by_role("button", name="Restore").click()
+    expect(admin.locator("#review-table")).to_have_count(0)
+    parks = _item(server, sid, "Parks")
+    assert parks["status"] == "live" and parks["flags"] == 0
+
+
+def test_the_public_results_page(server, new_page, console, shots):
+    """/r/{id} shows a public survey's ranking in the API's order with each item's
+    comparisons, interval strips and the note, and fits a phone; a survey that does not
+    publish says so (404), until the admin publishes it from the dashboard; a survey
+    with results at the end shows them after the thanks."""
+    s = _survey(server, public_results=True, results_on_finish=True)
+    sid = s["id"]
+    _truthful_answers(server, sid, 30)
+    api = httpx2.get(f"{server.base}/v1/surveys/{sid}/results").json()
+    assert [it["label"] for it in api["items"]] == TRUTH  # ε = 8: the truth, clearly
+    page = new_page(width=375, height=800)
+    page.goto(f"{server.base}/r/{sid}")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Which policy matters most?")
+    expect(page.locator("#results-list li")).to_have_count(4)
+    labels = [x.strip() for x in page.locator("#results-list .result-label").all_inner_texts()]
+    assert labels == TRUTH
+    figures = page.locator("#results-list .result-figures").all_inner_texts()
+    for text, it in zip(figures, api["items"], strict=True):
+        assert f"{it['comparisons']} comparisons" in text
+        assert f"score {it['score']:.2f}" in text
+    expect(page.locator("#results-list svg.strip[role=img]")).to_have_count(4)
+    expect(page.locator("#results-note")).to_have_text(api["note"])
+    expect(page.locator("#results-summary")).to_contain_text(
+        f"{api['respondents']} respondents, {api['comparisons']} comparisons"
+    )
+    # Intervals drawn in order: each dot sits inside its bar.
+    for k in range(4):
+        strip = page.locator("#results-list svg.strip").nth(k)
+        bar = strip.locator("rect.interval")
+        x0, w = float(bar.get_attribute("x")), float(bar.get_attribute("width"))
+        assert x0 <= float(strip.locator("circle.score").get_attribute("cx")) <= x0 + w
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    page.screenshot(path=str(shots / "participation-results.png"), full_page=True)
+    # Items added more than an hour after the first are marked new.
+    marked = page.evaluate(
+        """async () => {
+            const { addedLater } = await import("/static/results-view.js");
+            const at = (h) => new Date(Date.UTC(2025, 0, 1, h)).toISOString();
+            return [...addedLater([
+                { item_id: "a", added_at: at(9) }, { item_id: "b", added_at: at(10) },
+                { item_id: "c", added_at: at(12) },
+            ])];
+        }"""
+    )
+    assert marked == ["c"]
+
+    # The end of the respondent page shows the same ranking.
+    resp = new_page(width=420, height=900)
+    _start(resp, f"{server.base}/s/{sid}?n=1")
+    resp.locator("#choice-a").click()
+    expect(resp.locator("#thanks")).to_be_visible()
+    expect(resp.locator("#finish-results-list li")).to_have_count(4)
+    assert [x.strip() for x in resp.locator("#finish-results .result-label").all_inner_texts()] == TRUTH
+
+    # Not public: the page says so; the admin publishes it from the dashboard.
+    hidden = _survey(server, title="Internal")
+    console.allow(404)
+    other = new_page()
+    other.goto(f"{server.base}/r/{hidden['id']}")
+    expect(other.get_by_role("heading", name="These results are not public")).to_be_visible()
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{hidden['id']}")
+    expect(admin.locator("#public-results-link")).to_have_count(0)
+    admin.get_by_text("Participation settings").click()
+    admin.get_by_label(f"Publish results at /r/{hidden['id']}").check()
+    expect(admin.locator("#public-results-link")).to_have_text(f"{server.base}/r/{hidden['id']}")
+    assert _get(server, f"/v1/surveys/{hidden['id']}")["public_results"] is True
+    other.reload()
+    expect(other.get_by_role("heading", level=1)).to_have_text("Internal")
+    expect(other.locator("#results-list li")).to_have_count(4)
+
+
+def test_the_public_results_of_a_central_survey_are_its_latest_release(server, new_page):
+    """A central survey publishes only releases: before the first the page says nothing is
+    released (the API's note); after one it shows the release's date and ε and its ranking."""
+    body = {
+        "title": "Trusted",
+        "items": ITEMS,
+        "privacy": {"model": "central", "total_budget": 20.0, "max_comparisons_per_respondent": 6},
+        "public_results": True,
+    }
+    s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
+    _truthful_answers(server, s["id"], 40, epsilon=None)
+    page = new_page(width=375, height=800)
+    page.goto(f"{server.base}/r/{s['id']}")
+    before = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/results").json()
+    assert before["release"] is None
+    expect(page.locator("#results-note")).to_have_text(before["note"])
+    expect(page.locator("#results-release")).to_have_count(0)
+    r = httpx2.post(
+        f"{server.base}/v1/surveys/{s['id']}/releases",
+        json={"method": "perturbed_mle", "unit": "edge", "epsilon": 2.0},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    after = httpx2.get(f"{server.base}/v1/surveys/{s['id']}/results").json()
+    assert after["release"]["id"] == r.json()["id"]
+    page.reload()
+    expect(page.locator("#results-release")).to_contain_text("Results released on")
+    expect(page.locator("#results-release")).to_contain_text("ε = 2.00")
+    expect(page.locator("#results-list li")).to_have_count(4)
+    labels = [x.strip() for x in page.locator("#results-list .result-label").all_inner_texts()]
+    assert labels == [it["label"] for it in after["items"]]
+    expect(page.locator("#results-note")).to_have_text(after["note"])
