@@ -115,10 +115,11 @@ def item_out(item: Item) -> ItemOut:
     )
 
 
-def survey_summary(survey: Survey, n_items: int) -> SurveySummary:
+def survey_summary(survey: Survey, n_items: int, pending: int = 0) -> SurveySummary:
     goal = GoalSpec.of(survey)
     return SurveySummary(
         **_survey_fields(survey),
         n_items=n_items,
         goal=None if goal is None else GoalSpecOut(**_goal_spec(goal)),
+        pending_suggestions=pending,
     )

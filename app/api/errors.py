@@ -93,7 +93,8 @@ def install(app: FastAPI) -> None:
         retry_after = getattr(exc, "retry_after", None)  # the "busy" errors (503, 429) carry one
         if retry_after:
             headers = {"Retry-After": str(retry_after)}
-        return JSONResponse({"detail": exc.detail}, status_code=status_of(exc), headers=headers)
+        body = {"detail": exc.detail} if exc.code is None else {"detail": exc.detail, "code": exc.code}
+        return JSONResponse(body, status_code=status_of(exc), headers=headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
+from ..services.suggestions import pending_counts
 from .common import Limit, Offset, errors, item_out, survey_out, survey_summary
 from .deps import SessionDep, admin, reader, viewer
 from .schemas import (
@@ -71,9 +72,11 @@ def list_surveys(
     session: SessionDep,
 ) -> SurveyList:
     """Surveys, newest first, with their number of items (``n_items``; the items
-    themselves: ``GET /v1/surveys/{id}``). Two queries whatever ``limit``."""
+    themselves: ``GET /v1/surveys/{id}``) and suggestions waiting for a moderator
+    (``pending_suggestions``). Three queries whatever ``limit``."""
     rows, total = svc.list_surveys(session, limit, offset)
-    return SurveyList(surveys=[survey_summary(s, n) for s, n in rows], total=total)
+    pending = pending_counts(session, [s.id for s, _ in rows])
+    return SurveyList(surveys=[survey_summary(s, n, pending.get(s.id, 0)) for s, n in rows], total=total)
 
 
 @router.get(

@@ -24,9 +24,12 @@ __all__ = [
 class ServiceError(Exception):
     """A request the service refuses, with a message for the client."""
 
-    def __init__(self, detail: str | list | dict) -> None:
+    def __init__(self, detail: str | list | dict, code: str | None = None) -> None:
         super().__init__(detail if isinstance(detail, str) else "service error")
         self.detail = detail
+        #: A machine-readable name for the refusal, where a client acts on it
+        #: (e.g. ``suggestion_limit``); answered as ``code`` next to ``detail``.
+        self.code = code
 
 
 class Invalid(ServiceError):

@@ -57,6 +57,7 @@ __all__ = [
     "list_suggestions",
     "merge",
     "pending_count",
+    "pending_counts",
     "reject",
     "set_item_status",
     "similar_labels",
@@ -81,7 +82,7 @@ SIMILAR_PENDING = 5_000
 def _settings(survey: Survey) -> dict:
     s = survey.suggestions
     if not s or not s.get("enabled"):
-        raise Conflict("this survey does not take suggestions")
+        raise Conflict("this survey does not take suggestions", code="suggestions_off")
     return s
 
 
@@ -171,7 +172,7 @@ def submit(session: Session, survey: Survey, respondent: Respondent, label: str)
     of the second gives the counter back."""
     settings = _settings(survey)
     if survey.status != "open":
-        raise Conflict("this survey is closed")
+        raise Conflict("this survey is closed", code="survey_closed")
     text = _clean(label)
     limit = int(settings["per_respondent"])
     begin_write(session)
@@ -183,7 +184,8 @@ def submit(session: Session, survey: Survey, respondent: Respondent, label: str)
     ).scalar_one_or_none()
     if taken is None:
         session.rollback()
-        raise Conflict(f"you have made the {limit} suggestions a respondent may make in this survey")
+        made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
+        raise Conflict(f"you have made {made} a respondent may make in this survey", code="suggestion_limit")
     session.commit()
     try:
         _store(session, survey.id, text, settings["moderation"])
@@ -209,7 +211,7 @@ def _store(session: Session, survey_id: str, text: str, moderation: str) -> None
     if moderation == "after":
         survey = get_survey(session, survey_id, lock=True)
         if survey.status != "open":
-            raise Conflict("this survey is closed")
+            raise Conflict("this survey is closed", code="survey_closed")
         same = _same_item(session, survey_id, text)
         if same is not None:
             row.status, row.item_id = "merged", same.id
@@ -254,7 +256,9 @@ def flag_item(session: Session, survey: Survey, respondent: Respondent, token: s
     ).scalar_one_or_none()
     if taken is None:
         session.rollback()
-        raise Conflict(f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag")
+        raise Conflict(
+            f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
+        )
     session.commit()
     begin_write(session)
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
@@ -299,6 +303,18 @@ def pending_count(session: Session, survey_id: str) -> int:
         .where(Suggestion.survey_id == survey_id, Suggestion.status == "pending")
     )
     return int(n or 0)
+
+
+def pending_counts(session: Session, survey_ids: list[str]) -> dict[str, int]:
+    """Pending suggestions per survey, for a page of surveys (one grouped query)."""
+    if not survey_ids:
+        return {}
+    rows = session.execute(
+        select(Suggestion.survey_id, func.count())
+        .where(Suggestion.survey_id.in_(survey_ids), Suggestion.status == "pending")
+        .group_by(Suggestion.survey_id)
+    ).all()
+    return {sid: int(n) for sid, n in rows}
 
 
 def list_suggestions(

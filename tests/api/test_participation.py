@@ -51,10 +51,13 @@ def test_the_moderation_flow_before(client):
     assert [r.json()["remaining"] for r in remaining] == [2, 1, 0]
     over = _suggest(client, sid, h, "One more")
     assert over.status_code == 409 and "3 suggestions" in over.json()["detail"]
+    assert over.json()["code"] == "suggestion_limit"
     # Pending suggestions are not items: nothing new is served, the survey still has 4 items.
     assert client.get(f"/v1/surveys/{sid}/public").json()["n_items"] == 4
     moderator = analyst_headers(client, role="moderator")
     assert client.get(f"/v1/surveys/{sid}", headers=moderator).json()["pending_suggestions"] == 3
+    listed = client.get("/v1/surveys?limit=1000", headers=moderator).json()["surveys"]
+    assert next(x for x in listed if x["id"] == sid)["pending_suggestions"] == 3
     queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()
     assert queue["total"] == 3
     by_label = {q["label"]: q for q in queue["suggestions"]}
@@ -182,6 +185,8 @@ def test_flags_count_once_per_respondent_and_send_an_item_to_review(client):
         client.post(f"/v1/surveys/{sid}/items/{i['id']}/flag", headers=c).status_code for i in s["items"][1:]
     ]
     assert codes == [204] * 10 + [409]
+    over = client.post(f"/v1/surveys/{sid}/items/{s['items'][-1]['id']}/flag", headers=c)
+    assert over.json()["code"] == "flag_limit"
     # Unknown items, and items of another survey, are not found.
     other = _survey(client, items=["x", "y"], suggestions={"enabled": True})
     assert (

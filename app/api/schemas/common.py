@@ -48,6 +48,11 @@ class StrictModel(BaseModel):
 
 class ErrorOut(BaseModel):
     detail: str | list | dict
+    code: str | None = Field(
+        None,
+        description="Where a client acts on the refusal, its name: suggestion_limit, flag_limit, "
+        "suggestions_off, survey_closed.",
+    )
 
 
 class Health(BaseModel):

@@ -261,6 +261,7 @@ class SurveySummary(SurveyFields):
 
     n_items: int = Field(description="How many items the survey has.")
     goal: GoalSpecOut | None = Field(None, description="The goal (where it stands: GET /v1/surveys/{id}).")
+    pending_suggestions: int = Field(0, description="Suggestions waiting for a moderator.")
 
 
 class SurveyList(BaseModel):
