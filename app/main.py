@@ -44,6 +44,7 @@ from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
 from .services.deadline import SHUTDOWN, WorkSlots
 from .services.jobs import JobContext, LocalRunner, QueueRunner
+from .services.public_results import PublicSnapshots
 from .services.ranking_surveys import ConsensusCache
 from .services.secrets import service_secret
 
@@ -78,6 +79,28 @@ Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 
 
 _INTERNAL = json.dumps({"detail": "internal error"}).encode()
+
+#: Paths whose item id would say what a respondent did (which item it flagged): logged
+#: with the id replaced by its name.
+_FLAG_PATH = re.compile(r"(/v1/surveys/[^/]+/items/)[^/]+(/flag)")
+
+
+def logged_path(path: str) -> str:
+    """The path as the logs show it: a flagged item's id is not logged (with the time and,
+    in uvicorn's access log, the client's address, it would tie a flag to a respondent's
+    other requests)."""
+    return _FLAG_PATH.sub(r"\1{item_id}\2", path)
+
+
+class _RedactAccessLog(logging.Filter):
+    """The same for uvicorn's own access log (``PRIVRANK_ACCESS_LOG``), whose record
+    arguments are (client, method, path, HTTP version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], logged_path(args[2]), *args[3:])
+        return True
 
 
 class _HeadersAndLog:
@@ -143,7 +166,8 @@ class _HeadersAndLog:
                 )
                 await send({"type": "http.response.body", "body": _INTERNAL})
         finally:
-            log.info("%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - start) * 1e3)
+            elapsed = (time.perf_counter() - start) * 1e3
+            log.info("%s %s %d %.1fms", scope["method"], logged_path(path), status, elapsed)
 
 
 def _stop_long_work_on_signals() -> None:
@@ -184,6 +208,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # A worker process uvicorn spawned (--workers > 1) inherits no logging set-up from
         # `privrank serve`: without this its own log lines (privrank.*) would be dropped.
         logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _RedactAccessLog) for f in access.filters):
+        access.addFilter(_RedactAccessLog())
     # Requests run in a thread pool and workers are processes: one BLAS thread
     # each avoids oversubscribing the cores (and OpenBLAS's spinning threads).
     threadpool_limits(limits=1, user_api="blas")
@@ -218,6 +245,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # a turn that the requests' fits need (PRIVRANK_JOB_THREADS turns of their own).
     job_cache = copy.copy(app.state.fit_cache)
     job_cache.work = WorkSlots(settings.job_threads)
+    # The public results page is anonymous: its computations get one turn of their own.
+    public_cache = copy.copy(app.state.fit_cache)
+    public_cache.work = WorkSlots(1)
+    app.state.public_results = PublicSnapshots(
+        public_cache, ConsensusCache(app.state.fit_cache.lru, public_cache.work)
+    )
     job_context = JobContext(app.state.session_factory, job_cache, settings.job_seconds)
     app.state.jobs = (
         QueueRunner(settings.redis_url, settings.job_seconds, settings.job_backlog)

@@ -262,10 +262,12 @@ def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
         c.close()
     finally:
         output = server.stop()
-    assert "/suggestions" in output and "/flag" in output, "the requests should be logged"
+    assert "/suggestions" in output and "/items/{item_id}/flag" in output, "the requests should be logged"
     secrets = {f"respondent {k}": rid for k, (rid, _) in enumerate(known)}
     secrets |= {f"token {k}": token for k, (_, token) in enumerate(known)}
     secrets |= {f"text {k}": t for k, t in enumerate(texts)}
+    # Which item a respondent flagged is not logged either (the path is logged as a template).
+    secrets |= {f"flagged item {k}": it["id"] for k, it in enumerate(s["items"])}
     assert not _secrets_in(output, secrets), _secrets_in(output, secrets)
     with sqlite3.connect(db) as conn:
         for table in ("suggestions", "item_flags"):

@@ -6,10 +6,9 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..services import suggestions as svc
-from ..services.public_results import public_results
 from ..services.surveys import get_survey
 from .bounded import run_bounded
-from .common import Limit, Offset, errors, item_out
+from .common import Offset, errors, item_out
 from .deps import ModeratorDep, RespondentDep, SessionDep
 from .schemas import (
     ItemOut,
@@ -31,6 +30,11 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["participation"])
 
 def _moderator_id(who) -> str:
     return who.key_id or "admin"
+
+
+def _token(request: Request) -> str:
+    """The respondent's bearer token (already authenticated): the key of its slots and flags."""
+    return request.headers.get("authorization", "").partition(" ")[2].strip()
 
 
 def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
@@ -56,13 +60,16 @@ def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
     responses=errors(401, 403, 404, 409, 422),
     summary="Suggest an item (respondent)",
 )
-def suggest(*, body: SuggestionIn, ctx: RespondentDep, session: SessionDep) -> SuggestionReceived:
+def suggest(
+    *, body: SuggestionIn, request: Request, ctx: RespondentDep, session: SessionDep
+) -> SuggestionReceived:
     """Propose an item. It is stored with no link to you: not your id, not your token,
-    and its time only to the hour; your own record keeps only how many suggestions you
-    made (the survey's limit). With moderation "before" a moderator reviews it first.
+    and its time only to the hour; your record is not written at all (the survey's limit
+    is kept as slots keyed with your token, which the service does not keep). With
+    moderation "before" a moderator reviews it first.
     409: the survey takes no suggestions, is closed, or your suggestions are used up."""
-    survey, respondent = ctx
-    return SuggestionReceived(remaining=svc.submit(session, survey, respondent, body.label))
+    survey, _ = ctx
+    return SuggestionReceived(remaining=svc.submit(session, survey, _token(request), body.label))
 
 
 @router.post(
@@ -75,9 +82,8 @@ def flag(*, item_id: str, request: Request, ctx: RespondentDep, session: Session
     """Counts once per respondent and item; at the survey's ``flag_threshold`` the item
     goes back to review and is no longer served. Stored as a digest keyed with your token,
     which the service does not keep: nobody can read back who flagged what."""
-    survey, respondent = ctx
-    token = request.headers.get("authorization", "").partition(" ")[2].strip()
-    svc.flag_item(session, survey, respondent, token, item_id)
+    survey, _ = ctx
+    svc.flag_item(session, survey, _token(request), item_id)
     return Response(status_code=204)
 
 
@@ -95,7 +101,7 @@ def list_suggestions(
     survey_id: str,
     who: ModeratorDep,
     status: str = Query("pending", description="pending (default), approved, rejected, merged or all."),
-    limit: Limit = 100,
+    limit: int = Query(50, ge=1, le=200, description="Entries per page (at most 200)."),
     offset: Offset = 0,
     session: SessionDep,
 ) -> SuggestionList:
@@ -189,16 +195,15 @@ def set_item_status(
 async def results(*, request: Request, survey_id: str, session: SessionDep) -> PublicResults:
     """What the page /r/{id} shows: the ranking with 95% score intervals (local surveys:
     post-processing of randomized answers, so publishing it costs no privacy), or a
-    central survey's latest release. 404 unless the survey publishes its results."""
+    central survey's latest release. 404 unless the survey publishes its results.
+    Computed at most once a minute per survey (``as_of``), on a turn of work of its own."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
     state = request.app.state
     return await run_bounded(
         request,
-        public_results,
+        state.public_results.get,
         session,
         survey,
-        state.fit_cache,
-        state.consensus_cache,
         seconds=state.settings.analysis_seconds,
         what="the results",
     )

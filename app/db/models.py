@@ -48,6 +48,7 @@ __all__ = [
     "ItemFlag",
     "Job",
     "PairStat",
+    "ParticipationSlot",
     "PendingBatch",
     "Ranking",
     "RankingStatsRow",
@@ -190,9 +191,6 @@ class Respondent(Base):
     n_comparisons: Mapped[int] = mapped_column(Integer, default=0)
     #: The pseudonym a bulk import gave this respondent (unique per survey).
     external_ref: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    #: How many suggestions and flags the respondent made: counts only, never which.
-    n_suggestions: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    n_flags: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
@@ -506,7 +504,7 @@ class Suggestion(Base):
     """A participant's proposed item and its moderation. Nothing here names or points to
     the respondent who sent it: no respondent id, no token, no address, and the time only
     to the hour (``received_at``), so that it cannot be matched to the respondent's other
-    rows by timestamp. The respondent's own row keeps only a count (``n_suggestions``)."""
+    rows by timestamp. The respondent's allowance is a :class:`ParticipationSlot`."""
 
     __tablename__ = "suggestions"
 
@@ -530,6 +528,19 @@ class Suggestion(Base):
         ),
         Index("ix_suggestions_survey_status", "survey_id", "status"),
     )
+
+
+class ParticipationSlot(Base):
+    """One used unit of a respondent's allowance (its k-th suggestion, its k-th flag), as
+    HMAC-SHA256 keyed with the respondent's bearer token — which the database does not
+    hold — over the survey, the kind and k. The limit is enforced by inserting the first
+    free slot in the same transaction as the suggestion or flag; nothing here, and no
+    write to the respondent's row, says whose slot it is."""
+
+    __tablename__ = "participation_slots"
+
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
 
 
 class ItemFlag(Base):

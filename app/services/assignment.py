@@ -479,27 +479,50 @@ def _exclude_withheld(
 
 
 def _avoiding(draw, excluded, live, starts, want: int, rng) -> NDArray[np.int64]:
-    """``draw(excluded, n)`` until ``want`` pairs of live items are found (pairs touching a
-    withheld item are dropped and excluded from the next draws; a few rounds at most)."""
+    """``draw(excluded, n)`` until ``want`` pairs of live items are found: pairs touching a
+    withheld item are dropped and excluded from the next draws, for a few rounds; if that
+    still leaves the request short (most items withheld), the rest is drawn uniformly
+    among the live items' pairs outside ``excluded``, numbered over the live items only —
+    so a respondent is never told it has answered everything while live pairs remain."""
     if want <= 0:
         return np.empty(0, dtype=np.int64)
     if live.all():
         return draw(excluded, want)
     got: list[NDArray[np.int64]] = []
     n = 0
+    tried = excluded
     for _ in range(_LOOKUP_ROUNDS):
-        chosen = draw(excluded, 2 * (want - n) + 8)
+        chosen = draw(tried, 2 * (want - n) + 8)
         if chosen.size == 0:
             break
         a, b = _pairs(chosen, starts)
-        ok = live[a] & live[b]
-        keep = chosen[ok][: want - n]
+        keep = chosen[live[a] & live[b]][: want - n]
         got.append(keep)
         n += keep.size
-        excluded = np.union1d(excluded, chosen)
+        tried = np.union1d(tried, chosen)
         if n >= want:
-            break
-    return np.concatenate(got) if got else np.empty(0, dtype=np.int64)
+            return np.concatenate(got)
+    taken = np.union1d(excluded, np.concatenate(got)) if got else excluded
+    got.append(_uniform_live(taken, live, starts, want - n, rng))
+    return np.concatenate(got)
+
+
+def _uniform_live(excluded, live, starts, want: int, rng) -> NDArray[np.int64]:
+    """Up to ``want`` pairs of live items outside ``excluded`` (sorted pair numbers),
+    uniformly: the live items are renumbered 0 … l−1, so the draw is O(l + |excluded|)."""
+    ids = np.flatnonzero(live)
+    size = ids.size
+    if size < 2 or want <= 0:
+        return np.empty(0, dtype=np.int64)
+    index = np.full(starts.size, -1, dtype=np.int64)
+    index[ids] = np.arange(size)
+    a, b = _pairs(excluded, starts)
+    both = (index[a] >= 0) & (index[b] >= 0)
+    local_starts = _row_starts(size)
+    mine = np.unique(_keys(index[a[both]], index[b[both]], local_starts))
+    ranks = _draw(size * (size - 1) // 2, mine, want, rng)
+    la, lb = _pairs(ranks, local_starts)
+    return _keys(ids[la], ids[lb], starts)
 
 
 def _survey_item_counts(session: Session, survey_id: str, m: int, cache) -> NDArray[np.int64]:

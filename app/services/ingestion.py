@@ -321,6 +321,13 @@ def submit_responses(
     goal = survey.goal is not None and not central
     items = current_item_index(session, survey.id) if goal else _item_index(session, survey.id, comparisons)
     i, j, y = _canonical(comparisons, items.positions)
+    if survey.withheld:
+        withheld = np.isin(i, survey.withheld) | np.isin(j, survey.withheld)
+        if withheld.any():
+            raise Conflict(
+                f"comparisons[{int(np.flatnonzero(withheld)[0])}]: one of its items is withheld by the "
+                "moderators (hidden, or under review) and takes no answers"
+            )
     flags = _ticket_flags(survey, respondent.id, comparisons, i, j, len(items)) if goal else None
     k = _first_repeat(i * len(items) + j)
     if k is not None:
@@ -678,8 +685,6 @@ def import_comparisons(
                 "epsilon_spent": float(cost[idx]),
                 "n_comparisons": int(n_rows[idx]),
                 "external_ref": ref,
-                "n_suggestions": 0,
-                "n_flags": 0,
                 "created_at": now,
             }
         )

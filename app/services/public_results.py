@@ -8,6 +8,12 @@ the same reason. Central-model surveys hold true answers, so their page shows on
 latest differentially private release (nothing before the first one): publishing it
 again spends nothing.
 
+Anyone may call it, so its cost is bounded apart from the analysts' work
+(:class:`PublicSnapshots`): a survey's results are computed at most once per
+:data:`PUBLIC_SECONDS` per process (later calls get that snapshot, ``as_of`` saying
+when it was made; a call while it is being recomputed gets the previous one), on one
+turn of work of their own — never one of the turns the analysts' requests use.
+
 Items withheld by moderators (hidden, or back in review) are left out, and ranks count
 only the items shown. The intervals are each item's own score interval, which does not
 depend on which other items are shown; rank intervals, which do, are not published.
@@ -15,6 +21,9 @@ depend on which other items are shown; rank intervals, which do, are not publish
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
 from datetime import datetime
 
 from sqlalchemy import select
@@ -27,7 +36,52 @@ from .errors import Conflict, NotFound
 from .ranking_surveys import consensus
 from .results.participation import PublicResults, ReleaseRef, ResultItem
 
-__all__ = ["public_results"]
+__all__ = ["PUBLIC_SECONDS", "PublicSnapshots", "public_results"]
+
+#: How long a survey's public results are served from one computation (seconds).
+PUBLIC_SECONDS = 60.0
+#: Surveys whose snapshot a process keeps (least recently computed dropped first).
+PUBLIC_SURVEYS = 64
+
+
+class PublicSnapshots:
+    """The public results per survey, recomputed at most once per ``seconds``.
+
+    ``fit_cache`` and ``consensus_cache`` share the process's analysis memory but hold
+    their own turns of work (one), so that anonymous callers can never take the turns
+    the analysts' requests need. A snapshot is keyed by the items withheld too: hiding an
+    item takes it off the page at once. A central survey's page is its latest release,
+    read each time (a new release shows at once)."""
+
+    def __init__(self, fit_cache, consensus_cache, seconds: float = PUBLIC_SECONDS) -> None:
+        self.fit_cache, self.consensus_cache, self.seconds = fit_cache, consensus_cache, seconds
+        self._lock = threading.Lock()
+        self._held: OrderedDict[tuple, tuple[float, PublicResults]] = OrderedDict()
+        self._computing: set[tuple] = set()
+
+    def get(self, session: Session, survey: Survey, deadline: Deadline | None = None) -> PublicResults:
+        if not survey.public_results:
+            raise NotFound(f"survey {survey.id!r} does not publish its results")
+        if survey.privacy_model == "central":  # one row read: its latest release, at once
+            return public_results(session, survey, self.fit_cache, self.consensus_cache, deadline)
+        key = (survey.id, tuple(survey.withheld or ()))
+        with self._lock:
+            found = self._held.get(key)
+            busy = key in self._computing
+            if found is not None and (busy or time.monotonic() - found[0] < self.seconds):
+                return found[1]
+            self._computing.add(key)
+        try:
+            result = public_results(session, survey, self.fit_cache, self.consensus_cache, deadline)
+            with self._lock:
+                self._held[key] = (time.monotonic(), result)
+                self._held.move_to_end(key)
+                while len(self._held) > PUBLIC_SURVEYS:
+                    self._held.popitem(last=False)
+            return result
+        finally:
+            with self._lock:
+                self._computing.discard(key)
 
 
 def _items(session: Session, survey_id: str) -> dict[str, Item]:
@@ -52,8 +106,8 @@ def public_results(
         "withheld": withheld,
     }
     hidden_note = (
-        f" {withheld} item{'s' if withheld != 1 else ''} withheld by the moderators "
-        f"{'are' if withheld != 1 else 'is'} not shown; ranks count the items shown."
+        f" {withheld} item{'s' if withheld != 1 else ''} hidden by the moderators or waiting for their "
+        f"review {'are' if withheld != 1 else 'is'} not shown; ranks count the items shown."
         if withheld
         else ""
     )

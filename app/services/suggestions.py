@@ -1,28 +1,42 @@
 """Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
 
 **Unlinkable authorship.** A suggestion row holds its text, its moderation and the hour
-it arrived — nothing that names or points to its author. The respondent's own row keeps
-only how many suggestions (and flags) they made, for the per-respondent limit. The two
-writes are separate transactions, so that no stored row shares a transaction id with the
-respondent's (PostgreSQL stamps every row a transaction writes with its id). What the
-server still sees is the request itself: at the moment of submission the process holds
-the token and the text together in memory; neither reaches a log (the request log has
-the path and status only).
+it arrived — nothing that names or points to its author. The respondent's own row is
+never written when it suggests or flags: its allowance (``per_respondent`` suggestions,
+:data:`FLAGS_PER_RESPONDENT` flags) is kept as *slots*, HMAC-SHA256 digests keyed with
+the respondent's bearer token over (survey, kind, k), of which the k-th free one is
+inserted in the same transaction as the suggestion. The database holds only a hash of
+the token's secret, so nobody holding it can recompute a respondent's slots, and no row
+is written to the respondent's record (in PostgreSQL every row a transaction writes
+carries that transaction's id: a counter on the respondent's row, even written in a
+transaction of its own, would have the id just before the suggestion's). Times that a
+respondent's request causes are kept to the hour (``received_at``; with moderation
+"after", the item's ``created_at``/``approved_at`` and the decision), and the survey's
+``updated_at`` is not touched by it.
+
+What the server still sees is the request itself: at the moment of submission the
+process holds the token and the text together in memory, and the request's arrival
+time. A reader of the database who also reads a quiet survey's answer rows could still
+line up commit order (a respondent who answers and then suggests commits both within a
+moment); privrank stores nothing that links them by itself.
 
 **Flags.** A respondent flags an item at most once: the flag is stored as
-HMAC-SHA256 keyed with the respondent's bearer token, which the database never holds
-(it keeps a SHA-256 of the token's secret). A repeat from the same token finds its
-digest; nobody holding the database can say who flagged what. An item whose distinct
-flags reach the survey's ``flag_threshold`` goes back to review: it is withheld (no
-longer served) until a moderator restores or hides it.
+HMAC-SHA256 keyed with the respondent's token over the item id; a repeat from the same
+token finds its digest. A *suggested* item whose distinct flags reach the survey's
+``flag_threshold`` goes back to review: it is withheld (no longer served) until a
+moderator restores or hides it. Seed and admin-added items collect flags for the
+moderators to see but stay live: otherwise a few throw-away registrations could take
+any item out of a survey. Closed surveys take no flags.
 
 **Moderation.** ``before``: suggestions wait (pending) for a moderator, who approves
 (optionally editing the text), rejects with a reason, or merges one into an existing
-item. ``after``: a suggestion becomes a live item at once, unless its text is the same
-as an item's (then it is merged into that item); moderators hide what should not stay.
-Near-duplicates are pointed out to moderators (:func:`similar_labels`): the same text
-once case, accents, punctuation and spacing are folded away, or a high similarity of
-character trigrams.
+item. ``after``: a suggestion becomes a live item at once, unless an item has the same
+text (then it is merged into that item); moderators hide what should not stay.
+"The same text" means equal after Unicode NFC, case folding and collapsing white space
+(:func:`same_key`). Near-duplicates are pointed out to moderators as hints only
+(:func:`similar_labels`): the same text once accents and punctuation are also folded
+away (so "C#" and "C++" are a hint, never merged), or a high similarity of character
+trigrams.
 """
 
 from __future__ import annotations
@@ -35,15 +49,15 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, ItemFlag, Respondent, Suggestion, Survey, new_id, utcnow
+from ..db.models import Item, ItemFlag, ParticipationSlot, Suggestion, Survey, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, Invalid, NotFound
-from .surveys import append_items, get_survey, normalize_label, survey_items
+from .surveys import append_items, current_item_index, get_survey, normalize_label
 
 __all__ = [
     "FLAGS_PER_RESPONDENT",
@@ -59,6 +73,7 @@ __all__ = [
     "pending_count",
     "pending_counts",
     "reject",
+    "same_key",
     "set_item_status",
     "similar_labels",
     "submit",
@@ -71,6 +86,10 @@ FLAGS_PER_RESPONDENT = 10
 STATUSES = ("pending", "approved", "rejected", "merged")
 #: Similarity from which a label is shown to moderators as a near-duplicate.
 SIMILAR_FROM = 0.5
+#: Trigrams shared by more labels than this are skipped when looking for near-duplicates
+#: ("the", " a "…): they say little, and hostile labels made of them would make a listing
+#: compare everything with everything.
+COMMON_TRIGRAM = 500
 #: Near-duplicates listed per suggestion.
 SIMILAR_SHOWN = 3
 #: Pending suggestions a listing compares against (the oldest first, like the queue), so
@@ -86,12 +105,35 @@ def _settings(survey: Survey) -> dict:
     return s
 
 
+#: Characters that reorder or hide text (bidirectional overrides and isolates) and C1 controls.
+_HOSTILE = re.compile("[\u202a-\u202e\u2066-\u2069\u0080-\u009f]")
+#: Most combining marks on one character (beyond it, text spills over its neighbours).
+_MAX_MARKS = 4
+
+
+def _visible(c: str) -> bool:
+    """Whether a character shows something: not a space, format character (zero-width,
+    BOM), combining mark or one of the blank letters (Hangul fillers, blank braille)."""
+    if c in "\u3164\u115f\u1160\uffa0\u2800":
+        return False
+    return unicodedata.category(c) not in ("Zs", "Zl", "Zp", "Cf", "Cc", "Mn", "Me", "Mc")
+
+
 def _clean(label: str) -> str:
     cleaned = normalize_label(label)
     if not cleaned:
         raise Invalid("a suggestion must not be empty")
     if len(cleaned) > LABEL_MAX:
         raise Invalid(f"a suggestion must be at most {LABEL_MAX} characters")
+    if _HOSTILE.search(cleaned):
+        raise Invalid("a suggestion must not contain text-direction overrides or control characters")
+    if not any(_visible(c) for c in cleaned):
+        raise Invalid("a suggestion must contain visible characters")
+    run = 0
+    for c in cleaned:
+        run = run + 1 if unicodedata.combining(c) else 0
+        if run > _MAX_MARKS:
+            raise Invalid(f"a suggestion must not stack more than {_MAX_MARKS} accents on one letter")
     return cleaned
 
 
@@ -106,12 +148,14 @@ _SPACE = re.compile(r"\s+")
 
 
 def fold_text(label: str) -> str:
-    """The form two labels are compared in: compatibility-normalized, accents and
-    punctuation removed, case folded, spaces collapsed ("Bike lanes!" ≡ "bike  lanes")."""
+    """The form two labels are compared in for hints: compatibility-normalized, accents
+    and punctuation removed, case folded, spaces collapsed ("Bike lanes!" ≡ "bike  lanes").
+    A label with nothing left (emoji, punctuation only) keeps its :func:`same_key` form,
+    so that two such labels are not "the same" by both folding to nothing."""
     text = unicodedata.normalize("NFKD", label)
     text = "".join(c for c in text if not unicodedata.combining(c))
-    text = _PUNCT.sub(" ", text.casefold())
-    return _SPACE.sub(" ", text).strip()
+    text = _SPACE.sub(" ", _PUNCT.sub(" ", text.casefold())).strip()
+    return text or same_key(label)
 
 
 def _trigrams(folded: str) -> set[str]:
@@ -142,13 +186,20 @@ def similar_labels(
     for k, g in enumerate(grams):
         for t in g:
             index.setdefault(t, []).append(k)
+    by_text: dict[str, list[int]] = {}
+    for k, f in enumerate(folded):
+        by_text.setdefault(f, []).append(k)
     out = []
     for label in labels:
         f = fold_text(label)
         g = _trigrams(f)
         shared: Counter[int] = Counter()
         for t in g:
-            shared.update(index.get(t, ()))
+            posting = index.get(t, ())
+            if len(posting) <= COMMON_TRIGRAM:
+                shared.update(posting)
+        for k in by_text.get(f, ()):  # the same folded text, whatever its trigrams
+            shared.setdefault(k, 0)
         found = []
         for k, n in shared.items():
             same = folded[k] == f
@@ -164,50 +215,58 @@ def similar_labels(
 # -- respondents --------------------------------------------------------------------
 
 
-def submit(session: Session, survey: Survey, respondent: Respondent, label: str) -> int:
-    """Store a respondent's suggestion; returns how many more they may make.
+def _slot_digest(token: str, survey_id: str, kind: str, k: int) -> str:
+    message = f"privrank slot v1:{survey_id}:{kind}:{k}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
-    Two transactions: first the respondent's counter (the limit), then the suggestion
-    — and, with moderation ``after``, its item — with nothing pointing back. A failure
-    of the second gives the counter back."""
+
+def _take_slot(session: Session, survey_id: str, token: str, kind: str, limit: int) -> int | None:
+    """Insert the respondent's first free ``kind`` slot, in the caller's transaction; its
+    index, or None when all ``limit`` are used. Concurrent requests of one token each get
+    a different slot (PostgreSQL: a second insert of one key waits for the first to
+    commit, then finds it taken and tries the next)."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    for k in range(limit):
+        taken = session.execute(
+            insert(ParticipationSlot)
+            .values(survey_id=survey_id, digest=_slot_digest(token, survey_id, kind, k))
+            .on_conflict_do_nothing()
+            .returning(ParticipationSlot.digest)
+        ).scalar_one_or_none()
+        if taken is not None:
+            return k
+    return None
+
+
+def submit(session: Session, survey: Survey, token: str, label: str) -> int:
+    """Store a respondent's suggestion; returns how many more they may make. One
+    transaction: the respondent's next free slot (the limit) and the suggestion — with
+    moderation ``after``, its item — with nothing pointing back to the respondent."""
     settings = _settings(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed", code="survey_closed")
     text = _clean(label)
     limit = int(settings["per_respondent"])
     begin_write(session)
-    taken = session.execute(
-        update(Respondent)
-        .where(Respondent.id == respondent.id, Respondent.n_suggestions < limit)
-        .values(n_suggestions=Respondent.n_suggestions + 1)
-        .returning(Respondent.n_suggestions)
-    ).scalar_one_or_none()
-    if taken is None:
-        session.rollback()
-        made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
-        raise Conflict(f"you have made {made} a respondent may make in this survey", code="suggestion_limit")
-    session.commit()
     try:
+        k = _take_slot(session, survey.id, token, "suggestion", limit)
+        if k is None:
+            made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
+            raise Conflict(
+                f"you have made {made} a respondent may make in this survey", code="suggestion_limit"
+            )
         _store(session, survey.id, text, settings["moderation"])
+        session.commit()
     except BaseException:
         session.rollback()
-        begin_write(session)
-        session.execute(
-            update(Respondent)
-            .where(Respondent.id == respondent.id)
-            .values(n_suggestions=Respondent.n_suggestions - 1)
-        )
-        session.commit()
         raise
-    return limit - int(taken)
+    return limit - k - 1
 
 
 def _store(session: Session, survey_id: str, text: str, moderation: str) -> None:
-    begin_write(session)
-    now = utcnow()
-    row = Suggestion(
-        id=new_id("sug"), survey_id=survey_id, label=text, status="pending", received_at=_hour(now)
-    )
+    """The suggestion (and with moderation ``after`` its item), in the caller's transaction."""
+    hour = _hour(utcnow())
+    row = Suggestion(id=new_id("sug"), survey_id=survey_id, label=text, status="pending", received_at=hour)
     if moderation == "after":
         survey = get_survey(session, survey_id, lock=True)
         if survey.status != "open":
@@ -216,19 +275,29 @@ def _store(session: Session, survey_id: str, text: str, moderation: str) -> None
         if same is not None:
             row.status, row.item_id = "merged", same.id
         else:
-            (item,) = append_items(session, survey, [text], source="suggested", approved_at=now)
+            (item,) = append_items(
+                session, survey, [text], source="suggested", approved_at=hour, created_at=hour, touch=False
+            )
             row.status, row.item_id = "approved", item.id
-        row.decided_at, row.decided_by = now, "auto"
+        row.decided_at, row.decided_by = hour, "auto"
     session.add(row)
-    session.commit()
+    session.flush()
+
+
+def same_key(label: str) -> str:
+    """The form in which two labels count as the same item: NFC, case folded, white space
+    collapsed ("Night  buses" ≡ "night buses"; "C#" ≠ "C++")."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFC", label).casefold()).strip()
 
 
 def _same_item(session: Session, survey_id: str, text: str) -> Item | None:
-    """The item whose label is the same text once folded, if any."""
-    f = fold_text(text)
-    for item in survey_items(session, survey_id):
-        if fold_text(item.label) == f:
-            return item
+    """The item whose label is the same text (:func:`same_key`), if any: from the process's
+    item index (plain values, read again only when items were added), so O(1) reads."""
+    index = current_item_index(session, survey_id)
+    key = same_key(text)
+    for k, label in enumerate(index.labels):
+        if same_key(label) == key:
+            return session.get(Item, index.ids[k])
     return None
 
 
@@ -236,11 +305,14 @@ def _flag_digest(token: str, item_id: str) -> str:
     return hmac.new(token.encode(), f"privrank flag v1:{item_id}".encode(), hashlib.sha256).hexdigest()
 
 
-def flag_item(session: Session, survey: Survey, respondent: Respondent, token: str, item_id: str) -> None:
-    """Record a respondent's flag on an item (a repeat counts once); at the survey's
-    threshold the item goes back to review and stops being served. Like a suggestion,
-    the respondent's counter and the flag are written in separate transactions."""
+def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> None:
+    """Record a respondent's flag on an item (a repeat counts once; at most
+    :data:`FLAGS_PER_RESPONDENT` items each); a suggested item at the survey's threshold
+    goes back to review and stops being served. One transaction, which writes the flag,
+    the respondent's slot and the item — never the respondent's row."""
     settings = _settings(survey)
+    if survey.status != "open":
+        raise Conflict("this survey is closed", code="survey_closed")
     item = session.get(Item, item_id)
     if item is None or item.survey_id != survey.id:
         raise NotFound(f"no item {item_id!r} in this survey")
@@ -248,52 +320,48 @@ def flag_item(session: Session, survey: Survey, respondent: Respondent, token: s
     if session.get(ItemFlag, (item_id, digest)) is not None:
         return  # flagged before: counted once
     begin_write(session)
-    taken = session.execute(
-        update(Respondent)
-        .where(Respondent.id == respondent.id, Respondent.n_flags < FLAGS_PER_RESPONDENT)
-        .values(n_flags=Respondent.n_flags + 1)
-        .returning(Respondent.n_flags)
-    ).scalar_one_or_none()
-    if taken is None:
-        session.rollback()
-        raise Conflict(
-            f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
-        )
-    session.commit()
-    begin_write(session)
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    added = session.execute(
-        insert(ItemFlag)
-        .values(item_id=item_id, digest=digest)
-        .on_conflict_do_nothing()
-        .returning(ItemFlag.digest)
-    ).scalar_one_or_none()
-    if added is None:  # a concurrent repeat won: give the counter back
-        session.rollback()
-        begin_write(session)
-        session.execute(
-            update(Respondent).where(Respondent.id == respondent.id).values(n_flags=Respondent.n_flags - 1)
-        )
+    try:
+        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        added = session.execute(
+            insert(ItemFlag)
+            .values(item_id=item_id, digest=digest)
+            .on_conflict_do_nothing()
+            .returning(ItemFlag.digest)
+        ).scalar_one_or_none()
+        if added is None:  # a concurrent repeat was first
+            session.rollback()
+            return
+        if _take_slot(session, survey.id, token, "flag", FLAGS_PER_RESPONDENT) is None:
+            raise Conflict(
+                f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
+            )
+        survey = get_survey(session, survey.id, lock=True)
+        item = session.get(Item, item_id, populate_existing=True)
+        if item is None:  # pragma: no cover - items are never deleted
+            raise NotFound(f"no item {item_id!r} in this survey")
+        item.flags += 1
+        if (
+            item.source == "suggested"
+            and item.status == "live"
+            and item.flags >= int(settings["flag_threshold"])
+        ):
+            item.status = "review"
+            _withhold(survey, item.position, True, touch=False)
         session.commit()
-        return
-    survey = get_survey(session, survey.id, lock=True)
-    item = session.get(Item, item_id, populate_existing=True)
-    assert item is not None
-    item.flags += 1
-    if item.flags >= int(settings["flag_threshold"]) and item.status == "live":
-        item.status = "review"
-        _withhold(survey, item.position, True)
-    session.commit()
+    except BaseException:
+        session.rollback()
+        raise
 
 
 # -- moderators ---------------------------------------------------------------------
 
 
-def _withhold(survey: Survey, position: int, withheld: bool) -> None:
+def _withhold(survey: Survey, position: int, withheld: bool, touch: bool = True) -> None:
     current = set(survey.withheld or [])
     current.add(position) if withheld else current.discard(position)
     survey.withheld = sorted(current) or None
-    survey.updated_at = utcnow()
+    if touch:  # not when a respondent's flag did it: its time would be stored
+        survey.updated_at = utcnow()
 
 
 def pending_count(session: Session, survey_id: str) -> int:

@@ -217,7 +217,9 @@ def create_survey(
         **fields,
     )
     session.add(survey)
-    session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0))
+    # item_counts starts empty (not NULL, which means "before the counts existed": a survey
+    # migrated with answers gets them from pair_stats at its first fold).
+    session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0, item_counts=b""))
     session.flush()
     session.add_all(
         Item(id=new_id("itm"), survey_id=survey.id, position=k, label=label)
@@ -456,41 +458,52 @@ def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]
 
 
 def append_items(
-    session: Session, survey: Survey, cleaned: list[str], source: str, approved_at: datetime | None = None
+    session: Session,
+    survey: Survey,
+    cleaned: list[str],
+    source: str,
+    approved_at: datetime | None = None,
+    created_at: datetime | None = None,
+    touch: bool = True,
 ) -> list[Item]:
     """Append items with normalized, distinct ``cleaned`` labels to ``survey``, which the
     caller has locked (:func:`get_survey` with ``lock``) inside its write transaction;
-    the caller commits. ``source``: "added" (an admin) or "suggested" (a participant)."""
+    the caller commits. ``source``: "added" (an admin) or "suggested" (a participant).
+    ``created_at`` (default now) and ``touch`` (bump the survey's ``updated_at``) let a
+    respondent's suggestion leave no exact time behind. The labels come from the process's
+    item index, so no item rows are read unless items were added meanwhile."""
     survey_id = survey.id
-    existing = survey_items(session, survey_id)
-    taken = {normalize_label(item.label) for item in existing}  # rows stored before labels were NFC
+    n = item_count(session, survey_id)
+    index = current_item_index(session, survey_id, n)  # plain cached values: no rows read
+    taken = {normalize_label(label) for label in index.labels}  # rows stored before labels were NFC
     clash = sorted(set(cleaned) & taken)
     if clash:
         raise Invalid(f"item labels must be unique; already in the survey: {clash}")
-    if len(existing) + len(cleaned) > MAX_ITEMS:
+    if n + len(cleaned) > MAX_ITEMS:
         raise Invalid(f"a survey holds at most {MAX_ITEMS} items")
     if survey.kind == "ranking":
-        if len(existing) + len(cleaned) > MAX_RANKING_ITEMS:
+        if n + len(cleaned) > MAX_RANKING_ITEMS:
             raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
         if session.scalar(select(Ranking.id).where(Ranking.survey_id == survey_id).limit(1)) is not None:
             raise Conflict(
                 "this ranking survey already has rankings of its current items; items cannot be added "
                 "(create a new survey)"
             )
-    start = len(existing)
     new = [
         Item(
             id=new_id("itm"),
             survey_id=survey_id,
-            position=start + k,
+            position=n + k,
             label=label,
             source=source,
             approved_at=approved_at,
+            created_at=created_at or utcnow(),
         )
         for k, label in enumerate(cleaned)
     ]
     session.add_all(new)
-    survey.updated_at = utcnow()
+    if touch:
+        survey.updated_at = utcnow()
     session.flush()
     return new
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect, select, text
 
-from app.db.models import Item, ItemFlag, Respondent, Suggestion
+from app.db.models import Item, ItemFlag, ParticipationSlot, Respondent, Suggestion
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
 
@@ -159,32 +159,49 @@ def test_moderation_after_is_live_at_once_and_can_be_hidden(client):
     assert new["id"] in _served_items(client, sid, h4, rounds=2)
 
 
-def test_flags_count_once_per_respondent_and_send_an_item_to_review(client):
+def test_flags_count_once_per_respondent_and_send_a_suggested_item_to_review(client):
     items = [f"idea {k}" for k in range(12)]
-    s = _survey(client, items=items, suggestions={"enabled": True, "flag_threshold": 2})
+    s = _survey(
+        client, items=items, suggestions={"enabled": True, "flag_threshold": 2, "moderation": "after"}
+    )
     sid = s["id"]
-    target = s["items"][0]["id"]
     _, a = register(client, sid)
     _, b = register(client, sid)
+    assert _suggest(client, sid, a, "A suggested idea").status_code == 202
+    target = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][-1]["id"]
+
+    def item(item_id):
+        return next(
+            i for i in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"] if i["id"] == item_id
+        )
+
     for _ in range(3):
         assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=a).status_code == 204
-    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
-    assert (item["flags"], item["status"]) == (1, "live")
+    assert (item(target)["flags"], item(target)["status"]) == (1, "live")
     assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=b).status_code == 204
-    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
-    assert (item["flags"], item["status"]) == (2, "review")
+    assert (item(target)["flags"], item(target)["status"]) == (2, "review")
     _, c = register(client, sid)
     assert target not in _served_items(client, sid, c, rounds=8)
+    # Answers about it are refused while it is withheld (a crafted client).
+    seed = s["items"][0]["id"]
+    crafted = {"privatized": False, "comparisons": [{"a": target, "b": seed, "winner": target}]}
+    refused = client.post(f"/v1/surveys/{sid}/responses", json=crafted, headers=c)
+    assert refused.status_code == 409 and "withheld" in refused.json()["detail"]
     # Restoring clears the flags; the same respondents' earlier flags do not count again.
     client.patch(f"/v1/surveys/{sid}/items/{target}", json={"status": "live"}, headers=ADMIN)
     assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=a).status_code == 204
-    item = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]
-    assert (item["flags"], item["status"]) == (0, "live")
+    assert (item(target)["flags"], item(target)["status"]) == (0, "live")
+    assert client.post(f"/v1/surveys/{sid}/responses", json=crafted, headers=c).status_code in (200, 201)
+    # A seed item collects flags for the moderators but stays live: a few throw-away
+    # registrations cannot take the organisers' items out of the survey.
+    for h in (a, b, c):
+        assert client.post(f"/v1/surveys/{sid}/items/{seed}/flag", headers=h).status_code == 204
+    assert (item(seed)["flags"], item(seed)["status"]) == (3, "live")
     # At most 10 flags per respondent.
     codes = [
         client.post(f"/v1/surveys/{sid}/items/{i['id']}/flag", headers=c).status_code for i in s["items"][1:]
     ]
-    assert codes == [204] * 10 + [409]
+    assert codes == [204] * 9 + [409, 409]
     over = client.post(f"/v1/surveys/{sid}/items/{s['items'][-1]['id']}/flag", headers=c)
     assert over.json()["code"] == "flag_limit"
     # Unknown items, and items of another survey, are not found.
@@ -192,6 +209,10 @@ def test_flags_count_once_per_respondent_and_send_an_item_to_review(client):
     assert (
         client.post(f"/v1/surveys/{sid}/items/{other['items'][0]['id']}/flag", headers=a).status_code == 404
     )
+    # A closed survey takes no flags.
+    client.patch(f"/v1/surveys/{sid}", json={"status": "closed"}, headers=ADMIN)
+    closed = client.post(f"/v1/surveys/{sid}/items/{s['items'][5]['id']}/flag", headers=b)
+    assert closed.status_code == 409 and closed.json()["code"] == "survey_closed"
 
 
 def test_settings_are_checked(client):
@@ -204,6 +225,8 @@ def test_settings_are_checked(client):
     assert create(suggestions={"flag_threshold": 0}).status_code == 422
     assert create(results_on_finish=True).status_code == 422
     assert create(kind="ranking", suggestions={}).status_code == 422
+    assert create(suggestions={"per_respondent": True}).status_code == 422  # no coercion
+    assert create(suggestions={"enabled": "false"}).status_code == 422
     goal = {"assignment": "adaptive", "goal": {"top_k": 1}}
     assert create(suggestions={}, **goal).status_code == 422
     sid = create().json()["id"]
@@ -257,12 +280,22 @@ def test_authorship_is_not_stored(client, app):
             "decided_by",
         }
         assert {c.name for c in ItemFlag.__table__.columns} == {"item_id", "digest"}
-        counts = session.execute(
-            select(Respondent.n_suggestions, Respondent.n_flags).where(
-                Respondent.id.in_([r for r, _ in known])
-            )
+        # The allowances are slots keyed with the tokens: one suggestion and one flag each,
+        # and the respondents' own rows were not written (no column counts them).
+        slots = session.scalars(
+            select(ParticipationSlot.digest).where(ParticipationSlot.survey_id == sid)
         ).all()
-        assert sorted(counts) == [(1, 1)] * 3
+        assert len(slots) == 6
+        assert {c.name for c in Respondent.__table__.columns} == {
+            "id",
+            "survey_id",
+            "token_hash",
+            "epsilon",
+            "epsilon_spent",
+            "n_comparisons",
+            "external_ref",
+            "created_at",
+        }
         flags = session.scalars(select(ItemFlag.digest).where(ItemFlag.item_id == s["items"][0]["id"])).all()
         assert len(flags) == 3
         items = session.scalars(
@@ -271,7 +304,8 @@ def test_authorship_is_not_stored(client, app):
         assert sorted(items) == texts
 
 
-def test_public_results(client, app):
+def test_public_results(client, app, monkeypatch):
+    monkeypatch.setattr(app.state.public_results, "seconds", 0.0)  # caching: its own test
     s = _survey(client, suggestions={"enabled": True}, public_results=True)
     sid = s["id"]
     private = _survey(client)
@@ -309,13 +343,32 @@ def test_public_results(client, app):
     client.patch(f"/v1/surveys/{sid}/items/{ids[1]}", json={"status": "hidden"}, headers=ADMIN)
     out = client.get(f"/v1/surveys/{sid}/results").json()
     assert ids[1] not in {i["item_id"] for i in out["items"]} and out["withheld"] == 1
-    assert [i["rank"] for i in out["items"]] == [1, 2, 3] and "withheld" in out["note"]
+    assert [i["rank"] for i in out["items"]] == [1, 2, 3] and "1 item hidden" in out["note"]
     # Turning the page off answers 404 again.
     client.patch(f"/v1/surveys/{sid}", json={"public_results": False}, headers=ADMIN)
     assert client.get(f"/v1/surveys/{sid}/results").status_code == 404
 
 
-def test_public_results_of_central_and_ranking_surveys(client):
+def test_public_results_are_computed_at_most_once_a_minute(client, app):
+    """Anonymous callers cannot make the service refit: a snapshot serves for a minute
+    (new answers wait for the next one), except that hiding an item takes effect at once."""
+    s = _survey(client, public_results=True)
+    sid, ids = s["id"], [i["id"] for i in s["items"]]
+    first = client.get(f"/v1/surveys/{sid}/results").json()
+    _, h = register(client, sid)
+    body = {"privatized": False, "comparisons": [{"a": ids[0], "b": ids[1], "winner": ids[0]}]}
+    assert client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h).status_code in (200, 201)
+    again = client.get(f"/v1/surveys/{sid}/results").json()
+    assert again == first and again["comparisons"] == 0  # the snapshot, not a new fit
+    client.patch(f"/v1/surveys/{sid}/items/{ids[3]}", json={"status": "hidden"}, headers=ADMIN)
+    hidden = client.get(f"/v1/surveys/{sid}/results").json()
+    assert hidden["withheld"] == 1 and hidden["comparisons"] == 1 and hidden["as_of"] > first["as_of"]
+    # Its computations have a turn of work of their own, not one of the analysts'.
+    assert app.state.public_results.fit_cache.work is not app.state.fit_cache.work
+
+
+def test_public_results_of_central_and_ranking_surveys(client, app, monkeypatch):
+    monkeypatch.setattr(app.state.public_results, "seconds", 0.0)
     privacy = {"model": "central", "total_budget": 10.0, "max_comparisons_per_respondent": 3}
     c = _survey(client, items=["a", "b", "c"], privacy=privacy, public_results=True)
     none = client.get(f"/v1/surveys/{c['id']}/results").json()
@@ -383,13 +436,15 @@ def test_one_token_racing_itself_gets_exactly_its_limit(app):
         assert client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["total"] == 3
         assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]["flags"] == 1
         with app.state.session_factory() as session:
-            me = session.scalars(select(Respondent).where(Respondent.survey_id == sid)).one()
-            assert (me.n_suggestions, me.n_flags) == (3, 1)
+            slots = session.scalars(
+                select(ParticipationSlot.digest).where(ParticipationSlot.survey_id == sid)
+            ).all()
+            assert len(slots) == 4  # three suggestions and one flag
 
 
 def test_a_failed_suggestion_gives_its_count_back(client, app, monkeypatch):
-    """The suggestion's own transaction fails after the counter's committed: the count is
-    given back, nothing is stored, and the next suggestion works."""
+    """Storing the suggestion fails: its transaction, which took the respondent's slot, is
+    rolled back whole — no slot, no suggestion — and the next suggestion works."""
     from app.services import suggestions
 
     s = _survey(client, suggestions={"enabled": True, "per_respondent": 1})
@@ -403,6 +458,42 @@ def test_a_failed_suggestion_gives_its_count_back(client, app, monkeypatch):
     assert _suggest(client, sid, h, "lost idea").status_code == 500
     monkeypatch.undo()
     with app.state.session_factory() as session:
-        assert session.scalars(select(Respondent.n_suggestions).where(Respondent.survey_id == sid)).one() == 0
+        assert (
+            session.scalars(select(ParticipationSlot).where(ParticipationSlot.survey_id == sid)).all() == []
+        )
         assert session.scalars(select(Suggestion).where(Suggestion.survey_id == sid)).all() == []
     assert _suggest(client, sid, h, "kept idea").status_code == 202
+
+
+def test_with_most_items_hidden_every_live_pair_is_still_served(client, monkeypatch):
+    """When the hidden items' pairs are too many to list (forced here), pairs touching them
+    are drawn and dropped; if that leaves a request short, the rest comes from the live
+    items renumbered. A respondent gets every live pair and only then hears it is done."""
+    from app.services import assignment
+
+    monkeypatch.setattr(assignment, "_EXCLUDE_KEYS", 0)
+    s = _survey(client, items=[f"item {k}" for k in range(40)], suggestions={"enabled": True})
+    sid = s["id"]
+    for it in s["items"][10:]:
+        client.patch(f"/v1/surveys/{sid}/items/{it['id']}", json={"status": "hidden"}, headers=ADMIN)
+    live = {it["id"] for it in s["items"][:10]}
+    _, h = register(client, sid)
+    seen: set[frozenset] = set()
+    while True:
+        out = client.get(f"/v1/surveys/{sid}/pairs?count=10", headers=h).json()
+        pairs = out["pairs"]
+        if not pairs:
+            assert out["reason"] == "all_answered"
+            break
+        assert {p["a"] for p in pairs} | {p["b"] for p in pairs} <= live
+        if len(seen) + len(pairs) < 45:
+            assert len(pairs) == 10, out  # never short while live pairs remain
+        body = {
+            "privatized": False,
+            "comparisons": [{"a": p["a"], "b": p["b"], "winner": p["a"]} for p in pairs],
+        }
+        assert client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h).status_code in (200, 201)
+        new = {frozenset((p["a"], p["b"])) for p in pairs}
+        assert not new & seen
+        seen |= new
+    assert len(seen) == 45  # every pair of the 10 live items, once

@@ -110,15 +110,17 @@ class SurveyCreate(StrictModel):
 
 
 class SuggestionSettings(StrictModel):
-    enabled: bool = Field(True, description="Respondents may propose items.")
-    per_respondent: int = Field(3, description="Suggestions one respondent may make (1 … 20).")
+    enabled: bool = Field(True, strict=True, description="Respondents may propose items.")
+    per_respondent: int = Field(3, strict=True, description="Suggestions one respondent may make (1 … 20).")
     moderation: Literal["before", "after"] = Field(
         "before",
         description="before: a moderator approves each suggestion before it is served. after: a "
         "suggestion is live at once; moderators hide what should not stay.",
     )
     flag_threshold: int = Field(
-        3, description="Distinct respondents' flags that send an item back to review (1 … 100)."
+        3,
+        strict=True,
+        description="Distinct respondents' flags that send a suggested item back to review (1 … 100).",
     )
 
 

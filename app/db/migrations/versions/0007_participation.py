@@ -7,7 +7,9 @@ hidden, or back in review). ``items.source`` ("seed", "added", "suggested"),
 ``suggestions``: the text of a proposal and its moderation, with no link to its author
 (``received_at`` is kept to the hour). ``item_flags``: one keyed digest per flag, under a
 key the database never holds (the respondent's token), so repeats count once.
-``respondents.n_suggestions`` and ``respondents.n_flags``: the only per-respondent trace.
+``participation_slots``: a respondent's used suggestion and flag allowances, as digests
+keyed with its token (no respondent column: the respondent's own row is never written
+when it suggests or flags).
 ``survey_stats.item_counts``: comparisons per item (packed), for new items' catch-up.
 ``api_keys.role`` gains "moderator". Existing items are seeds, live.
 
@@ -44,9 +46,6 @@ def upgrade() -> None:
         batch.add_column(sa.Column("approved_at", sa.DateTime(timezone=True), nullable=True))
         batch.create_check_constraint("ck_items_source", "source IN ('seed', 'added', 'suggested')")
         batch.create_check_constraint("ck_items_status", "status IN ('live', 'hidden', 'review')")
-    with op.batch_alter_table("respondents") as batch:
-        batch.add_column(sa.Column("n_suggestions", sa.Integer(), nullable=False, server_default="0"))
-        batch.add_column(sa.Column("n_flags", sa.Integer(), nullable=False, server_default="0"))
     with op.batch_alter_table("survey_stats") as batch:
         batch.add_column(sa.Column("item_counts", sa.LargeBinary(), nullable=True))
     with op.batch_alter_table("api_keys") as batch:
@@ -71,6 +70,13 @@ def upgrade() -> None:
     )
     op.create_index("ix_suggestions_survey_status", "suggestions", ["survey_id", "status"])
     op.create_table(
+        "participation_slots",
+        sa.Column(
+            "survey_id", sa.String(40), sa.ForeignKey("surveys.id", ondelete="CASCADE"), primary_key=True
+        ),
+        sa.Column("digest", sa.String(64), primary_key=True),
+    )
+    op.create_table(
         "item_flags",
         sa.Column("item_id", sa.String(40), sa.ForeignKey("items.id", ondelete="CASCADE"), primary_key=True),
         sa.Column("digest", sa.String(64), primary_key=True),
@@ -79,6 +85,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("item_flags")
+    op.drop_table("participation_slots")
     op.drop_index("ix_suggestions_survey_status", "suggestions")
     op.drop_table("suggestions")
     op.execute("DELETE FROM api_keys WHERE role = 'moderator'")
@@ -87,9 +94,6 @@ def downgrade() -> None:
         batch.create_check_constraint("ck_api_keys_role", "role IN ('admin', 'analyst')")
     with op.batch_alter_table("survey_stats") as batch:
         batch.drop_column("item_counts")
-    with op.batch_alter_table("respondents") as batch:
-        batch.drop_column("n_flags")
-        batch.drop_column("n_suggestions")
     with op.batch_alter_table("items") as batch:
         batch.drop_constraint("ck_items_status", type_="check")
         batch.drop_constraint("ck_items_source", type_="check")
