@@ -47,6 +47,7 @@ from .stats.rankings import complete_ranking, mallows_privatize
 __all__ = [
     "SiteClient",
     "SiteError",
+    "consensus_lines",
     "contribute",
     "derive_seed",
     "fingerprint",
@@ -377,10 +378,45 @@ def contribute(
     return 0
 
 
+def consensus_lines(result: dict) -> list[str]:
+    """A published round result for people: the consensus best first, tied items shown as a
+    group ``{A = B}`` sharing one rank, and how ties were broken in the published order."""
+    items = result["items"]
+    by_id = {it["item_id"]: it for it in items}
+    tied = {iid: k for k, group in enumerate(result.get("ties") or []) for iid in group}
+    parts: list[str] = []
+    shown: set[int] = set()
+    for it in items:
+        k = tied.get(it["item_id"])
+        if k is None:
+            parts.append(it["label"])
+        elif k not in shown:
+            shown.add(k)
+            parts.append("{" + " = ".join(by_id[i]["label"] for i in result["ties"][k]) + "}")
+    lines = ["consensus (best first): " + " > ".join(parts)]
+    for it in items:
+        extra = ""
+        if "mean_site_quantized_position" in it:
+            extra = f"  (mean over sites of the quantized position {it['mean_site_quantized_position']:g})"
+        mark = " (tied)" if it["item_id"] in tied else ""
+        lines.append(f"  {it['rank']:>3}. {it['label']}{mark}{extra}")
+    if result.get("ties"):
+        groups = "; ".join(" = ".join(by_id[i]["label"] for i in g) for g in result["ties"])
+        lines.append(f"tied: {groups}")
+    if result.get("random_coordinates"):
+        labels = ", ".join(by_id[i]["label"] for i in result["random_coordinates"] if i in by_id)
+        lines.append(f"Lehmer coordinates drawn at random among tied values: {labels}")
+    if result.get("tie_break"):
+        lines.append(f"ties: {result['tie_break']}")
+    return lines
+
+
 def _report(view: dict, say) -> None:
     if view.get("result"):
-        labels = [it["label"] for it in view["result"]["items"]]
-        say("round complete; consensus (best first): " + " > ".join(labels))
+        lines = consensus_lines(view["result"])
+        say("round complete; " + lines[0])
+        for line in lines[1:]:
+            say(line)
     else:
         left = [p["name"] for p in view["peers"] if not p["contributed"]]
         if left:

@@ -50,6 +50,7 @@ __all__ = [
     "get_round",
     "list_rounds",
     "open_round",
+    "published_result",
     "register_key",
     "round_view",
     "scheme_of",
@@ -153,6 +154,53 @@ def open_round(
     return rnd, rows, tokens
 
 
+#: How the published order treats exact ties, stated in every round's result.
+TIE_BREAK = {
+    "borda": (
+        "items with equal aggregates are tied: they share a rank (competition ranking) and are "
+        "listed in 'ties'; within a tied group the published order was drawn uniformly at random "
+        "(generator seeded with SHA-256 of the round id, independent of the data) and carries no "
+        "information"
+    ),
+    "lehmer": (
+        "the decoded consensus is a permutation, so no items are tied; where the plurality of a "
+        "Lehmer coordinate was tied (the items in 'random_coordinates'), the value was drawn "
+        "uniformly at random among the tied values (generator seeded with SHA-256 of the round id, "
+        "independent of the data)"
+    ),
+}
+
+
+def published_result(method: str, result: dict | None) -> dict | None:
+    """A round's stored result as the API shows it. Rounds completed before ties were
+    published (and before the Borda field was renamed) are brought to the current form:
+    ``mean_quantized_position`` becomes ``mean_site_quantized_position``, and Borda ties and
+    shared ranks are recomputed from the stored aggregate."""
+    if result is None or "tie_break" in result:
+        return result
+    out = dict(result)
+    items = [dict(it) for it in result.get("items", [])]
+    for it in items:
+        if "mean_quantized_position" in it:
+            it["mean_site_quantized_position"] = it.pop("mean_quantized_position")
+    if method == "borda" and all("mean_site_quantized_position" in it for it in items):
+        # Items are stored in published order (ascending S/L); equal values are exact ties.
+        values = [float(it["mean_site_quantized_position"]) for it in items]
+        groups: list[list[str]] = []
+        for k, it in enumerate(items):
+            it["rank"] = 1 + sum(v < values[k] for v in values)
+            if k and values[k] == values[k - 1]:
+                groups[-1].append(it["item_id"])
+            else:
+                groups.append([it["item_id"]])
+        out["ties"] = [g for g in groups if len(g) >= 2]
+    else:
+        out["ties"] = []
+    out["items"] = items
+    out["tie_break"] = TIE_BREAK.get(method, TIE_BREAK["borda"])
+    return out
+
+
 def _sites(session: Session, round_id: str) -> list[RoundSite]:
     return list(
         session.scalars(select(RoundSite).where(RoundSite.round_id == round_id).order_by(RoundSite.position))
@@ -201,7 +249,7 @@ def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | N
             )
             for s in _sites(session, rnd.id)
         ],
-        result=rnd.result,
+        result=published_result(rnd.method, rnd.result),
         created_at=rnd.created_at,
         ended_at=rnd.ended_at,
     )
@@ -259,7 +307,7 @@ def site_view(session: Session, site: RoundSite) -> SiteView:
         ],
         ready=all(p.public_key is not None for p in peers),
         contributed=site.contributed_at is not None,
-        result=rnd.result,
+        result=published_result(rnd.method, rnd.result),
     )
 
 
@@ -368,19 +416,22 @@ def _complete(
     out = scheme.consensus(total, np.random.default_rng(seed))
     items = rnd.parameters["items"]
     order = [int(x) for x in out["order"]]
-    rank = {x: r + 1 for r, x in enumerate(order)}
     result: dict = {
         "order": [items[x]["id"] for x in order],
         "items": [],
         "aggregate": [int(v) for v in total],
+        "ties": [[items[x]["id"] for x in group] for group in out["ties"]],
+        "tie_break": TIE_BREAK[scheme.method],
     }
     for x in order:
-        row = {"item_id": items[x]["id"], "label": items[x]["label"], "rank": rank[x]}
+        row = {"item_id": items[x]["id"], "label": items[x]["label"], "rank": int(out["rank"][x])}
         if scheme.method == "borda":
-            row["mean_quantized_position"] = float(out["mean_quantized_position"][x])
+            row["mean_site_quantized_position"] = float(out["mean_site_quantized_position"][x])
         else:
             row["lehmer_code"] = int(out["lehmer_code"][x])
         result["items"].append(row)
+    if scheme.method == "lehmer":
+        result["random_coordinates"] = [items[x]["id"] for x in out["random_coordinates"]]
     rnd.result = result
     rnd.status = "complete"
     rnd.ended_at = utcnow()

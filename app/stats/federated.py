@@ -60,16 +60,19 @@ __all__ = [
     "borda_client_message",
     "borda_quantize",
     "borda_server_order",
+    "competition_ranks",
     "fra_experiment",
     "lehmer_client_message",
     "lehmer_concentration",
     "lehmer_low_bits",
     "lehmer_mean_aggregate",
     "lehmer_server_order",
+    "lehmer_tied_coordinates",
     "mask_message",
     "mask_stream",
     "pairwise_mask",
     "secure_sum",
+    "tied_groups",
 ]
 
 #: Message entries are at most this many bits (uint64 arithmetic with headroom).
@@ -122,6 +125,26 @@ def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None =
     s = np.asarray(total, dtype=np.int64)
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return np.lexsort((gen.random(s.size), s)).astype(np.int64)
+
+
+def competition_ranks(total: ArrayLike) -> NDArray[np.int64]:
+    """Rank of each item by its aggregate, ascending, with ties sharing a rank ("1224"
+    competition ranking): 1 + the number of items with a strictly smaller aggregate."""
+    s = np.asarray(total, dtype=np.int64)
+    return np.searchsorted(np.sort(s), s, side="left").astype(np.int64) + 1
+
+
+def tied_groups(total: ArrayLike, order: ArrayLike) -> list[list[int]]:
+    """The groups (of size >= 2) of items with exactly equal aggregates, in rank order, each
+    listed in the published ``order`` (whose order within a group was drawn at random)."""
+    s = np.asarray(total, dtype=np.int64)
+    groups: list[list[int]] = []
+    for x in np.asarray(order, dtype=np.int64):
+        if groups and s[groups[-1][0]] == s[x]:
+            groups[-1].append(int(x))
+        else:
+            groups.append([int(x)])
+    return [g for g in groups if len(g) >= 2]
 
 
 # -- Lehmer FRA ------------------------------------------------------------------------
@@ -222,6 +245,22 @@ def lehmer_server_order(
     return orders_from_positions(lehmer_decode(code)), code
 
 
+def lehmer_tied_coordinates(total: ArrayLike, n_items: int, low_bits: int) -> list[int]:
+    """The coordinates (0-based items) whose low-part plurality in the summed Lehmer message
+    was tied, so that :func:`lehmer_server_order` picked one of the tied values at random."""
+    s = np.asarray(total, dtype=np.int64)
+    k, h = _coordinate_split(n_items, low_bits)
+    out: list[int] = []
+    at = 0
+    for i in range(n_items):
+        at += int(k[i] > 0)
+        hist = s[at : at + h[i]]
+        at += h[i]
+        if int((hist == hist.max()).sum()) > 1:
+            out.append(i)
+    return out
+
+
 def lehmer_mean_aggregate(orders: ArrayLike) -> NDArray[np.int64]:
     """Centralized Lehmer *mean* (rounded, clamped): the variant the paper reports as
     clearly worse than the majority (paper §4.2, citing Li, Mazumdar & Milenkovic 2017; docs/federated.md
@@ -315,15 +354,33 @@ class FederatedScheme:
         return lehmer_client_message(arr, self.lehmer_bits, rng)
 
     def consensus(self, total: ArrayLike, rng: np.random.Generator | int | None = None) -> dict:
-        """The server's output from the sum of all L messages: ordering and per-item statistics."""
+        """The server's output from the sum of all L messages: ``order`` (items best first,
+        exact ties in random order), ``rank`` per item (Borda: competition ranking, tied
+        items share a rank), ``ties`` (Borda: the groups of items with equal sums, in rank
+        order, size >= 2; Lehmer: none, the decoded consensus is a permutation) and per-item
+        statistics — Borda ``mean_site_quantized_position`` S(i)/L, the average over sites
+        of each site's quantized mean position (every site weighs 1/L, whatever its number
+        of rankings); Lehmer ``lehmer_code`` and ``random_coordinates``, the coordinates
+        whose plurality was tied and drawn at random."""
         s = np.asarray(total, dtype=np.int64)
         if s.size != self.length:
             raise ValueError("the aggregate does not fit this scheme's layout")
         if self.method == "borda":
             order = borda_server_order(s, rng)
-            return {"order": order, "mean_quantized_position": s / self.n_sites}
+            return {
+                "order": order,
+                "mean_site_quantized_position": s / self.n_sites,
+                "rank": competition_ranks(s),
+                "ties": tied_groups(s, order),
+            }
         order, code = lehmer_server_order(s, self.n_items, self.n_sites, self.lehmer_bits, rng)
-        return {"order": order, "lehmer_code": code}
+        return {
+            "order": order,
+            "lehmer_code": code,
+            "rank": np.argsort(order).astype(np.int64) + 1,
+            "ties": [],
+            "random_coordinates": lehmer_tied_coordinates(s, self.n_items, self.lehmer_bits),
+        }
 
 
 # -- secure-aggregation masks ----------------------------------------------------------------

@@ -327,3 +327,52 @@ def test_a_retry_after_the_round_completed_is_answered(client, unchanged):
             client.post("/v1/site/contribution", json={"masked": other}, headers=sites[0].h).status_code
             == 409
         )
+
+
+def test_a_tied_aggregate_is_published_as_a_tie_with_shared_ranks(client):
+    """Three sites with one ranking each, whose Borda aggregate is [9, 3, 11, 9, 13]: items
+    a and d tie. Whatever order each round's tie-break draws, the result names the tied
+    group, gives both rank 2, and says how the tie was broken."""
+    labels = ("a", "b", "c", "d", "e")
+    s = ranking_survey(client, labels=labels)
+    ids = [it["id"] for it in s["items"]]
+    data = [np.array([p]) for p in ((1, 2, 3, 0, 4), (1, 3, 0, 2, 4), (0, 1, 4, 2, 3))]
+    firsts = set()
+    for _ in range(6):
+        rnd = open_round(client, s["id"], phi=0.5)
+        sites = [Site(client, x["token"], d) for x, d in zip(rnd["sites"], data, strict=True)]
+        for site in sites:
+            site.join()
+        for site in sites:
+            assert site.contribute().status_code == 201
+        result = client.get(f"/v1/surveys/{s['id']}/rounds/{rnd['id']}", headers=ADMIN).json()["result"]
+        assert result["aggregate"] == [9, 3, 11, 9, 13]
+        assert [sorted(g) for g in result["ties"]] == [sorted([ids[0], ids[3]])]
+        assert result["ties"][0] == result["order"][1:3]
+        assert "at random" in result["tie_break"] and "no information" in result["tie_break"]
+        ranks = {it["item_id"]: it["rank"] for it in result["items"]}
+        assert ranks == {ids[1]: 1, ids[0]: 2, ids[3]: 2, ids[2]: 4, ids[4]: 5}
+        assert all("mean_quantized_position" not in it for it in result["items"])
+        assert [it["mean_site_quantized_position"] for it in result["items"]][:3] == [1.0, 3.0, 3.0]
+        assert sites[0].view()["result"] == result
+        firsts.add(result["order"][1])
+    assert firsts <= {ids[0], ids[3]}
+
+
+def test_results_stored_before_ties_were_published_are_shown_in_the_current_form():
+    from app.services.federation import published_result
+
+    old = {
+        "order": ["x", "y", "z"],
+        "aggregate": [6, 6, 3],
+        "items": [
+            {"item_id": "z", "label": "Z", "rank": 1, "mean_quantized_position": 1.0},
+            {"item_id": "x", "label": "X", "rank": 2, "mean_quantized_position": 2.0},
+            {"item_id": "y", "label": "Y", "rank": 3, "mean_quantized_position": 2.0},
+        ],
+    }
+    new = published_result("borda", old)
+    assert new is not None and new["ties"] == [["x", "y"]] and "tie_break" in new
+    assert [it["rank"] for it in new["items"]] == [1, 2, 2]
+    assert all("mean_quantized_position" not in it for it in new["items"])
+    assert published_result("borda", new) == new and published_result("lehmer", None) is None

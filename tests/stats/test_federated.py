@@ -344,3 +344,37 @@ def test_borda_server_breaks_exact_ties_at_random():
     rng = np.random.default_rng(16)
     firsts = {int(borda_server_order(np.array([5, 5, 9]), rng)[0]) for _ in range(200)}
     assert firsts == {0, 1}
+
+
+def test_borda_consensus_publishes_ties_with_shared_ranks_whatever_the_random_order():
+    """The aggregate [9, 11, 14, 6, 6] ties items 3 and 4: whichever order the tie-break
+    draws, they form one tied group and share rank 1 (competition ranking: 1, 1, 3, 4, 5)."""
+    from app.stats.federated import competition_ranks, tied_groups
+
+    scheme = FederatedScheme("borda", 5, 3, 0.5)
+    total = np.array([9, 11, 14, 6, 6])
+    orders = set()
+    for seed in range(40):
+        out = scheme.consensus(total, seed)
+        orders.add(tuple(out["order"].tolist()))
+        assert [sorted(g) for g in out["ties"]] == [[3, 4]]
+        assert out["ties"][0] == out["order"][:2].tolist()  # listed as published
+        assert out["rank"].tolist() == [3, 4, 5, 1, 1]
+        assert np.allclose(out["mean_site_quantized_position"], total / 3)
+    assert orders == {(3, 4, 0, 1, 2), (4, 3, 0, 1, 2)}
+    assert competition_ranks([2, 2, 2, 1]).tolist() == [2, 2, 2, 1]
+    assert tied_groups([5, 5, 9, 9, 1], [4, 1, 0, 3, 2]) == [[1, 0], [3, 2]]
+    assert tied_groups([1, 2, 3], [0, 1, 2]) == []
+
+
+def test_lehmer_consensus_has_no_tied_items_but_names_coordinates_drawn_at_random():
+    scheme = FederatedScheme("lehmer", 3, 2, 0.5, 2)
+    # Two sites: codes (0, 0, 0) and (0, 1, 2): coordinates 1 and 2 have tied pluralities.
+    total = np.zeros(scheme.length, dtype=np.int64)
+    for code in ([0, 0, 0], [0, 1, 2]):
+        order = orders_from_positions(lehmer_decode(np.array(code)))
+        total += lehmer_client_message(order[None, :], 2)
+    out = scheme.consensus(total, 0)
+    assert out["ties"] == [] and out["random_coordinates"] == [1, 2]
+    assert sorted(out["rank"].tolist()) == [1, 2, 3]
+    assert out["rank"][out["order"][0]] == 1

@@ -23,7 +23,14 @@ class RoundOut(BaseModel):
     status: Literal["open", "complete", "cancelled"]
     parameters: dict = Field(description="The public parameters every site uses (items, φ, layout).")
     sites: list[RoundSiteOut]
-    result: dict | None = Field(description="When complete: the consensus ordering and the aggregate.")
+    result: dict | None = Field(
+        description="When complete: the consensus ordering ('order'), per item its 'rank' (tied items "
+        "share one: competition ranking) and statistics (Borda: 'mean_site_quantized_position', the "
+        "average over sites of each site's quantized mean position, every site weighted equally; "
+        "Lehmer: 'lehmer_code'), the summed message ('aggregate'), the groups of exactly tied items "
+        "in rank order ('ties', size >= 2) and how ties were broken in the published order "
+        "('tie_break'; Lehmer also 'random_coordinates')."
+    )
     created_at: datetime
     ended_at: datetime | None
 
@@ -83,7 +90,9 @@ class SiteView(BaseModel):
     peers: list[SitePeer] = Field(description="Every site of the round, with its public key once joined.")
     ready: bool = Field(description="Every site has joined: contributions are accepted.")
     contributed: bool
-    result: dict | None
+    result: dict | None = Field(
+        description="When complete: the published result, as in the round's 'result'."
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
