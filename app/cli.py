@@ -155,7 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="compute, mask and upload this site's message",
         description="Read the local rankings, register this site's X25519 key, wait until every site has "
         "joined, then upload the masked Borda/Lehmer message. Exit status 3: still waiting for other sites "
-        "(run again later; the key is kept in the state file).",
+        "(run again later; the key is kept in the state file). Exit status 4: this site's message was "
+        "already computed from a different rankings file or epsilon (recorded in the state file by "
+        "SHA-256); the new input was not sent.",
     )
     contrib.add_argument(
         "rankings", type=Path, help="rankings file: PrefLib .soc/.soi, or CSV with a 'ranking' column"

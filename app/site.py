@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import time
 import unicodedata
 import urllib.error
@@ -284,6 +285,45 @@ def _save_state(path: Path, state: dict) -> None:
 
 
 WAITING = 3  # exit status: not every site has joined yet; run again later
+#: Exit status: this site's message was already computed from another rankings file or ε;
+#: the new input was not used (a round takes one message per site).
+INPUT_IGNORED = 4
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a rankings file's bytes (recorded in the state file with the message)."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 16), b""):
+                h.update(block)
+    except OSError as exc:
+        raise SiteError(f"{path}: {exc}") from None
+    return h.hexdigest()
+
+
+def _privatization(epsilon: float | None) -> str:
+    if epsilon is None:
+        return (
+            "local rankings used as they are (no --epsilon): the published consensus is not "
+            "differentially private"
+        )
+    return f"each local ranking privatized with the Mallows mechanism at ε = {epsilon:g} (ε-ranking DP)"
+
+
+def _input_changed(saved: dict, digest: str, epsilon: float | None) -> str | None:
+    """Why this run's input differs from the one the saved message was computed from, or None
+    (also None for state files written before inputs were recorded: nothing to compare)."""
+    if "input_sha256" not in saved:
+        return None
+    reasons = []
+    if saved["input_sha256"] != digest:
+        reasons.append(f"a different file (sha256 {saved['input_sha256']}; this one is {digest})")
+    if saved.get("epsilon") != epsilon:
+        was = "no --epsilon" if saved.get("epsilon") is None else f"ε = {saved['epsilon']:g}"
+        now = "no --epsilon" if epsilon is None else f"ε = {epsilon:g}"
+        reasons.append(f"{was} (this run: {now})")
+    return " and ".join(reasons) or None
 
 
 def _check_view(view: dict) -> None:
@@ -305,9 +345,14 @@ def contribute(
     poll: float = 2.0,
     epsilon: float | None = None,
     say=print,
+    warn=None,
 ) -> int:
-    """The whole client flow (module doc). Returns an exit status: 0 contributed (or already),
-    3 still waiting for other sites to join (re-run later: the key is kept), 1 failure.
+    """The whole client flow (module doc). Returns an exit status: 0 contributed (or already,
+    from the same file and ε), 3 still waiting for other sites to join (re-run later: the key
+    is kept), 4 this site's message was already computed from a different file or ε (the new
+    input is not sent; ``warn`` — stderr by default — says so), 1 failure.
+
+    The state file records the SHA-256 of the rankings file and ε the message came from.
 
     The masked message is computed once and saved in the state file before it is sent;
     a re-run sends exactly the same bytes. (Recomputing would draw fresh randomness —
@@ -323,12 +368,29 @@ def contribute(
     round_id, site = view["round_id"], view["site"]
     if view["status"] == "cancelled":
         raise SiteError(f"round {round_id} was cancelled")
+    if warn is None:
+
+        def warn(text: str) -> None:
+            print(text, file=sys.stderr, flush=True)
+
+    state = Path(state_path) if state_path else Path(f".privrank-site-{round_id}-{site}.json")
+    digest = file_sha256(rankings_path)
     if view["contributed"]:
+        changed = (
+            _input_changed(_load_state(state, round_id, site), digest, epsilon) if state.exists() else None
+        )
+        if changed:
+            warn(
+                f"warning: site {site} already contributed to round {round_id} from {changed}; "
+                f"the new input {rankings_path} was NOT sent — a round takes one message per site"
+            )
+            return INPUT_IGNORED
         say(f"site {site} already contributed to round {round_id} ({view['status']})")
+        if state.exists() and "input_sha256" in (recorded := _load_state(state, round_id, site)):
+            say(f"site {site}: {_privatization(recorded.get('epsilon'))}")
         _report(view, say)
         return 0
     _check_view(view)
-    state = Path(state_path) if state_path else Path(f".privrank-site-{round_id}-{site}.json")
     saved = _load_state(state, round_id, site)
     private = _unb64(saved["private_key"])
     orders = None
@@ -336,6 +398,15 @@ def contribute(
         orders = load_rankings(rankings_path, view["parameters"], fmt)
         if epsilon is not None:
             orders = mallows_privatize(orders, epsilon)  # OS CSPRNG
+    else:
+        changed = _input_changed(saved, digest, epsilon)
+        if changed:
+            warn(
+                f"warning: site {site}'s message for round {round_id} was already computed from {changed} "
+                f"and saved in {state}; the new input {rankings_path} was NOT sent — a round takes one "
+                "message per site (run again with the original file and ε to send the saved message)"
+            )
+            return INPUT_IGNORED
     mine = public_key(private)
     registered = next(p for p in view["peers"] if p["name"] == site)["public_key"]
     if registered is None:
@@ -365,10 +436,20 @@ def contribute(
     if orders is None:  # an earlier run saved its masked message (so no rankings were loaded)
         masked = [int(v) for v in saved["masked"]]
         say(f"site {site}: re-sending the masked message saved in {state}")
+        if "input_sha256" in saved:
+            say(f"site {site}: {_privatization(saved.get('epsilon'))}")
     else:
         masked = masked_message(view, private, orders)
-        saved.update({"masked": masked, "rankings": int(orders.shape[0])})
+        saved.update(
+            {
+                "masked": masked,
+                "rankings": int(orders.shape[0]),
+                "input_sha256": digest,
+                "epsilon": epsilon,
+            }
+        )
         _save_state(state, saved)
+        say(f"site {site}: {_privatization(epsilon)}")
     view = client.call("POST", "/v1/site/contribution", {"masked": masked})
     say(
         f"site {site}: contributed {saved['rankings']} rankings to round {round_id} "

@@ -219,6 +219,11 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     with pytest.raises(site.SiteError, match="503"):
         site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None)
+    # Another file after the failed upload: the saved message is not sent either, and it says so.
+    (tmp_path / "b.soi").write_text(NORTH)
+    warned: list[str] = []
+    assert site.contribute(server.base, tokens[0], "b.soi", say=lambda _: None, warn=warned.append) == 4
+    assert len(sent) == 1 and "NOT sent" in warned[0] and "original file" in warned[0]
     assert site.contribute(server.base, tokens[0], "a.soi", say=lambda _: None) == 0
     assert len(sent) == 2 and sent[0] == sent[1]
 
@@ -238,3 +243,53 @@ def test_site_files_match_labels_in_either_unicode_form(tmp_path):
     path.write_text("ranking\nTea>Cafe\u0301\n", encoding="utf-8")
     orders = load_rankings(path, params, rng=np.random.default_rng(0))
     assert orders.tolist() == [[1, 0]]
+
+
+def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path, monkeypatch, capsys):
+    """The state file records the input's SHA-256 and ε; a re-run from another file (or ε)
+    says on stderr that the new input was NOT sent and exits 4; the same file answers 0."""
+    import hashlib
+
+    import httpx2
+
+    from app import site
+
+    survey = httpx2.post(
+        f"{server.base}/v1/surveys", json={"title": "F", "kind": "ranking", "items": LABELS}, headers=ADMIN
+    ).json()
+    rnd = httpx2.post(
+        f"{server.base}/v1/surveys/{survey['id']}/rounds",
+        json={"method": "borda", "sites": ["a", "b", "c"], "phi": 0.6},
+        headers=ADMIN,
+    ).json()
+    tokens = [s["token"] for s in rnd["sites"]]
+    for t in tokens[1:]:
+        httpx2.put(
+            f"{server.base}/v1/site/key",
+            json={"public_key": site.public_key(site.new_private_key())},
+            headers={"Authorization": f"Bearer {t}"},
+        )
+    (tmp_path / "a.csv").write_text(SOUTH)
+    (tmp_path / "other.csv").write_text(SOUTH.replace(",4", ",3"))
+    monkeypatch.chdir(tmp_path)
+    said: list[str] = []
+    assert site.contribute(server.base, tokens[0], "a.csv", epsilon=2.5, say=said.append) == 0
+    assert any("Mallows mechanism at ε = 2.5" in line for line in said), said
+    state = json.loads(next(tmp_path.glob(".privrank-site-*.json")).read_text())
+    assert state["epsilon"] == 2.5
+    assert state["input_sha256"] == hashlib.sha256((tmp_path / "a.csv").read_bytes()).hexdigest()
+
+    warned: list[str] = []
+    assert site.contribute(server.base, tokens[0], "other.csv", epsilon=2.5, warn=warned.append) == 4
+    assert "different file" in warned[0] and state["input_sha256"] in warned[0] and "NOT sent" in warned[0]
+    warned.clear()
+    assert site.contribute(server.base, tokens[0], "a.csv", epsilon=1.0, warn=warned.append) == 4
+    assert "ε = 2.5" in warned[0] and "NOT sent" in warned[0]
+    said.clear()
+    assert site.contribute(server.base, tokens[0], "a.csv", epsilon=2.5, say=said.append) == 0
+    assert "already contributed" in said[0]
+
+    # The CLI: the warning goes to stderr, the exit status is 4, and ε is echoed.
+    p = _run(["contribute", "other.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 4 and "NOT sent" in err and "one message per site" in err and out == ""
