@@ -179,9 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also privatize each local ranking with the Mallows mechanism at this epsilon "
         "(epsilon-ranking DP)",
     )
-    site_sub.add_parser(
+    status = site_sub.add_parser(
         "status", parents=[site_common], help="show this site's round: peers, status and result"
     )
+    status.add_argument("--json", action="store_true", help="print the server's raw JSON (GET /v1/site)")
     return parser
 
 
@@ -328,9 +329,13 @@ def _site(args) -> int:
         return 2
     try:
         if args.site_command == "status":
-            from .site import SiteClient
+            from .site import SiteClient, status_lines
 
-            print(json.dumps(SiteClient(args.server, token).call("GET", "/v1/site"), indent=2))
+            view = SiteClient(args.server, token).call("GET", "/v1/site")
+            if args.json:
+                print(json.dumps(view, indent=2, ensure_ascii=False))
+            else:
+                print("\n".join(status_lines(view)))
             return 0
         if args.epsilon is not None and not (args.epsilon > 0):
             print("privrank site: --epsilon must be positive", file=sys.stderr)

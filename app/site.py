@@ -54,6 +54,7 @@ __all__ = [
     "fingerprint",
     "load_rankings",
     "masked_message",
+    "status_lines",
 ]
 
 HKDF_INFO = b"privrank fra mask seed v1"
@@ -489,6 +490,38 @@ def consensus_lines(result: dict) -> list[str]:
         lines.append(f"Lehmer coordinates drawn at random among tied values: {labels}")
     if result.get("tie_break"):
         lines.append(f"ties: {result['tie_break']}")
+    return lines
+
+
+def status_lines(view: dict) -> list[str]:
+    """``privrank site status`` for people: the round, its method and status, which sites
+    joined and contributed (and which are missing), and the consensus with its ties."""
+    params = view.get("parameters") or {}
+    peers = sorted(view["peers"], key=lambda p: int(p["position"]))
+    method = str(params.get("method", "?"))
+    lines = [
+        f"round {view['round_id']} (survey {view['survey_id']}): {view['status']}",
+        f"method: {method.capitalize()} FRA, {params.get('n_items', '?')} items, "
+        f"{len(peers)} sites, φ = {params.get('phi', '?')}"
+        + (f", {params['low_bits']} low bits" if params.get("low_bits") else ""),
+        f"this site: {view['site']} ({'contributed' if view['contributed'] else 'not contributed yet'})",
+    ]
+    joined = [p["name"] for p in peers if p["public_key"]]
+    contributed = [p["name"] for p in peers if p["contributed"]]
+    missing_keys = [p["name"] for p in peers if not p["public_key"]]
+    missing = [p["name"] for p in peers if not p["contributed"]]
+    lines.append(
+        f"joined: {len(joined)} of {len(peers)}"
+        + (f" (missing: {', '.join(missing_keys)})" if missing_keys else "")
+    )
+    lines.append(
+        f"contributed: {len(contributed)} of {len(peers)}"
+        + (f" (missing: {', '.join(missing)})" if missing and view["status"] == "open" else "")
+    )
+    if view.get("result"):
+        lines += consensus_lines(view["result"])
+    elif view["status"] == "cancelled":
+        lines.append("the round was cancelled: no consensus was published")
     return lines
 
 

@@ -138,9 +138,15 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     assert result["result"]["aggregate"] == plain.tolist()  # the sites' messages, summed through the masks
 
     # Status, and a re-run after the end.
-    status = _run(["status", "--server", server.base], tokens["east"], dirs["east"])
+    status = _run(["status", "--server", server.base, "--json"], tokens["east"], dirs["east"])
     out, _ = status.communicate(timeout=60)
     assert status.returncode == 0 and json.loads(out)["status"] == "complete"
+    status = _run(["status", "--server", server.base], tokens["east"], dirs["east"])
+    out, _ = status.communicate(timeout=60)
+    assert status.returncode == 0, out
+    assert f"round {rnd['id']}" in out and "complete" in out and "Borda FRA" in out
+    assert "joined: 3 of 3" in out and "contributed: 3 of 3" in out
+    assert "consensus (best first): Transit > Schools > Housing > Parks" in out
     again = _run(["contribute", "east.soc", "--server", server.base], tokens["east"], dirs["east"])
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0 and "already contributed" in out
@@ -293,3 +299,42 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
     p = _run(["contribute", "other.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 4 and "NOT sent" in err and "one message per site" in err and out == ""
+
+
+def test_status_lines_name_missing_sites_and_ties():
+    from app.site import status_lines
+
+    view = {
+        "round_id": "rnd_x",
+        "survey_id": "srv_y",
+        "site": "a",
+        "status": "open",
+        "contributed": True,
+        "parameters": {"method": "borda", "n_items": 3, "phi": 0.6},
+        "peers": [
+            {"name": "a", "position": 0, "public_key": "k", "contributed": True},
+            {"name": "b", "position": 1, "public_key": "k", "contributed": False},
+            {"name": "c", "position": 2, "public_key": None, "contributed": False},
+        ],
+        "result": None,
+    }
+    text = "\n".join(status_lines(view))
+    assert "round rnd_x (survey srv_y): open" in text and "Borda FRA, 3 items, 3 sites" in text
+    assert "joined: 2 of 3 (missing: c)" in text and "contributed: 1 of 3 (missing: b, c)" in text
+    view |= {
+        "status": "complete",
+        "peers": [dict(p, public_key="k", contributed=True) for p in view["peers"]],
+        "result": {
+            "order": ["i1", "i2", "i3"],
+            "ties": [["i1", "i2"]],
+            "tie_break": "drawn uniformly at random; carries no information",
+            "items": [
+                {"item_id": "i1", "label": "X", "rank": 1, "mean_site_quantized_position": 1.0},
+                {"item_id": "i2", "label": "Y", "rank": 1, "mean_site_quantized_position": 1.0},
+                {"item_id": "i3", "label": "Z", "rank": 3, "mean_site_quantized_position": 2.0},
+            ],
+        },
+    }
+    text = "\n".join(status_lines(view))
+    assert "consensus (best first): {X = Y} > Z" in text and "tied: X = Y" in text
+    assert "1. Y (tied)" in text and "carries no information" in text and "missing" not in text
