@@ -28,6 +28,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("migrate", help="apply database migrations (DATABASE_URL) and exit")
 
+    admin_key = sub.add_parser(
+        "admin-key",
+        help="manage the admin keys kept in the database",
+        description="Admin keys kept in DATABASE_URL's database. PRIVRANK_ADMIN_KEY lives in the "
+        "environment and is not affected.",
+    )
+    admin_key_sub = admin_key.add_subparsers(dest="admin_key_command", required=True, metavar="ACTION")
+    rotate = admin_key_sub.add_parser(
+        "rotate",
+        help="mint a new admin key (printed once) and revoke every other database-issued admin key",
+        description="Mint a new admin key in the database, print it once (only its hash is stored), and "
+        "revoke every other admin key the database holds, in one transaction. Keys of other roles "
+        "are kept.",
+    )
+    rotate.add_argument(
+        "--label", help="the new key's label (default: 'minted by privrank admin-key rotate')"
+    )
+
     worker = sub.add_parser(
         "worker",
         help="run queued jobs (PRIVRANK_JOB_QUEUE=rq, REDIS_URL)",
@@ -207,6 +225,58 @@ def _prepare_database(migrate: bool = True) -> None:
             f"only this once (only its hash is stored):\n\n    {key}\n",
             flush=True,
         )
+    _retire_generated_admin_key()
+
+
+def _retire_generated_admin_key() -> None:
+    """With PRIVRANK_ADMIN_KEY configured, revoke the admin key generated on first start
+    (one line when one was revoked)."""
+    from .config import get_settings
+    from .db.session import make_engine, make_session_factory
+    from .services.admin_keys import revoke_generated_admin_keys
+
+    settings = get_settings()
+    if not settings.admin_key:
+        return
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            revoked = revoke_generated_admin_keys(session, settings.admin_key)
+    finally:
+        engine.dispose()
+    if revoked:
+        print(
+            "privrank: PRIVRANK_ADMIN_KEY is set, so the admin key generated on first start "
+            f"({', '.join(revoked)}) was revoked",
+            flush=True,
+        )
+
+
+def _rotate_admin_key(args) -> int:
+    """``privrank admin-key rotate``: a new admin key, printed once; the others revoked."""
+    from .config import get_settings
+    from .db.session import make_engine, make_session_factory
+    from .services.admin_keys import ROTATED_LABEL, rotate_admin_key
+
+    settings = get_settings()
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            key_id, plaintext, revoked = rotate_admin_key(session, args.label or ROTATED_LABEL)
+    finally:
+        engine.dispose()
+    print(
+        f"privrank: new admin key {key_id}. It is shown only this once (only its hash is stored):"
+        f"\n\n    {plaintext}\n",
+        flush=True,
+    )
+    if revoked:
+        print(f"privrank: revoked {len(revoked)} other admin key(s): {', '.join(revoked)}")
+    else:
+        print("privrank: there was no other admin key in the database to revoke")
+    if settings.admin_key:
+        print("privrank: PRIVRANK_ADMIN_KEY (environment) is not affected")
+    return 0
 
 
 def _database_unusable(url: str, exc: Exception) -> int:
@@ -226,12 +296,14 @@ def _database_unusable(url: str, exc: Exception) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("migrate", "serve"):
+    if args.command in ("migrate", "serve", "admin-key"):
         from sqlalchemy.exc import ArgumentError, OperationalError
 
         from .config import get_settings
 
         try:
+            if args.command == "admin-key":
+                return _rotate_admin_key(args)
             return _migrate() if args.command == "migrate" else _serve(args)
         except (OperationalError, ArgumentError) as exc:
             return _database_unusable(get_settings().database_url, exc)
@@ -270,6 +342,7 @@ def _migrate() -> int:
 
     upgrade(get_settings().database_url)
     print("privrank: database is at the latest schema")
+    _retire_generated_admin_key()
     return 0
 
 
