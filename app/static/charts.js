@@ -28,36 +28,66 @@ function frame(width, height, title, desc) {
   return svg;
 }
 
+/** `text` cut to `max` characters with "…". */
+const cut = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
 /** A label cut to `max` characters with "…", the full text in a <title> tooltip. */
 function label(attrs, text, max = 24) {
-  const el = svgEl("text", attrs, text.length > max ? `${text.slice(0, max - 1)}…` : text);
+  const el = svgEl("text", attrs, cut(text, max));
   if (text.length > max) el.append(svgEl("title", {}, text));
   return el;
 }
 
-/** A visually hidden table with the same numbers as a chart, for screen readers. */
+let measure = null;
+/**
+ * The width in px of `text` in the charts' 12px font (style.css: `.chart text`), measured
+ * on a canvas so that a chart can make room for its text before it is on the page; an
+ * estimate on the wide side where there is no canvas.
+ */
+export function textWidth(text, px = 12) {
+  try {
+    measure ??= document.createElement("canvas").getContext("2d");
+    measure.font = `${px}px system-ui, sans-serif`;
+    return measure.measureText(text).width;
+  } catch {
+    return text.length * px * 0.7;
+  }
+}
+
+/** The width of the widest of `texts` (0 when there is none), rounded up. */
+const widest = (texts) => Math.ceil(Math.max(0, ...texts.map((t) => textWidth(t))));
+
+/**
+ * A visually hidden table with the same numbers as a chart, for screen readers. It sits in
+ * a visually hidden box: a table is never narrower than its cells, so on its own it would
+ * widen the page (a phone could scroll sideways to nothing).
+ */
 export function hiddenTable(caption, header, rows) {
   return h(
-    "table",
+    "div",
     { class: "visually-hidden" },
-    h("caption", {}, caption),
     h(
-      "thead",
+      "table",
       {},
+      h("caption", {}, caption),
       h(
-        "tr",
+        "thead",
         {},
-        header.map((x) => h("th", { scope: "col" }, x)),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      rows.map((r) =>
         h(
           "tr",
           {},
-          r.map((x, k) => h(k === 0 ? "th" : "td", { scope: k === 0 ? "row" : null }, x)),
+          header.map((x) => h("th", { scope: "col" }, x)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        rows.map((r) =>
+          h(
+            "tr",
+            {},
+            r.map((x, k) => h(k === 0 ? "th" : "td", { scope: k === 0 ? "row" : null }, x)),
+          ),
         ),
       ),
     ),
@@ -92,8 +122,11 @@ export function niceTicks(min, max, target = 4) {
  * rows: [{label, value, lo, hi, note}]
  */
 export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
-  const labelW = 170;
-  const noteW = 150;
+  // The label and note columns are as wide as their text (labels cut to 24 characters),
+  // so that nothing is clipped at the chart's edges.
+  const notes = rows.map((r) => r.note ?? fmt(r.value));
+  const labelW = Math.max(40, widest(rows.map((r) => cut(r.label, 24))) + 14);
+  const noteW = Math.max(30, widest(notes) + 16);
   const plotW = 420;
   const rowH = 28;
   const top = 30;
@@ -161,7 +194,7 @@ export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
     if (Number.isFinite(r.value)) {
       g.append(svgEl("circle", { cx: x(r.value), cy: y, r: 5, fill: "#0b57d0", stroke: "#1b1b1b" }));
     }
-    g.append(svgEl("text", { x: labelW + plotW + 10, y: y + 4 }, r.note ?? fmt(r.value)));
+    g.append(svgEl("text", { x: labelW + plotW + 10, y: y + 4 }, notes[k]));
     svg.append(g);
   });
   return svg;
@@ -269,10 +302,12 @@ export function intervalStrip({ value, lo, hi }, scale, { title, desc }) {
 export function heatmap(cells, labels, { title, desc, max = null, format = (v) => String(v) }) {
   const m = labels.length;
   const cell = m <= 8 ? 56 : m <= 15 ? 40 : 28;
-  const longest = Math.min(22, Math.max(...labels.map((l) => l.length)));
-  const labelW = Math.min(170, 20 + 7 * longest);
-  const top = Math.min(130, 24 + 5 * longest); // room for the labels rotated by 45°
-  const width = labelW + m * cell + 10 + 5 * longest;
+  // Room for the row labels (cut to 22 characters) on the left, and for the column labels
+  // (cut to 18) rotated by 45° above the cells and past the last column on the right.
+  const labelW = widest(labels.map((l) => cut(l, 22))) + 12;
+  const slant = Math.ceil(Math.SQRT1_2 * (widest(labels.map((l) => cut(l, 18))) + 12));
+  const top = slant + 12;
+  const width = labelW + m * cell - cell / 2 + Math.max(cell / 2, slant + 4);
   const height = top + m * cell + 10;
   const flat = cells.flat().filter((v) => v !== null && Number.isFinite(v));
   const hi = max ?? Math.max(1e-12, ...flat);

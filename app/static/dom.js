@@ -33,6 +33,16 @@ export const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).t
 /** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
 export const fmtSignificant = (x, digits = 2) => String(Number(Number(x).toPrecision(digits)));
 
+/**
+ * What a Bradley–Terry score means, in words; `prefers` says what the odds are about
+ * ("a respondent prefers the higher-scored one"). A gap d between two scores means odds
+ * of e^d : 1, a probability of 1/(1+e^−d), that the higher-scored item wins: e ≈ 2.7 (73%)
+ * for d = 1, e² ≈ 7.4 (88%) for d = 2.
+ */
+export const bradleyTerryText = (scale, prefers) =>
+  `Scores are on the Bradley–Terry scale${scale}: a gap of 1 between two items means odds of about ` +
+  `2.7 : 1 (73%) that ${prefers}, a gap of 2 about 7.4 : 1 (88%). Only differences between scores mean anything.`;
+
 /** Says `text` through the page's live region (#status), for screen-reader users. */
 export function announce(text) {
   document.getElementById("status").textContent = text;
@@ -58,9 +68,24 @@ export function numberField(id, label, value, attrs = {}) {
   );
 }
 
-/** The scrolling box a chart sits in. */
+/**
+ * A box that scrolls sideways when `child` is wider than the screen (a table, a chart),
+ * so that the page itself never does. It is a named region in the tab order, so that
+ * keyboard users can scroll it too.
+ */
+export function scrollBox(className, label, child) {
+  return h("div", { class: className, tabindex: "0", role: "region", "aria-label": label }, child);
+}
+
+/** A table in its scrolling box, named `label`. */
+export function tableWrap(label, table) {
+  return scrollBox("table-wrap", label, table);
+}
+
+/** The scrolling box a chart sits in, named after the chart's title. */
 export function chartBox(svg) {
-  return h("div", { class: "chart" }, svg);
+  const title = svg.querySelector("title")?.textContent || "Chart";
+  return scrollBox("chart", title, svg);
 }
 
 /**

@@ -1,34 +1,37 @@
 /** A central survey's sections: the privacy budget with its ledger of releases, and a new release. */
 import { api, showError } from "/static/api.js";
 import { budgetBar } from "/static/charts.js";
-import { fmt, h, section } from "/static/dom.js";
+import { fmt, h, section, tableWrap } from "/static/dom.js";
 
 function ledgerTable(releases) {
   const columns = ["When", "Method", "Unit", "ε", "Cost", "Budget left after", "Top"];
-  return h(
-    "table",
-    { id: "ledger" },
-    h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+  return tableWrap(
+    "Releases",
     h(
-      "tbody",
-      {},
-      releases.map((r) =>
-        h(
-          "tr",
-          {},
-          h("td", {}, new Date(r.created_at).toLocaleString()),
-          h("td", {}, r.method),
-          h("td", {}, r.unit),
-          h("td", { class: "num" }, fmt(r.epsilon)),
-          h("td", { class: "num", title: r.cost_explanation }, fmt(r.cost)),
-          h("td", { class: "num" }, fmt(r.budget_after)),
+      "table",
+      { id: "ledger" },
+      h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+      h(
+        "tbody",
+        {},
+        releases.map((r) =>
           h(
-            "td",
+            "tr",
             {},
-            r.top
-              .slice(0, 3)
-              .map((it) => it.label)
-              .join(", "),
+            h("td", {}, new Date(r.created_at).toLocaleString()),
+            h("td", {}, r.method),
+            h("td", {}, r.unit),
+            h("td", { class: "num" }, fmt(r.epsilon)),
+            h("td", { class: "num", title: r.cost_explanation }, fmt(r.cost)),
+            h("td", { class: "num" }, fmt(r.budget_after)),
+            h(
+              "td",
+              {},
+              r.top
+                .slice(0, 3)
+                .map((it) => it.label)
+                .join(", "),
+            ),
           ),
         ),
       ),

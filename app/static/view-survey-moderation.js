@@ -244,7 +244,7 @@ export function moderationSection(s, onChange = async () => {}) {
     return [
       h(
         "div",
-        { class: "table-wrap" },
+        { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Items to review" },
         h(
           "table",
           { id: "review-table" },
@@ -373,7 +373,7 @@ export function itemsSection(s) {
     "Items",
     h(
       "div",
-      { class: "table-wrap" },
+      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Items" },
       h(
         "table",
         { id: "items-table" },

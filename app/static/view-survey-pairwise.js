@@ -4,7 +4,7 @@
  */
 import { api, showError } from "/static/api.js";
 import { errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
-import { autoRefresh, chartBox, fmt, h, pct, section } from "/static/dom.js";
+import { autoRefresh, bradleyTerryText, chartBox, fmt, h, pct, section, tableWrap } from "/static/dom.js";
 import { surveyPlanSection } from "/static/view-plan.js";
 import { goalSection } from "/static/view-survey-goal.js";
 
@@ -166,6 +166,11 @@ function rankingContent(r, k) {
         axisLabel: `score θ̂ with ${pct(r.uncertainty.level)} intervals`,
       }),
     ),
+    h(
+      "p",
+      { class: "hint", id: "score-meaning" },
+      bradleyTerryText("", "a respondent prefers the higher-scored one"),
+    ),
   );
   if (r.top_k) {
     out.push(
@@ -205,9 +210,8 @@ function rankingContent(r, k) {
   }
   const columns = ["Rank", "Item", "Score", "Interval", "Rank interval", `P(top ${k})`];
   out.push(
-    h(
-      "div",
-      { class: "table-wrap" },
+    tableWrap(
+      "Ranking with intervals",
       h(
         "table",
         { id: "ranking-table" },
@@ -223,8 +227,8 @@ function rankingContent(r, k) {
               h("td", {}, String(it.rank)),
               h("td", {}, it.label),
               h("td", { class: "num" }, fmt(it.score)),
-              h("td", {}, it.ci ? `${fmt(it.ci[0])} – ${fmt(it.ci[1])}` : "–"),
-              h("td", {}, it.rank_ci ? `${it.rank_ci[0]}–${it.rank_ci[1]}` : "–"),
+              h("td", { class: "nowrap" }, it.ci ? `${fmt(it.ci[0])} – ${fmt(it.ci[1])}` : "–"),
+              h("td", { class: "nowrap" }, it.rank_ci ? `${it.rank_ci[0]}–${it.rank_ci[1]}` : "–"),
               h(
                 "td",
                 { class: "num" },

@@ -1,7 +1,7 @@
 /** A ranking survey's sections: the consensus by the chosen method, and its federated rounds. */
 import { api, showError } from "/static/api.js";
 import { errorBarChart } from "/static/charts.js";
-import { autoRefresh, chartBox, fmt, h, section } from "/static/dom.js";
+import { autoRefresh, bradleyTerryText, chartBox, fmt, h, section, tableWrap } from "/static/dom.js";
 
 const METHODS = [
   ["borda", "Borda (mean position)"],
@@ -9,6 +9,17 @@ const METHODS = [
   ["btl", "BTL on implied pairs"],
   ["lehmer", "Lehmer majority"],
 ];
+
+const COPIES = "the randomized copies of the respondents' rankings";
+
+/** What the consensus chart's values are, in words, for `method` over `m` items. */
+function scoreMeaning(method, m) {
+  if (method === "borda")
+    return `Scores are Borda points: the mean number of items a ranking puts below the item (${m} items: from 0 to ${m - 1}), over ${COPIES}.`;
+  if (method === "btl")
+    return `${bradleyTerryText(" of the pairs the rankings imply", "a ranking puts the higher-scored one above the other")} Fitted to ${COPIES}.`;
+  return `This method orders the items without scores: the chart shows each item's mean position (1 = first) in ${COPIES}.`;
+}
 
 export async function rankingSurveySections(s, body) {
   const method = h("select", { id: "method" }, ...METHODS.map(([v, t]) => h("option", { value: v }, t)));
@@ -47,6 +58,7 @@ export async function rankingSurveySections(s, body) {
             axisLabel: r.items[0].score === null ? "mean position (1 = best)" : "score",
           }),
         ),
+        h("p", { class: "hint", id: "score-meaning" }, scoreMeaning(r.method, r.items.length)),
         h("p", {}, h("strong", {}, "Order: "), r.items.map((it) => it.label).join(" > ")),
         r.uncertainty.available ? null : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
       );
@@ -87,26 +99,29 @@ function roundsSection(page) {
   return section(
     "rounds",
     "Federated rounds",
-    h(
-      "table",
-      {},
-      h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+    tableWrap(
+      "Federated rounds",
       h(
-        "tbody",
+        "table",
         {},
-        rounds.map((x) =>
-          h(
-            "tr",
-            {},
-            h("td", { class: "mono" }, x.id),
-            h("td", {}, x.method),
-            h("td", {}, x.status),
+        h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+        h(
+          "tbody",
+          {},
+          rounds.map((x) =>
             h(
-              "td",
+              "tr",
               {},
-              `${x.sites.filter((z) => z.joined).length} / ${x.sites.filter((z) => z.contributed).length} of ${x.sites.length}`,
+              h("td", { class: "mono" }, x.id),
+              h("td", {}, x.method),
+              h("td", {}, x.status),
+              h(
+                "td",
+                {},
+                `${x.sites.filter((z) => z.joined).length} / ${x.sites.filter((z) => z.contributed).length} of ${x.sites.length}`,
+              ),
+              h("td", {}, x.result ? x.result.items.map((it) => it.label).join(" > ") : "–"),
             ),
-            h("td", {}, x.result ? x.result.items.map((it) => it.label).join(" > ") : "–"),
           ),
         ),
       ),

@@ -49,7 +49,7 @@ export async function listView() {
   wrap.append(
     h(
       "div",
-      { class: "table-wrap" },
+      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Surveys" },
       h(
         "table",
         {},

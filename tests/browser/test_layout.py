@@ -1,0 +1,205 @@
+"""The dashboard's layout and wording (issue 18): charts whose text fits inside them, scores
+explained in words, no sideways scrolling on a phone, and the respondent's privacy in plain
+words at the end."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+from playwright.sync_api import expect
+
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, sign_in
+
+PHONE = 375
+
+# Every text of every chart on the page that sticks out of its <svg> (by more than half a pixel).
+CLIPPED_TEXT = """() => [...document.querySelectorAll("svg")].flatMap((svg) => {
+    const box = svg.getBoundingClientRect();
+    return [...svg.querySelectorAll("text")]
+        .map((t) => [t, t.getBoundingClientRect()])
+        .filter(([, r]) => r.width > 0)
+        .filter(([, r]) => r.left < box.left - 0.5 || r.right > box.right + 0.5
+            || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+        .map(([t, r]) => `${t.textContent}: [${r.left.toFixed(0)}, ${r.right.toFixed(0)}] x `
+            + `[${r.top.toFixed(0)}, ${r.bottom.toFixed(0)}] outside [${box.left.toFixed(0)}, `
+            + `${box.right.toFixed(0)}] x [${box.top.toFixed(0)}, ${box.bottom.toFixed(0)}]`);
+})"""
+
+# Tables and charts on show that are not in a scrolling box a keyboard can reach and a
+# screen reader can name.
+UNWRAPPED = """() => [...document.querySelectorAll("table, .chart svg")]
+    .filter((el) => !el.closest(".visually-hidden"))
+    .filter((el) => {
+        const box = el.closest(".table-wrap, .chart");
+        return !box || box.getAttribute("tabindex") !== "0" || !box.getAttribute("aria-label")
+            || getComputedStyle(box).overflowX !== "auto";
+    })
+    .map((el) => el.id || el.outerHTML.slice(0, 60))"""
+
+
+def _post(server, path: str, body: dict, headers: dict | None = None) -> dict:
+    r = httpx2.post(f"{server.base}{path}", json=body, headers=headers or ADMIN)
+    assert r.status_code in (200, 201), r.text
+    return r.json()
+
+
+def _survey(server, title: str, **settings) -> dict:
+    return _post(server, "/v1/surveys", {"title": title, "items": ITEMS, **settings})
+
+
+def _respondent(server, sid: str, epsilon: float | None) -> dict:
+    reg = _post(server, f"/v1/surveys/{sid}/respondents", {} if epsilon is None else {"epsilon": epsilon}, {})
+    return {"Authorization": f"Bearer {reg['token']}"}
+
+
+def _answer_pairs(server, sid: str, respondents: int, epsilon: float | None = 8.0) -> None:
+    """Respondents answering every pair in TRUTH's order through the API (randomized by the
+    server at ε = 8 in a local survey)."""
+    for _ in range(respondents):
+        headers = _respondent(server, sid, epsilon)
+        pairs = httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=6", headers=headers).json()["pairs"]
+        comparisons = [
+            {"a": p["a"], "b": p["b"], "winner": min(p["a"], p["b"], key=lambda x: TRUTH.index(label[x]))}
+            for p in pairs
+            for label in [{p["a"]: p["a_label"], p["b"]: p["b_label"]}]
+        ]
+        _post(
+            server, f"/v1/surveys/{sid}/responses", {"privatized": False, "comparisons": comparisons}, headers
+        )
+
+
+def _pairwise_with_answers(server) -> dict:
+    s = _survey(server, "A pairwise survey", privacy={"epsilon_default": 2.0, "epsilon_max": 8.0})
+    _answer_pairs(server, s["id"], 12)
+    return s
+
+
+def _ranking_with_rankings(server, n: int = 30) -> dict:
+    s = _survey(server, "A ranking survey", kind="ranking", privacy={"epsilon_max": 8.0})
+    ids = {it["label"]: it["id"] for it in s["items"]}
+    for _ in range(n):
+        headers = _respondent(server, s["id"], 8.0)
+        body = {"privatized": False, "ranking": [ids[x] for x in TRUTH]}
+        _post(server, f"/v1/surveys/{s['id']}/responses", body, headers)
+    return s
+
+
+def _central_with_a_release(server) -> dict:
+    s = _survey(
+        server,
+        "A central survey",
+        privacy={"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 6},
+    )
+    _answer_pairs(server, s["id"], 5, epsilon=None)
+    body = {"method": "perturbed_mle", "unit": "individual", "epsilon": 1.0, "k": 3}
+    _post(server, f"/v1/surveys/{s['id']}/releases", body)
+    return s
+
+
+def _open_survey(page, server, sid: str, ready: str) -> None:
+    page.goto(f"{server.base}/#/survey/{sid}")
+    expect(page.locator(ready).first).to_be_visible()
+
+
+def test_chart_text_stays_inside_the_charts(server, new_page):
+    """The consensus chart of a ranking survey gave its notes ("rank 1, mean position 3.00")
+    150 px where they need about 160: they ran past the svg's right edge. Every text of every
+    chart (error bars, heat maps), each method, desktop and phone, lies inside its svg."""
+    ranking = _ranking_with_rankings(server)
+    pairwise = _pairwise_with_answers(server)
+    for width in (1280, PHONE):
+        page = new_page(width=width, height=900)
+        sign_in(page, server.base)
+        _open_survey(page, server, ranking["id"], "#ranking-box svg")
+        for method in ("borda", "kemeny", "btl", "lehmer"):
+            page.get_by_label("Method").select_option(method)
+            expect(page.locator("#ranking-box svg title").first).to_have_text(f"Consensus by {method}")
+            assert page.evaluate(CLIPPED_TEXT) == [], (width, method)
+        notes = page.locator("#ranking-box svg g.row > text:last-child").all_text_contents()
+        assert notes[0].startswith("rank 1, mean position")
+        _open_survey(page, server, pairwise["id"], "#pairwise-box svg")
+        expect(page.locator("#coverage-box svg")).to_be_visible()
+        expect(page.locator("svg[role=img]")).to_have_count(3)  # ranking, coverage, win probabilities
+        assert page.evaluate(CLIPPED_TEXT) == [], width
+
+
+def test_scores_are_explained_in_words(server, new_page):
+    """The pairwise ranking says what a score gap means (Bradley–Terry odds); the consensus
+    of a ranking survey says what its scores are for each method."""
+    pairwise = _pairwise_with_answers(server)
+    ranking = _ranking_with_rankings(server)
+    page = new_page()
+    sign_in(page, server.base)
+    _open_survey(page, server, pairwise["id"], "#ranking-table")
+    expect(page.locator("#score-meaning")).to_have_text(
+        "Scores are on the Bradley–Terry scale: a gap of 1 between two items means odds of about "
+        "2.7 : 1 (73%) that a respondent prefers the higher-scored one, a gap of 2 about 7.4 : 1 (88%). "
+        "Only differences between scores mean anything."
+    )
+    _open_survey(page, server, ranking["id"], "#ranking-box svg")
+    meaning = page.locator("#score-meaning")
+    copies = "the randomized copies of the respondents' rankings"
+    expect(meaning).to_have_text(
+        "Scores are Borda points: the mean number of items a ranking puts below the item "
+        f"(4 items: from 0 to 3), over {copies}."
+    )
+    page.get_by_label("Method").select_option("btl")
+    expect(meaning).to_have_text(
+        "Scores are on the Bradley–Terry scale of the pairs the rankings imply: a gap of 1 between two "
+        "items means odds of about 2.7 : 1 (73%) that a ranking puts the higher-scored one above the other, "
+        "a gap of 2 about 7.4 : 1 (88%). Only differences between scores mean anything. "
+        f"Fitted to {copies}."
+    )
+    for method in ("kemeny", "lehmer"):
+        page.get_by_label("Method").select_option(method)
+        expect(page.locator("#ranking-box svg title").first).to_have_text(f"Consensus by {method}")
+        expect(meaning).to_have_text(
+            "This method orders the items without scores: the chart shows each item's mean position "
+            f"(1 = first) in {copies}."
+        )
+
+
+@pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking"])
+def test_no_sideways_scrolling_on_a_phone(server, new_page, view):
+    """At 375 px the page itself never scrolls sideways (a pairwise survey with answers
+    measured 898 px): wide tables and charts scroll inside their own box, which the keyboard
+    can reach and a screen reader names; the ranking table keeps its numbers on one line."""
+    surveys = {
+        "pairwise": _pairwise_with_answers,
+        "central": _central_with_a_release,
+        "ranking": _ranking_with_rankings,
+    }
+    s = surveys[view](server) if view != "list" else None
+    if view == "list":
+        for make in surveys.values():
+            make(server)
+    page = new_page(width=PHONE, height=800)
+    sign_in(page, server.base)
+    if view == "list":
+        expect(page.locator("table tbody tr")).to_have_count(3)
+    elif view == "pairwise":
+        _open_survey(page, server, s["id"], "#pairwise-box svg")
+        expect(page.locator("#coverage-box svg")).to_be_visible()
+        expect(page.locator("#ranking-table")).to_be_visible()
+    elif view == "central":
+        _open_survey(page, server, s["id"], "#ledger tbody tr")
+    else:
+        _open_survey(page, server, s["id"], "#ranking-box svg")
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= PHONE, f"the {view} view is {width} px wide"
+    assert page.evaluate(UNWRAPPED) == []
+    if view == "pairwise":
+        # Headers and numbers on one line each: nothing squeezed to a letter's width.
+        wrapped = page.evaluate(
+            """() => [...document.querySelectorAll("#ranking-table th, #ranking-table td.num")]
+                .filter((el) => {
+                    const range = document.createRange();
+                    range.selectNodeContents(el);
+                    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size > 1;
+                })
+                .map((el) => el.textContent)"""
+        )
+        assert wrapped == []
+        scroller = page.locator("#ranking-table").locator("xpath=..")
+        scroller.focus()
+        expect(scroller).to_be_focused()
