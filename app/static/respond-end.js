@@ -2,10 +2,51 @@
  * How the respondent page ends: thanks with the privacy spent (and the current results
  * when the survey shows them at the end), the survey having closed, or a failure to retry.
  */
-import { fmtSignificant, h } from "/static/dom.js";
-import { PrivrankError } from "/static/privrank.js";
+import { fmtSignificant, h, pct } from "/static/dom.js";
+import { PrivrankError, truthProbability } from "/static/privrank.js";
 import { central, client, main, show, state } from "/static/respond-state.js";
 import { resultsContent } from "/static/results-view.js";
+
+const pairs = (n) => `${n} ${n === 1 ? "pair" : "pairs"}`;
+
+/**
+ * What a local survey's answers reveal, in plain words with ε. Pairwise: randomized
+ * response, ε-local differential privacy per answer; the ε of the answers add up (basic
+ * composition), and answers at a total ε reveal at most as much as one answer reported as
+ * given with probability e^ε/(1+e^ε). Ranking: the Mallows copy is ε-DP between rankings
+ * that differ by moving one item (b = ε/(m−1) per pair), εm/2 between any two; at ε an
+ * observer choosing between two such rankings is right at most e^ε/(1+e^ε) of the time.
+ */
+function spentText(me) {
+  const { survey } = state;
+  const total = me.epsilon_total;
+  if (survey.kind === "ranking") {
+    if (me.ranked === false || !total) return "No ranking was sent: no privacy was spent (ε = 0).";
+    const m = survey.n_items;
+    const eps = total;
+    return (
+      "Your ranking was replaced on this device by a randomized copy, and only the copy was sent: two items you put " +
+      `next to each other appear swapped in it with probability ${pct(1 / (1 + Math.exp(eps / (m - 1))))}, items ` +
+      "further apart less often. Someone who sees the copy and guesses between your ranking and the same ranking with " +
+      `one item moved is right at most ${pct(truthProbability(eps))} of the time, against 50% by chance; between any ` +
+      `two rankings, at most ${pct(truthProbability((eps * m) / 2))} (ε = ${fmtSignificant(eps)} for moving one item, ` +
+      `ε = ${fmtSignificant((eps * m) / 2)} between any two rankings).`
+    );
+  }
+  const n = me.comparisons;
+  if (!n) return "You answered no pairs: nothing was sent and no privacy was spent (ε = 0).";
+  const eps = me.epsilon ?? total / n;
+  const each =
+    `reported as you gave it with probability ${pct(truthProbability(eps))} and the opposite otherwise ` +
+    `(ε = ${fmtSignificant(eps)}: ε-local differential privacy`;
+  if (n === 1)
+    return `You answered 1 pair. Your answer was randomized on this device before it was sent: ${each}).`;
+  return (
+    `You answered ${pairs(n)}. Each answer was randomized on this device before it was sent: ${each} for each ` +
+    `answer). Together your ${n} answers reveal at most as much as one answer reported as you gave it with ` +
+    `probability ${pct(truthProbability(total))} would (ε = ${fmtSignificant(total)} in total, the sum over your answers).`
+  );
+}
 
 export async function thanks() {
   const { survey } = state;
@@ -15,28 +56,14 @@ export async function thanks() {
   } catch {
     /* the summary is optional */
   }
-  const pairs = (n) => `${n} ${n === 1 ? "pair" : "pairs"}`;
   show(
     h("h2", { id: "thanks" }, "Thank you!"),
-    me
-      ? h(
-          "p",
-          { id: "spent" },
-          survey.kind === "ranking"
-            ? `Your ranking was sent randomized. Privacy spent: ε = ${fmtSignificant(me.epsilon_total)} for moving one item, ` +
-                `ε = ${fmtSignificant((me.epsilon_total * survey.n_items) / 2)} between any two rankings.`
-            : central()
-              ? `You answered ${pairs(me.comparisons)}.`
-              : `You answered ${pairs(me.comparisons)}. Your total privacy spent is ε = ${fmtSignificant(me.epsilon_total)} (the sum over your answers).`,
-        )
-      : null,
-    h(
-      "p",
-      { class: "hint" },
-      central()
-        ? "Only differentially private summaries of the answers are ever published."
-        : "Every answer was randomized on this device before it was sent.",
-    ),
+    me ? h("p", { id: "spent" }, central() ? `You answered ${pairs(me.comparisons)}.` : spentText(me)) : null,
+    central()
+      ? h("p", { class: "hint" }, "Only differentially private summaries of the answers are ever published.")
+      : me
+        ? null // the summary says how the answers were randomized
+        : h("p", { class: "hint" }, "Every answer was randomized on this device before it was sent."),
   );
   main.querySelector("#thanks").setAttribute("tabindex", "-1");
   main.querySelector("#thanks").focus();

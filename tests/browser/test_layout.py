@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, TRUTH, sign_in
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, answer_pairs, sign_in
 
 PHONE = 375
 
@@ -203,3 +203,36 @@ def test_no_sideways_scrolling_on_a_phone(server, new_page, view):
         scroller = page.locator("#ranking-table").locator("xpath=..")
         scroller.focus()
         expect(scroller).to_be_focused()
+
+
+def test_the_thanks_say_in_words_what_the_answers_reveal(server, new_page):
+    """The end of the respondent page said only "Your total privacy spent is ε = 30": it now
+    says, with ε, how each answer was randomized and what all of them reveal together."""
+    local = _survey(server, "Pairs", privacy={"epsilon_default": 1.0})
+    link = f"{server.base}/s/{local['id']}"
+    page = new_page()
+    answer_pairs(page, link, 3)
+    expect(page.locator("#spent")).to_have_text(
+        "You answered 3 pairs. Each answer was randomized on this device before it was sent: reported as you "
+        "gave it with probability 73% and the opposite otherwise (ε = 1: ε-local differential privacy for "
+        "each answer). Together your 3 answers reveal at most as much as one answer reported as you gave it "
+        "with probability 95% would (ε = 3 in total, the sum over your answers)."
+    )
+    one = new_page()
+    answer_pairs(one, link, 1)
+    expect(one.locator("#spent")).to_have_text(
+        "You answered 1 pair. Your answer was randomized on this device before it was sent: reported as you "
+        "gave it with probability 73% and the opposite otherwise (ε = 1: ε-local differential privacy)."
+    )
+    ranking = _survey(server, "Ranks", kind="ranking", privacy={"epsilon_default": 2.0})
+    rank = new_page()
+    rank.goto(f"{server.base}/s/{ranking['id']}")
+    rank.get_by_role("button", name="Start").click()
+    rank.get_by_role("button", name="Submit my ranking").click()
+    expect(rank.locator("#spent")).to_have_text(
+        "Your ranking was replaced on this device by a randomized copy, and only the copy was sent: two "
+        "items you put next to each other appear swapped in it with probability 34%, items further "
+        "apart less often. Someone who sees the copy and guesses between your ranking and the same "
+        "ranking with one item moved is right at most 88% of the time, against 50% by chance; between "
+        "any two rankings, at most 98% (ε = 2 for moving one item, ε = 4 between any two rankings)."
+    )

@@ -55,7 +55,10 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, new_pag
     spent = new_page()
     answer_pairs(spent, link, 6)
     expect(spent.locator("#spent")).to_have_text(
-        "You answered 6 pairs. Your total privacy spent is ε = 12 (the sum over your answers)."
+        "You answered 6 pairs. Each answer was randomized on this device before it was sent: reported as you "
+        "gave it with probability 88% and the opposite otherwise (ε = 2: ε-local differential privacy for "
+        "each answer). Together your 6 answers reveal at most as much as one answer reported as you gave it "
+        "with probability >99% would (ε = 12 in total, the sum over your answers)."
     )
     spent.screenshot(path=str(shots / "respondent-thanks.png"))
     stored = httpx2.get(f"{server.base}/v1/surveys/{sid}/comparisons.csv", headers=ADMIN).text.splitlines()
@@ -267,7 +270,13 @@ def test_a_ranking_survey_through_the_respondent_page(server, new_page, shots):
     expect(page.locator("#rank-list li .label")).to_have_text(TRUTH)
     page.screenshot(path=str(shots / "respondent-ranking.png"), full_page=True)
     page.get_by_role("button", name="Submit my ranking").click()
-    expect(page.locator("#spent")).to_contain_text("Your ranking was sent randomized. Privacy spent: ε = 30")
+    expect(page.locator("#spent")).to_have_text(
+        "Your ranking was replaced on this device by a randomized copy, and only the copy was sent: two "
+        "items you put next to each other appear swapped in it with probability <1%, items further "
+        "apart less often. Someone who sees the copy and guesses between your ranking and the same "
+        "ranking with one item moved is right at most >99% of the time, against 50% by chance; between "
+        "any two rankings, at most >99% (ε = 30 for moving one item, ε = 60 between any two rankings)."
+    )
     # What was stored is the browser's synthetic ranking: at ε = 30 (b = 10 per pair) it is at
     # most one adjacent swap away from the given one (P(two or more) < 1e-8).
     csv_rows = httpx2.get(f"{server.base}/v1/surveys/{sid}/rankings.csv", headers=ADMIN).text.splitlines()
