@@ -1,7 +1,7 @@
 /** A central survey's sections: the privacy budget with its ledger of releases, and a new release. */
 import { api, showError } from "/static/api.js";
 import { budgetBar } from "/static/charts.js";
-import { fmt, h, section, tableWrap } from "/static/dom.js";
+import { bradleyTerryText, fmt, h, section, tableWrap } from "/static/dom.js";
 
 function ledgerTable(releases) {
   const columns = ["When", "Method", "Unit", "ε", "Cost", "Budget left after", "Top"];
@@ -115,6 +115,14 @@ export async function centralSections(s, body) {
             ),
           ),
         ),
+        r.result.items.some((it) => "score" in it)
+          ? h(
+              "p",
+              { class: "hint", id: "release-score-meaning" },
+              `${bradleyTerryText("", "a respondent prefers the higher-scored one")} ` +
+                "The scores include the noise that makes the release differentially private.",
+            )
+          : null,
       );
       await load();
     } catch (err) {

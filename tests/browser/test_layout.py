@@ -157,6 +157,23 @@ def test_scores_are_explained_in_words(server, new_page):
             "This method orders the items without scores: the chart shows each item's mean position "
             f"(1 = first) in {copies}."
         )
+    # A central survey's release with scores (perturbed MLE) says the same, and that they are noisy.
+    central = _survey(
+        server,
+        "Central",
+        privacy={"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 6},
+    )
+    _answer_pairs(server, central["id"], 5, epsilon=None)
+    _open_survey(page, server, central["id"], "#release-form")
+    page.get_by_label("Method").select_option("perturbed_mle")
+    page.get_by_label("ε of this release").fill("1")
+    page.get_by_role("button", name="Make release").click()
+    expect(page.locator("#release-score-meaning")).to_have_text(
+        "Scores are on the Bradley–Terry scale: a gap of 1 between two items means odds of about "
+        "2.7 : 1 (73%) that a respondent prefers the higher-scored one, a gap of 2 about 7.4 : 1 (88%). "
+        "Only differences between scores mean anything. The scores include the noise that makes the "
+        "release differentially private."
+    )
 
 
 @pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking"])
