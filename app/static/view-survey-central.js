@@ -50,13 +50,16 @@ export async function centralSections(s, body) {
   const load = async () => {
     const ledger = await api("GET", `/v1/surveys/${s.id}/releases`);
     const b = ledger.budget;
+    // (null children left out: replaceChildren would write them as the text "null")
     ledgerBox.replaceChildren(
-      h("p", {}, `Spent ε = ${fmt(b.spent)} of ${fmt(b.total)}; ${fmt(b.remaining)} remains.`),
-      budgetBar(b.spent, b.total),
-      ledger.releases.length ? ledgerTable(ledger.releases) : h("p", { class: "hint" }, "No releases yet."),
-      ledger.total > ledger.releases.length
-        ? h("p", { class: "hint" }, `The newest ${ledger.releases.length} of ${ledger.total} releases.`)
-        : null,
+      ...[
+        h("p", {}, `Spent ε = ${fmt(b.spent)} of ${fmt(b.total)}; ${fmt(b.remaining)} remains.`),
+        budgetBar(b.spent, b.total),
+        ledger.releases.length ? ledgerTable(ledger.releases) : h("p", { class: "hint" }, "No releases yet."),
+        ledger.total > ledger.releases.length
+          ? h("p", { class: "hint" }, `The newest ${ledger.releases.length} of ${ledger.total} releases.`)
+          : null,
+      ].filter(Boolean),
     );
   };
   const form = h(
@@ -103,26 +106,28 @@ export async function centralSections(s, body) {
         k: Math.min(3, s.items.length),
       });
       latest.replaceChildren(
-        h("p", {}, `Release ${r.id}: cost ε = ${fmt(r.cost)}. ${r.cost_explanation}`),
-        h(
-          "ol",
-          {},
-          r.result.items.map((it) =>
-            h(
-              "li",
-              {},
-              `${it.label} (${"score" in it ? `score ${fmt(it.score)}` : `noisy wins ${it.noisy_wins}`})`,
+        ...[
+          h("p", {}, `Release ${r.id}: cost ε = ${fmt(r.cost)}. ${r.cost_explanation}`),
+          h(
+            "ol",
+            {},
+            r.result.items.map((it) =>
+              h(
+                "li",
+                {},
+                `${it.label} (${"score" in it ? `score ${fmt(it.score)}` : `noisy wins ${it.noisy_wins}`})`,
+              ),
             ),
           ),
-        ),
-        r.result.items.some((it) => "score" in it)
-          ? h(
-              "p",
-              { class: "hint", id: "release-score-meaning" },
-              `${bradleyTerryText("", "a respondent prefers the higher-scored one")} ` +
-                "The scores include the noise that makes the release differentially private.",
-            )
-          : null,
+          r.result.items.some((it) => "score" in it)
+            ? h(
+                "p",
+                { class: "hint", id: "release-score-meaning" },
+                `${bradleyTerryText("", "a respondent prefers the higher-scored one")} ` +
+                  "The scores include the noise that makes the release differentially private.",
+              )
+            : null,
+        ].filter(Boolean),
       );
       await load();
     } catch (err) {

@@ -38,29 +38,34 @@ export async function rankingSurveySections(s, body) {
         hi: it.ci ? it.ci[1] : null,
         note: `rank ${it.rank}, mean position ${fmt(it.mean_position)}`,
       }));
+      // (null children left out: replaceChildren would write them as the text "null")
       box.replaceChildren(
-        h(
-          "dl",
-          { class: "stats" },
-          h("div", {}, h("dt", {}, "Rankings"), h("dd", { id: "stat-rankings" }, String(d.rankings))),
+        ...[
           h(
-            "div",
-            {},
-            h("dt", {}, "Mean Kendall distance to the consensus"),
-            h("dd", {}, fmt(d.mean_kendall_distance)),
+            "dl",
+            { class: "stats" },
+            h("div", {}, h("dt", {}, "Rankings"), h("dd", { id: "stat-rankings" }, String(d.rankings))),
+            h(
+              "div",
+              {},
+              h("dt", {}, "Mean Kendall distance to the consensus"),
+              h("dd", {}, fmt(d.mean_kendall_distance)),
+            ),
+            h("div", {}, h("dt", {}, "Smallest ε"), h("dd", {}, fmt(d.epsilon_min))),
           ),
-          h("div", {}, h("dt", {}, "Smallest ε"), h("dd", {}, fmt(d.epsilon_min))),
-        ),
-        chartBox(
-          errorBarChart(rows, {
-            title: `Consensus by ${method.value}`,
-            desc: "Items in consensus order with their score (or mean position) and intervals when available.",
-            axisLabel: r.items[0].score === null ? "mean position (1 = best)" : "score",
-          }),
-        ),
-        h("p", { class: "hint", id: "score-meaning" }, scoreMeaning(r.method, r.items.length)),
-        h("p", {}, h("strong", {}, "Order: "), r.items.map((it) => it.label).join(" > ")),
-        r.uncertainty.available ? null : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
+          chartBox(
+            errorBarChart(rows, {
+              title: `Consensus by ${method.value}`,
+              desc: "Items in consensus order with their score (or mean position) and intervals when available.",
+              axisLabel: r.items[0].score === null ? "mean position (1 = best)" : "score",
+            }),
+          ),
+          h("p", { class: "hint", id: "score-meaning" }, scoreMeaning(r.method, r.items.length)),
+          h("p", {}, h("strong", {}, "Order: "), r.items.map((it) => it.label).join(" > ")),
+          r.uncertainty.available
+            ? null
+            : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
+        ].filter(Boolean),
       );
     } catch (err) {
       if (err.status === 409)

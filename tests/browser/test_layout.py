@@ -115,6 +115,7 @@ def test_chart_text_stays_inside_the_charts(server, new_page):
             page.get_by_label("Method").select_option(method)
             expect(page.locator("#ranking-box svg title").first).to_have_text(f"Consensus by {method}")
             assert page.evaluate(CLIPPED_TEXT) == [], (width, method)
+            assert "null" not in page.locator("#ranking-box").inner_text()  # it ended with "null"
         notes = page.locator("#ranking-box svg g.row > text:last-child").all_text_contents()
         assert notes[0].startswith("rank 1, mean position")
         _open_survey(page, server, pairwise["id"], "#pairwise-box svg")
@@ -174,6 +175,12 @@ def test_scores_are_explained_in_words(server, new_page):
         "Only differences between scores mean anything. The scores include the noise that makes the "
         "release differentially private."
     )
+    page.get_by_label("Method").select_option("noisy_counts")
+    page.get_by_role("button", name="Make release").click()
+    expect(page.locator("#ledger tbody tr")).to_have_count(2)
+    expect(page.locator("#release-score-meaning")).to_have_count(0)  # noisy counts: no scores
+    for box in ("#ledger-box", "#release-box"):
+        assert "null" not in page.locator(box).inner_text()  # a left-out paragraph showed as "null"
 
 
 @pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking"])
