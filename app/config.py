@@ -134,6 +134,14 @@ class Settings(BaseSettings):
         description="Respondent registrations per client address and minute (per worker, or for all "
         "instances together with REDIS_URL; 0: no limit).",
     )
+    integration_per_minute: int = Field(
+        default=6000,
+        validation_alias="PRIVRANK_INTEGRATION_PER_MINUTE",
+        ge=0,
+        description="Respondent registrations per integration key and minute (such registrations are "
+        "exempt from PRIVRANK_REGISTER_PER_MINUTE; per worker, or for all instances together with "
+        "REDIS_URL; 0: no limit).",
+    )
     auth_failures_per_minute: int = Field(
         default=30,
         validation_alias="PRIVRANK_AUTH_FAILURES_PER_MINUTE",

@@ -46,6 +46,7 @@ from .services.deadline import SHUTDOWN, WorkSlots
 from .services.jobs import JobContext, LocalRunner, QueueRunner
 from .services.public_results import PublicSnapshots
 from .services.ranking_surveys import ConsensusCache
+from .services.respondents import ExternalIds
 from .services.secrets import service_secret
 
 __all__ = ["create_app"]
@@ -258,10 +259,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         else LocalRunner(job_context, settings.job_threads, settings.job_backlog)
     )
     app.state.rate_limiter = RateLimiter(
-        {"register": settings.register_per_minute, "auth_failures": settings.auth_failures_per_minute},
+        {
+            "register": settings.register_per_minute,
+            "integration": settings.integration_per_minute,
+            "auth_failures": settings.auth_failures_per_minute,
+        },
         redis_url=settings.redis_url,
         salt=lambda: service_secret(app.state.session_factory, "ratelimit"),
     )
+    app.state.external_ids = ExternalIds(app.state.session_factory)
 
     if settings.cors_origin_list:
         app.add_middleware(

@@ -274,3 +274,53 @@ def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
             dump = " ".join(str(v) for row in conn.execute(f"SELECT * FROM {table}") for v in row)
             assert dump, table
             assert not any(x in dump for rid, token in known for x in (rid, token, token.partition(".")[2]))
+
+
+def test_no_external_id_reaches_the_logs_or_the_database(tmp_path):
+    """Issue 18: an integration key registers people by their external ids — new, again
+    (a new token), with a refused ε, too long, from an anonymous caller, over the key's
+    limit — and no log line (debug level, access log on) nor any stored row holds an id."""
+    import sqlite3
+
+    db = tmp_path / "integration.db"
+    server = LiveServer(
+        {
+            "DATABASE_URL": f"sqlite:///{db}",
+            "PRIVRANK_ADMIN_KEY": ADMIN,
+            "PRIVRANK_LOG_LEVEL": "debug",
+            "PRIVRANK_ACCESS_LOG": "1",
+            "PRIVRANK_INTEGRATION_PER_MINUTE": "8",
+        },
+        workers=1,
+    )
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    ids = [f"person-{uuid.uuid4().hex}@example.org" for _ in range(3)]
+    try:
+        c = httpx2.Client(base_url=server.base, timeout=30)
+        s = c.post("/v1/surveys", json={"title": "hr", "items": ["A", "B", "C"]}, headers=admin).json()
+        key = c.post("/v1/keys", json={"role": "integration"}, headers=admin).json()["key"]
+        integration = {"Authorization": f"Bearer {key}"}
+        url = f"/v1/surveys/{s['id']}/respondents"
+        for ext in ids:
+            assert c.post(url, json={"external_id": ext}, headers=integration).status_code == 201
+        assert c.post(url, json={"external_id": ids[0]}, headers=integration).status_code == 201
+        assert (
+            c.post(url, json={"external_id": ids[0], "epsilon": 0.5}, headers=integration).status_code == 409
+        )
+        assert c.post(url, json={"external_id": ids[1] * 10}, headers=integration).status_code == 422
+        assert c.post(url, json={"external_id": ids[2]}).status_code == 403
+        codes = [c.post(url, json={"external_id": ids[1]}, headers=integration).status_code for _ in range(4)]
+        assert 429 in codes
+        c.close()
+    finally:
+        output = server.stop()
+    assert "/respondents" in output, "the requests should be logged"
+    secrets = {f"external id {k}": ext for k, ext in enumerate(ids)} | {"integration key": key}
+    assert not _secrets_in(output, secrets), _secrets_in(output, secrets)
+    assert "person-" not in output
+    with sqlite3.connect(db) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        dump = " ".join(
+            str(v) for table in tables for row in conn.execute(f'SELECT * FROM "{table}"') for v in row
+        )
+    assert "person-" not in dump and not any(ext in dump for ext in ids)

@@ -18,6 +18,7 @@ from .ratelimit import RateLimiter, TooManyRequests, client_address
 
 __all__ = [
     "AdminDep",
+    "IntegrationDep",
     "ModeratorDep",
     "PrincipalDep",
     "ReaderDep",
@@ -28,6 +29,7 @@ __all__ = [
     "admin",
     "get_session",
     "get_settings",
+    "integration",
     "moderator",
     "principal",
     "reader",
@@ -38,7 +40,8 @@ __all__ = [
 
 _bearer = HTTPBearer(
     auto_error=False,
-    description="Admin or analyst key, a respondent token, or a federated site's credential.",
+    description="Admin, analyst, moderator or integration key, a respondent token, or a federated "
+    "site's credential.",
 )
 
 
@@ -124,6 +127,20 @@ def viewer(who: auth.Principal = Depends(principal)) -> auth.Principal:
     return who
 
 
+def integration(request: Request, session: Session = Depends(get_session)) -> auth.Principal | None:
+    """The calling integration key, or None for every other caller. For calls that need no
+    credentials (registering a respondent): any other credential, valid or not, is
+    ignored as before — it is neither checked against the failure limit nor refused.
+    (The header is read directly, not through the bearer scheme, so that the OpenAPI
+    document does not make credentials required there.)"""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token.startswith("key_"):
+        return None
+    who = auth.authenticate(session, token, None)
+    return who if who is not None and who.role == auth.INTEGRATION else None
+
+
 def respondent_of_survey(
     survey_id: str,
     who: auth.Principal = Depends(principal),
@@ -160,5 +177,7 @@ ReaderDep = Annotated[auth.Principal, Depends(reader)]
 ModeratorDep = Annotated[auth.Principal, Depends(moderator)]
 #: The survey of the path and the calling respondent, who belongs to it.
 RespondentDep = Annotated[tuple[Survey, Respondent], Depends(respondent_of_survey)]
+#: The calling integration key, or None (anyone else: the call needs no credentials).
+IntegrationDep = Annotated[auth.Principal | None, Depends(integration)]
 #: The calling federated site.
 SiteDep = Annotated[RoundSite, Depends(site)]

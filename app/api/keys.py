@@ -1,4 +1,4 @@
-"""Analyst keys, minted and revoked by admins."""
+"""Analyst, moderator and integration keys, minted and revoked by admins."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ whoami_router = APIRouter(tags=["keys"])
     summary="Who the credentials stand for (any credential)",
 )
 def whoami(*, who: PrincipalDep) -> WhoAmI:
-    """The role of the bearer credential — admin, analyst, respondent or site — and, for a
-    respondent, its survey. The dashboard asks this after sign-in."""
+    """The role of the bearer credential — admin, analyst, moderator, integration,
+    respondent or site — and, for a respondent, its survey. The dashboard asks this
+    after sign-in."""
     return WhoAmI(role=who.role, survey_id=who.survey_id if who.role == auth.RESPONDENT else None)
 
 
@@ -40,12 +41,13 @@ def _out(row) -> dict:
     status_code=201,
     response_model=KeyCreated,
     responses=errors(401, 403, 422),
-    summary="Mint an analyst or moderator key",
+    summary="Mint an analyst, moderator or integration key",
 )
 def create_key(*, body: KeyCreate | None = None, session: SessionDep) -> KeyCreated:
     """The key is in this answer only; the service keeps its SHA-256. An analyst reads
     surveys and their results; a moderator reads surveys and curates their suggestions
-    and items (nothing else)."""
+    and items (nothing else); an integration registers respondents server-to-server,
+    optionally with an ``external_id`` (nothing else)."""
     row, plaintext = auth.create_key(
         session, body.label if body else None, body.role if body else auth.ANALYST
     )

@@ -2,11 +2,12 @@
 
 Token buckets per (limit, client address): a bucket holds up to ``per_minute``
 tokens and refills at ``per_minute`` per minute. Registration takes a token per
-request; a failed authentication takes one per failure, and a client whose failure
-bucket is empty is refused (429) before its credentials are even checked — a key
-cannot be guessed faster than the limit. The client address is the connection's
-peer, or the proxy's ``X-Forwarded-For`` when uvicorn trusts that proxy
-(``--forwarded-allow-ips``).
+request (an integration key's registration from its own bucket, ``integration``,
+keyed by the key's id instead of the address); a failed authentication takes one
+per failure, and a client whose failure bucket is empty is refused (429) before its
+credentials are even checked — a key cannot be guessed faster than the limit. The
+client address is the connection's peer, or the proxy's ``X-Forwarded-For`` when
+uvicorn trusts that proxy (``--forwarded-allow-ips``).
 
 Where the buckets live:
 

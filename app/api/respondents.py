@@ -9,14 +9,14 @@ from fastapi.responses import JSONResponse
 
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
-from ..services.errors import Conflict, Invalid
+from ..services.errors import Conflict, Forbidden, Invalid
 from ..services.idempotency import Stored
 from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..services.undecided import record_undecided
 from ..stats import flip_probability
 from .common import errors
-from .deps import RespondentDep, SessionDep, SettingsDep
+from .deps import IntegrationDep, RespondentDep, SessionDep, SettingsDep
 from .ratelimit import TooManyRequests, client_address
 from .schemas import (
     PairOut,
@@ -36,8 +36,10 @@ router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
     "/respondents",
     status_code=201,
     response_model=RespondentCreated,
-    responses=errors(404, 409, 422, 429),
-    summary="Register as a respondent (no credentials needed)",
+    responses=errors(403, 404, 409, 422, 429),
+    summary="Register as a respondent (no credentials needed; integrations with their key)",
+    # Credentials are optional here: an integration key, or none.
+    openapi_extra={"security": [{}, {"HTTPBearer": []}]},
 )
 def register(
     *,
@@ -45,18 +47,35 @@ def register(
     survey_id: str,
     body: RespondentCreate | None = None,
     session: SessionDep,
+    caller: IntegrationDep,
 ) -> RespondentCreated:
     """Anyone may register with an open survey. In a local-model survey the
     respondent's ε (default: the survey's) fixes how often each of its answers is
     flipped, 1/(1+e^ε); central-model surveys take no ε (their answers are stored
     as given and only differentially private releases leave the service).
 
-    Registrations are rate-limited per client address (429 with Retry-After)."""
-    wait = request.app.state.rate_limiter.take("register", client_address(request))
-    if wait is not None:
-        raise TooManyRequests("too many registrations from this address; retry later", wait)
+    Registrations are rate-limited per client address (429 with Retry-After).
+
+    An integration key (another service registering its users server-to-server) is
+    exempt from that limit and limited per key instead; it alone may send
+    ``external_id`` (403 for anyone else): the same id in the same survey is the same
+    respondent, returned with a new token that replaces its old one. Only an HMAC
+    digest of the id is stored (README, "Integrations")."""
+    limiter = request.app.state.rate_limiter
+    external_id = body.external_id if body else None
+    if caller is not None:
+        wait = limiter.take("integration", str(caller.key_id))
+        if wait is not None:
+            raise TooManyRequests("too many registrations with this integration key; retry later", wait)
+    else:
+        if external_id is not None:
+            raise Forbidden("external_id is accepted only from an integration key")
+        wait = limiter.take("register", client_address(request))
+        if wait is not None:
+            raise TooManyRequests("too many registrations from this address; retry later", wait)
     survey = get_survey(session, survey_id)
-    respondent, token = register_respondent(session, survey, body.epsilon if body else None)
+    external_key = None if external_id is None else request.app.state.external_ids.key(survey.id, external_id)
+    respondent, token = register_respondent(session, survey, body.epsilon if body else None, external_key)
     return RespondentCreated(
         respondent_id=respondent.id,
         token=token,

@@ -191,10 +191,14 @@ class Respondent(Base):
     n_comparisons: Mapped[int] = mapped_column(Integer, default=0)
     #: The pseudonym a bulk import gave this respondent (unique per survey).
     external_ref: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: Registered by an integration with an ``external_id``: HMAC-SHA256 of (survey, id)
+    #: under the ``external_ids`` service secret (hex); the raw id is never stored.
+    external_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
         UniqueConstraint("survey_id", "external_ref", name="uq_respondents_survey_external_ref"),
+        UniqueConstraint("survey_id", "external_key", name="uq_respondents_survey_external_key"),
         CheckConstraint("epsilon IS NULL OR epsilon >= 0.001", name="ck_respondents_epsilon"),
     )
 
@@ -406,7 +410,8 @@ class Release(Base):
 
 
 class ApiKey(Base):
-    """Admin and analyst keys: ``prk_<id>_<secret>``; only SHA-256(secret) is stored."""
+    """Admin, analyst, moderator and integration keys: ``key_<id>.<secret>``; only
+    SHA-256(secret) is stored."""
 
     __tablename__ = "api_keys"
 
@@ -417,7 +422,9 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
-    __table_args__ = (CheckConstraint("role IN ('admin', 'analyst', 'moderator')", name="ck_api_keys_role"),)
+    __table_args__ = (
+        CheckConstraint("role IN ('admin', 'analyst', 'moderator', 'integration')", name="ck_api_keys_role"),
+    )
 
 
 class IdempotencyRecord(Base):

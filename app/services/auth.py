@@ -2,7 +2,7 @@
 
 Secrets are ``<id>.<secret>``: the id selects the row, and only SHA-256 of the
 secret is stored and compared with :func:`hmac.compare_digest` (constant time).
-Admin and analyst keys have ids ``key_…``; respondent tokens carry the
+Admin, analyst, moderator and integration keys have ids ``key_…``; respondent tokens carry the
 respondent id (``rsp_…``); federated sites' credentials the site id
 (``sit_…``). The optional ``PRIVRANK_ADMIN_KEY`` is any string, compared the
 same way.
@@ -26,6 +26,7 @@ from .errors import Conflict, NotFound, Unauthorized
 __all__ = [
     "ADMIN",
     "ANALYST",
+    "INTEGRATION",
     "MODERATOR",
     "RESPONDENT",
     "SITE",
@@ -45,6 +46,9 @@ __all__ = [
 ADMIN, ANALYST, RESPONDENT, SITE = "admin", "analyst", "respondent", "site"
 #: Curates a participatory survey's suggestions and items; reads surveys, nothing else.
 MODERATOR = "moderator"
+#: Another service registering respondents server-to-server (with an ``external_id``);
+#: nothing else.
+INTEGRATION = "integration"
 #: Shape of the ids :func:`~app.db.models.new_id` makes.
 _ID = re.compile(r"(key|rsp|sit)_[a-z2-7]{16}")
 
@@ -77,10 +81,10 @@ def mint_key(session: Session, role: str, label: str | None = None) -> tuple[Api
 
 
 def create_key(session: Session, label: str | None = None, role: str = ANALYST) -> tuple[ApiKey, str]:
-    """Mint an analyst or moderator key in a transaction of its own; returns the row and
-    the only copy of the plaintext key."""
-    if role not in (ANALYST, MODERATOR):
-        raise ValueError(f"keys minted over the API are analyst or moderator keys, not {role!r}")
+    """Mint an analyst, moderator or integration key in a transaction of its own; returns
+    the row and the only copy of the plaintext key."""
+    if role not in (ANALYST, MODERATOR, INTEGRATION):
+        raise ValueError(f"keys minted over the API are analyst, moderator or integration keys, not {role!r}")
     begin_write(session)
     try:
         row, plaintext = mint_key(session, role, label)

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from ..db.models import Ranking, Respondent, Survey, new_id
 from ..db.session import begin_write
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
+from .secrets import service_secret
 from .surveys import local_epsilons
 
 __all__ = [
     "Account",
+    "ExternalIds",
     "account",
     "budget_remaining",
     "check_epsilon",
@@ -81,8 +86,36 @@ def comparisons_remaining(survey: Survey, respondent: Respondent) -> int | None:
     return max(0, survey.max_comparisons - respondent.n_comparisons)
 
 
-def register_respondent(session: Session, survey: Survey, epsilon: float | None) -> tuple[Respondent, str]:
-    """Create a respondent of an open survey; returns it and its token (shown once)."""
+class ExternalIds:
+    """Maps an integration's ``external_id`` to the digest stored in
+    ``respondents.external_key``: HMAC-SHA256 of (survey id, external id) under the
+    ``external_ids`` service secret (read once, when first needed). The survey id is in
+    the message, so one person's digests in two surveys are unrelated; the raw id is
+    never stored, and this class never logs it."""
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        self._session_factory = session_factory
+        self._secret: bytes | None = None
+
+    def key(self, survey_id: str, external_id: str) -> str:
+        if self._secret is None:
+            # Concurrent first calls agree: service_secret() lets one insert win.
+            self._secret = service_secret(self._session_factory, "external_ids")
+        message = f"privrank external id v1\0{survey_id}\0{external_id}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+
+
+def register_respondent(
+    session: Session, survey: Survey, epsilon: float | None, external_key: str | None = None
+) -> tuple[Respondent, str]:
+    """Create a respondent of an open survey; returns it and its token (shown once).
+
+    With ``external_key`` (an integration's registration, :class:`ExternalIds`), the
+    survey's respondent of that key is returned if there is one, with a new token that
+    replaces its old one (the old token stops working); an ``epsilon`` different from
+    the one it registered with is refused (409). Concurrent registrations of one key
+    make one respondent: the unique (survey, external_key) constraint lets one insert
+    win, and the others rotate the winner's token."""
     if survey.status != "open":
         raise Conflict("the survey is closed")
     if survey.privacy_model == "central":
@@ -98,6 +131,10 @@ def register_respondent(session: Session, survey: Survey, epsilon: float | None)
             )
     secret = new_secret()
     begin_write(session)
+    if external_key is not None:
+        known = _reissue(session, survey, external_key, epsilon, secret)
+        if known is not None:
+            return known
     respondent = Respondent(
         id=new_id("rsp"),
         survey_id=survey.id,
@@ -105,10 +142,46 @@ def register_respondent(session: Session, survey: Survey, epsilon: float | None)
         epsilon=eps,
         epsilon_spent=0.0,
         n_comparisons=0,
+        external_key=external_key,
     )
     session.add(respondent)
-    session.commit()
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        if external_key is None:
+            raise
+        # Another registration of the same external id inserted first: it is that one.
+        begin_write(session)
+        known = _reissue(session, survey, external_key, epsilon, secret)
+        if known is None:
+            raise
+        return known
     return respondent, f"{respondent.id}.{secret}"
+
+
+def _reissue(
+    session: Session, survey: Survey, external_key: str, epsilon: float | None, secret: str
+) -> tuple[Respondent, str] | None:
+    """In a write transaction: the survey's respondent of ``external_key`` with a new
+    token (committed), or None (nothing done) when there is none."""
+    row = session.scalar(
+        select(Respondent)
+        .where(Respondent.survey_id == survey.id, Respondent.external_key == external_key)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None:
+        return None
+    if epsilon is not None and (row.epsilon is None or not math.isclose(epsilon, row.epsilon, rel_tol=1e-12)):
+        session.rollback()
+        raise Conflict(
+            "this external_id is already registered in this survey with another epsilon; "
+            "omit epsilon or send the one it registered with"
+        )
+    row.token_hash = hash_secret(secret)
+    session.commit()
+    return row, f"{row.id}.{secret}"
 
 
 @dataclass(frozen=True)

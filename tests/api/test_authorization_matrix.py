@@ -1,7 +1,9 @@
 """Every endpoint × every kind of caller: who may call what.
 
 Callers: anonymous, a garbage token, a respondent of the survey, a respondent of
-another survey, an analyst, a moderator, an admin, a federated site. For each operation of the
+another survey, an analyst, a moderator, an admin, a federated site, an integration key
+(which may only register respondents and ask who it is; the public endpoints ignore
+credentials, so they answer it like anyone). For each operation of the
 OpenAPI document (the test fails if one is missing from the table) a caller outside
 the allowed set must get exactly 401 (no or invalid credentials) or 403 (valid
 credentials, wrong role or wrong survey), and one inside it anything but 401/403/5xx.
@@ -21,8 +23,8 @@ from tests.helpers.api import (
 )
 
 ANON, BAD, RESP, OTHER, ANALYST, ADMIN_, SITE = "anon", "bad", "resp", "other", "analyst", "admin", "site"
-MODERATOR = "moderator"
-EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, MODERATOR, ADMIN_, SITE}
+MODERATOR, INTEGRATION = "moderator", "integration"
+EVERYONE = {ANON, BAD, RESP, OTHER, ANALYST, MODERATOR, ADMIN_, SITE, INTEGRATION}
 READERS = {ANALYST, ADMIN_}
 MODERATORS = {MODERATOR, ADMIN_}
 
@@ -153,6 +155,7 @@ def world(client):
         "key": key,
         "analyst": analyst_headers(client),
         "moderator": analyst_headers(client, role="moderator"),
+        "integration": analyst_headers(client, role="integration"),
     }
 
 
@@ -180,6 +183,7 @@ def _callers(client, world, survey_id: str) -> dict[str, dict]:
         MODERATOR: world["moderator"],
         ADMIN_: ADMIN,
         SITE: {"Authorization": f"Bearer {world['round']['sites'][0]['token']}"},
+        INTEGRATION: world["integration"],
     }
 
 

@@ -294,6 +294,7 @@ def test_authorship_is_not_stored(client, app):
             "epsilon_spent",
             "n_comparisons",
             "external_ref",
+            "external_key",  # an integration's digest of its own id (issue 18), set at registration
             "created_at",
         }
         flags = session.scalars(select(ItemFlag.digest).where(ItemFlag.item_id == s["items"][0]["id"])).all()

@@ -14,13 +14,17 @@ from .common import StrictModel, Text
 
 class KeyCreate(StrictModel):
     label: Text | None = Field(None, max_length=200)
-    role: Literal["analyst", "moderator"] = "analyst"
+    role: Literal["analyst", "moderator", "integration"] = Field(
+        "analyst",
+        description="analyst: reads surveys and results; moderator: curates suggestions and items; "
+        "integration: registers respondents server-to-server (with external_id), nothing else.",
+    )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"label": "data team"}]})
 
 
 class WhoAmI(BaseModel):
-    role: Literal["admin", "analyst", "moderator", "respondent", "site"]
+    role: Literal["admin", "analyst", "moderator", "integration", "respondent", "site"]
     survey_id: str | None = Field(None, description="A respondent's survey.")
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"role": "analyst", "survey_id": None}]})

@@ -16,8 +16,19 @@ class RespondentCreate(StrictModel):
     epsilon: float | None = Field(
         None, description="The respondent's own ε within the survey's bounds; default: the survey's."
     )
+    external_id: Text | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Integration keys only (403 for anyone else): the caller's own id of the person. "
+        "The same id in the same survey is the same respondent, returned with a new token (the old one "
+        "stops working). Compared exactly; only a keyed digest of it is stored.",
+    )
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"epsilon": 1.5}, {}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"epsilon": 1.5}, {}, {"external_id": "user-8841"}]},
+    )
 
 
 class RespondentCreated(BaseModel):
