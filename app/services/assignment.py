@@ -398,12 +398,21 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         live[withheld] = False
         excluded = _exclude_withheld(mine, withheld, starts)
         caught = np.empty(0, dtype=np.int64)
-        if not central and items.late:
-            caught = _catch_up(session, survey.id, items.late, live, excluded, starts, count, rng, cache)
-            excluded = np.union1d(excluded, caught)
+        state = None  # the survey's data version and size, read once for every draw below
+        if not central:
+            state = session.execute(
+                select(SurveyStats.version, SurveyStats.n_comparisons).where(
+                    SurveyStats.survey_id == survey.id
+                )
+            ).one()
+            if items.late:
+                caught = _catch_up(
+                    session, survey.id, state.version, items.late, live, excluded, starts, count, rng, cache
+                )
+                excluded = np.union1d(excluded, caught)
 
         def draw(exclude: NDArray[np.int64], want: int) -> NDArray[np.int64]:
-            return _balanced(session, survey, central, n_pairs, starts, exclude, want, rng, cache)
+            return _balanced(session, survey.id, state, n_pairs, starts, exclude, want, rng, cache)
 
         rest = _avoiding(draw, excluded, live, starts, count - caught.size, rng)
         chosen = np.concatenate([caught, rest])
@@ -427,8 +436,8 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
 
 def _balanced(
     session: Session,
-    survey: Survey,
-    central: bool,
+    survey_id: str,
+    state,
     n_pairs: int,
     starts: NDArray[np.int64],
     mine: NDArray[np.int64],
@@ -436,19 +445,17 @@ def _balanced(
     rng: np.random.Generator,
     cache,
 ) -> NDArray[np.int64]:
-    """Up to ``count`` pair numbers outside ``mine`` (sorted): uniform (central model), else
-    least-answered first."""
+    """Up to ``count`` pair numbers outside ``mine`` (sorted): uniform (central model:
+    ``state`` None), else least-answered first (``state``: the survey's data version and
+    comparison count)."""
     m = starts.size
-    if central:
+    if state is None:
         return _draw(n_pairs, mine, count, rng)
-    state = session.execute(
-        select(SurveyStats.version, SurveyStats.n_comparisons).where(SurveyStats.survey_id == survey.id)
-    ).one()
     chosen = None
     if n_pairs >= SMALL_SURVEY_PAIRS and 2 * (state.n_comparisons + mine.size) <= n_pairs:
-        chosen = _never_answered(session, survey.id, n_pairs, starts, mine, count, rng)
+        chosen = _never_answered(session, survey_id, n_pairs, starts, mine, count, rng)
     if chosen is None:
-        counts = _counts(session, survey.id, m, state.version, cache)
+        counts = _counts(session, survey_id, m, state.version, cache)
         chosen = _least_answered(counts, n_pairs, mine, count, rng)
     return chosen
 
@@ -525,9 +532,8 @@ def _uniform_live(excluded, live, starts, want: int, rng) -> NDArray[np.int64]:
     return _keys(ids[la], ids[lb], starts)
 
 
-def _survey_item_counts(session: Session, survey_id: str, m: int, cache) -> NDArray[np.int64]:
-    """Comparisons per item (folded), from the cache at the survey's current data version."""
-    version = session.scalar(select(SurveyStats.version).where(SurveyStats.survey_id == survey_id))
+def _survey_item_counts(session: Session, survey_id: str, version: int, m: int, cache) -> NDArray[np.int64]:
+    """Comparisons per item (folded), from the cache at the survey's data ``version``."""
     key = ("item-counts", survey_id, m)
     found = cache.lru.get(key) if cache is not None else None
     if found is not None and found[0] == version:
@@ -542,6 +548,7 @@ def _survey_item_counts(session: Session, survey_id: str, m: int, cache) -> NDAr
 def _catch_up(
     session: Session,
     survey_id: str,
+    version: int,
     late: tuple[int, ...],
     live: NDArray[np.bool_],
     excluded: NDArray[np.int64],
@@ -564,7 +571,7 @@ def _catch_up(
     cand = np.array([k for k in late if k < m and live[k]], dtype=np.int64)
     if cand.size == 0:
         return np.empty(0, dtype=np.int64)
-    counts = _survey_item_counts(session, survey_id, m, cache)
+    counts = _survey_item_counts(session, survey_id, version, m, cache)
     median = float(np.median(counts[live]))
     short = median - counts[cand]
     young, short = cand[short > 0], short[short > 0]

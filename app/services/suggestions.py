@@ -365,12 +365,7 @@ def _withhold(survey: Survey, position: int, withheld: bool, touch: bool = True)
 
 
 def pending_count(session: Session, survey_id: str) -> int:
-    n = session.scalar(
-        select(func.count())
-        .select_from(Suggestion)
-        .where(Suggestion.survey_id == survey_id, Suggestion.status == "pending")
-    )
-    return int(n or 0)
+    return pending_counts(session, [survey_id]).get(survey_id, 0)
 
 
 def pending_counts(session: Session, survey_ids: list[str]) -> dict[str, int]:

@@ -28,18 +28,23 @@ function privacyText(s) {
   );
 }
 
+/** The survey's title with its status badge: the heading of every view of a survey. */
+function surveyTitle(s) {
+  return h(
+    "h2",
+    { id: "survey-title" },
+    s.title,
+    " ",
+    h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
+  );
+}
+
 /** A moderator's view of a survey: its heading and its moderation, nothing else. */
 async function moderatorView(s) {
   const head = h(
     "section",
     { class: "panel", "aria-labelledby": "survey-title" },
-    h(
-      "h2",
-      { id: "survey-title" },
-      s.title,
-      " ",
-      h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
-    ),
+    surveyTitle(s),
     h(
       "p",
       { id: "moderation-summary" },
@@ -152,13 +157,7 @@ export async function surveyView(id) {
   const head = h(
     "section",
     { class: "panel", "aria-labelledby": "survey-title" },
-    h(
-      "h2",
-      { id: "survey-title" },
-      s.title,
-      " ",
-      h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
-    ),
+    surveyTitle(s),
     h(
       "p",
       {},
