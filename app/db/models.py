@@ -135,6 +135,11 @@ class Survey(Base):
     #: Positions of the items not served (hidden, or back in review); NULL or [] : none.
     #: Kept on the survey row, which every pair request reads anyway.
     withheld: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    #: The respondents' default language (a catalog code: "en", "es", "de", "fr");
+    #: ``?lang=`` and ``Accept-Language`` choose first.
+    language: Mapped[str] = mapped_column(String(16), default="en", server_default="en")
+    #: Origins allowed to frame the respondent page (``frame-ancestors``); NULL or []: none.
+    embed_origins: Mapped[list | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -168,6 +173,8 @@ class Item(Base):
     flags: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: When a moderator (or moderation "after", at once) approved a suggested item.
     approved_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: The label in other languages: {language code: label}; NULL: none.
+    translations: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (
@@ -321,6 +328,10 @@ class RoundSite(Base):
     #: SHA-256 of the masked message, kept after the round ends to recognize a retry.
     masked_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     contributed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: What the site declared with its message: "mallows" (local rankings privatized at
+    #: ``epsilon``, ε-ranking DP) or "none"; NULL for contributions made before 0009.
+    privatization: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         UniqueConstraint("round_id", "name", name="uq_round_sites_round_name"),
