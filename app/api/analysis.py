@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from ..services import analysis, ingestion, ranking_surveys
+from ..services import analysis, ballot_import, ingestion, ranking_surveys
 from ..services.errors import Conflict, Invalid
 from ..services.export import iter_comparisons_csv, iter_items_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
@@ -339,6 +339,54 @@ async def import_csv(
     survey = await run_in_threadpool(get_survey, session, survey_id)
     return await run_in_threadpool(
         ingestion.import_comparisons,
+        session,
+        survey,
+        text,
+        privatized,
+        sqlite_max_rows=request.app.state.settings.sqlite_max_import_rows,
+    )
+
+
+_BALLOTS_EXAMPLE = (
+    "respondent,ranking,epsilon\nvoter-17,Transit>Housing>Parks,2.0\nvoter-18,Parks>Transit,2.0\n"
+)
+
+
+@router.post(
+    "/rankings/import",
+    status_code=201,
+    response_model=ImportOut,
+    responses=errors(401, 403, 404, 409, 422),
+    dependencies=[Depends(admin)],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"text/csv": {"schema": {"type": "string"}, "example": _BALLOTS_EXAMPLE}},
+        }
+    },
+    summary="Bulk import rankings (ballots) collected elsewhere into a ranking survey (CSV)",
+)
+async def import_ballots(
+    *,
+    request: Request,
+    survey_id: str,
+    privatized: bool = Query(
+        description="true: each ranking is already the Mallows mechanism's output at its row's epsilon "
+        "and lists every item; false: the server completes each (possibly partial) ranking and "
+        "privatizes it on arrival."
+    ),
+    session: SessionDep,
+):
+    """All or nothing, with the same rules as ``POST …/rankings``: CSV columns respondent,
+    ranking (items best → worst by id or label, joined by ``>``), epsilon; other columns
+    are ignored, so ``rankings.csv`` imports again. One ranking per respondent: a
+    respondent named twice, or one that ranked already, is 409 with nothing stored."""
+    raw = await request.body()
+    text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig", newline="")
+    del raw
+    survey = await run_in_threadpool(get_survey, session, survey_id)
+    return await run_in_threadpool(
+        ballot_import.import_rankings,
         session,
         survey,
         text,

@@ -8,6 +8,9 @@ from ..services.errors import TooLarge
 
 __all__ = ["BodyLimit"]
 
+#: The CSV imports (comparisons and ballots).
+_IMPORTS = ("/comparisons/import", "/rankings/import")
+
 
 class BodyLimit:
     """413 for bodies above the limit: by ``Content-Length`` before reading, and by
@@ -22,7 +25,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.import_limit if scope["path"].endswith("/comparisons/import") else self.limit
+        limit = self.import_limit if scope["path"].endswith(_IMPORTS) else self.limit
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:

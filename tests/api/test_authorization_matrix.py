@@ -58,6 +58,7 @@ TABLE: dict[tuple[str, str], set[str]] = {
     ("get", "/v1/surveys/{survey_id}/rankings.csv"): READERS,
     ("get", "/v1/surveys/{survey_id}/items.csv"): READERS,
     ("post", "/v1/surveys/{survey_id}/comparisons/import"): {ADMIN_},
+    ("post", "/v1/surveys/{survey_id}/rankings/import"): {ADMIN_},
     ("post", "/v1/surveys/{survey_id}/releases"): READERS,
     ("get", "/v1/surveys/{survey_id}/releases"): READERS,
     ("get", "/v1/surveys/{survey_id}/releases/{release_id}"): READERS,
@@ -163,7 +164,7 @@ def _target(path: str) -> str:
     """Which survey an operation is exercised on."""
     if "/releases" in path:
         return "central"
-    if "/rounds" in path or "/question" in path or "/rankings.csv" in path:
+    if "/rounds" in path or "/question" in path or "/rankings." in path or "/rankings/import" in path:
         return "ranking"
     return "pairwise"
 
@@ -214,8 +215,12 @@ def test_who_may_call_what(client, world, method, path):
     allowed = TABLE[(method, path)]
     for who, headers in callers.items():
         kwargs = {"headers": headers}
-        if path.endswith("/comparisons/import"):
-            kwargs["content"] = "respondent,item_a,item_b,winner,epsilon\n"
+        if path.endswith("/import"):
+            kwargs["content"] = (
+                "respondent,item_a,item_b,winner,epsilon\n"
+                if path.endswith("/comparisons/import")
+                else "respondent,ranking,epsilon\n"
+            )
             kwargs["headers"] = {**headers, "Content-Type": "text/csv"}
             url_ = url + "?privatized=true"
         else:
