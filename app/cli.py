@@ -410,8 +410,8 @@ def _site(args) -> int:
             else:
                 print("\n".join(status_lines(view)))
             return 0
-        if args.epsilon is not None and not (args.epsilon > 0):
-            print("privrank site: --epsilon must be positive", file=sys.stderr)
+        if args.epsilon is not None and not (0 < args.epsilon < math.inf):
+            print("privrank site: --epsilon must be a positive finite number", file=sys.stderr)
             return 2
         return contribute(
             args.server, token, args.rankings, args.format, args.state, args.wait, epsilon=args.epsilon

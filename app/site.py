@@ -14,7 +14,8 @@ credential an admin handed it (``POST /v1/surveys/{id}/rounds``), it:
    to both site names — and expands the seeds into pairwise masks
    (:func:`app.stats.federated.pairwise_mask`);
 5. computes its Borda or Lehmer message locally, adds the masks and uploads
-   only the masked message (``POST /v1/site/contribution``).
+   only the masked message (``POST /v1/site/contribution``), declaring whether
+   it privatized its rankings (``--epsilon``) — recorded and shown with the round.
 
 The server sees public keys and masked messages; the masks cancel only in the
 sum over all sites. Optionally (``--epsilon``) each local ranking is first
@@ -50,6 +51,7 @@ __all__ = [
     "SiteError",
     "consensus_lines",
     "contribute",
+    "declaration",
     "derive_seed",
     "fingerprint",
     "load_rankings",
@@ -312,6 +314,22 @@ def _privatization(epsilon: float | None) -> str:
     return f"each local ranking privatized with the Mallows mechanism at ε = {epsilon:g} (ε-ranking DP)"
 
 
+def declaration(epsilon: float | None) -> dict:
+    """What the site tells the server it did to its rankings, sent with its masked message
+    (recorded and shown with the round; the server cannot verify it)."""
+    if epsilon is None:
+        return {"privatization": "none"}
+    return {"privatization": "mallows", "epsilon": epsilon}
+
+
+def _declared(peer: dict) -> str:
+    if peer.get("privatization") == "mallows":
+        return f"Mallows, ε = {peer['epsilon']:g}"
+    if peer.get("privatization") == "none":
+        return "not privatized"
+    return "not declared yet"
+
+
 def _input_changed(saved: dict, digest: str, epsilon: float | None) -> str | None:
     """Why this run's input differs from the one the saved message was computed from, or None
     (also None for state files written before inputs were recorded: nothing to compare)."""
@@ -451,7 +469,7 @@ def contribute(
         )
         _save_state(state, saved)
         say(f"site {site}: {_privatization(epsilon)}")
-    view = client.call("POST", "/v1/site/contribution", {"masked": masked})
+    view = client.call("POST", "/v1/site/contribution", {"masked": masked, **declaration(epsilon)})
     say(
         f"site {site}: contributed {saved['rankings']} rankings to round {round_id} "
         f"(masked; {len(masked)} entries)"
@@ -518,6 +536,10 @@ def status_lines(view: dict) -> list[str]:
         f"contributed: {len(contributed)} of {len(peers)}"
         + (f" (missing: {', '.join(missing)})" if missing and view["status"] == "open" else "")
     )
+    if any(p.get("privatization") for p in peers):
+        lines.append("declared privatization: " + "; ".join(f"{p['name']} {_declared(p)}" for p in peers))
+    if view.get("privacy"):
+        lines.append(f"privacy: {view['privacy']['statement']}")
     if view.get("result"):
         lines += consensus_lines(view["result"])
     elif view["status"] == "cancelled":

@@ -147,6 +147,10 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     assert f"round {rnd['id']}" in out and "complete" in out and "Borda FRA" in out
     assert "joined: 3 of 3" in out and "contributed: 3 of 3" in out
     assert "consensus (best first): Transit > Schools > Housing > Parks" in out
+    # Each site declared that it sent its rankings as they are (no --epsilon).
+    assert "declared privatization: north not privatized; south not privatized; east not privatized" in out
+    assert "privacy: the rankings of sites north, south, east were not privatized" in out
+    assert [(x["privatization"], x["epsilon"]) for x in result["sites"]] == [("none", None)] * 3
     again = _run(["contribute", "east.soc", "--server", server.base], tokens["east"], dirs["east"])
     out, _ = again.communicate(timeout=60)
     assert again.returncode == 0 and "already contributed" in out
@@ -278,9 +282,21 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
     (tmp_path / "a.csv").write_text(SOUTH)
     (tmp_path / "other.csv").write_text(SOUTH.replace(",4", ",3"))
     monkeypatch.chdir(tmp_path)
+    bad = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "inf"], tokens[0], tmp_path)
+    _, err = bad.communicate(timeout=60)
+    assert bad.returncode == 2 and "positive finite" in err
+    first = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, (out, err)
+    assert "Mallows mechanism at ε = 2.5" in out
+    # --epsilon reached the server as the site's declaration, and `site status` shows it.
+    shown = httpx2.get(f"{server.base}/v1/surveys/{survey['id']}/rounds/{rnd['id']}", headers=ADMIN).json()
+    assert (shown["sites"][0]["privatization"], shown["sites"][0]["epsilon"]) == ("mallows", 2.5)
+    status = _run(["status", "--server", server.base], tokens[0], tmp_path)
+    out, _ = status.communicate(timeout=60)
+    assert "declared privatization: a Mallows, ε = 2.5; b not declared yet; c not declared yet" in out
+    assert "privacy: site a privatized with the Mallows mechanism (a ε = 2.5)" in out
     said: list[str] = []
-    assert site.contribute(server.base, tokens[0], "a.csv", epsilon=2.5, say=said.append) == 0
-    assert any("Mallows mechanism at ε = 2.5" in line for line in said), said
     state = json.loads(next(tmp_path.glob(".privrank-site-*.json")).read_text())
     assert state["epsilon"] == 2.5
     assert state["input_sha256"] == hashlib.sha256((tmp_path / "a.csv").read_bytes()).hexdigest()
@@ -312,14 +328,17 @@ def test_status_lines_name_missing_sites_and_ties():
         "contributed": True,
         "parameters": {"method": "borda", "n_items": 3, "phi": 0.6},
         "peers": [
-            {"name": "a", "position": 0, "public_key": "k", "contributed": True},
+            {"name": "a", "position": 0, "public_key": "k", "contributed": True, "privatization": "none"},
             {"name": "b", "position": 1, "public_key": "k", "contributed": False},
             {"name": "c", "position": 2, "public_key": None, "contributed": False},
         ],
+        "privacy": {"all_privatized": False, "epsilon_max": None, "statement": "the rankings of site a …"},
         "result": None,
     }
     text = "\n".join(status_lines(view))
     assert "round rnd_x (survey srv_y): open" in text and "Borda FRA, 3 items, 3 sites" in text
+    assert "declared privatization: a not privatized; b not declared yet" in text
+    assert "privacy: the rankings of site a …" in text
     assert "joined: 2 of 3 (missing: c)" in text and "contributed: 1 of 3 (missing: b, c)" in text
     view |= {
         "status": "complete",

@@ -128,7 +128,10 @@ def site_key(*, body: SiteKeyIn, me: SiteDep, session: SessionDep):
     summary="Upload the site's masked message",
 )
 def site_contribution(*, body: ContributionIn, me: SiteDep, session: SessionDep):
-    """Accepted once every site has joined. The last contribution completes the
-    round. Sending the same message again returns 200 and changes nothing."""
-    view, created = svc.contribute(session, me, body.masked)
+    """Accepted once every site has joined, with the site's declaration of what it did to
+    its rankings (``privatization``: ``mallows`` at ``epsilon``, or ``none``; 422 for
+    ``none`` with an epsilon or ``mallows`` without). The last contribution completes the
+    round. Sending the same message with the same declaration again returns 200 and
+    changes nothing; a different message or declaration is refused (409)."""
+    view, created = svc.contribute(session, me, body.masked, body.privatization, body.epsilon)
     return JSONResponse(jsonable_encoder(view), status_code=201 if created else 200)

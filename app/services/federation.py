@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import math
 import re
 from typing import TypeVar
 
@@ -40,7 +41,7 @@ from ..db.session import begin_write
 from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
-from .results.federation import RoundOut, RoundSiteOut, SitePeer, SiteView
+from .results.federation import RoundOut, RoundPrivacy, RoundSiteOut, SitePeer, SiteView
 from .surveys import survey_items
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "get_round",
     "list_rounds",
     "open_round",
+    "privacy_summary",
     "published_result",
     "register_key",
     "round_view",
@@ -233,6 +235,7 @@ def list_rounds(
 
 def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | None = None) -> RoundOut:
     """The round as the admin sees it; ``tokens`` (the sites' credentials) only when it opens."""
+    sites = _sites(session, rnd.id)
     return RoundOut(
         id=rnd.id,
         survey_id=rnd.survey_id,
@@ -245,14 +248,69 @@ def round_view(session: Session, rnd: FederatedRound, tokens: dict[str, str] | N
                 position=s.position,
                 joined=s.public_key is not None,
                 contributed=s.contributed_at is not None,
+                privatization=s.privatization,
+                epsilon=s.epsilon,
                 token=None if tokens is None else tokens[s.name],
             )
-            for s in _sites(session, rnd.id)
+            for s in sites
         ],
+        privacy=privacy_summary(rnd, sites),
         result=published_result(rnd.method, rnd.result),
         created_at=rnd.created_at,
         ended_at=rnd.ended_at,
     )
+
+
+def _names(names: list[str]) -> str:
+    return ("site " if len(names) == 1 else "sites ") + ", ".join(names)
+
+
+def privacy_summary(rnd: FederatedRound, sites: list[RoundSite]) -> RoundPrivacy:
+    """What the sites declared about privatizing their rankings, summed up for the round.
+
+    A site declares with its contribution whether it replaced each local ranking by a
+    Mallows copy at ε (``privrank site contribute --epsilon``) or sent its rankings as
+    they are. The server cannot check the claim (it sees only masked messages), and the
+    statement says so."""
+    m = int(rnd.parameters.get("n_items", 0))
+    waiting = [s.name for s in sites if s.privatization is None]
+    mallows = [s for s in sites if s.privatization == "mallows" and s.epsilon is not None]
+    plain = [s.name for s in sites if s.privatization == "none"]
+    eps_max = max((float(s.epsilon) for s in mallows if s.epsilon is not None), default=None)
+    if len(waiting) == len(sites):
+        return RoundPrivacy(
+            all_privatized=False,
+            epsilon_max=None,
+            statement="no site has contributed yet; each site declares with its contribution whether it "
+            "privatized its local rankings (privrank site contribute --epsilon)",
+        )
+    per_site = ", ".join(f"{s.name} ε = {float(s.epsilon or 0):g}" for s in mallows)
+    parts = []
+    if not waiting and not plain and eps_max is not None:
+        parts.append(
+            f"every site's rankings were privatized with the Mallows mechanism at ε ≤ {eps_max:g}"
+            + (f" ({per_site})" if len({s.epsilon for s in mallows}) > 1 else "")
+            + f" (ε-ranking DP per local ranking: moving one item in one person's ranking changes the "
+            f"probability of any published result by at most a factor e^ε; against an arbitrary change of "
+            f"that ranking the bound is εm/2 = {eps_max * m / 2:g} with m = {m} items)"
+        )
+    else:
+        if mallows:
+            parts.append(
+                f"{_names([s.name for s in mallows])} privatized with the Mallows mechanism ({per_site})"
+            )
+        if plain:
+            parts.append(
+                f"the rankings of {_names(plain)} were not privatized: the published result is not differentially "
+                "private with respect to them (secure aggregation only hides each site's message from the "
+                "server; the sum is computed from the rankings exactly)"
+            )
+        if waiting:
+            parts.append(f"not declared yet (no contribution): {', '.join(waiting)}")
+    statement = "; ".join(parts) + (
+        ". These are the sites' own declarations: the server sees only masked messages and cannot verify them"
+    )
+    return RoundPrivacy(all_privatized=not waiting and not plain, epsilon_max=eps_max, statement=statement)
 
 
 def cancel_round(session: Session, survey_id: str, round_id: str) -> FederatedRound:
@@ -302,9 +360,12 @@ def site_view(session: Session, site: RoundSite) -> SiteView:
                 position=p.position,
                 public_key=p.public_key,
                 contributed=p.contributed_at is not None,
+                privatization=p.privatization,
+                epsilon=p.epsilon,
             )
             for p in peers
         ],
+        privacy=privacy_summary(rnd, peers),
         ready=all(p.public_key is not None for p in peers),
         contributed=site.contributed_at is not None,
         result=published_result(rnd.method, rnd.result),
@@ -365,11 +426,26 @@ def _unpack(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u8")
 
 
-def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[SiteView, bool]:
-    """Store the site's masked message; the last one completes the round.
+def _check_declaration(privatization: str, epsilon: float | None) -> None:
+    if privatization == "mallows":
+        if epsilon is None or not math.isfinite(epsilon) or epsilon <= 0:
+            raise Invalid("privatization 'mallows' needs its epsilon: a positive finite number")
+    elif privatization == "none":
+        if epsilon is not None:
+            raise Invalid("privatization 'none' takes no epsilon (the rankings were not privatized)")
+    else:
+        raise Invalid("privatization must be 'mallows' (with epsilon) or 'none'")
 
-    Returns the site's view and whether the message is new (False: the same message
-    was already stored — a retry)."""
+
+def contribute(
+    session: Session, site: RoundSite, masked: list[int], privatization: str, epsilon: float | None = None
+) -> tuple[SiteView, bool]:
+    """Store the site's masked message and its declaration (``privatization``: "mallows" at
+    ``epsilon``, or "none"); the last message completes the round.
+
+    Returns the site's view and whether the message is new (False: the same message with
+    the same declaration was already stored — a retry)."""
+    _check_declaration(privatization, epsilon)
     begin_write(session)
     rnd, me = _lock_round(session, site, allow_complete=True)  # a retry after the end is answered
     peers = _sites(session, rnd.id)
@@ -386,11 +462,18 @@ def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[Si
     digest = hashlib.sha256(packed).hexdigest()
     if me.contributed_at is not None:
         session.rollback()
-        if me.masked_sha256 == digest:
-            return site_view(session, me), False
-        raise Conflict("this site already contributed a different message")
+        if me.masked_sha256 != digest:
+            raise Conflict("this site already contributed a different message")
+        if (me.privatization, me.epsilon) != (privatization, epsilon):
+            said = {"none": "'none'", "mallows": f"'mallows' at ε = {me.epsilon or 0:g}"}.get(
+                me.privatization or "", "nothing (a contribution made before sites declared)"
+            )
+            raise Conflict(f"this site already contributed this message, declaring privatization {said}")
+        return site_view(session, me), False
     me.masked = packed
     me.masked_sha256 = digest
+    me.privatization = privatization
+    me.epsilon = epsilon
     me.contributed_at = utcnow()
     session.flush()
     done = [p for p in peers if p.id == me.id or p.contributed_at is not None]
@@ -402,6 +485,7 @@ def contribute(session: Session, site: RoundSite, masked: list[int]) -> tuple[Si
                 raise RuntimeError(f"federated round {rnd.id}: site {p.name} contributed no message")
             messages.append(message)
         _complete(rnd, scheme, messages, peers)
+        rnd.result = {**(rnd.result or {}), "privacy": privacy_summary(rnd, peers).model_dump()}
     session.commit()
     log.info("federated round %s: site %s contributed", rnd.id, me.name)
     return site_view(session, me), True

@@ -16,6 +16,8 @@ from app.stats.rankings import mallows_sample
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 LABELS = ("Housing", "Transit", "Parks", "Schools", "Safety", "Jobs")
+#: The declaration of a site that did not privatize its rankings (sent with every contribution).
+NONE = {"privatization": "none"}
 
 
 def ranking_survey(client, labels=LABELS) -> dict:
@@ -57,7 +59,9 @@ class Site:
         return masked_message(self.view(), self.private, self.orders, rng)
 
     def contribute(self, rng=None):
-        return self.client.post("/v1/site/contribution", json={"masked": self.masked(rng)}, headers=self.h)
+        return self.client.post(
+            "/v1/site/contribution", json={"masked": self.masked(rng), **NONE}, headers=self.h
+        )
 
 
 def _site_data(center, phi, sizes, seed):
@@ -83,7 +87,7 @@ def test_a_round_from_opening_to_the_published_consensus(client, db, method):
     # Contributions wait for every key.
     sites[0].join()
     r = sites[0].client.post(
-        "/v1/site/contribution", json={"masked": [0] * scheme.length}, headers=sites[0].h
+        "/v1/site/contribution", json={"masked": [0] * scheme.length, **NONE}, headers=sites[0].h
     )
     assert r.status_code == 409 and "south" in r.json()["detail"]
     for site in sites[1:]:
@@ -128,15 +132,17 @@ def test_site_rules(client, db, unchanged):
             [1 << int(scheme.bits.max())] * scheme.length,
             [-1] * scheme.length,
         ):
-            r = client.post("/v1/site/contribution", json={"masked": masked}, headers=x.h)
+            r = client.post("/v1/site/contribution", json={"masked": masked, **NONE}, headers=x.h)
             assert r.status_code == 422, masked
     first = x.masked(np.random.default_rng(0))
-    assert client.post("/v1/site/contribution", json={"masked": first}, headers=x.h).status_code == 201
+    assert (
+        client.post("/v1/site/contribution", json={"masked": first, **NONE}, headers=x.h).status_code == 201
+    )
     with unchanged():
-        again = client.post("/v1/site/contribution", json={"masked": first}, headers=x.h)
+        again = client.post("/v1/site/contribution", json={"masked": first, **NONE}, headers=x.h)
         assert again.status_code == 200 and again.json()["contributed"] is True  # a retry
         changed = [(v + 1) % 2 for v in first]
-        r = client.post("/v1/site/contribution", json={"masked": changed}, headers=x.h)
+        r = client.post("/v1/site/contribution", json={"masked": changed, **NONE}, headers=x.h)
         assert r.status_code == 409 and "different message" in r.json()["detail"]
     # Credentials: a site cannot act as a reader, readers cannot act as sites.
     assert client.get(f"/v1/surveys/{s['id']}/rounds", headers=x.h).status_code == 403
@@ -247,7 +253,9 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
         for site_json, vector in zip(rnd["sites"], masked, strict=True):
             with client.app.state.session_factory() as session:
                 me = session.get(RoundSite, rows[site_json["name"]].id)
-                api.site_contribution(body=ContributionIn(masked=vector), me=me, session=session)
+                api.site_contribution(
+                    body=ContributionIn(masked=vector, privatization="none"), me=me, session=session
+                )
     finally:
         sys.settrace(None)
     assert seen, "the tracer recorded nothing"
@@ -318,13 +326,18 @@ def test_a_retry_after_the_round_completed_is_answered(client, unchanged):
         site.join()
     sent = [site.masked(np.random.default_rng(k)) for k, site in enumerate(sites)]
     for site, m in zip(sites, sent, strict=True):
-        assert client.post("/v1/site/contribution", json={"masked": m}, headers=site.h).status_code == 201
+        assert (
+            client.post("/v1/site/contribution", json={"masked": m, **NONE}, headers=site.h).status_code
+            == 201
+        )
     with unchanged():
-        again = client.post("/v1/site/contribution", json={"masked": sent[0]}, headers=sites[0].h)
+        again = client.post("/v1/site/contribution", json={"masked": sent[0], **NONE}, headers=sites[0].h)
         assert again.status_code == 200 and again.json()["status"] == "complete"
         other = [(v + 1) % 2 for v in sent[0]]
         assert (
-            client.post("/v1/site/contribution", json={"masked": other}, headers=sites[0].h).status_code
+            client.post(
+                "/v1/site/contribution", json={"masked": other, **NONE}, headers=sites[0].h
+            ).status_code
             == 409
         )
 

@@ -79,7 +79,7 @@ def test_one_ranking_per_respondent_and_rounds_complete_exactly_once(postgres_ur
             for key, h in zip(keys, heads, strict=True):
                 view = httpx2.get(f"{base}/v1/site", headers=h).json()
                 orders = mallows_sample(np.arange(5), 0.4, 6, rng)
-                bodies.append({"masked": masked_message(view, key, orders)})
+                bodies.append({"masked": masked_message(view, key, orders), "privatization": "none"})
             codes = _race(
                 [
                     (

@@ -68,5 +68,24 @@ class ContributionIn(StrictModel):
         description="The masked message: entry k is (y_k + z_k) mod 2^{b_k}, with the layout and widths b_k "
         "that the round's public parameters define (app.stats.federated.FederatedScheme).",
     )
+    privatization: Literal["mallows", "none"] = Field(
+        description="What the site did to its local rankings before computing the message: 'mallows' (each "
+        "replaced by a Mallows copy at 'epsilon', ε-ranking DP) or 'none'. Recorded and shown with the "
+        "round; the server cannot verify it."
+    )
+    epsilon: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="With 'mallows': the ε of the Mallows mechanism (positive, finite); absent with 'none'.",
+    )
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"masked": [91, 7, 412]}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"masked": [91, 7, 412], "privatization": "mallows", "epsilon": 2.0},
+                {"masked": [91, 7, 412], "privatization": "none"},
+            ]
+        },
+    )

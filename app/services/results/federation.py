@@ -13,7 +13,29 @@ class RoundSiteOut(BaseModel):
     position: int
     joined: bool = Field(description="The site registered its public key.")
     contributed: bool
+    privatization: Literal["mallows", "none"] | None = Field(
+        None,
+        description="What the site declared with its contribution: 'mallows' (each local ranking replaced "
+        "by a Mallows copy at 'epsilon') or 'none'; null before it contributes. The site's own claim: the "
+        "server cannot verify it.",
+    )
+    epsilon: float | None = Field(None, description="The ε the site declared with 'mallows'.")
     token: str | None = Field(None, description="The site's credential: shown once, when the round opens.")
+
+
+class RoundPrivacy(BaseModel):
+    """The sites' declarations summed up (the server sees masked messages and cannot verify them)."""
+
+    all_privatized: bool = Field(
+        description="Every site has contributed and declared the Mallows mechanism (ε-ranking DP per local "
+        "ranking)."
+    )
+    epsilon_max: float | None = Field(
+        description="The largest ε any site declared with 'mallows' (null if none did)."
+    )
+    statement: str = Field(
+        description="The round's privacy in words, naming the sites that did not privatize."
+    )
 
 
 class RoundOut(BaseModel):
@@ -23,13 +45,15 @@ class RoundOut(BaseModel):
     status: Literal["open", "complete", "cancelled"]
     parameters: dict = Field(description="The public parameters every site uses (items, φ, layout).")
     sites: list[RoundSiteOut]
+    privacy: RoundPrivacy = Field(description="What the sites declared about privatizing their rankings.")
     result: dict | None = Field(
         description="When complete: the consensus ordering ('order'), per item its 'rank' (tied items "
         "share one: competition ranking) and statistics (Borda: 'mean_site_quantized_position', the "
         "average over sites of each site's quantized mean position, every site weighted equally; "
         "Lehmer: 'lehmer_code'), the summed message ('aggregate'), the groups of exactly tied items "
-        "in rank order ('ties', size >= 2) and how ties were broken in the published order "
-        "('tie_break'; Lehmer also 'random_coordinates')."
+        "in rank order ('ties', size >= 2), how ties were broken in the published order "
+        "('tie_break'; Lehmer also 'random_coordinates') and the sites' declarations when it was "
+        "published ('privacy', as above; absent from rounds completed before sites declared)."
     )
     created_at: datetime
     ended_at: datetime | None
@@ -59,6 +83,12 @@ class RoundOut(BaseModel):
                             "token": "sit_h3g2f7e6d5c4b3a2.Qz…",
                         },
                     ],
+                    "privacy": {
+                        "all_privatized": False,
+                        "epsilon_max": None,
+                        "statement": "no site has contributed yet; each site declares with its contribution "
+                        "whether it privatized its local rankings (privrank site contribute --epsilon)",
+                    },
                     "result": None,
                     "created_at": "2026-11-21T10:00:00Z",
                     "ended_at": None,
@@ -78,6 +108,8 @@ class SitePeer(BaseModel):
     position: int
     public_key: str | None
     contributed: bool
+    privatization: Literal["mallows", "none"] | None = Field(None, description="As in a round's sites.")
+    epsilon: float | None = None
 
 
 class SiteView(BaseModel):
@@ -90,6 +122,7 @@ class SiteView(BaseModel):
     peers: list[SitePeer] = Field(description="Every site of the round, with its public key once joined.")
     ready: bool = Field(description="Every site has joined: contributions are accepted.")
     contributed: bool
+    privacy: RoundPrivacy = Field(description="What the sites declared about privatizing their rankings.")
     result: dict | None = Field(
         description="When complete: the published result, as in the round's 'result'."
     )
@@ -110,6 +143,12 @@ class SiteView(BaseModel):
                     ],
                     "ready": False,
                     "contributed": False,
+                    "privacy": {
+                        "all_privatized": False,
+                        "epsilon_max": None,
+                        "statement": "no site has contributed yet; each site declares with its contribution "
+                        "whether it privatized its local rankings (privrank site contribute --epsilon)",
+                    },
                     "result": None,
                 }
             ]
