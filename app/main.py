@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 from . import __version__
 from .api import (
     analysis,
+    docs,
     errors,
     federation,
     health,
@@ -43,6 +44,7 @@ from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
 from .services.deadline import SHUTDOWN, WorkSlots
+from .services.embedding import EmbedOrigins, frame_ancestors
 from .services.jobs import JobContext, LocalRunner, QueueRunner
 from .services.public_results import PublicSnapshots
 from .services.ranking_surveys import ConsensusCache
@@ -51,7 +53,8 @@ from .services.secrets import service_secret
 
 __all__ = ["create_app"]
 
-#: Pages must never be framed by another site, nor leak their URL to others.
+#: Pages must never be framed by another site, nor leak their URL to others. (The respondent
+#: and results pages of a survey with embed origins may be framed by those: see _framed.)
 _PAGE_HEADERS = {"Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
 #: The project's own pages load only their own scripts and styles (no inline code).
 _CSP = (
@@ -143,10 +146,12 @@ class _HeadersAndLog:
                         headers["Allow"] = ", ".join(methods)
                 headers.setdefault("X-Content-Type-Options", "nosniff")
                 if headers.get("content-type", "").startswith("text/html"):
-                    for name, value in _PAGE_HEADERS.items():
-                        headers.setdefault(name, value)
-                    if not path.startswith(("/docs", "/redoc")):  # Swagger UI loads from a CDN
-                        headers.setdefault("Content-Security-Policy", _CSP)
+                    headers.setdefault("Referrer-Policy", "no-referrer")
+                    # A page's own policy comes first (/docs, an embeddable survey page); X-Frame-Options
+                    # only where no site may frame the page (it cannot name the sites that may).
+                    policy = headers.setdefault("Content-Security-Policy", _CSP)
+                    if "frame-ancestors 'none'" in policy:
+                        headers.setdefault("X-Frame-Options", "DENY")
             await send(message)
 
         try:
@@ -220,6 +225,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=_lifespan,
+        docs_url=None,  # /docs and /redoc: app.api.docs, from the bundled copies (no CDN)
+        redoc_url=None,
         openapi_tags=[
             {"name": "surveys", "description": "Create and manage surveys (admin)."},
             {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},
@@ -268,6 +275,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         salt=lambda: service_secret(app.state.session_factory, "ratelimit"),
     )
     app.state.external_ids = ExternalIds(app.state.session_factory)
+    app.state.embed_origins = EmbedOrigins(app.state.session_factory)
 
     if settings.cors_origin_list:
         app.add_middleware(
@@ -296,6 +304,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         jobs,
         keys,
         health,
+        docs,
     ):
         app.include_router(module.router)
     app.include_router(keys.whoami_router)
@@ -304,18 +313,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/s/{survey_id}", include_in_schema=False)
     def respondent_page(survey_id: str) -> FileResponse:
         """The respondent page; it reads the survey id from its own URL."""
-        return FileResponse(pages / "respond.html", headers=_PAGE_HEADERS)
+        return FileResponse(pages / "respond.html", headers=_framed(app, survey_id))
 
     @app.get("/r/{survey_id}", include_in_schema=False)
     def results_page(survey_id: str) -> FileResponse:
         """The public results page (surveys that publish them); it reads the survey id from its URL."""
-        return FileResponse(pages / "results.html", headers=_PAGE_HEADERS)
+        return FileResponse(pages / "results.html", headers=_framed(app, survey_id))
 
     # Pages last: API routes take precedence over files. /static/… is the same
     # directory under the name survey frontends embed (e.g. /static/privrank.js).
     app.mount("/static", StaticFiles(directory=pages), name="assets")
     app.router.routes.append(_Pages("/", StaticFiles(directory=pages, html=True), name="pages"))
     return app
+
+
+def _framed(app: FastAPI, survey_id: str) -> dict[str, str]:
+    """The headers of a survey's respondent or results page: those of every page, unless the
+    survey names sites that may embed it (``embed_origins``, read through a cache of a few
+    seconds): then ``frame-ancestors`` lists them and there is no X-Frame-Options."""
+    origins = app.state.embed_origins.get(survey_id)
+    if not origins:
+        return _PAGE_HEADERS
+    return {
+        "Referrer-Policy": "no-referrer",
+        "Content-Security-Policy": _CSP.replace("frame-ancestors 'none'", frame_ancestors(list(origins))),
+    }
 
 
 class _MethodIndex:

@@ -60,6 +60,7 @@ def _survey_fields(survey: Survey) -> dict:
         "suggestions": survey.suggestions,
         "public_results": bool(survey.public_results),
         "results_on_finish": bool(survey.results_on_finish),
+        "embed_origins": survey.embed_origins or [],
         "created_at": survey.created_at,
         "updated_at": survey.updated_at,
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
@@ -54,6 +54,7 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
         None if body.suggestions is None else body.suggestions.model_dump(),
         body.public_results,
         body.results_on_finish,
+        embed_origins=body.embed_origins,
     )
     return survey_out(session, survey)
 
@@ -97,9 +98,11 @@ def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
     dependencies=[Depends(admin)],
     summary="Open or close a survey, rename it, or change its participation settings",
 )
-def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) -> SurveyOut:
+def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, session: SessionDep) -> SurveyOut:
     """A closed survey answers 409 to new respondents and responses; reopening is allowed.
-    ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged)."""
+    ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged).
+    ``embed_origins``: the sites that may frame the survey's pages, replacing the list; null or
+    [] for none (absent: unchanged)."""
     suggestions: dict | None = svc.UNSET
     if "suggestions" in body.model_fields_set:
         suggestions = None if body.suggestions is None else body.suggestions.model_dump()
@@ -111,7 +114,9 @@ def update_survey(*, survey_id: str, body: SurveyUpdate, session: SessionDep) ->
         suggestions,
         body.public_results,
         body.results_on_finish,
+        embed_origins=body.embed_origins if "embed_origins" in body.model_fields_set else svc.UNSET,
     )
+    request.app.state.embed_origins.forget(survey.id)  # this process's pages see the change at once
     return survey_out(session, survey)
 
 

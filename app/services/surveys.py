@@ -19,6 +19,7 @@ from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, ut
 from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from .cache import OBJECT_BYTES, ByteLRU
+from .embedding import clean_origins
 from .errors import Conflict, Invalid, NotFound
 from .goals import new_ticket_key, resolve_goal
 from .results.surveys import CoverageItem, CoverageOut
@@ -158,6 +159,7 @@ def create_survey(
     suggestions: dict | None = None,
     public_results: bool = False,
     results_on_finish: bool = False,
+    embed_origins: list[str] | None = None,
 ) -> Survey:
     """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
     "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`)."""
@@ -201,6 +203,7 @@ def create_survey(
     if suggestion_settings and suggestion_settings["enabled"] and goal is not None:
         raise Invalid(_NO_SUGGESTIONS_WITH_GOAL)
     _check_results(public_results, results_on_finish)
+    origins = clean_origins(embed_origins)  # app.services.embedding
     begin_write(session)
     survey = Survey(
         id=new_id("srv"),
@@ -214,6 +217,7 @@ def create_survey(
         suggestions=suggestion_settings,
         public_results=public_results,
         results_on_finish=results_on_finish,
+        embed_origins=origins,
         **fields,
     )
     session.add(survey)
@@ -417,11 +421,16 @@ def update_survey(
     suggestions: dict | None = UNSET,
     public_results: bool | None = None,
     results_on_finish: bool | None = None,
+    embed_origins: list[str] | dict | None = UNSET,
 ) -> Survey:
     """Change a survey's status, title, suggestions settings (None: off) or results
     settings; arguments left at their defaults are unchanged."""
+    # embed_origins: the sites that may frame its pages (None or []: none; UNSET: unchanged).
+    origins = UNSET if embed_origins is UNSET else clean_origins(embed_origins)  # type: ignore[arg-type]
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
+    if origins is not UNSET:
+        survey.embed_origins = origins
     if suggestions is not UNSET:
         survey.suggestions = resolve_suggestions(suggestions, survey.kind)
         if survey.suggestions and survey.suggestions["enabled"] and survey.goal:

@@ -74,6 +74,12 @@ class SurveyCreate(StrictModel):
     results_on_finish: bool = Field(
         False, description="End the respondent page with the current results (needs public_results)."
     )
+    embed_origins: list[Text] | None = Field(
+        None,
+        max_length=20,
+        description="Sites that may show the respondent and results pages in a frame: serialized origins "
+        "such as https://www.example.org (or https://*.example.org), at most 20.",
+    )
 
     model_config = ConfigDict(
         extra="forbid",
@@ -133,6 +139,12 @@ class SurveyUpdate(StrictModel):
     public_results: bool | None = Field(None, description="Publish the results at /r/{id}.")
     results_on_finish: bool | None = Field(
         None, description="End the respondent page with the current results (needs public_results)."
+    )
+
+    embed_origins: list[Text] | None = Field(
+        None,
+        max_length=20,
+        description="The sites that may frame the survey's pages (replaces the list); null or []: none.",
     )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
@@ -203,6 +215,9 @@ class SurveyFields(BaseModel):
     suggestions: SuggestionSettings | None = Field(None, description="Participants' suggestions, if on.")
     public_results: bool = Field(False, description="Results published at /r/{id}.")
     results_on_finish: bool = Field(False, description="The respondent page ends with the results.")
+    embed_origins: list[str] = Field(
+        default_factory=list, description="The sites that may frame the respondent and results pages."
+    )
     created_at: datetime
     updated_at: datetime
 

@@ -1,0 +1,175 @@
+"""Embedding a survey in other sites: the origins allowed to frame its pages.
+
+A survey's ``embed_origins`` become the ``frame-ancestors`` of its respondent page
+(``/s/{id}``) and public results page (``/r/{id}``): ``'self'`` and those origins. They
+are written into a response header, so each is checked to be exactly a serialized origin
+(``scheme://host[:port]``, lowercase, punycode) or one with a leading wildcard label
+(``https://*.example.org``): nothing a header or a policy could read as more than one
+source (no spaces, semicolons, commas or quotes), and no keyword (``*``, ``'none'``,
+``'self'``) nor scheme-only source (``data:``, ``https:``) that would let any site in.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..db.models import Survey
+from .errors import Invalid
+
+__all__ = ["MAX_EMBED_ORIGINS", "EmbedOrigins", "clean_origins", "frame_ancestors"]
+
+#: Most origins one survey may list.
+MAX_EMBED_ORIGINS = 20
+#: Longest origin accepted (a 253-character host, a wildcard, a scheme and a port fit).
+MAX_ORIGIN_LENGTH = 300
+
+_SHAPE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>[^:/]*)(?::(?P<port>[^/]*))?/?")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+_IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+#: Characters that have a meaning in a header or a policy (or are never in an origin).
+_FORBIDDEN = re.compile(r"[\s;,'\"\\<>`@?#%]")
+#: Shape of a survey id (:func:`~app.db.models.new_id`): anything else is no survey.
+_SURVEY_ID = re.compile(r"srv_[a-z2-7]{16}")
+_FORM = "a serialized origin: scheme://host or scheme://host:port (http or https), no path"
+
+
+def _host(raw: str, origin: str) -> str:
+    wildcard = raw.startswith("*.")
+    name = raw[2:] if wildcard else raw
+    if "*" in name:
+        raise Invalid(
+            f"embed origin {origin!r}: a wildcard may only be the first label (https://*.example.org)"
+        )
+    if not name.isascii():
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise Invalid(
+                f"embed origin {origin!r}: the host is not a valid internationalized name"
+            ) from None
+    name = name.lower()
+    if name.endswith("."):
+        name = name[:-1]
+    if _IPV4.fullmatch(name):
+        if wildcard or any(int(part) > 255 for part in name.split(".")):
+            raise Invalid(f"embed origin {origin!r}: not a valid IPv4 address")
+        return name
+    labels = name.split(".")
+    if not name or len(name) > 253 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
+    if labels[-1].isdigit():
+        raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
+    if wildcard and len(labels) < 2:
+        raise Invalid(f"embed origin {origin!r}: a wildcard needs a domain under it (https://*.example.org)")
+    return f"*.{name}" if wildcard else name
+
+
+def clean_origin(origin: str) -> str:
+    """``origin`` in its serialized form (lowercase scheme and host, punycode, no default
+    port, no trailing slash), or :class:`~app.services.errors.Invalid` saying why not."""
+    if not isinstance(origin, str) or not origin:
+        raise Invalid("embed origins must be non-empty strings")
+    if len(origin) > MAX_ORIGIN_LENGTH:
+        raise Invalid(f"an embed origin is at most {MAX_ORIGIN_LENGTH} characters")
+    if _FORBIDDEN.search(origin) or any(ord(c) < 32 or ord(c) == 127 for c in origin):
+        raise Invalid(
+            f"embed origin {origin!r}: must be {_FORM}; no spaces, quotes, semicolons, commas, "
+            "user names, queries or fragments"
+        )
+    scheme, sep, rest = origin.partition("://")
+    m = _SHAPE.fullmatch(f"{scheme.lower()}{sep}{rest}")
+    if m is None:
+        raise Invalid(f"embed origin {origin!r}: must be {_FORM} (not a keyword such as * or 'self')")
+    scheme = m["scheme"]
+    if scheme not in _DEFAULT_PORTS:
+        raise Invalid(f"embed origin {origin!r}: the scheme must be http or https")
+    host = _host(m["host"], origin)
+    port = m["port"]
+    if port is not None:
+        if not port.isdigit() or not 1 <= int(port) <= 65535 or not port.isascii():
+            raise Invalid(f"embed origin {origin!r}: the port must be a number between 1 and 65535")
+        if int(port) == _DEFAULT_PORTS[scheme]:
+            port = None
+    return f"{scheme}://{host}" + (f":{int(port)}" if port is not None else "")
+
+
+def clean_origins(origins: list[str] | None) -> list[str] | None:
+    """The stored form of a survey's ``embed_origins``: each :func:`clean_origin`, repeats
+    dropped, in the order given; None for none (an empty list clears them too)."""
+    if not origins:
+        return None
+    if len(origins) > MAX_EMBED_ORIGINS:
+        raise Invalid(f"a survey allows at most {MAX_EMBED_ORIGINS} embed origins")
+    out: list[str] = []
+    for origin in origins:
+        cleaned = clean_origin(origin)
+        if cleaned not in out:
+            out.append(cleaned)
+    return out
+
+
+def frame_ancestors(origins: list[str] | None) -> str:
+    """The ``frame-ancestors`` directive for a page framed only by ``origins`` (and the
+    service itself); ``'none'`` without any."""
+    if not origins:
+        return "frame-ancestors 'none'"
+    return "frame-ancestors 'self' " + " ".join(origins)
+
+
+def _is_clean(origin: str) -> bool:
+    """Whether a stored origin is still in its checked form (a header gets nothing else)."""
+    try:
+        return clean_origin(origin) == origin
+    except Invalid:
+        return False
+
+
+class EmbedOrigins:
+    """Each survey's embed origins, per process, kept for ``ttl`` seconds: every load of a
+    respondent page asks for them, and a page does not need the row read again each time.
+
+    A change through this process is seen at once (:meth:`forget`); through another worker
+    process, within ``ttl`` seconds. Unknown surveys are remembered as having none."""
+
+    def __init__(
+        self,
+        session_factory: Callable[[], Session],
+        ttl: float = 5.0,
+        max_entries: int = 10_000,
+    ) -> None:
+        self.session_factory = session_factory
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._entries: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, survey_id: str) -> tuple[str, ...]:
+        """The survey's origins (none for an unknown survey or a path that is no survey id)."""
+        if not _SURVEY_ID.fullmatch(survey_id):
+            return ()
+        now = time.monotonic()
+        with self._lock:
+            hit = self._entries.get(survey_id)
+            if hit is not None and now - hit[0] < self.ttl:
+                return hit[1]
+        with self.session_factory() as session:
+            stored = session.scalar(select(Survey.embed_origins).where(Survey.id == survey_id))
+        origins = tuple(o for o in stored or () if isinstance(o, str) and _is_clean(o))
+        with self._lock:
+            self._entries[survey_id] = (now, origins)
+            self._entries.move_to_end(survey_id)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return origins
+
+    def forget(self, survey_id: str) -> None:
+        with self._lock:
+            self._entries.pop(survey_id, None)
