@@ -10,14 +10,14 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from ..services import analysis, ballot_import, ingestion, ranking_surveys
+from ..services import analysis, ballot_import, ingestion, parquet, ranking_surveys
 from ..services.errors import Conflict, Invalid
-from ..services.export import iter_comparisons_csv, iter_items_csv
+from ..services.export import iter_comparison_rows, iter_comparisons_csv, iter_item_rows, iter_items_csv
 from ..services.surveys import get_survey, require_local, require_pairwise
 from .bounded import run_bounded
 from .common import errors
 from .deps import ReaderDep, SessionDep, admin, reader
-from .downloads import SpooledDownload, spool
+from .downloads import SpooledDownload, spool, spool_binary
 from .jobs import AS_JOB_202, as_job_if_long
 from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
@@ -280,13 +280,21 @@ def items_csv(*, request: Request, survey_id: str, session: SessionDep):
     return _download(request, session, iter_items_csv(session, survey_id), f"{survey_id}-items.csv")
 
 
-def _download(request: Request, session: Session, chunks, filename: str) -> SpooledDownload:
+def _download(
+    request: Request, session: Session, chunks, filename: str, parquet_types: dict[str, str] | None = None
+) -> SpooledDownload:
     """Write the export at database speed into a spooled file, give the connection back,
-    then send the file at the client's pace outside admission (see :mod:`.downloads`)."""
+    then send the file at the client's pace outside admission (see :mod:`.downloads`).
+    ``chunks``: CSV text; or, with ``parquet_types``, typed row batches written as Parquet."""
+    if parquet_types is not None:
+        parquet.require_pyarrow()  # 501 before any work
     downloads = request.app.state.downloads
     release = downloads.take()
     try:
-        file = spool(chunks)
+        if parquet_types is None:
+            file = spool(chunks)
+        else:
+            file = spool_binary(lambda out: parquet.write_parquet(out, parquet_types, chunks))
     except BaseException:
         release()
         raise
@@ -295,7 +303,7 @@ def _download(request: Request, session: Session, chunks, filename: str) -> Spoo
         file,
         release,
         downloads.send_timeout,
-        media_type="text/csv; charset=utf-8",
+        media_type="text/csv; charset=utf-8" if parquet_types is None else parquet.MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
 
@@ -426,4 +434,80 @@ def rankings_csv(*, request: Request, survey_id: str, session: SessionDep):
         )
     return _download(
         request, session, ranking_surveys.iter_rankings_csv(session, survey_id), f"{survey_id}-rankings.csv"
+    )
+
+
+# -- Parquet: the same rows with column types (pyarrow, the optional extra privrank[parquet]) --
+
+_PARQUET_501: dict[int | str, dict[str, Any]] = {
+    501: {
+        "model": ErrorOut,
+        "description": "pyarrow is not installed on this server: install privrank[parquet].",
+    }
+}
+
+
+def _parquet_200(what: str) -> dict[int | str, dict[str, Any]]:
+    return {200: {"content": {parquet.MEDIA_TYPE: {}}, "description": f"{what}, as Parquet."}}
+
+
+@router.get(
+    "/comparisons.parquet",
+    response_class=StreamingResponse,
+    responses={**_parquet_200("The privatized comparisons"), **errors(401, 403, 404, 409), **_PARQUET_501},
+    dependencies=[Depends(reader)],
+    summary="Export the releasable (privatized) data as Parquet",
+)
+def comparisons_parquet(*, request: Request, survey_id: str, session: SessionDep):
+    """The rows of ``comparisons.csv``, typed: respondent, item_a, item_b, winner (string),
+    epsilon, z (double), created_at (timestamp, UTC); one row group per 20,000 rows."""
+    survey = get_survey(session, survey_id)
+    require_local(survey)
+    require_pairwise(survey)
+    return _download(
+        request,
+        session,
+        iter_comparison_rows(session, survey_id, chunk=20_000),
+        f"{survey_id}-comparisons.parquet",
+        parquet.COMPARISON_TYPES,
+    )
+
+
+@router.get(
+    "/rankings.parquet",
+    response_class=StreamingResponse,
+    responses={**_parquet_200("The synthetic rankings"), **errors(401, 403, 404, 409), **_PARQUET_501},
+    dependencies=[Depends(reader)],
+    summary="Export the releasable (synthetic) rankings of a ranking survey as Parquet",
+)
+def rankings_parquet(*, request: Request, survey_id: str, session: SessionDep):
+    """The rows of ``rankings.csv``, typed: respondent, source, ranking (string; item ids
+    best → worst joined by ``>``), epsilon (double), created_at (timestamp, UTC)."""
+    survey = get_survey(session, survey_id)
+    if survey.kind != "ranking":
+        raise Conflict(
+            f"this survey collects pairwise comparisons: GET /v1/surveys/{survey.id}/comparisons.parquet"
+        )
+    return _download(
+        request,
+        session,
+        ranking_surveys.iter_ranking_rows(session, survey_id, chunk=10_000),
+        f"{survey_id}-rankings.parquet",
+        parquet.RANKING_TYPES,
+    )
+
+
+@router.get(
+    "/items.parquet",
+    response_class=StreamingResponse,
+    responses={**_parquet_200("The items"), **errors(401, 403, 404), **_PARQUET_501},
+    dependencies=[Depends(reader)],
+    summary="Export the items as Parquet",
+)
+def items_parquet(*, request: Request, survey_id: str, session: SessionDep):
+    """The rows of ``items.csv``, typed: item, label, source, status (string), position
+    (int64), added_at, approved_at (timestamp, UTC; approved_at null if never approved)."""
+    get_survey(session, survey_id)
+    return _download(
+        request, session, iter_item_rows(session, survey_id), f"{survey_id}-items.parquet", parquet.ITEM_TYPES
     )

@@ -35,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 from ..services.errors import TemporarilyUnavailable
 from .admission import RELEASE_ADMISSION, Slots
 
-__all__ = ["SPOOL_MEMORY_BYTES", "Downloads", "SpooledDownload", "spool"]
+__all__ = ["SPOOL_MEMORY_BYTES", "Downloads", "SpooledDownload", "spool", "spool_binary"]
 
 #: A download is kept in memory up to this size, then in a temporary file.
 SPOOL_MEMORY_BYTES = 1 * 2**20
@@ -78,6 +78,19 @@ def spool(chunks: Iterator[str]) -> IO[bytes]:
     try:
         for text in chunks:
             out.write(text.encode("utf-8"))
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def spool_binary(write: Callable[[IO[bytes]], None]) -> IO[bytes]:
+    """A temporary file filled by ``write`` (a binary export, e.g. Parquet), rewound; the
+    caller closes it."""
+    out = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115 - the caller closes it
+    try:
+        write(out)
         out.seek(0)
     except BaseException:
         out.close()

@@ -22,6 +22,7 @@ from ..services.errors import (
     Forbidden,
     Invalid,
     NotFound,
+    NotInstalled,
     ServiceError,
     TemporarilyUnavailable,
     TooLarge,
@@ -78,6 +79,7 @@ STATUS: dict[type[ServiceError], int] = {
     TooLarge: 413,
     TooMany: 429,
     TemporarilyUnavailable: 503,
+    NotInstalled: 501,
     ServiceError: 400,
 }
 

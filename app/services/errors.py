@@ -13,6 +13,7 @@ __all__ = [
     "Forbidden",
     "Invalid",
     "NotFound",
+    "NotInstalled",
     "ServiceError",
     "TemporarilyUnavailable",
     "TooLarge",
@@ -54,6 +55,10 @@ class Forbidden(ServiceError):
 
 class TooLarge(ServiceError):
     """A body or an upload over its size limit."""
+
+
+class NotInstalled(ServiceError):
+    """The call needs an optional extra this server does not have (e.g. pyarrow for Parquet)."""
 
 
 class _RetryLater(ServiceError):

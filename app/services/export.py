@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import select
@@ -21,7 +22,16 @@ from sqlalchemy.orm import Session, aliased
 from ..db.models import Comparison, Item, Respondent
 from ..stats import debias
 
-__all__ = ["CSV_COLUMNS", "ITEM_COLUMNS", "iso_utc", "iter_comparisons_csv", "iter_items_csv"]
+__all__ = [
+    "CSV_COLUMNS",
+    "ITEM_COLUMNS",
+    "csv_chunks",
+    "iso_utc",
+    "iter_comparison_rows",
+    "iter_comparisons_csv",
+    "iter_item_rows",
+    "iter_items_csv",
+]
 
 CSV_COLUMNS = ("respondent", "item_a", "item_b", "winner", "epsilon", "z", "created_at")
 #: The items export: where each item came from and when, never who proposed it (an item
@@ -35,12 +45,10 @@ def iso_utc(ts) -> str:
     return text.replace("+00:00", "Z") if "+" in text else text + "Z"
 
 
-def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[str]:
-    """Yield the CSV in chunks of rows, streaming from the database."""
+def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[list[tuple]]:
+    """The comparisons export's rows (:data:`CSV_COLUMNS`), typed — ``epsilon`` and ``z`` floats,
+    ``created_at`` a UTC datetime — in batches of at most ``chunk``, streaming from the database."""
     item_a, item_b = aliased(Item), aliased(Item)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
     query = (
         select(
             Comparison.respondent_id,
@@ -62,39 +70,68 @@ def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) ->
     for part in session.execute(query).partitions():
         rid, ext, a_ids, b_ids, y, eps, created = zip(*part, strict=True)
         z = debias(np.asarray(y), np.asarray(eps, dtype=float)).tolist()
-        writer.writerows(
+        yield [
             (
                 ext[k] or rid[k],
                 a_ids[k],
                 b_ids[k],
                 a_ids[k] if y[k] == 1 else b_ids[k],
-                repr(float(eps[k])),
-                repr(z[k]),
-                iso_utc(created[k]),
+                float(eps[k]),
+                z[k],
+                created[k],
             )
             for k in range(len(part))
+        ]
+
+
+def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[str]:
+    """Yield the CSV in chunks of rows, streaming from the database."""
+    yield from csv_chunks(CSV_COLUMNS, iter_comparison_rows(session, survey_id, chunk))
+
+
+def iter_item_rows(session: Session, survey_id: str) -> Iterator[list[tuple]]:
+    """The items export's rows (:data:`ITEM_COLUMNS`), typed: ``position`` an int, ``added_at``
+    and ``approved_at`` UTC datetimes (``approved_at`` None for an item never approved); one
+    batch (a survey holds at most ``MAX_ITEMS``)."""
+    yield [
+        (
+            item.id,
+            item.position,
+            item.label,
+            item.source,
+            item.status,
+            item.created_at,
+            item.approved_at,
         )
-        yield buf.getvalue()
-        buf.seek(0)
-        buf.truncate()
-    yield buf.getvalue()
+        for item in session.scalars(select(Item).where(Item.survey_id == survey_id).order_by(Item.position))
+    ]
 
 
 def iter_items_csv(session: Session, survey_id: str) -> Iterator[str]:
     """The survey's items as CSV (one chunk: a survey holds at most ``MAX_ITEMS``)."""
+    yield from csv_chunks(ITEM_COLUMNS, iter_item_rows(session, survey_id))
+
+
+def _csv_value(value) -> str | int:
+    """A typed export value as the CSV writes it: floats by ``repr`` (they round-trip exactly),
+    datetimes in UTC ISO 8601, None as an empty field."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    return value
+
+
+def csv_chunks(columns: Sequence[str], batches: Iterable[list[tuple]]) -> Iterator[str]:
+    """The CSV of typed row batches: the header, then one chunk of text per batch."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(ITEM_COLUMNS)
-    for item in session.scalars(select(Item).where(Item.survey_id == survey_id).order_by(Item.position)):
-        writer.writerow(
-            (
-                item.id,
-                item.position,
-                item.label,
-                item.source,
-                item.status,
-                iso_utc(item.created_at),
-                "" if item.approved_at is None else iso_utc(item.approved_at),
-            )
-        )
+    writer.writerow(columns)
+    for rows in batches:
+        writer.writerows(tuple(_csv_value(v) for v in row) for row in rows)
+        yield buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
     yield buf.getvalue()

@@ -17,9 +17,7 @@ respondent budget.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import logging
 import math
 from collections.abc import Iterator, Sequence
@@ -50,7 +48,7 @@ from .analysis import offered_level
 from .cache import ByteLRU, nbytes
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
-from .export import iso_utc
+from .export import csv_chunks
 from .idempotency import Receipt, Stored
 from .respondents import answer_epsilon, budget_remaining, registered_epsilon
 from .results.analysis import ConsensusItem, ConsensusOut, UncertaintyInfo
@@ -63,6 +61,7 @@ __all__ = [
     "RANKINGS_CSV_COLUMNS",
     "ConsensusCache",
     "consensus",
+    "iter_ranking_rows",
     "iter_rankings_csv",
     "question",
     "submit_ranking",
@@ -432,13 +431,10 @@ def consensus(
 # -- export -------------------------------------------------------------------------------
 
 
-def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> Iterator[str]:
-    """The synthetic rankings as CSV: respondent, epsilon, source, ranking (item ids best → worst,
-    joined by ``>``), created_at. ``app.stats.rankings`` on these rows reproduces the consensus."""
+def iter_ranking_rows(session: Session, survey_id: str, chunk: int = 2000) -> Iterator[list[tuple]]:
+    """The rankings export's rows (:data:`RANKINGS_CSV_COLUMNS`), typed — ``epsilon`` a float,
+    ``created_at`` a UTC datetime — in batches of at most ``chunk``, streaming from the database."""
     ids = [it.id for it in survey_items(session, survey_id)]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(RANKINGS_CSV_COLUMNS)
     query = (
         select(Ranking.respondent_id, Ranking.epsilon, Ranking.source, Ranking.ordering, Ranking.created_at)
         .where(Ranking.survey_id == survey_id)
@@ -446,11 +442,13 @@ def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> It
         .execution_options(yield_per=chunk)
     )
     for part in session.execute(query).partitions():
-        writer.writerows(
-            (rid, repr(float(eps)), src, RANKING_SEPARATOR.join(ids[p] for p in order), iso_utc(ts))
+        yield [
+            (rid, float(eps), src, RANKING_SEPARATOR.join(ids[p] for p in order), ts)
             for rid, eps, src, order, ts in part
-        )
-        yield buf.getvalue()
-        buf.seek(0)
-        buf.truncate()
-    yield buf.getvalue()
+        ]
+
+
+def iter_rankings_csv(session: Session, survey_id: str, chunk: int = 2000) -> Iterator[str]:
+    """The synthetic rankings as CSV: respondent, epsilon, source, ranking (item ids best → worst,
+    joined by ``>``), created_at. ``app.stats.rankings`` on these rows reproduces the consensus."""
+    yield from csv_chunks(RANKINGS_CSV_COLUMNS, iter_ranking_rows(session, survey_id, chunk))
