@@ -201,6 +201,31 @@ def build_parser() -> argparse.ArgumentParser:
         "status", parents=[site_common], help="show this site's round: peers, status and result"
     )
     status.add_argument("--json", action="store_true", help="print the server's raw JSON (GET /v1/site)")
+
+    ex = sub.add_parser(
+        "export",
+        help="write a survey's data, items and ranking as CSV or Parquet files for pandas and R",
+        description="Fetch one survey's releasable data (comparisons.csv or rankings.csv), items and current "
+        "ranking from a running service (admin or analyst key: --key or PRIVRANK_API_KEY) into a directory, "
+        "with a README.txt naming the columns and how to load them. Existing files are not overwritten "
+        "without --force. Exit status 1: the server refused or is unreachable, or files exist; 2: bad "
+        "arguments.",
+    )
+    ex.add_argument("survey", help="the survey's id")
+    ex.add_argument("--server", required=True, help="the service's base URL, e.g. http://127.0.0.1:8000")
+    ex.add_argument("--key", help="admin or analyst key (default: $PRIVRANK_API_KEY)")
+    ex.add_argument(
+        "--out",
+        type=Path,
+        help="directory to write into (default ./privrank-export-SURVEY; created if needed)",
+    )
+    ex.add_argument(
+        "--format",
+        choices=["csv", "parquet"],
+        default="csv",
+        help="file format (default %(default)s; parquet needs the privrank[parquet] extra)",
+    )
+    ex.add_argument("--force", action="store_true", help="overwrite files a previous export left")
     return parser
 
 
@@ -315,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
         return _site(args)
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "export":
+        return _export(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
@@ -419,6 +446,29 @@ def _site(args) -> int:
     except SiteError as exc:
         print(f"privrank site: {exc}", file=sys.stderr)
         return 1
+
+
+def _export(args) -> int:
+    import os
+
+    from .exporter import ExportError, export_survey
+
+    key = args.key or os.environ.get("PRIVRANK_API_KEY")
+    if not key:
+        print("privrank export: give an admin or analyst key (--key or PRIVRANK_API_KEY)", file=sys.stderr)
+        return 2
+    out = args.out if args.out is not None else Path(f"privrank-export-{args.survey}")
+    try:
+        written = export_survey(args.server, key, args.survey, out, args.format, args.force)
+    except ExportError as exc:
+        print(f"privrank export: {exc}", file=sys.stderr)
+        return exc.status
+    except OSError as exc:
+        print(f"privrank export: cannot write into {out}: {exc}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0
 
 
 def _plan(args) -> int:

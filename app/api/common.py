@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query
+from fastapi import Query, Request
 
 from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
 from ..services.goals import GoalSpec, goal_report
+from ..services.languages import choose_language
 from ..services.suggestions import pending_count
 from ..services.surveys import survey_items
 from ..services.undecided import undecided_count
@@ -18,6 +19,21 @@ from .schemas import ErrorOut, GoalOut, GoalSpecOut, ItemOut, PrivacyOut, Survey
 #: Pagination of the lists (newest first): entries per page and entries to skip.
 Limit = Annotated[int, Query(ge=1, le=1000, description="Entries per page (at most 1,000).")]
 Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Entries to skip (newest first).")]
+#: The respondent's language, on the routes respondents read (labels and the page's catalog).
+Lang = Annotated[
+    str | None,
+    Query(
+        max_length=35,
+        description="The language wanted (en, es, de, fr; a region such as es-MX counts as es). "
+        "Absent or unknown: Accept-Language decides, then the survey's default language.",
+    ),
+]
+
+
+def language_of(request: Request, lang: str | None, survey: Survey) -> str:
+    """The language a respondent-facing answer is given in: ``?lang=``, then the request's
+    ``Accept-Language``, then the survey's default (README, "Languages")."""
+    return choose_language(lang, request.headers.get("accept-language"), survey.language)
 
 
 def errors(*codes: int) -> dict:
@@ -61,6 +77,7 @@ def _survey_fields(survey: Survey) -> dict:
         "public_results": bool(survey.public_results),
         "results_on_finish": bool(survey.results_on_finish),
         "embed_origins": survey.embed_origins or [],
+        "language": survey.language or "en",
         "created_at": survey.created_at,
         "updated_at": survey.updated_at,
     }
@@ -113,6 +130,7 @@ def item_out(item: Item) -> ItemOut:
         flags=item.flags,
         added_at=item.created_at,
         approved_at=item.approved_at,
+        translations=item.translations or None,
     )
 
 

@@ -6,9 +6,12 @@ from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from ..services import suggestions as svc
-from ..services.surveys import get_survey
+from ..services.auth import ADMIN
+from ..services.errors import Forbidden, Invalid
+from ..services.languages import label_in, translations_of
+from ..services.surveys import UNSET, get_survey
 from .bounded import run_bounded
-from .common import Offset, errors, item_out
+from .common import Lang, Offset, errors, item_out, language_of
 from .deps import ModeratorDep, RespondentDep, SessionDep
 from .schemas import (
     ItemOut,
@@ -173,14 +176,22 @@ def merge_suggestion(
     "/items/{item_id}",
     response_model=ItemOut,
     responses=errors(401, 403, 404, 422),
-    summary="Hide an item, or make it live again (admin or moderator)",
+    summary="Hide an item, or make it live again (admin or moderator); set its translations (admin)",
 )
 def set_item_status(
     *, survey_id: str, item_id: str, body: ItemStatusIn, who: ModeratorDep, session: SessionDep
 ) -> ItemOut:
     """hidden: no longer served (its answers stay in the data, and in the admin's ranking);
-    live: served again, its flags cleared (it has been reviewed)."""
-    return item_out(svc.set_item_status(session, survey_id, item_id, body.status))
+    live: served again, its flags cleared (it has been reviewed). ``translations``
+    (admins only): the label in other languages, replacing the item's; both in one change."""
+    translations = UNSET
+    if "translations" in body.model_fields_set:
+        if who.role != ADMIN:
+            raise Forbidden("only an admin may set an item's translations")
+        translations = body.translations
+    if body.status is None and translations is UNSET:
+        raise Invalid("give status, translations or both")
+    return item_out(svc.set_item_status(session, survey_id, item_id, body.status, translations))
 
 
 # -- everyone -----------------------------------------------------------------------
@@ -192,18 +203,35 @@ def set_item_status(
     responses=errors(404),
     summary="The public results (no credentials; surveys that publish them)",
 )
-async def results(*, request: Request, survey_id: str, session: SessionDep) -> PublicResults:
+async def results(
+    *, request: Request, survey_id: str, lang: Lang = None, session: SessionDep
+) -> PublicResults:
     """What the page /r/{id} shows: the ranking with 95% score intervals (local surveys:
     post-processing of randomized answers, so publishing it costs no privacy), or a
     central survey's latest release. 404 unless the survey publishes its results.
-    Computed at most once a minute per survey (``as_of``), on a turn of work of its own."""
+    Computed at most once a minute per survey (``as_of``), on a turn of work of its own.
+    Labels in the reader's language where they have a translation (``?lang=``, then
+    ``Accept-Language``, then the survey's default)."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
     state = request.app.state
-    return await run_bounded(
+    found = await run_bounded(
         request,
         state.public_results.get,
         session,
         survey,
         seconds=state.settings.analysis_seconds,
         what="the results",
+    )
+    language = language_of(request, lang, survey)
+    translations = await run_in_threadpool(translations_of, session, [it.item_id for it in found.items])
+    if not translations:
+        return found
+    # The snapshot is shared: relabel a copy.
+    return found.model_copy(
+        update={
+            "items": [
+                it.model_copy(update={"label": label_in(it.label, translations.get(it.item_id), language)})
+                for it in found.items
+            ]
+        }
     )

@@ -11,11 +11,12 @@ from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
 from ..services.errors import Conflict, Forbidden, Invalid
 from ..services.idempotency import Stored
+from ..services.languages import label_in, translations_of
 from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
 from ..services.surveys import get_survey
 from ..services.undecided import record_undecided
 from ..stats import flip_probability
-from .common import errors
+from .common import Lang, errors, language_of
 from .deps import IntegrationDep, RespondentDep, SessionDep, SettingsDep
 from .ratelimit import TooManyRequests, client_address
 from .schemas import (
@@ -119,13 +120,21 @@ def me(*, ctx: RespondentDep, session: SessionDep) -> RespondentStatus:
     responses=errors(401, 403, 404, 409),
     summary="Ranking surveys: the items to rank",
 )
-def question(*, ctx: RespondentDep, session: SessionDep) -> QuestionOut:
+def question(*, request: Request, lang: Lang = None, ctx: RespondentDep, session: SessionDep) -> QuestionOut:
     """The survey's items in a fresh uniformly random order (so that presentation order
     biases no item), whether this respondent already answered, and the privacy its
     ranking will get: the Mallows mechanism with weight ε/(m−1) per pair, which swaps
-    two adjacent items with probability 1/(1+e^{ε/(m−1)}). Pairwise surveys: 409."""
+    two adjacent items with probability 1/(1+e^{ε/(m−1)}). Pairwise surveys: 409.
+    Labels in the respondent's language where they have a translation (``?lang=``, then
+    ``Accept-Language``, then the survey's default)."""
     survey, respondent = ctx
-    return ranking_surveys.question(session, survey, respondent)
+    out = ranking_surveys.question(session, survey, respondent)
+    language = language_of(request, lang, survey)
+    found = translations_of(session, [it.id for it in out.items])
+    if found:
+        for it in out.items:
+            it.label = label_in(it.label, found.get(it.id), language)
+    return out
 
 
 @router.get(
@@ -138,6 +147,7 @@ def pairs(
     *,
     request: Request,
     count: int = Query(1, ge=1, le=100),
+    lang: Lang = None,
     ctx: RespondentDep,
     session: SessionDep,
 ) -> PairsOut:
@@ -146,14 +156,22 @@ def pairs(
     the respondent's privacy budget run out, or the survey is closed: ``reason`` and
     ``message`` then say which. Ranking
     surveys: 409 (see ``GET …/question``). The work is O(m + answers), never
-    O(m²): see :mod:`app.services.assignment`."""
+    O(m²): see :mod:`app.services.assignment`. Labels in the respondent's language where
+    they have a translation (``?lang=``, then ``Accept-Language``, then the survey's default)."""
     survey, respondent = ctx
     if survey.kind != "pairwise":
         raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
     served = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
+    language = language_of(request, lang, survey)
+    # One primary-key query for the pairs' items (at most 200) that have translations.
+    found = translations_of(session, [x[0] for pair in served.pairs for x in pair])
+
+    def shown(item_id: str, label: str) -> str:
+        return label_in(label, found.get(item_id), language)
+
     return PairsOut(
         pairs=[
-            PairOut(a=a_id, b=b_id, a_label=a_label, b_label=b_label, ticket=ticket)
+            PairOut(a=a_id, b=b_id, a_label=shown(a_id, a_label), b_label=shown(b_id, b_label), ticket=ticket)
             for ((a_id, a_label), (b_id, b_label)), ticket in zip(
                 served.pairs, served.tickets or [None] * len(served.pairs), strict=True
             )

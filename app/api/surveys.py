@@ -6,8 +6,9 @@ from fastapi import APIRouter, Depends, Request
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
+from ..services.languages import LANGUAGES
 from ..services.suggestions import pending_counts
-from .common import Limit, Offset, errors, item_out, survey_out, survey_summary
+from .common import Lang, Limit, Offset, errors, item_out, language_of, survey_out, survey_summary
 from .deps import SessionDep, admin, reader, viewer
 from .schemas import (
     CoverageOut,
@@ -54,6 +55,8 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
         None if body.suggestions is None else body.suggestions.model_dump(),
         body.public_results,
         body.results_on_finish,
+        body.language,
+        body.item_translations,
         embed_origins=body.embed_origins,
     )
     return survey_out(session, survey)
@@ -114,6 +117,7 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
         suggestions,
         body.public_results,
         body.results_on_finish,
+        body.language,
         embed_origins=body.embed_origins if "embed_origins" in body.model_fields_set else svc.UNSET,
     )
     request.app.state.embed_origins.forget(survey.id)  # this process's pages see the change at once
@@ -129,8 +133,9 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
     summary="Add items to an open survey",
 )
 def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[ItemOut]:
-    """New items get the next positions; earlier answers keep their meaning."""
-    return [item_out(i) for i in svc.add_items(session, survey_id, body.items)]
+    """New items get the next positions; earlier answers keep their meaning.
+    ``item_translations``: their labels in other languages, as on create."""
+    return [item_out(i) for i in svc.add_items(session, survey_id, body.items, body.item_translations)]
 
 
 @router.get(
@@ -139,9 +144,13 @@ def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[It
     responses=errors(404),
     summary="What a prospective respondent may know (no credentials needed)",
 )
-def public_survey(*, survey_id: str, session: SessionDep) -> PublicSurveyOut:
+def public_survey(
+    *, request: Request, survey_id: str, lang: Lang = None, session: SessionDep
+) -> PublicSurveyOut:
     """Title, kind, status and the privacy a respondent will get — what the respondent
-    page shows before registering. Nothing about answers or other respondents."""
+    page shows before registering. Nothing about answers or other respondents.
+    ``language``: the one the page is shown in (``?lang=``, then ``Accept-Language``,
+    then the survey's default); ``languages``: those it has."""
     survey = svc.get_survey(session, survey_id)
     n = svc.item_count(session, survey.id)
     return PublicSurveyOut(
@@ -160,6 +169,8 @@ def public_survey(*, survey_id: str, session: SessionDep) -> PublicSurveyOut:
         suggestions=_public_suggestions(survey),
         public_results=bool(survey.public_results),
         results_on_finish=bool(survey.results_on_finish),
+        language=language_of(request, lang, survey),
+        languages=list(LANGUAGES),
     )
 
 

@@ -57,7 +57,7 @@ from sqlalchemy.orm import Session
 from ..db.models import Item, ItemFlag, ParticipationSlot, Suggestion, Survey, new_id, utcnow
 from ..db.session import begin_write
 from .errors import Conflict, Invalid, NotFound
-from .surveys import append_items, current_item_index, get_survey, normalize_label
+from .surveys import UNSET, append_items, current_item_index, get_survey, normalize_label, set_translations
 
 __all__ = [
     "FLAGS_PER_RESPONDENT",
@@ -496,16 +496,24 @@ def merge(session: Session, survey_id: str, suggestion_id: str, moderator: str, 
     return row
 
 
-def set_item_status(session: Session, survey_id: str, item_id: str, status: str) -> Item:
+def set_item_status(
+    session: Session, survey_id: str, item_id: str, status: str | None, translations: dict | None = UNSET
+) -> Item:
     """Hide an item (it is no longer served; its answers stay) or make it live again
-    (which also clears its flags: it has been reviewed)."""
-    if status not in ("live", "hidden"):
+    (which also clears its flags: it has been reviewed); and/or replace its label's
+    ``translations`` (None: none; UNSET: unchanged). One transaction: all or nothing."""
+    if status is not None and status not in ("live", "hidden"):
         raise Invalid("status must be 'live' or 'hidden'")
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
     item = session.get(Item, item_id, populate_existing=True)
     if item is None or item.survey_id != survey_id:
         raise NotFound(f"no item {item_id!r} in this survey")
+    if translations is not UNSET:
+        set_translations(session, survey_id, item, translations)
+    if status is None:
+        session.commit()
+        return item
     if status == "hidden" and (survey.kind != "pairwise" or survey.goal):
         raise Conflict(
             "items of ranking surveys and of surveys with a goal cannot be hidden: a ranking orders every "

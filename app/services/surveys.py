@@ -22,6 +22,7 @@ from .cache import OBJECT_BYTES, ByteLRU
 from .embedding import clean_origins
 from .errors import Conflict, Invalid, NotFound
 from .goals import new_ticket_key, resolve_goal
+from .languages import DEFAULT_LANGUAGE, check_language, check_translations
 from .results.surveys import CoverageItem, CoverageOut
 
 #: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
@@ -39,6 +40,7 @@ __all__ = [
     "add_items",
     "append_items",
     "central_limits",
+    "clean_label",
     "coverage",
     "create_survey",
     "current_item_index",
@@ -46,6 +48,7 @@ __all__ = [
     "item_count",
     "item_count_of",
     "item_index",
+    "item_translations",
     "known_item_index",
     "list_surveys",
     "local_epsilons",
@@ -93,12 +96,18 @@ def normalize_label(label: str) -> str:
     return unicodedata.normalize("NFC", label).strip()
 
 
-def _clean_labels(labels: list[str]) -> list[str]:
-    cleaned = [normalize_label(label) for label in labels]
-    if any(not label for label in cleaned):
+def clean_label(label: str) -> str:
+    """One label (or a translation of one), normalized and checked: not empty, at most 500 characters."""
+    cleaned = normalize_label(label)
+    if not cleaned:
         raise Invalid("item labels must not be empty")
-    if any(len(label) > 500 for label in cleaned):
+    if len(cleaned) > 500:
         raise Invalid("item labels must be at most 500 characters")
+    return cleaned
+
+
+def _clean_labels(labels: list[str]) -> list[str]:
+    cleaned = [clean_label(label) for label in labels]
     seen: set[str] = set()
     dupes = []
     for label in cleaned:
@@ -108,6 +117,60 @@ def _clean_labels(labels: list[str]) -> list[str]:
     if dupes:
         raise Invalid(f"item labels must be unique; repeated: {sorted(set(dupes))}")
     return cleaned
+
+
+def item_translations(
+    by_language: Mapping[str, list[str | None]] | None, n: int, taken: Mapping[str, set[str]] | None = None
+) -> list[dict[str, str] | None]:
+    """Per-item translations from ``{code: [label or None, …]}`` aligned with ``n`` new items,
+    checked: supported languages, lists as long as the items, labels checked as labels are and
+    distinct within a language (also from ``taken``, the survey's translations there already)."""
+    out: list[dict[str, str]] = [{} for _ in range(n)]
+    for code, labels in (by_language or {}).items():
+        check_language(code)
+        if len(labels) != n:
+            raise Invalid(
+                f"item_translations[{code!r}] has {len(labels)} labels for {n} items: give one per item "
+                "(null where there is none)"
+            )
+        seen = set((taken or {}).get(code, ()))
+        for k, label in enumerate(labels):
+            if label is None:
+                continue
+            cleaned = clean_label(label)
+            if cleaned in seen:
+                raise Invalid(
+                    f"item translations must be unique within a language; repeated in {code!r}: {cleaned!r}"
+                )
+            seen.add(cleaned)
+            out[k][code] = cleaned
+    return [t or None for t in out]
+
+
+def translations_taken(
+    session: Session, survey_id: str, except_item: str | None = None
+) -> dict[str, set[str]]:
+    """The survey's item translations per language (but ``except_item``'s): what a new one must not repeat."""
+    taken: dict[str, set[str]] = {}
+    for item_id, translations in session.execute(
+        select(Item.id, Item.translations).where(Item.survey_id == survey_id, Item.translations.is_not(None))
+    ):
+        if item_id != except_item:
+            for code, label in (translations or {}).items():
+                taken.setdefault(code, set()).add(label)
+    return taken
+
+
+def set_translations(session: Session, survey_id: str, item: Item, translations: Mapping | None) -> None:
+    """Replace ``item``'s translations (None or {}: none) inside the caller's write transaction."""
+    checked = check_translations(translations, clean_label)
+    taken = translations_taken(session, survey_id, except_item=item.id)
+    for code, label in (checked or {}).items():
+        if label in taken.get(code, ()):
+            raise Invalid(
+                f"item translations must be unique within a language; {code!r} already has {label!r}"
+            )
+    item.translations = checked
 
 
 def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
@@ -159,10 +222,14 @@ def create_survey(
     suggestions: dict | None = None,
     public_results: bool = False,
     results_on_finish: bool = False,
+    language: str = DEFAULT_LANGUAGE,
+    translations: Mapping[str, list[str | None]] | None = None,
     embed_origins: list[str] | None = None,
 ) -> Survey:
     """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
-    "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`)."""
+    "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`).
+    ``language``: the respondents' default language; ``translations``: ``{code: [label or
+    None, …]}`` aligned with ``labels`` (:func:`item_translations`)."""
     title = title.strip()
     if not title:
         raise Invalid("title must not be empty")
@@ -204,6 +271,8 @@ def create_survey(
         raise Invalid(_NO_SUGGESTIONS_WITH_GOAL)
     _check_results(public_results, results_on_finish)
     origins = clean_origins(embed_origins)  # app.services.embedding
+    check_language(language)
+    per_item = item_translations(translations, len(cleaned))
     begin_write(session)
     survey = Survey(
         id=new_id("srv"),
@@ -218,6 +287,7 @@ def create_survey(
         public_results=public_results,
         results_on_finish=results_on_finish,
         embed_origins=origins,
+        language=language,
         **fields,
     )
     session.add(survey)
@@ -226,7 +296,7 @@ def create_survey(
     session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0, item_counts=b""))
     session.flush()
     session.add_all(
-        Item(id=new_id("itm"), survey_id=survey.id, position=k, label=label)
+        Item(id=new_id("itm"), survey_id=survey.id, position=k, label=label, translations=per_item[k])
         for k, label in enumerate(cleaned)
     )
     session.commit()
@@ -421,10 +491,13 @@ def update_survey(
     suggestions: dict | None = UNSET,
     public_results: bool | None = None,
     results_on_finish: bool | None = None,
+    language: str | None = None,
     embed_origins: list[str] | dict | None = UNSET,
 ) -> Survey:
-    """Change a survey's status, title, suggestions settings (None: off) or results
-    settings; arguments left at their defaults are unchanged."""
+    """Change a survey's status, title, suggestions settings (None: off), results
+    settings or default language; arguments left at their defaults are unchanged."""
+    if language is not None:
+        check_language(language)
     # embed_origins: the sites that may frame its pages (None or []: none; UNSET: unchanged).
     origins = UNSET if embed_origins is UNSET else clean_origins(embed_origins)  # type: ignore[arg-type]
     begin_write(session)
@@ -447,21 +520,35 @@ def update_survey(
         if not title.strip():
             raise Invalid("title must not be empty")
         survey.title = title.strip()
+    if language is not None:
+        survey.language = language
     survey.updated_at = utcnow()
     session.commit()
     return survey
 
 
-def add_items(session: Session, survey_id: str, labels: list[str]) -> list[Item]:
-    """Append items to an open survey; positions continue after the last one."""
+def add_items(
+    session: Session,
+    survey_id: str,
+    labels: list[str],
+    translations: Mapping[str, list[str | None]] | None = None,
+) -> list[Item]:
+    """Append items to an open survey; positions continue after the last one.
+    ``translations``: ``{code: [label or None, …]}`` aligned with ``labels``."""
     cleaned = _clean_labels(labels)
     if not cleaned:
         raise Invalid("give at least one item")
+    item_translations(translations, len(cleaned))  # checked before any write
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)  # serializes position numbering
     if survey.status != "open":
         raise Conflict("items can only be added to an open survey")
-    new = append_items(session, survey, cleaned, source="added")
+    per_item = (
+        item_translations(translations, len(cleaned), translations_taken(session, survey_id))
+        if translations
+        else None
+    )
+    new = append_items(session, survey, cleaned, source="added", translations=per_item)
     session.commit()
     return new
 
@@ -474,13 +561,15 @@ def append_items(
     approved_at: datetime | None = None,
     created_at: datetime | None = None,
     touch: bool = True,
+    translations: list[dict[str, str] | None] | None = None,
 ) -> list[Item]:
     """Append items with normalized, distinct ``cleaned`` labels to ``survey``, which the
     caller has locked (:func:`get_survey` with ``lock``) inside its write transaction;
     the caller commits. ``source``: "added" (an admin) or "suggested" (a participant).
     ``created_at`` (default now) and ``touch`` (bump the survey's ``updated_at``) let a
     respondent's suggestion leave no exact time behind. The labels come from the process's
-    item index, so no item rows are read unless items were added meanwhile."""
+    item index, so no item rows are read unless items were added meanwhile. ``translations``:
+    each new item's {code: label}, aligned with ``cleaned`` (None: none)."""
     survey_id = survey.id
     n = item_count(session, survey_id)
     index = current_item_index(session, survey_id, n)  # plain cached values: no rows read
@@ -507,6 +596,7 @@ def append_items(
             source=source,
             approved_at=approved_at,
             created_at=created_at or utcnow(),
+            translations=None if translations is None else translations[k],
         )
         for k, label in enumerate(cleaned)
     ]

@@ -232,6 +232,8 @@ def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
         "suggestions": None,
         "public_results": False,
         "results_on_finish": False,
+        "language": "en",
+        "languages": ["en", "es", "de", "fr"],
     }
     assert client.get("/v1/surveys/srv_aaaaaaaaaaaaaaaa/public").status_code == 404
     a, b, c, _ = (it["id"] for it in s["items"])

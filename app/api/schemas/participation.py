@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,4 +81,9 @@ class SuggestionMerge(StrictModel):
 
 
 class ItemStatusIn(StrictModel):
-    status: Literal["live", "hidden"]
+    status: Literal["live", "hidden"] | None = Field(None, description="live or hidden (absent: unchanged).")
+    translations: dict[Annotated[str, Field(max_length=16)], Label] | None = Field(
+        None,
+        description="Admins: the label in other languages, {code: label}, replacing the item's (null or {}: "
+        "none; absent: unchanged).",
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,10 @@ from ...limits import MAX_ITEMS
 from .common import Label, StrictModel, Text
 
 # -- surveys -------------------------------------------------------------------
+
+
+#: Item labels in other languages: {language code: [label or null, …]}, aligned with the items.
+ItemTranslations = dict[Annotated[str, Field(max_length=16)], list[Label | None]]
 
 
 class PrivacyIn(StrictModel):
@@ -73,6 +77,17 @@ class SurveyCreate(StrictModel):
     )
     results_on_finish: bool = Field(
         False, description="End the respondent page with the current results (needs public_results)."
+    )
+    language: str = Field(
+        "en",
+        max_length=16,
+        description="The respondents' default language: en, es, de or fr (a respondent's ?lang= and "
+        "Accept-Language come first).",
+    )
+    item_translations: ItemTranslations | None = Field(
+        None,
+        description='The item labels in other languages: {"es": ["Vivienda", …]}, one label per item in '
+        "the order of items (null where there is none).",
     )
     embed_origins: list[Text] | None = Field(
         None,
@@ -140,6 +155,9 @@ class SurveyUpdate(StrictModel):
     results_on_finish: bool | None = Field(
         None, description="End the respondent page with the current results (needs public_results)."
     )
+    language: str | None = Field(
+        None, max_length=16, description="The respondents' default language: en, es, de or fr."
+    )
 
     embed_origins: list[Text] | None = Field(
         None,
@@ -152,6 +170,9 @@ class SurveyUpdate(StrictModel):
 
 class ItemsAdd(StrictModel):
     items: list[Label] = Field(min_length=1, max_length=MAX_ITEMS, description="Labels of the new items.")
+    item_translations: ItemTranslations | None = Field(
+        None, description="The new items' labels in other languages, aligned with items (as on create)."
+    )
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"items": ["Libraries"]}]})
 
@@ -171,6 +192,9 @@ class ItemOut(BaseModel):
     flags: int = Field(0, description="Distinct respondents' flags since it was last reviewed.")
     added_at: datetime | None = Field(None, description="When the item joined the survey.")
     approved_at: datetime | None = Field(None, description="Suggested items: when they were approved.")
+    translations: dict[str, str] | None = Field(
+        None, description="The label in other languages, {code: label} (respondents get theirs); null: none."
+    )
 
 
 class PrivacyOut(BaseModel):
@@ -215,6 +239,7 @@ class SurveyFields(BaseModel):
     suggestions: SuggestionSettings | None = Field(None, description="Participants' suggestions, if on.")
     public_results: bool = Field(False, description="Results published at /r/{id}.")
     results_on_finish: bool = Field(False, description="The respondent page ends with the results.")
+    language: str = Field("en", description="The respondents' default language.")
     embed_origins: list[str] = Field(
         default_factory=list, description="The sites that may frame the respondent and results pages."
     )
@@ -313,6 +338,12 @@ class PublicSurveyOut(BaseModel):
     suggestions: PublicSuggestions | None = Field(None, description="Whether respondents may suggest items.")
     public_results: bool = Field(False, description="Results are published at /r/{id}.")
     results_on_finish: bool = Field(False, description="The respondent page ends with the results.")
+    language: str = Field(
+        "en",
+        description="The language chosen for this request: ?lang=, then Accept-Language, then the survey's "
+        "default (only languages with a catalog).",
+    )
+    languages: list[str] = Field(default_factory=list, description="The languages the respondent page has.")
 
     model_config = ConfigDict(
         json_schema_extra={
