@@ -10,6 +10,7 @@ from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
 from ..services.goals import GoalSpec, goal_report
 from ..services.languages import choose_language
+from ..services.respondents import respondent_totals
 from ..services.suggestions import pending_count
 from ..services.surveys import survey_items
 from ..services.undecided import undecided_count
@@ -117,7 +118,16 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
         goal=goal,
         undecided=undecided_count(session, survey.id),
         pending_suggestions=pending_count(session, survey.id) if survey.suggestions else 0,
+        **_central_counts(session, survey),
     )
+
+
+def _central_counts(session, survey: Survey) -> dict:
+    """A central survey's respondents and stored comparisons (one query; none for local ones)."""
+    if survey.privacy_model != "central":
+        return {}
+    respondents, comparisons = respondent_totals(session, survey.id)
+    return {"respondents": respondents, "comparisons": comparisons}
 
 
 def item_out(item: Item) -> ItemOut:

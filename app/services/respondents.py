@@ -7,7 +7,7 @@ import hmac
 import math
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -28,7 +28,19 @@ __all__ = [
     "register_respondent",
     "registered_epsilon",
     "reload_respondent",
+    "respondent_totals",
 ]
+
+
+def respondent_totals(session: Session, survey_id: str) -> tuple[int, int]:
+    """How many respondents the survey has and how many comparisons they gave (one query
+    over the respondents' own counters)."""
+    row = session.execute(
+        select(func.count(), func.coalesce(func.sum(Respondent.n_comparisons), 0)).where(
+            Respondent.survey_id == survey_id
+        )
+    ).one()
+    return int(row[0]), int(row[1])
 
 
 def check_epsilon(survey: Survey, epsilon: float) -> float:

@@ -46,16 +46,28 @@ export async function download(path, filename) {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
+/** Why a credential that is no dashboard key cannot sign in, by its role. */
+const NOT_A_DASHBOARD_KEY = {
+  integration:
+    "This is an integration key: it may only register respondents from another service " +
+    "(POST /v1/surveys/{id}/respondents), so it cannot open the dashboard. " +
+    "Sign in with an admin, analyst or moderator key.",
+  respondent:
+    "This is a respondent's token, for the respondent page: the dashboard needs an admin, analyst or moderator key.",
+  site: "This is a federated site's credential, for privrank site: the dashboard needs an admin, analyst or moderator key.",
+};
+
 /**
  * The stored key's role: "admin", "analyst" or "moderator" (other credentials cannot use
- * the dashboard; a moderator sees only the surveys' moderation).
+ * the dashboard and get a 403 saying what they are; a moderator sees only the surveys'
+ * moderation).
  */
 export async function whoAmI() {
   const me = await api("GET", "/v1/whoami");
   if (!["admin", "analyst", "moderator"].includes(me.role)) {
     throw new ApiError(
       403,
-      "the dashboard needs an admin, analyst or moderator key (this is a respondent or site credential)",
+      NOT_A_DASHBOARD_KEY[me.role] ?? "The dashboard needs an admin, analyst or moderator key.",
     );
   }
   return me.role;

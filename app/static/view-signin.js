@@ -17,7 +17,8 @@ export function signInView(message) {
       "p",
       { id: "signin-help", class: "hint" },
       "Use an admin, analyst or moderator key. It is kept only in this tab (session storage) and sent as an " +
-        "Authorization header; it never appears in a URL.",
+        "Authorization header; it never appears in a URL. Integration keys, respondent tokens and site " +
+        "credentials do not open the dashboard.",
     ),
     h(
       "div",

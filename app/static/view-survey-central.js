@@ -1,4 +1,7 @@
-/** A central survey's sections: the privacy budget with its ledger of releases, and a new release. */
+/**
+ * A central survey's sections: its respondents and stored comparisons, the privacy budget
+ * with its ledger of releases, and a new release.
+ */
 import { api, showError } from "/static/api.js";
 import { budgetBar } from "/static/charts.js";
 import { bradleyTerryText, fmt, h, section, tableWrap } from "/static/dom.js";
@@ -36,6 +39,23 @@ function ledgerTable(releases) {
         ),
       ),
     ),
+  );
+}
+
+/** The survey's respondents and stored comparisons (true answers, central model). */
+function countsList(s) {
+  const stat = (id, term, value) =>
+    h(
+      "div",
+      {},
+      h("dt", {}, term),
+      h("dd", { id }, value === undefined || value === null ? "–" : String(value)),
+    );
+  return h(
+    "dl",
+    { class: "stats", id: "central-counts" },
+    stat("stat-respondents", "Respondents", s.respondents),
+    stat("stat-comparisons", "Comparisons stored", s.comparisons),
   );
 }
 
@@ -135,7 +155,17 @@ export async function centralSections(s, body) {
     }
   });
   body.append(
-    section("budget", "Privacy budget and releases", ledgerBox),
+    section(
+      "budget",
+      "Privacy budget and releases",
+      countsList(s),
+      h(
+        "p",
+        { class: "hint" },
+        "Exact counts, for the survey's operators: the answers themselves leave the service only as differentially private releases.",
+      ),
+      ledgerBox,
+    ),
     section(
       "new-release",
       "New release",

@@ -1,7 +1,8 @@
 /** A ranking survey's sections: the consensus by the chosen method, and its federated rounds. */
 import { api, showError } from "/static/api.js";
 import { errorBarChart } from "/static/charts.js";
-import { autoRefresh, bradleyTerryText, chartBox, fmt, h, section, tableWrap } from "/static/dom.js";
+import { autoRefresh, bradleyTerryText, chartBox, fmt, h, section } from "/static/dom.js";
+import { roundsSection } from "/static/view-survey-rounds.js";
 
 const METHODS = [
   ["borda", "Borda (mean position)"],
@@ -90,49 +91,8 @@ export async function rankingSurveySections(s, body) {
     ),
   );
   await load();
-  try {
-    const page = await api("GET", `/v1/surveys/${s.id}/rounds`);
-    if (page.rounds.length) body.append(roundsSection(page));
-  } catch {
-    /* rounds are optional */
-  }
-}
-
-function roundsSection(page) {
-  const rounds = page.rounds;
-  const columns = ["Round", "Method", "Status", "Sites joined / contributed", "Consensus"];
-  return section(
-    "rounds",
-    "Federated rounds",
-    tableWrap(
-      "Federated rounds",
-      h(
-        "table",
-        {},
-        h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
-        h(
-          "tbody",
-          {},
-          rounds.map((x) =>
-            h(
-              "tr",
-              {},
-              h("td", { class: "mono" }, x.id),
-              h("td", {}, x.method),
-              h("td", {}, x.status),
-              h(
-                "td",
-                {},
-                `${x.sites.filter((z) => z.joined).length} / ${x.sites.filter((z) => z.contributed).length} of ${x.sites.length}`,
-              ),
-              h("td", {}, x.result ? x.result.items.map((it) => it.label).join(" > ") : "–"),
-            ),
-          ),
-        ),
-      ),
-    ),
-    page.total > rounds.length
-      ? h("p", { class: "hint" }, `The newest ${rounds.length} of ${page.total} rounds.`)
-      : null,
-  );
+  const rounds = roundsSection(s);
+  body.append(rounds.node);
+  autoRefresh(rounds.load, "survey-title");
+  await rounds.load();
 }

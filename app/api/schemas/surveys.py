@@ -256,6 +256,14 @@ class SurveyOut(SurveyFields):
         "pairs or the respondents.",
     )
     pending_suggestions: int = Field(0, description="Suggestions waiting for a moderator.")
+    respondents: int | None = Field(
+        None,
+        description="Central surveys: how many respondents registered (an exact count, for the operator; "
+        "no release spends budget on it); null for local surveys.",
+    )
+    comparisons: int | None = Field(
+        None, description="Central surveys: how many comparisons (true answers) are stored; null if local."
+    )
 
     model_config = ConfigDict(
         json_schema_extra={

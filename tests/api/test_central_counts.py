@@ -1,0 +1,33 @@
+"""A central survey's respondents and stored comparisons, for the operator's dashboard."""
+
+from __future__ import annotations
+
+from tests.helpers.api import ADMIN, analyst_headers, create_central_survey, create_survey, register
+
+
+def _answer(client, sid, headers, pairs):
+    body = {"privatized": False, "comparisons": [{"a": a, "b": b, "winner": a} for a, b in pairs]}
+    r = client.post(f"/v1/surveys/{sid}/responses", json=body, headers=headers)
+    assert r.status_code in (200, 201), r.text
+
+
+def test_a_central_survey_counts_its_respondents_and_comparisons(client):
+    s = create_central_survey(client, items=("a", "b", "c", "d"))
+    url = f"/v1/surveys/{s['id']}"
+    fresh = client.get(url, headers=ADMIN).json()
+    assert (fresh["respondents"], fresh["comparisons"]) == (0, 0)
+    a, b, c, d = (it["id"] for it in s["items"])
+    _, one = register(client, s["id"])
+    _, two = register(client, s["id"])
+    register(client, s["id"])  # registered, never answered
+    _answer(client, s["id"], one, [(a, b), (c, d)])
+    _answer(client, s["id"], two, [(a, c)])
+    now = client.get(url, headers=analyst_headers(client)).json()
+    assert (now["respondents"], now["comparisons"]) == (3, 3)
+
+
+def test_a_local_survey_leaves_the_counts_out(client):
+    s = create_survey(client)
+    register(client, s["id"], epsilon=1.0)
+    out = client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()
+    assert out["respondents"] is None and out["comparisons"] is None
