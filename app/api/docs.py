@@ -3,8 +3,10 @@ bundled in ``app/static/vendor`` (README there): no CDN, no web fonts, nothing f
 another host, so the documentation works offline and tells no third party who reads it.
 
 Each page gets a Content-Security-Policy as tight as it works with: Swagger UI's one inline
-script is allowed by its hash; ReDoc runs as a module with its telemetry off and needs inline
-styles (its components inject their own); both may connect only to this service.
+script is allowed by its hash (no validator badge, which would call validator.swagger.io);
+ReDoc runs as a module with its telemetry off and needs inline styles (its components inject
+their own); both may connect only to this service. (The bundled ReDoc has one change: its
+sidebar's Redocly logo is not fetched from cdn.redoc.ly; see ``app/static/vendor/README.md``.)
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def _swagger_ui(openapi_url: str, title: str) -> tuple[str, str]:
         swagger_css_url=f"{SWAGGER_UI}/swagger-ui.css",
         swagger_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
         oauth2_redirect_url=OAUTH2_REDIRECT,
+        # No validator badge: it would send the document's URL to validator.swagger.io.
+        swagger_ui_parameters={"validatorUrl": None},
     ).body.decode()
     # Swagger UI sets style attributes in the markup it renders (e.g. the models' toggles).
     policy = f"script-src 'self' {_hashes(html)}; style-src 'self' 'unsafe-inline'; {_COMMON}"
@@ -75,7 +79,10 @@ def _redoc(openapi_url: str, title: str) -> tuple[str, str]:
         raise RuntimeError("unexpected ReDoc page from FastAPI: cannot load the bundled ReDoc as a module")
     html = html.replace(script, f'<script type="module" src="{REDOC}/redoc.standalone.js"></script>')
     html = html.replace(element, '<redoc disable-telemetry="true" spec-url=')
-    policy = f"script-src 'self'; style-src 'self' 'unsafe-inline'; worker-src 'self' blob:; {_COMMON}"
+    # Its stylesheet embeds a font as a data: URL.
+    policy = f"script-src 'self'; style-src 'self' 'unsafe-inline'; {_COMMON}".replace(
+        "font-src 'self'", "font-src 'self' data:"
+    )
     return html, policy
 
 

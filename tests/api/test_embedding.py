@@ -243,6 +243,10 @@ def test_the_docs_pages_use_the_bundled_assets(client):
     redoc = client.get("/redoc").text
     assert '<script type="module" src="/static/vendor/redoc/redoc.standalone.js">' in redoc
     assert 'disable-telemetry="true"' in redoc
+    # No validator badge (an image from validator.swagger.io), no Redocly logo from its CDN.
+    assert '"validatorUrl": null' in docs
+    bundle = client.get("/static/vendor/redoc/redoc.standalone.js").text
+    assert "cdn.redoc.ly" not in bundle and "Redoc" in bundle
     # The inline script Swagger UI starts from is exactly the one the policy's hash allows.
     import base64
     import hashlib
