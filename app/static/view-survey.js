@@ -9,6 +9,7 @@ import { announce, h, pct } from "/static/dom.js";
 import { truthProbability } from "/static/privrank.js";
 import { app, session } from "/static/session.js";
 import { centralSections } from "/static/view-survey-central.js";
+import { embedSection } from "/static/view-survey-embed.js";
 import { hasModeration, itemsSection, moderationSection } from "/static/view-survey-moderation.js";
 import { pairwiseSections } from "/static/view-survey-pairwise.js";
 import { rankingSurveySections } from "/static/view-survey-ranking.js";
@@ -238,4 +239,6 @@ export async function surveyView(id) {
   else if (s.kind === "ranking") await rankingSurveySections(s, body);
   else await pairwiseSections(s, body);
   if (items) body.append(items);
+  const embed = embedSection(s, session.role);
+  if (embed) body.append(embed);
 }

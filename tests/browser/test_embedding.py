@@ -14,20 +14,22 @@ from urllib.parse import urlsplit
 import httpx2
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS
+from tests.helpers.browser import ADMIN, ITEMS, sign_in
 
 #: The page Chromium shows in a frame whose navigation it refused (a frame-ancestors block).
 BLOCKED_FRAME = "chrome-error://chromewebdata/"
 
 
 @contextmanager
-def parent_site(frame_src: str) -> Iterator[str]:
-    """Another site (another origin: its own port) whose one page frames ``frame_src``."""
+def parent_site(frame_src: str, snippet: str | None = None) -> Iterator[str]:
+    """Another site (another origin: its own port) whose one page frames ``frame_src`` (or
+    holds ``snippet``, e.g. the dashboard's)."""
+    body = (
+        snippet or f'<iframe id="survey" src="{frame_src}" title="Survey" width="600" height="700"></iframe>'
+    )
     page = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">'
-        "<title>Our site</title></head>"
-        f'<body><h1>Our site</h1><iframe id="survey" src="{frame_src}" title="Survey" '
-        'width="600" height="700"></iframe></body></html>'
+        f"<title>Our site</title></head><body><h1>Our site</h1>{body}</body></html>"
     ).encode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -187,3 +189,42 @@ def test_redoc_renders_offline(server, new_page):
         page.wait_for_timeout(1000)  # anything sent after the first render (telemetry) would show
         assert blocked == []
     assert all(u.startswith(server.base) for u in requested), requested
+
+
+def test_the_dashboard_edits_the_sites_and_gives_a_snippet_that_works(server, new_page, console):
+    console.allow(422)  # the bad origin below
+    sid = _survey(server, [])
+    admin = new_page()
+    admin.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base)
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{sid}")
+    embed = admin.locator("#embed")
+    expect(embed.get_by_role("heading", name="Embed")).to_be_visible()
+    expect(admin.locator("#embed-origins")).to_contain_text("No site may embed this survey")
+    snippet = admin.locator("#embed-iframe").input_value()
+    assert snippet.startswith(f'<iframe src="{server.base}/s/{sid}"') and snippet.endswith("</iframe>")
+    script = admin.locator("#embed-script").input_value()
+    assert f'import {{ PrivrankClient }} from "{server.base}/static/privrank.js";' in script
+    assert f'surveyId: "{sid}"' in script
+    admin.locator("#embed-iframe-copy").click()
+    expect(admin.locator("#embed-iframe-copied")).to_have_text("Copied.")
+    assert admin.evaluate("() => navigator.clipboard.readText()") == snippet
+    # A bad origin: the service's message, nothing saved.
+    admin.get_by_label("Allowed sites (one origin a line)").fill("https://ok.example\n'self'")
+    admin.get_by_role("button", name="Save sites").click()
+    expect(admin.locator("#embed-error")).to_contain_text("'self'")
+    assert httpx2.get(f"{server.base}/v1/surveys/{sid}", headers=ADMIN).json()["embed_origins"] == []
+    # The snippet, pasted into a page of a site the dashboard then allows, shows the survey.
+    with parent_site("", snippet=snippet) as site:
+        admin.get_by_label("Allowed sites (one origin a line)").fill(f"{site}\nHTTPS://Www.Example.ORG/")
+        admin.get_by_role("button", name="Save sites").click()
+        expect(admin.locator("#embed-origins li")).to_have_text([site, "https://www.example.org"])
+        stored = httpx2.get(f"{server.base}/v1/surveys/{sid}", headers=ADMIN).json()["embed_origins"]
+        assert stored == [site, "https://www.example.org"]
+        visitor = new_page()
+        visitor.goto(site + "/")
+        frame = visitor.frame_locator("iframe")
+        expect(frame.get_by_role("heading", name="Your privacy")).to_be_visible()
+        frame.get_by_role("button", name="Start").click()
+        expect(frame.locator("#choice-a")).to_be_visible()
+        assert frame.locator("#choice-a").inner_text() in ITEMS
