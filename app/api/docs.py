@@ -43,22 +43,28 @@ def _hashes(html: str) -> str:
     )
 
 
+def _text(response: HTMLResponse) -> str:
+    return bytes(response.body).decode()
+
+
 def _page(html: str, policy: str) -> HTMLResponse:
     return HTMLResponse(html, headers={"Content-Security-Policy": policy})
 
 
 @lru_cache(maxsize=4)
 def _swagger_ui(openapi_url: str, title: str) -> tuple[str, str]:
-    html = get_swagger_ui_html(
-        openapi_url=openapi_url,
-        title=f"{title} - Swagger UI",
-        swagger_js_url=f"{SWAGGER_UI}/swagger-ui-bundle.js",
-        swagger_css_url=f"{SWAGGER_UI}/swagger-ui.css",
-        swagger_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
-        oauth2_redirect_url=OAUTH2_REDIRECT,
-        # No validator badge: it would send the document's URL to validator.swagger.io.
-        swagger_ui_parameters={"validatorUrl": None},
-    ).body.decode()
+    html = _text(
+        get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title=f"{title} - Swagger UI",
+            swagger_js_url=f"{SWAGGER_UI}/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER_UI}/swagger-ui.css",
+            swagger_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
+            oauth2_redirect_url=OAUTH2_REDIRECT,
+            # No validator badge: it would send the document's URL to validator.swagger.io.
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+    )
     # Swagger UI sets style attributes in the markup it renders (e.g. the models' toggles).
     policy = f"script-src 'self' {_hashes(html)}; style-src 'self' 'unsafe-inline'; {_COMMON}"
     return html, policy
@@ -66,13 +72,15 @@ def _swagger_ui(openapi_url: str, title: str) -> tuple[str, str]:
 
 @lru_cache(maxsize=4)
 def _redoc(openapi_url: str, title: str) -> tuple[str, str]:
-    html = get_redoc_html(
-        openapi_url=openapi_url,
-        title=f"{title} - ReDoc",
-        redoc_js_url=f"{REDOC}/redoc.standalone.js",
-        redoc_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
-        with_google_fonts=False,
-    ).body.decode()
+    html = _text(
+        get_redoc_html(
+            openapi_url=openapi_url,
+            title=f"{title} - ReDoc",
+            redoc_js_url=f"{REDOC}/redoc.standalone.js",
+            redoc_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
+            with_google_fonts=False,
+        )
+    )
     # ReDoc 3 is an ES module, and reports usage to its maker unless told not to.
     script, element = f'<script src="{REDOC}/redoc.standalone.js"> </script>', "<redoc spec-url="
     if html.count(script) != 1 or html.count(element) != 1:  # pragma: no cover - FastAPI changed its page
@@ -88,7 +96,7 @@ def _redoc(openapi_url: str, title: str) -> tuple[str, str]:
 
 @lru_cache(maxsize=1)
 def _oauth2_redirect() -> tuple[str, str]:
-    html = get_swagger_ui_oauth2_redirect_html().body.decode()
+    html = _text(get_swagger_ui_oauth2_redirect_html())
     return html, f"script-src {_hashes(html)}; {_COMMON}"
 
 

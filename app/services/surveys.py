@@ -499,10 +499,11 @@ def update_survey(
     if language is not None:
         check_language(language)
     # embed_origins: the sites that may frame its pages (None or []: none; UNSET: unchanged).
-    origins = UNSET if embed_origins is UNSET else clean_origins(embed_origins)  # type: ignore[arg-type]
+    new_origins = embed_origins is not UNSET
+    origins = clean_origins(embed_origins) if new_origins else None  # type: ignore[arg-type]
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
-    if origins is not UNSET:
+    if new_origins:
         survey.embed_origins = origins
     if suggestions is not UNSET:
         survey.suggestions = resolve_suggestions(suggestions, survey.kind)
