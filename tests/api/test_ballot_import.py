@@ -117,7 +117,8 @@ def test_privatized_rankings_are_stored_as_given_by_id_and_label(client, db):
         ([1, 2, 0], 2.0, "import"),
     ]
     assert db.scalar(select(func.count()).select_from(PendingBatch).where(PendingBatch.survey_id == sid)) <= 1
-    # The export imports again into another survey (its extra columns ignored, ids as items).
+    # The export is an import file (extra columns ignored, ids as items, respondents by id): its
+    # respondents have ranked already, so importing it again is refused whole.
     export = client.get(f"/v1/surveys/{sid}/rankings.csv", headers=ADMIN).text
     assert post(client, sid, export, privatized=True).status_code == 409  # the same respondents: ranked
 
