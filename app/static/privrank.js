@@ -182,6 +182,8 @@ export class PrivrankClient {
    * @param {string} [options.token]   a respondent token from an earlier register()
    * @param {number} [options.retries] attempts after the first on network errors, 429 and 5xx (default 4)
    * @param {Storage} [options.store]  where reports are remembered (default: sessionStorage, else memory)
+   * @param {string} [options.lang]    the language of the labels ("es", …; default: the service decides
+   *                                   from Accept-Language, then the survey's default language)
    */
   constructor({
     surveyId,
@@ -190,6 +192,7 @@ export class PrivrankClient {
     retries = 4,
     fetchImpl = globalThis.fetch.bind(globalThis),
     store = defaultStore(),
+    lang = null,
   }) {
     if (!surveyId) throw new Error("surveyId is required");
     this.surveyId = surveyId;
@@ -199,6 +202,13 @@ export class PrivrankClient {
     this.retries = retries;
     this.fetch = fetchImpl;
     this.store = store;
+    this.lang = lang;
+  }
+
+  /** `path` with this client's ?lang= (when it has one): labels in that language. */
+  withLang(path) {
+    if (!this.lang) return path;
+    return `${path}${path.includes("?") ? "&" : "?"}lang=${encodeURIComponent(this.lang)}`;
   }
 
   async request(method, path, body, { idempotencyKey = null, auth = true } = {}) {
@@ -260,7 +270,7 @@ export class PrivrankClient {
 
   /** Public facts of the survey: title, kind, status and its privacy bounds. */
   survey() {
-    return this.request("GET", `${this.base()}/public`, undefined, { auth: false });
+    return this.request("GET", this.withLang(`${this.base()}/public`), undefined, { auth: false });
   }
 
   /** Register as a respondent (optionally with an ε within the survey's bounds). */
@@ -278,12 +288,12 @@ export class PrivrankClient {
 
   /** Pairs this respondent has not answered yet (pairwise surveys). */
   async pairs(count = 1) {
-    return (await this.request("GET", `${this.base()}/pairs?count=${count}`)).pairs;
+    return (await this.request("GET", this.withLang(`${this.base()}/pairs?count=${count}`))).pairs;
   }
 
   /** The items to rank, in a fresh random order (ranking surveys). */
   question() {
-    return this.request("GET", `${this.base()}/question`);
+    return this.request("GET", this.withLang(`${this.base()}/question`));
   }
 
   /** The respondent's own account: comparisons, ε spent, budget left (also sets this.epsilon). */
@@ -323,7 +333,7 @@ export class PrivrankClient {
 
   /** The survey's current results, when it publishes them (no credentials; 404 otherwise). */
   results() {
-    return this.request("GET", `${this.base()}/results`, undefined, { auth: false });
+    return this.request("GET", this.withLang(`${this.base()}/results`), undefined, { auth: false });
   }
 
   /**

@@ -2,12 +2,11 @@
  * How the respondent page ends: thanks with the privacy spent (and the current results
  * when the survey shows them at the end), the survey having closed, or a failure to retry.
  */
-import { fmtSignificant, h, pct } from "/static/dom.js";
+import { h } from "/static/dom.js";
+import { percent, sig, t, tn } from "/static/i18n.js";
 import { PrivrankError, truthProbability } from "/static/privrank.js";
 import { central, client, main, show, state } from "/static/respond-state.js";
 import { resultsContent } from "/static/results-view.js";
-
-const pairs = (n) => `${n} ${n === 1 ? "pair" : "pairs"}`;
 
 /**
  * What a local survey's answers reveal, in plain words with ε. Pairwise: randomized
@@ -16,36 +15,36 @@ const pairs = (n) => `${n} ${n === 1 ? "pair" : "pairs"}`;
  * given with probability e^ε/(1+e^ε). Ranking: the Mallows copy is ε-DP between rankings
  * that differ by moving one item (b = ε/(m−1) per pair), εm/2 between any two; at ε an
  * observer choosing between two such rankings is right at most e^ε/(1+e^ε) of the time.
+ * The words are the "respond" catalog's (end.*), the same claims in every language.
  */
 function spentText(me) {
   const { survey } = state;
   const total = me.epsilon_total;
   if (survey.kind === "ranking") {
-    if (me.ranked === false || !total) return "No ranking was sent: no privacy was spent (ε = 0).";
+    if (me.ranked === false || !total) return t("end.ranking.none");
     const m = survey.n_items;
     const eps = total;
-    return (
-      "Your ranking was replaced on this device by a randomized copy, and only the copy was sent: two items you put " +
-      `next to each other appear swapped in it with probability ${pct(1 / (1 + Math.exp(eps / (m - 1))))}, items ` +
-      "further apart less often. Someone who sees the copy and guesses between your ranking and the same ranking with " +
-      `one item moved is right at most ${pct(truthProbability(eps))} of the time, against 50% by chance; between any ` +
-      `two rankings, at most ${pct(truthProbability((eps * m) / 2))} (ε = ${fmtSignificant(eps)} for moving one item, ` +
-      `ε = ${fmtSignificant((eps * m) / 2)} between any two rankings).`
-    );
+    return t("end.ranking.spent", {
+      swap: percent(1 / (1 + Math.exp(eps / (m - 1)))),
+      truth: percent(truthProbability(eps)),
+      chance: percent(0.5),
+      truth_all: percent(truthProbability((eps * m) / 2)),
+      eps: sig(eps),
+      eps_all: sig((eps * m) / 2),
+    });
   }
   const n = me.comparisons;
-  if (!n) return "You answered no pairs: nothing was sent and no privacy was spent (ε = 0).";
+  if (!n) return t("end.pairs.none");
   const eps = me.epsilon ?? total / n;
-  const each =
-    `reported as you gave it with probability ${pct(truthProbability(eps))} and the opposite otherwise ` +
-    `(ε = ${fmtSignificant(eps)}: ε-local differential privacy`;
-  if (n === 1)
-    return `You answered 1 pair. Your answer was randomized on this device before it was sent: ${each}).`;
-  return (
-    `You answered ${pairs(n)}. Each answer was randomized on this device before it was sent: ${each} for each ` +
-    `answer). Together your ${n} answers reveal at most as much as one answer reported as you gave it with ` +
-    `probability ${pct(truthProbability(total))} would (ε = ${fmtSignificant(total)} in total, the sum over your answers).`
-  );
+  const truth = percent(truthProbability(eps));
+  if (n === 1) return t("end.spent.one", { truth, eps: sig(eps) });
+  return t("end.spent.many", {
+    n,
+    truth,
+    eps: sig(eps),
+    truth_total: percent(truthProbability(total)),
+    total: sig(total),
+  });
 }
 
 export async function thanks() {
@@ -57,13 +56,13 @@ export async function thanks() {
     /* the summary is optional */
   }
   show(
-    h("h2", { id: "thanks" }, "Thank you!"),
-    me ? h("p", { id: "spent" }, central() ? `You answered ${pairs(me.comparisons)}.` : spentText(me)) : null,
+    h("h2", { id: "thanks" }, t("end.thanks")),
+    me ? h("p", { id: "spent" }, central() ? tn("end.answered", me.comparisons) : spentText(me)) : null,
     central()
-      ? h("p", { class: "hint" }, "Only differentially private summaries of the answers are ever published.")
+      ? h("p", { class: "hint" }, t("end.central.hint"))
       : me
         ? null // the summary says how the answers were randomized
-        : h("p", { class: "hint" }, "Every answer was randomized on this device before it was sent."),
+        : h("p", { class: "hint" }, t("end.local.hint")),
   );
   main.querySelector("#thanks").setAttribute("tabindex", "-1");
   main.querySelector("#thanks").focus();
@@ -83,13 +82,13 @@ async function finishResults() {
     h(
       "section",
       { id: "finish-results", "aria-labelledby": "finish-results-h" },
-      h("h3", { id: "finish-results-h" }, "The results so far"),
+      h("h3", { id: "finish-results-h" }, t("end.results.title")),
       ...resultsContent(r, { level: 4, idPrefix: "finish-results" }),
       h(
         "p",
         {},
-        h("a", { href: link, id: "results-link" }, "The results page"),
-        " (it updates as answers come in).",
+        h("a", { href: link, id: "results-link" }, t("end.results.link")),
+        ` ${t("end.results.updates")}`,
       ),
     ),
   );
@@ -97,21 +96,18 @@ async function finishResults() {
 
 export function failure(err) {
   if (err instanceof PrivrankError && err.status === 409 && /closed/.test(err.message)) {
-    show(
-      h("h2", { id: "closed", tabindex: "-1" }, "This survey has closed"),
-      h("p", {}, "Your earlier answers were received. Thank you!"),
-    );
+    show(h("h2", { id: "closed", tabindex: "-1" }, t("end.closed.title")), h("p", {}, t("end.closed.text")));
     main.querySelector("#closed").focus();
     return;
   }
   // "Try again" resends the same randomized report (privrank.js remembers it): a retry
   // never draws a new randomization of the same true answer.
   show(
-    h("p", { class: "error", role: "alert", id: "failure" }, `Something went wrong: ${err.message}`),
+    h("p", { class: "error", role: "alert", id: "failure" }, t("end.failure", { error: err.message })),
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "button", id: "try-again", onclick: () => state.start() }, "Try again"),
+      h("button", { type: "button", id: "try-again", onclick: () => state.start() }, t("end.try_again")),
     ),
   );
   main.querySelector("#try-again").focus();

@@ -2,7 +2,8 @@
  * The respondent page's introduction: the privacy explained in plain words, the choice of
  * ε within the survey's bounds (local surveys), and registering.
  */
-import { announce, fmtSignificant, h, pct } from "/static/dom.js";
+import { announce, h } from "/static/dom.js";
+import { percent, sig, t, tn } from "/static/i18n.js";
 import { truthProbability } from "/static/privrank.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
@@ -13,26 +14,16 @@ function explain(eps) {
   if (survey.kind === "ranking") {
     const m = survey.n_items;
     const swap = 1 / (1 + Math.exp(eps / (m - 1)));
-    return (
-      `Before your ranking leaves this device it is replaced by a randomized copy: two items you put next to each ` +
-      `other appear swapped with probability ${pct(swap)}, items further apart less often. ` +
-      `Privacy level: ε = ${fmtSignificant(eps)} between rankings that differ by moving one item, and ε = ${fmtSignificant((eps * m) / 2)} ` +
-      `between any two rankings (smaller ε means more privacy). ` +
-      (eps / (m - 1) > 3
-        ? "At this level the copy is almost always your true ranking: choose a smaller ε for real protection."
-        : "The survey's organizers see only the copy, never your ranking.")
-    );
+    const text = t("intro.explain.ranking", {
+      swap: percent(swap),
+      eps: sig(eps),
+      eps_all: sig((eps * m) / 2),
+    });
+    return `${text} ${t(eps / (m - 1) > 3 ? "intro.explain.ranking.weak" : "intro.explain.ranking.strong")}`;
   }
-  const truth = truthProbability(eps);
-  return (
-    `Each answer is randomized on this device before it is sent: it is reported as you gave it with probability ` +
-    `${pct(truth)}, and the opposite answer is reported otherwise. Someone who sees a sent answer guesses your real ` +
-    `one right ${pct(truth)} of the time, against 50% by chance. (Privacy level ε = ${fmtSignificant(eps)}; smaller ε means ` +
-    "more privacy and less precise results.) " +
-    (eps > 3
-      ? "At this level the sent answer is nearly always your real one: choose a smaller ε for real protection."
-      : "Nobody, not even the survey's organizers, can be sure what you really answered.")
-  );
+  const truth = percent(truthProbability(eps));
+  const text = t("intro.explain.pairwise", { truth, chance: percent(0.5), eps: sig(eps) });
+  return `${text} ${t(eps > 3 ? "intro.explain.pairwise.weak" : "intro.explain.pairwise.strong")}`;
 }
 
 function epsilonChoices() {
@@ -52,7 +43,7 @@ function answersAt(eps) {
   const { survey } = state;
   if (survey.kind !== "pairwise" || !survey.respondent_budget) return null;
   const n = Math.floor((survey.respondent_budget + 1e-9) / eps);
-  return `At this level you can answer up to ${n} ${n === 1 ? "pair" : "pairs"} (your total privacy is the sum over your answers, at most ε = ${fmtSignificant(survey.respondent_budget)}).`;
+  return tn("intro.budget", n, { budget: sig(survey.respondent_budget) });
 }
 
 /** The intro's form: `body` above the Start button; submitting registers (with `options`), then `registered()`. */
@@ -61,7 +52,7 @@ function introForm(body, options, registered) {
     "form",
     { id: "intro" },
     ...body,
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "start" }, "Start")),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "start" }, t("intro.start"))),
     h("div", { id: "intro-error" }),
   );
   form.addEventListener("submit", async (ev) => {
@@ -85,23 +76,13 @@ function centralIntro() {
   const { survey } = state;
   const form = introForm(
     [
-      h("h2", {}, "Which matters more?"),
-      h(
-        "p",
-        {},
-        `You will see two items at a time (at most ${survey.max_comparisons_per_respondent}) and pick the one that matters more to you.`,
-      ),
+      h("h2", {}, t("intro.central.title")),
+      h("p", {}, t("intro.central.text", { max: survey.max_comparisons_per_respondent })),
       h(
         "div",
         { class: "privacy-box" },
-        h("h3", {}, "Your privacy"),
-        h(
-          "p",
-          { id: "epsilon-meaning" },
-          "Your answers are stored as you give them by the survey's organizer, who never publishes them: results " +
-            "leave the service only as differentially private summaries, which reveal almost nothing about any " +
-            "single person's answers.",
-        ),
+        h("h3", {}, t("intro.privacy")),
+        h("p", { id: "epsilon-meaning" }, t("intro.central.privacy")),
       ),
     ],
     () => undefined,
@@ -118,8 +99,8 @@ export function intro() {
   const initial = choices.includes(survey.epsilon_default) ? survey.epsilon_default : choices[0];
   const label = (v) =>
     survey.kind === "ranking"
-      ? `ε = ${fmtSignificant(v)}`
-      : `ε = ${fmtSignificant(v)} — ${pct(truthProbability(v))} truthful`;
+      ? t("intro.option.ranking", { eps: sig(v) })
+      : t("intro.option.pairwise", { eps: sig(v), truth: percent(truthProbability(v)) });
   const select = h(
     "select",
     { id: "epsilon", "aria-describedby": "epsilon-meaning epsilon-budget" },
@@ -137,20 +118,18 @@ export function intro() {
   });
   const form = introForm(
     [
-      h("h2", {}, survey.kind === "ranking" ? "Rank these items" : "Which matters more?"),
+      h("h2", {}, t(survey.kind === "ranking" ? "intro.ranking.title" : "intro.pairwise.title")),
       h(
         "p",
         {},
-        survey.kind === "ranking"
-          ? `You will put ${survey.n_items} items in order, most important first.`
-          : "You will see two items at a time and pick the one that matters more to you. You can skip any pair.",
+        survey.kind === "ranking" ? t("intro.ranking.text", { n: survey.n_items }) : t("intro.pairwise.text"),
       ),
-      h("div", { class: "privacy-box" }, h("h3", {}, "Your privacy"), meaning, budget),
-      h("div", { class: "field" }, h("label", { for: "epsilon" }, "Privacy level"), select),
+      h("div", { class: "privacy-box" }, h("h3", {}, t("intro.privacy")), meaning, budget),
+      h("div", { class: "field" }, h("label", { for: "epsilon" }, t("intro.level")), select),
     ],
     () => ({ epsilon: Number(select.value) }),
     () => {
-      announce("Registered");
+      announce(t("intro.registered"));
       if (survey.kind === "ranking") rankingView();
       else nextPair();
     },

@@ -1,5 +1,6 @@
 /** The respondent page's pairs: one pair at a time, each answer randomized on this device (local surveys). */
-import { announce, h, pct } from "/static/dom.js";
+import { announce, h } from "/static/dom.js";
+import { percent, t } from "/static/i18n.js";
 import { truthProbability } from "/static/privrank.js";
 import { failure, thanks } from "/static/respond-end.js";
 import { participates, reportRow, suggestBox } from "/static/respond-participate.js";
@@ -14,7 +15,7 @@ function progressBar() {
     "aria-valuemin": 0,
     "aria-valuemax": target,
     "aria-valuenow": done,
-    "aria-label": "Progress",
+    "aria-label": t("pairs.progress"),
   });
   const fill = h("span");
   fill.style.width = `${(100 * done) / Math.max(1, target)}%`;
@@ -22,7 +23,11 @@ function progressBar() {
   return h(
     "div",
     {},
-    h("p", { class: "hint", id: "progress-text" }, `Question ${Math.min(done + 1, target)} of ${target}`),
+    h(
+      "p",
+      { class: "hint", id: "progress-text" },
+      t("pairs.progress_text", { k: Math.min(done + 1, target), n: target }),
+    ),
     bar,
   );
 }
@@ -50,11 +55,7 @@ export async function nextPair() {
     try {
       await client.answer([{ a: pair.a, b: pair.b, winner, ticket: pair.ticket }], { central: central() });
       state.answered += 1;
-      announce(
-        central()
-          ? `Answer ${state.answered} sent`
-          : `Answer ${state.answered} sent (randomized on this device)`,
-      );
+      announce(t(central() ? "pairs.sent.central" : "pairs.sent.local", { k: state.answered }));
       await nextPair();
     } catch (err) {
       failure(err);
@@ -65,7 +66,7 @@ export async function nextPair() {
     // Only the survey's count of "can't decide" learns of it (not which pair); a failure
     // to count it does not stop the respondent.
     await client.undecided().catch(() => {});
-    announce("Can't decide: next pair");
+    announce(t("pairs.skipped"));
     nextPair();
   };
   const notice = state.notice;
@@ -73,7 +74,7 @@ export async function nextPair() {
   show(
     notice ? h("p", { class: "ok", id: "notice" }, notice) : null,
     progressBar(),
-    h("h2", { id: "question" }, "Which matters more to you?"),
+    h("h2", { id: "question" }, t("pairs.question")),
     h(
       "div",
       { class: "pair", role: "group", "aria-labelledby": "question", "data-serial": ++state.serial },
@@ -83,19 +84,19 @@ export async function nextPair() {
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "button", class: "secondary", id: "skip", onclick: skip }, "Can't decide"),
-      h("button", { type: "button", class: "secondary", id: "finish", onclick: () => thanks() }, "Finish"),
+      h("button", { type: "button", class: "secondary", id: "skip", onclick: skip }, t("pairs.skip")),
+      h(
+        "button",
+        { type: "button", class: "secondary", id: "finish", onclick: () => thanks() },
+        t("pairs.finish"),
+      ),
     ),
     central()
-      ? h(
-          "p",
-          { class: "hint" },
-          "Your answer is kept by the organizer and published only in differentially private summaries.",
-        )
+      ? h("p", { class: "hint" }, t("pairs.hint.central"))
       : h(
           "p",
           { class: "hint" },
-          `Your answer is randomized here before it is sent (reported as given with probability ${pct(truthProbability(client.epsilon))}).`,
+          t("pairs.hint.local", { truth: percent(truthProbability(client.epsilon)) }),
         ),
     participates() ? reportRow(pair, nextPair) : null,
     participates() ? suggestBox() : null,

@@ -4,6 +4,7 @@
  * any link to the respondent) and "Report" for an item of the pair shown.
  */
 import { announce, h } from "/static/dom.js";
+import { t, tn } from "/static/i18n.js";
 import { client, state } from "/static/respond-state.js";
 
 let box = null; // the suggestion form, kept across pairs (its text, its open state, its message)
@@ -11,15 +12,13 @@ let box = null; // the suggestion form, kept across pairs (its text, its open st
 /** Whether this survey takes suggestions and reports from its respondents. */
 export const participates = () => Boolean(state.survey?.suggestions?.enabled);
 
-const ideas = (n) => `${n} ${n === 1 ? "idea" : "ideas"}`;
+/** The longest idea, in characters (the service's label limit for suggestions). */
+const MAX_IDEA = 200;
 
 function thanksText(remaining) {
   const after = state.survey.suggestions.moderation === "after";
-  const more =
-    remaining > 0
-      ? ` You can suggest ${remaining} more ${remaining === 1 ? "idea" : "ideas"}.`
-      : " That was your last one.";
-  return (after ? "Thank you for your idea!" : "Thank you — a moderator will review it.") + more;
+  const more = remaining > 0 ? tn("suggest.remaining", remaining) : t("suggest.last");
+  return `${t(after ? "suggest.thanks.after" : "suggest.thanks.before")} ${more}`;
 }
 
 // A 409 means the survey stopped taking suggestions (closed, or switched off) or this
@@ -33,12 +32,12 @@ export function suggestBox() {
   const input = h("input", {
     id: "suggest-label",
     type: "text",
-    maxlength: 200,
+    maxlength: MAX_IDEA,
     required: true,
     autocomplete: "off",
     "aria-describedby": "suggest-privacy",
   });
-  const send = h("button", { type: "submit", id: "suggest-send" }, "Send idea");
+  const send = h("button", { type: "submit", id: "suggest-send" }, t("suggest.send"));
   const message = h("p", { id: "suggest-msg", role: "status" });
   const form = h(
     "form",
@@ -46,14 +45,10 @@ export function suggestBox() {
     h(
       "div",
       { class: "field" },
-      h("label", { for: "suggest-label" }, "Your idea (at most 200 characters)"),
+      h("label", { for: "suggest-label" }, t("suggest.label", { max: MAX_IDEA })),
       input,
     ),
-    h(
-      "p",
-      { class: "hint", id: "suggest-privacy" },
-      `Your suggestion is stored without any link to you or your answers. You can send up to ${ideas(per)}.`,
-    ),
+    h("p", { class: "hint", id: "suggest-privacy" }, tn("suggest.privacy", per)),
     h("div", { class: "actions" }, send),
     message,
   );
@@ -78,14 +73,16 @@ export function suggestBox() {
       else done(message.textContent);
     } catch (err) {
       if (err.status === 409 && stopped(err)) {
-        done("This survey no longer takes suggestions.");
+        done(t("suggest.stopped"));
       } else if (err.status === 409) {
-        done(`Thank you: you have sent all the ideas this survey takes from one person (${ideas(per)}).`);
+        done(tn("suggest.limit", per));
       } else {
         send.disabled = false;
         message.className = "error";
         message.textContent =
-          err.status === 422 ? "Please write your idea in 1 to 200 characters." : `Not sent: ${err.message}`;
+          err.status === 422
+            ? t("suggest.invalid", { min: 1, max: MAX_IDEA })
+            : t("suggest.failed", { error: err.message });
       }
       announce(message.textContent);
     }
@@ -93,8 +90,8 @@ export function suggestBox() {
   box = h(
     "details",
     { id: "suggest-box", class: "suggest" },
-    h("summary", {}, "Suggest an idea"),
-    h("p", { class: "hint" }, "Is something missing from this survey? Suggest it as a new item to compare."),
+    h("summary", {}, t("suggest.summary")),
+    h("p", { class: "hint" }, t("suggest.intro")),
     form,
   );
   return box;
@@ -110,12 +107,9 @@ export function reportRow(pair, next) {
     state.skipped.add(`${pair.a}|${pair.b}`);
     try {
       await client.flag(id);
-      state.notice = `Thank you: “${label}” was reported. Moderators will look at it.`;
+      state.notice = t("report.thanks", { label });
     } catch (err) {
-      state.notice =
-        err.status === 409
-          ? "Thank you: you have reported as many items as this survey takes from one person."
-          : `The report was not sent: ${err.message}`;
+      state.notice = err.status === 409 ? t("report.limit") : t("report.failed", { error: err.message });
     }
     announce(state.notice);
     next();
@@ -123,16 +117,16 @@ export function reportRow(pair, next) {
   return h(
     "p",
     { class: "report", id: "report" },
-    h("span", { class: "hint" }, "Inappropriate or duplicate? "),
+    h("span", { class: "hint" }, `${t("report.prompt")} `),
     h(
       "button",
       { type: "button", class: "link", id: "report-a", onclick: report(pair.a, pair.a_label) },
-      `Report “${pair.a_label}”`,
+      t("report.button", { label: pair.a_label }),
     ),
     h(
       "button",
       { type: "button", class: "link", id: "report-b", onclick: report(pair.b, pair.b_label) },
-      `Report “${pair.b_label}”`,
+      t("report.button", { label: pair.b_label }),
     ),
   );
 }

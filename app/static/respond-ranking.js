@@ -1,5 +1,6 @@
 /** The respondent page's ranking: drag (or move with ↑/↓) the items into order, sent as a randomized copy. */
 import { announce, h } from "/static/dom.js";
+import { t } from "/static/i18n.js";
 import { failure, thanks } from "/static/respond-end.js";
 import { client, show } from "/static/respond-state.js";
 
@@ -16,7 +17,7 @@ export async function rankingView() {
   const list = h("ol", {
     class: "rank-list",
     id: "rank-list",
-    "aria-label": "Your ranking, most important first",
+    "aria-label": t("ranking.list"),
   });
   const render = (items) => {
     list.replaceChildren(
@@ -30,7 +31,7 @@ export async function rankingView() {
             {
               type: "button",
               class: "secondary",
-              "aria-label": `Move ${it.label} up`,
+              "aria-label": t("ranking.up", { label: it.label }),
               disabled: k === 0,
               onclick: () => move(k, k - 1),
             },
@@ -41,7 +42,7 @@ export async function rankingView() {
             {
               type: "button",
               class: "secondary",
-              "aria-label": `Move ${it.label} down`,
+              "aria-label": t("ranking.down", { label: it.label }),
               disabled: k === items.length - 1,
               onclick: () => move(k, k + 1),
             },
@@ -69,13 +70,13 @@ export async function rankingView() {
     const [it] = order.splice(from, 1);
     order.splice(to, 0, it);
     render(order);
-    announce(`${it.label} moved to place ${to + 1}`);
+    announce(t("ranking.moved", { label: it.label, k: to + 1 }));
     const [up, down] = list.querySelectorAll("li")[to].querySelectorAll("button");
     const preferred = to > from ? down : up;
     (preferred.disabled ? (preferred === up ? down : up) : preferred).focus();
   };
   render(order);
-  const submit = h("button", { type: "button", id: "submit-ranking" }, "Submit my ranking");
+  const submit = h("button", { type: "button", id: "submit-ranking" }, t("ranking.submit"));
   submit.addEventListener("click", async () => {
     submit.disabled = true;
     try {
@@ -89,15 +90,11 @@ export async function rankingView() {
     }
   });
   show(
-    h("h2", { id: "question" }, "Put these items in order, most important first"),
-    h(
-      "p",
-      { class: "hint" },
-      "Drag an item, or use its ↑ and ↓ buttons (on a touch screen, use the buttons).",
-    ),
+    h("h2", { id: "question" }, t("ranking.question")),
+    h("p", { class: "hint" }, t("ranking.hint")),
     list,
     h("div", { class: "actions" }, submit),
-    h("p", { class: "hint" }, "Your ranking is randomized here before it is sent."),
+    h("p", { class: "hint" }, t("ranking.randomized")),
   );
   list.querySelector("button:not([disabled])").focus();
 }

@@ -10,7 +10,12 @@ const surveyId = decodeURIComponent(location.pathname.split("/").filter(Boolean)
 /** The page's query: ?n=N asks for N pairs. */
 export const params = new URLSearchParams(location.search);
 export const tokenKey = `privrank.respondent.${surveyId}`;
-export const client = new PrivrankClient({ surveyId, token: sessionStorage.getItem(tokenKey) });
+/** The client; its `lang` starts as the page's ?lang= and becomes the language the service chose. */
+export const client = new PrivrankClient({
+  surveyId,
+  token: sessionStorage.getItem(tokenKey),
+  lang: params.get("lang"),
+});
 
 export const state = {
   /** The survey's public description (client.survey(); set by start()). */

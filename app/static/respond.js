@@ -6,44 +6,52 @@
  *
  * The views: respond-intro.js, respond-pairs.js, respond-ranking.js, respond-end.js;
  * what they share is in respond-state.js.
+ *
+ * The page's language is the one the service chose for it (GET …/public: ?lang=, then
+ * Accept-Language, then the survey's default); its text comes from the "respond" catalogs
+ * (i18n.js) and the item labels from the service in that language.
  */
 import { h } from "/static/dom.js";
+import { LANGUAGES, loadCatalogs, t } from "/static/i18n.js";
 import { intro } from "/static/respond-intro.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
 import { client, show, state } from "/static/respond-state.js";
 
+/** The page's fixed text (respond.html) in the page's language. */
+function translatePage() {
+  document.querySelector(".skip-link").textContent = t("page.skip");
+  document.getElementById("survey-name").textContent = t("page.survey");
+}
+
+/** Without the service's choice (no such survey): ?lang=, then the browser's languages. */
+function browserLanguage() {
+  const wanted = [client.lang, ...(navigator.languages || [])].filter(Boolean);
+  return wanted.map((x) => x.split("-")[0].toLowerCase()).find((x) => LANGUAGES.includes(x)) || "en";
+}
+
 async function start() {
   try {
     state.survey = await client.survey();
   } catch (err) {
+    await loadCatalogs(["respond"], browserLanguage());
+    translatePage();
     show(
-      h(
-        "p",
-        { class: "error", role: "alert" },
-        err.status === 404 ? "There is no such survey." : err.message,
-      ),
+      h("p", { class: "error", role: "alert" }, err.status === 404 ? t("start.no_such_survey") : err.message),
     );
     return;
   }
   const { survey } = state;
+  client.lang = survey.language; // the labels of pairs, rankings and results in the page's language
+  await loadCatalogs(["respond"], survey.language);
+  translatePage();
   document.getElementById("survey-name").textContent = survey.title;
-  document.title = `${survey.title} — privrank`;
+  document.title = t("page.title", { title: survey.title });
   if (survey.status !== "open") {
     show(
       ...(survey.goal_met
-        ? [
-            h("h2", { id: "closed" }, "This survey has its answer"),
-            h(
-              "p",
-              {},
-              "It reached its goal with the answers it has, so it asks no more. Thank you for coming!",
-            ),
-          ]
-        : [
-            h("h2", { id: "closed" }, "This survey is closed"),
-            h("p", {}, "It no longer takes answers. Thank you for your interest."),
-          ]),
+        ? [h("h2", { id: "closed" }, t("closed.goal.title")), h("p", {}, t("closed.goal.text"))]
+        : [h("h2", { id: "closed" }, t("closed.title")), h("p", {}, t("closed.text"))]),
     );
     return;
   }

@@ -1,0 +1,77 @@
+/**
+ * The pages' translations: message catalogs (app/static/i18n/<name>.<lang>.json, flat
+ * {key: message}) and `t(key, params)`, which fills a message's {placeholders}. Numbers are
+ * never part of a translated text: they are placeholders, formatted here for the page's
+ * language (Intl.NumberFormat). English is every catalog's reference: a key missing from a
+ * translation (the tests forbid it) would show in English rather than not at all.
+ */
+
+/** The languages the respondent page has catalogs for (the service's app.services.languages). */
+export const LANGUAGES = ["en", "es", "de", "fr"];
+
+let locale = "en";
+const messages = {}; // the page's language
+const english = {}; // the reference
+
+async function fetchCatalog(name, lang) {
+  const response = await fetch(`/static/i18n/${name}.${lang}.json`);
+  if (!response.ok) throw new Error(`no ${lang} catalog for ${name}`);
+  return response.json();
+}
+
+/**
+ * Loads the catalogs `names` in `lang` (with English beneath) and makes `lang` the page's
+ * language, <html lang> included. An unknown language is English.
+ */
+export async function loadCatalogs(names, lang = "en") {
+  locale = LANGUAGES.includes(lang) ? lang : "en";
+  const loaded = await Promise.all(
+    names.flatMap((name) => [fetchCatalog(name, "en"), locale === "en" ? null : fetchCatalog(name, locale)]),
+  );
+  for (let k = 0; k < loaded.length; k += 2) {
+    Object.assign(english, loaded[k]);
+    Object.assign(messages, loaded[k + 1] || loaded[k]);
+  }
+  document.documentElement.lang = locale;
+  return locale;
+}
+
+/** The page's language ("en", "es", …). */
+export const language = () => locale;
+
+/** A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German. */
+export const num = (x, options = {}) => new Intl.NumberFormat(locale, options).format(x);
+
+/** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
+export const sig = (x, digits = 2) => num(Number(x), { maximumSignificantDigits: digits });
+
+/** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
+export const percent = (x) =>
+  x < 0.01
+    ? `<${num(0.01, { style: "percent" })}`
+    : x > 0.99
+      ? `>${num(0.99, { style: "percent" })}`
+      : num(x, { style: "percent", maximumFractionDigits: 0 });
+
+/**
+ * The message `key` with its {placeholders} filled from `params` (numbers formatted for
+ * the page's language; strings as they are). A message without a translation is English.
+ */
+export function t(key, params = {}) {
+  const text = messages[key] ?? english[key];
+  if (text === undefined) throw new Error(`no message ${key}`);
+  return text.replace(/\{(\w+)\}/g, (whole, name) => {
+    if (!(name in params)) return whole;
+    const v = params[name];
+    return typeof v === "number" ? num(v) : String(v);
+  });
+}
+
+/**
+ * A message that depends on a count `n`: `key.one` or `key.other`, chosen by the page's
+ * language's plural rules (French says "1 paire" and "0 paire"), with {n} filled in.
+ */
+export function tn(key, n, params = {}) {
+  const form = new Intl.PluralRules(locale).select(n) === "one" ? "one" : "other";
+  return t(`${key}.${form}`, { n, ...params });
+}

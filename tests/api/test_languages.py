@@ -1,0 +1,298 @@
+"""Languages (app.services.languages): which language a respondent gets (?lang=, then
+Accept-Language, then the survey's default, then English), the survey's default language,
+item label translations (create, add, PATCH) and the respondent-facing outputs that use them."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from app.services.languages import LANGUAGES, accepted, choose_language
+from tests.helpers.api import ADMIN, analyst_headers, register
+
+ITEMS = ["Housing", "Transit", "Parks"]
+SPANISH = ["Vivienda", "Transporte", "Parques"]
+GERMAN = ["Wohnen", "Nahverkehr", "Parks und Grünflächen"]
+
+
+def _survey(client, items=ITEMS, **extra) -> dict:
+    r = client.post("/v1/surveys", json={"title": "City", "items": list(items), **extra}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _public(client, sid, query="", headers=None) -> dict:
+    r = client.get(f"/v1/surveys/{sid}/public{query}", headers=headers or {})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# -- choosing the language ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("de-DE,de;q=0.9,en;q=0.8", ["de", "en"]),
+        ("es-MX", ["es"]),
+        ("en;q=0.2, fr;q=0.9", ["fr", "en"]),  # q-values, not the header's order
+        ("fr;q=0.5, de;q=0.5", ["fr", "de"]),  # ties keep the header's order
+        ("pt-BR, it;q=0.9, de;q=0.1", ["de"]),  # languages without a catalog are skipped
+        ("fr;q=0, es", ["es"]),  # q=0 means "not this one"
+        ("*", []),
+        ("FR-ca;Q=0.7", ["fr"]),
+        ("de;q=abc, es;q=2, fr", ["fr"]),  # malformed q-values are ignored
+        ("", []),
+    ],
+)
+def test_accept_language_parsing(header, expected):
+    assert accepted(header) == expected
+
+
+def test_the_resolution_order():
+    assert choose_language("fr", "de", "es") == "fr"  # ?lang= first
+    assert choose_language("es-MX", None, "en") == "es"
+    assert choose_language("pt", "de;q=0.3", "es") == "de"  # unknown ?lang= → Accept-Language
+    assert choose_language(None, "pt, it", "es") == "es"  # no supported one → the survey's default
+    assert choose_language(None, None, "de") == "de"
+    assert choose_language("xx", "zz", "nope") == "en"  # last resort
+
+
+def test_the_public_survey_says_its_language(client):
+    sid = _survey(client, language="de")["id"]
+    assert _public(client, sid)["language"] == "de"  # the survey's default
+    assert _public(client, sid)["languages"] == list(LANGUAGES)
+    accept = {"Accept-Language": "es-MX,es;q=0.9,en;q=0.5"}
+    assert _public(client, sid, headers=accept)["language"] == "es"  # Accept-Language beats the default
+    assert _public(client, sid, "?lang=fr", headers=accept)["language"] == "fr"  # ?lang= beats both
+    assert _public(client, sid, "?lang=pt", headers=accept)["language"] == "es"  # unknown ?lang= falls back
+    assert _public(client, sid, "?lang=pt", headers={"Accept-Language": "pt-BR"})["language"] == "de"
+    plain = _survey(client)["id"]
+    assert _public(client, plain, headers={"Accept-Language": "ja"})["language"] == "en"
+
+
+# -- the survey's default language --------------------------------------------------------
+
+
+def test_the_default_language_is_stored_shown_and_changed(client):
+    s = _survey(client, language="fr")
+    assert s["language"] == "fr"
+    sid = s["id"]
+    assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["language"] == "fr"
+    listed = client.get("/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
+    assert next(x for x in listed if x["id"] == sid)["language"] == "fr"
+    r = client.patch(f"/v1/surveys/{sid}", json={"language": "es"}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["language"] == "es"
+    assert _public(client, sid)["language"] == "es"
+    assert _survey(client)["language"] == "en"  # the default
+
+
+def test_an_unsupported_default_language_is_refused(client, unchanged):
+    sid = _survey(client)["id"]
+    with unchanged():
+        r = client.post(
+            "/v1/surveys", json={"title": "t", "items": ["a", "b"], "language": "pt"}, headers=ADMIN
+        )
+        assert r.status_code == 422
+        assert "language must be one of en, es, de, fr" in r.json()["detail"]
+        r = client.patch(f"/v1/surveys/{sid}", json={"language": "EN", "title": "new"}, headers=ADMIN)
+        assert r.status_code == 422 and "language" in r.json()["detail"]
+    assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["title"] == "City"
+
+
+# -- item translations --------------------------------------------------------------------
+
+
+def test_translations_on_create_are_kept_and_shown_to_admins(client):
+    s = _survey(client, item_translations={"es": SPANISH, "de": [GERMAN[0], None, GERMAN[2]]})
+    items = {i["label"]: i for i in s["items"]}
+    assert items["Housing"]["translations"] == {"es": "Vivienda", "de": "Wohnen"}
+    assert items["Transit"]["translations"] == {"es": "Transporte"}  # null: no German label
+    # Analysts see the original label and the map, whatever language they ask for.
+    analyst = analyst_headers(client)
+    got = client.get(f"/v1/surveys/{s['id']}?lang=es", headers={**analyst, "Accept-Language": "es"}).json()
+    assert [i["label"] for i in got["items"]] == ITEMS
+    assert got["items"][0]["translations"] == {"es": "Vivienda", "de": "Wohnen"}
+
+
+def _pair_labels(client, sid, headers, query="") -> set[str]:
+    r = client.get(f"/v1/surveys/{sid}/pairs?count=3{query}", headers=headers)
+    assert r.status_code == 200, r.text
+    return {label for p in r.json()["pairs"] for label in (p["a_label"], p["b_label"])}
+
+
+def test_pairs_give_labels_in_the_chosen_language(client):
+    sid = _survey(client, item_translations={"es": SPANISH, "de": [GERMAN[0], None, None]}, language="de")[
+        "id"
+    ]
+    _, h = register(client, sid)
+    assert _pair_labels(client, sid, h, "&lang=es") == set(SPANISH)
+    assert _pair_labels(client, sid, {**h, "Accept-Language": "es-ES,es;q=0.9"}) == set(SPANISH)
+    # The survey's default is German: Wohnen, and the label itself where there is no German one.
+    assert _pair_labels(client, sid, h) == {"Wohnen", "Transit", "Parks"}
+    assert _pair_labels(client, sid, {**h, "Accept-Language": "fr"}) == set(ITEMS)  # no French: the labels
+    assert _pair_labels(client, sid, {**h, "Accept-Language": "es"}, "&lang=en") == set(ITEMS)
+
+
+def test_the_ranking_question_gives_labels_in_the_chosen_language(client):
+    r = client.post(
+        "/v1/surveys",
+        json={
+            "title": "r",
+            "kind": "ranking",
+            "items": ITEMS,
+            "item_translations": {"fr": ["Logement", None, "Parcs"]},
+        },
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    _, h = register(client, sid)
+    q = client.get(f"/v1/surveys/{sid}/question?lang=fr", headers=h).json()
+    assert {i["label"] for i in q["items"]} == {"Logement", "Transit", "Parcs"}
+    q = client.get(f"/v1/surveys/{sid}/question", headers={**h, "Accept-Language": "fr-CA"}).json()
+    assert {i["label"] for i in q["items"]} == {"Logement", "Transit", "Parcs"}
+    q = client.get(f"/v1/surveys/{sid}/question", headers=h).json()
+    assert {i["label"] for i in q["items"]} == set(ITEMS)
+
+
+def test_public_results_give_labels_in_the_chosen_language(client):
+    sid = _survey(client, public_results=True, item_translations={"es": SPANISH})["id"]
+    _, h = register(client, sid, epsilon=2.0)
+    answers = [{"a": a, "b": b, "winner": a} for a, b in _ids_pairs(client, sid)]
+    r = client.post(
+        f"/v1/surveys/{sid}/responses", json={"comparisons": answers, "privatized": False}, headers=h
+    )
+    assert r.status_code == 201, r.text
+    english = client.get(f"/v1/surveys/{sid}/results").json()
+    assert {i["label"] for i in english["items"]} == set(ITEMS)
+    spanish = client.get(f"/v1/surveys/{sid}/results?lang=es").json()
+    assert {i["label"] for i in spanish["items"]} == set(SPANISH)
+    by_header = client.get(f"/v1/surveys/{sid}/results", headers={"Accept-Language": "es"}).json()
+    assert [i["label"] for i in by_header["items"]] == [i["label"] for i in spanish["items"]]
+    # The shared snapshot is not relabelled: English again afterwards.
+    assert {i["label"] for i in client.get(f"/v1/surveys/{sid}/results").json()["items"]} == set(ITEMS)
+
+
+def _ids_pairs(client, sid):
+    ids = [i["id"] for i in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    return [(ids[a], ids[b]) for a in range(len(ids)) for b in range(a + 1, len(ids))]
+
+
+def test_items_added_later_may_carry_translations(client, unchanged):
+    s = _survey(client, item_translations={"es": SPANISH})
+    sid = s["id"]
+    r = client.post(
+        f"/v1/surveys/{sid}/items",
+        json={"items": ["Libraries", "Pools"], "item_translations": {"es": ["Bibliotecas", None]}},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    assert [i["translations"] for i in r.json()] == [{"es": "Bibliotecas"}, None]
+    with unchanged():
+        # A Spanish label another item has already.
+        r = client.post(
+            f"/v1/surveys/{sid}/items",
+            json={"items": ["Flats"], "item_translations": {"es": ["Vivienda"]}},
+            headers=ADMIN,
+        )
+        assert r.status_code == 422 and "unique within a language" in r.json()["detail"]
+        r = client.post(
+            f"/v1/surveys/{sid}/items",
+            json={"items": ["Flats"], "item_translations": {"it": ["Case"]}},
+            headers=ADMIN,
+        )
+        assert r.status_code == 422 and "language must be one of" in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("translations", "fragment"),
+    [
+        ({"pt": ["Habitação", "Trânsito", "Parques"]}, "language must be one of"),
+        ({"es": ["Vivienda", "Transporte"]}, "2 labels for 3 items"),
+        ({"es": ["Vivienda", "   ", "Parques"]}, "empty"),
+        ({"es": ["Vivienda", "Vivienda", "Parques"]}, "unique within a language"),
+        ({"es": ["Vivienda", "x\u0000", "Parques"]}, "control characters"),
+        ({"es": ["Vivienda", "x" * 501, "Parques"]}, "500"),
+        ({"es": "Vivienda"}, "list"),
+    ],
+)
+def test_invalid_translations_on_create_store_nothing(client, unchanged, translations, fragment):
+    with unchanged():
+        r = client.post(
+            "/v1/surveys",
+            json={"title": "t", "items": ITEMS, "item_translations": translations},
+            headers=ADMIN,
+        )
+    assert r.status_code == 422
+    assert fragment in r.text
+
+
+def test_patch_sets_replaces_and_clears_an_items_translations(client, unchanged):
+    s = _survey(client, item_translations={"es": SPANISH})
+    sid, item = s["id"], s["items"][0]["id"]
+    url = f"/v1/surveys/{sid}/items/{item}"
+    r = client.patch(url, json={"translations": {"fr": "Logement", "de": "  Wohnen "}}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["translations"] == {"fr": "Logement", "de": "Wohnen"}  # replaced, labels normalized
+    assert r.json()["status"] == "live"
+    _, h = register(client, sid)
+    assert "Logement" in _pair_labels(client, sid, h, "&lang=fr")
+    assert "Vivienda" not in _pair_labels(client, sid, h, "&lang=es")  # the Spanish one is gone
+    # Status and translations together, in one change.
+    r = client.patch(url, json={"status": "hidden", "translations": {"es": "Casa"}}, headers=ADMIN)
+    assert (
+        r.status_code == 200 and r.json()["status"] == "hidden" and r.json()["translations"] == {"es": "Casa"}
+    )
+    r = client.patch(url, json={"status": "live", "translations": None}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["translations"] is None
+    moderator = analyst_headers(client, role="moderator")
+    with unchanged():
+        r = client.patch(url, json={"translations": {"es": "Casa"}}, headers=moderator)
+        assert r.status_code == 403 and "admin" in r.json()["detail"]
+        r = client.patch(url, json={"status": "hidden", "translations": {"es": "Transporte"}}, headers=ADMIN)
+        assert r.status_code == 422 and "already has 'Transporte'" in r.json()["detail"]
+        r = client.patch(url, json={"translations": {"xx": "Casa"}}, headers=ADMIN)
+        assert r.status_code == 422 and "language must be one of" in r.json()["detail"]
+        r = client.patch(url, json={"translations": {"es": ""}}, headers=ADMIN)
+        assert r.status_code == 422
+        r = client.patch(url, json={}, headers=ADMIN)
+        assert r.status_code == 422 and "status, translations or both" in r.json()["detail"]
+    # Moderators still hide and show items (without translations).
+    assert client.patch(url, json={"status": "hidden"}, headers=moderator).json()["status"] == "hidden"
+    assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]["translations"] is None
+
+
+# -- the catalogs -------------------------------------------------------------------------
+
+CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+#: A placeholder in a message: {name}.
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _catalog(name: str, code: str) -> dict[str, str]:
+    return json.loads((CATALOGS / f"{name}.{code}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("code", [c for c in LANGUAGES if c != "en"])
+def test_every_respondent_catalog_has_the_english_keys_and_placeholders(code):
+    english, other = _catalog("respond", "en"), _catalog("respond", code)
+    assert set(other) == set(english), (
+        f"{code}: missing {set(english) - set(other)}, extra {set(other) - set(english)}"
+    )
+    for key, text in english.items():
+        assert sorted(PLACEHOLDER.findall(other[key])) == sorted(PLACEHOLDER.findall(text)), (code, key)
+        assert other[key].strip(), (code, key)
+
+
+def test_there_is_a_catalog_per_language_and_no_other():
+    assert sorted(p.name for p in CATALOGS.glob("respond.*.json")) == sorted(
+        f"respond.{c}.json" for c in LANGUAGES
+    )
+    english = _catalog("respond", "en")
+    # The privacy explanations carry their numbers as placeholders, never baked in.
+    for key in ("intro.explain.pairwise", "end.spent.many", "intro.explain.ranking"):
+        assert "{" in english[key] and not re.search(r"\d+%", english[key]), key

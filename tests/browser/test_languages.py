@@ -1,0 +1,190 @@
+"""The respondent page in each language (Playwright + Debian Chromium): chosen by ?lang=, by the
+browser's languages (Accept-Language), or by the survey's default; its text from the catalogs,
+<html lang> set, item labels translated, numbers written the language's way."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+from playwright.sync_api import expect
+
+from tests.helpers.browser import ADMIN, ITEMS
+
+#: The survey's item labels (ITEMS) in the other languages.
+TRANSLATIONS = {
+    "es": ["Vivienda", "Transporte", "Parques", "Escuelas"],
+    "de": ["Wohnen", "Nahverkehr", "Grünanlagen", "Schulen"],
+    "fr": ["Logement", "Transports", "Parcs", "Écoles"],
+}
+LABELS = {"en": ITEMS, **TRANSLATIONS}
+
+#: What the page says in each language: the privacy heading, the button, the question, the
+#: privacy explanation at ε = 2 (reported as given with probability 88%), the thanks after 2 pairs.
+EXPECTED = {
+    "en": {
+        "privacy": "Your privacy",
+        "start": "Start",
+        "question": "Which matters more to you?",
+        "meaning": "it is reported as you gave it with probability 88%, and the opposite answer is reported "
+        "otherwise. Someone who sees a sent answer guesses your real one right 88% of the time, against 50% "
+        "by chance. (Privacy level ε = 2;",
+        "spent": "You answered 2 pairs. Each answer was randomized on this device before it was sent",
+        "progress": "Question 1 of 2",
+    },
+    "es": {
+        "privacy": "Tu privacidad",
+        "start": "Empezar",
+        "question": "¿Qué te importa más?",
+        "meaning": "se comunica tal como la diste con probabilidad 88 %, y en caso contrario se comunica la "
+        "respuesta opuesta. Quien vea una respuesta enviada adivina tu respuesta real el 88 % de las veces, "
+        "frente al 50 % por azar. (Nivel de privacidad ε = 2;",
+        "spent": "Respondiste 2 pares. Cada respuesta se aleatorizó en este dispositivo antes de enviarse",
+        "progress": "Pregunta 1 de 2",
+    },
+    "de": {
+        "privacy": "Ihre Privatsphäre",
+        "start": "Starten",
+        "question": "Was ist Ihnen wichtiger?",
+        "meaning": "Sie wird mit Wahrscheinlichkeit 88 % so übermittelt, wie Sie sie gegeben haben, "
+        "andernfalls wird die gegenteilige Antwort übermittelt. Wer eine gesendete Antwort sieht, "
+        "errät Ihre echte in 88 % der Fälle richtig, gegenüber 50 % durch Zufall. (Datenschutzniveau ε = 2;",
+        "spent": "Sie haben 2 Paare beantwortet. Jede Antwort wurde auf diesem Gerät randomisiert",
+        "progress": "Frage 1 von 2",
+    },
+    "fr": {
+        "privacy": "Votre confidentialité",
+        "start": "Commencer",
+        "question": "Qu'est-ce qui compte le plus pour vous ?",
+        "meaning": "elle est transmise telle que vous l'avez donnée avec une probabilité de 88 %, et la "
+        "réponse opposée est transmise sinon. Quelqu'un qui voit une réponse envoyée devine votre "
+        "vraie réponse dans 88 % des cas, contre 50 % par hasard. (Niveau de confidentialité ε = 2 ;",
+        "spent": "Vous avez répondu à 2 paires. Chaque réponse a été randomisée sur cet appareil",
+        "progress": "Question 1 sur 2",
+    },
+}
+
+
+def _plain(text: str) -> str:
+    """Text with the no-break spaces (French punctuation, percentages) as plain spaces."""
+    return text.replace("\u00a0", " ").replace("\u202f", " ")
+
+
+def _survey(server, language: str = "en") -> str:
+    body = {
+        "title": "Which policy matters most?",
+        "items": ITEMS,
+        "privacy": {"epsilon_default": 2.0},
+        "language": language,
+        "item_translations": TRANSLATIONS,
+    }
+    r = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+@pytest.fixture
+def page_in(browser, console):
+    """``page_in(locale)``: a page in a fresh context whose browser speaks ``locale``
+    (navigator.languages and Accept-Language), watched for console errors."""
+    contexts = []
+
+    def make(locale: str = "en-US", width: int = 420, height: int = 860):
+        ctx = browser.new_context(locale=locale, viewport={"width": width, "height": height})
+        contexts.append(ctx)
+        page = ctx.new_page()
+        console.watch(page)
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
+
+
+def _check_page(page, lang: str, shots=None) -> None:
+    """The page is in ``lang`` from the introduction to the thanks: two pairs answered."""
+    said = EXPECTED[lang]
+    expect(page.get_by_role("heading", name=said["privacy"])).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == lang
+    assert said["meaning"] in _plain(page.locator("#epsilon-meaning").inner_text())
+    page.get_by_role("button", name=said["start"], exact=True).click()
+    expect(page.locator("#choice-a")).to_be_visible()
+    assert _plain(page.locator("#question").inner_text()) == said["question"]
+    assert page.locator("#progress-text").inner_text() == said["progress"]
+    shown = {page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()}
+    assert shown <= set(LABELS[lang]), shown  # the item labels in the page's language
+    if shots is not None:
+        page.screenshot(path=str(shots / f"respondent-pair-{lang}.png"), full_page=True)
+    for k in range(2):
+        expect(page.locator("#progress-text")).to_have_text(said["progress"].replace("1", str(k + 1), 1))
+        page.locator("#choice-a").click()
+    expect(page.locator("#thanks")).to_be_visible()
+    assert _plain(page.locator("#spent").inner_text()).startswith(said["spent"])
+
+
+@pytest.mark.parametrize("lang", ["en", "es", "de", "fr"])
+def test_the_respondent_page_in_each_language_by_lang(server, page_in, shots, lang):
+    sid = _survey(server)
+    page = page_in("en-US")  # the browser speaks English: ?lang= wins
+    page.goto(f"{server.base}/s/{sid}?lang={lang}&n=2")
+    _check_page(page, lang, shots)
+
+
+@pytest.mark.parametrize(("locale", "lang"), [("es-MX", "es"), ("de-AT", "de"), ("fr-CA", "fr")])
+def test_the_respondent_page_follows_the_browsers_language(server, page_in, locale, lang):
+    sid = _survey(server, language="en")
+    page = page_in(locale)  # Accept-Language and navigator.languages: the browser's
+    page.goto(f"{server.base}/s/{sid}?n=2")
+    _check_page(page, lang)
+
+
+def test_the_respondent_page_falls_back_to_the_surveys_language(server, page_in):
+    sid = _survey(server, language="de")
+    page = page_in("ja-JP")  # no catalog for Japanese: the survey's default, German
+    page.goto(f"{server.base}/s/{sid}?n=2")
+    _check_page(page, "de")
+    # ?lang= beats both the browser and the survey's default.
+    page = page_in("es-ES")
+    page.goto(f"{server.base}/s/{sid}?lang=fr&n=2")
+    expect(page.get_by_role("heading", name=EXPECTED["fr"]["privacy"])).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == "fr"
+
+
+def test_a_ranking_survey_in_french(server, page_in):
+    body = {
+        "title": "Classement",
+        "kind": "ranking",
+        "items": ITEMS,
+        "item_translations": {"fr": TRANSLATIONS["fr"]},
+        "privacy": {"epsilon_default": 1.0},
+    }
+    sid = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()["id"]
+    page = page_in("fr-FR")
+    page.goto(f"{server.base}/s/{sid}")
+    meaning = _plain(page.locator("#epsilon-meaning").inner_text())
+    # ε = 1 over 4 items: adjacent items swapped with probability 1/(1+e^{1/3}) = 42%; ε = 2 overall.
+    assert "y apparaissent inversés avec une probabilité de 42 %" in meaning, meaning
+    assert "et ε = 2 entre deux classements quelconques" in meaning
+    page.get_by_role("button", name="Commencer").click()
+    expect(
+        page.get_by_role("heading", name="Classez ces éléments, le plus important en premier")
+    ).to_be_visible()
+    labels = page.locator("#rank-list li .label").all_inner_texts()
+    assert sorted(labels) == sorted(TRANSLATIONS["fr"])
+    expect(page.get_by_role("button", name=f"Monter {labels[1]}")).to_be_visible()
+    page.get_by_role("button", name="Envoyer mon classement").click()
+    spent = _plain(page.locator("#spent").inner_text())
+    assert spent.startswith("Votre classement a été remplacé sur cet appareil par une copie randomisée"), (
+        spent
+    )
+    assert "(ε = 1 pour le déplacement d'un élément, ε = 2 entre deux classements quelconques)" in spent
+
+
+def test_numbers_are_written_the_languages_way(server, page_in):
+    """ε = 0.5 is "0,5" in German; never "0.5" baked into the text."""
+    body = {"title": "t", "items": ITEMS, "privacy": {"epsilon_default": 0.5, "epsilon_min": 0.5}}
+    sid = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()["id"]
+    page = page_in("de-DE")
+    page.goto(f"{server.base}/s/{sid}")
+    meaning = _plain(page.locator("#epsilon-meaning").inner_text())
+    assert "(Datenschutzniveau ε = 0,5;" in meaning, meaning
+    assert "mit Wahrscheinlichkeit 62 % so übermittelt" in meaning  # e^0.5/(1+e^0.5) = 62%
