@@ -265,7 +265,7 @@ function openForm(s, reload, credentialsBox) {
   const form = h(
     "form",
     { id: "round-form" },
-    h("div", { class: "field" }, h("label", { for: "round-method" }, "Method"), method),
+    h("div", { class: "field" }, h("label", { for: "round-method" }, "Algorithm"), method),
     h(
       "div",
       { class: "field" },
