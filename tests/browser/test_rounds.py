@@ -99,6 +99,20 @@ def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
     expect(done.locator(".waiting")).to_have_count(0)
     assert done.get_by_role("button", name="Cancel round").count() == 0
 
+    # Analysts read the rounds: no form to open one, no button to cancel one.
+    analyst_key = httpx2.post(
+        f"{server.base}/v1/keys", json={"label": "a", "role": "analyst"}, headers=ADMIN
+    ).json()["key"]
+    analyst = new_page()
+    analyst.goto(server.base + "/")
+    analyst.get_by_label("API key").fill(analyst_key)
+    analyst.get_by_role("button", name="Sign in").click()
+    expect(analyst.get_by_role("heading", name="Surveys")).to_be_visible()
+    analyst.goto(f"{server.base}/#/survey/{s['id']}")
+    expect(analyst.locator(f"#round-{other['id']}")).to_contain_text("Waiting for: x, y, z")
+    assert analyst.locator("#open-round").count() == 0
+    assert analyst.get_by_role("button", name="Cancel round").count() == 0
+
     # Cancelling the other round asks first.
     pending = admin.locator(f"#round-{other['id']}")
     pending.get_by_role("button", name="Cancel round").click()
