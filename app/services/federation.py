@@ -273,7 +273,8 @@ def privacy_summary(rnd: FederatedRound, sites: list[RoundSite]) -> RoundPrivacy
     they are. The server cannot check the claim (it sees only masked messages), and the
     statement says so."""
     m = int(rnd.parameters.get("n_items", 0))
-    waiting = [s.name for s in sites if s.privatization is None]
+    waiting = [s.name for s in sites if s.contributed_at is None]
+    unknown = [s.name for s in sites if s.contributed_at is not None and s.privatization is None]
     mallows = [s for s in sites if s.privatization == "mallows" and s.epsilon is not None]
     plain = [s.name for s in sites if s.privatization == "none"]
     eps_max = max((float(s.epsilon) for s in mallows if s.epsilon is not None), default=None)
@@ -286,7 +287,7 @@ def privacy_summary(rnd: FederatedRound, sites: list[RoundSite]) -> RoundPrivacy
         )
     per_site = ", ".join(f"{s.name} ε = {float(s.epsilon or 0):g}" for s in mallows)
     parts = []
-    if not waiting and not plain and eps_max is not None:
+    if not waiting and not plain and not unknown and eps_max is not None:
         parts.append(
             f"every site's rankings were privatized with the Mallows mechanism at ε ≤ {eps_max:g}"
             + (f" ({per_site})" if len({s.epsilon for s in mallows}) > 1 else "")
@@ -301,16 +302,22 @@ def privacy_summary(rnd: FederatedRound, sites: list[RoundSite]) -> RoundPrivacy
             )
         if plain:
             parts.append(
-                f"the rankings of {_names(plain)} were not privatized: the published result is not differentially "
-                "private with respect to them (secure aggregation only hides each site's message from the "
-                "server; the sum is computed from the rankings exactly)"
+                f"the rankings of {_names(plain)} were not privatized: the published result is not "
+                "differentially private with respect to them (secure aggregation only hides each site's "
+                "message from the server; the sum is computed from the rankings exactly)"
+            )
+        if unknown:
+            parts.append(
+                f"{_names(unknown)} contributed before sites declared their privatization: not known"
             )
         if waiting:
             parts.append(f"not declared yet (no contribution): {', '.join(waiting)}")
     statement = "; ".join(parts) + (
         ". These are the sites' own declarations: the server sees only masked messages and cannot verify them"
     )
-    return RoundPrivacy(all_privatized=not waiting and not plain, epsilon_max=eps_max, statement=statement)
+    return RoundPrivacy(
+        all_privatized=not waiting and not plain and not unknown, epsilon_max=eps_max, statement=statement
+    )
 
 
 def cancel_round(session: Session, survey_id: str, round_id: str) -> FederatedRound:

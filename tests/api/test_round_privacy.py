@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.db.models import RoundSite
 from tests.api.test_federated import NONE, Site, _site_data, open_round, ranking_survey
@@ -141,3 +141,23 @@ def test_a_retry_with_another_declaration_is_refused(client, db, unchanged):
             assert r.json()["detail"] == (
                 "this site already contributed this message, declaring privatization 'mallows' at ε = 1"
             )
+
+
+def test_sites_that_contributed_before_declarations_are_not_counted_as_privatized(client, db):
+    """Rows from before sites declared (privatization NULL after a contribution) are named as
+    unknown, never summed up as privatized."""
+    s, rnd, sites = _joined_round(client)
+    for site in sites:
+        assert _post(client, site, _mallows(1.0)).status_code == 201
+    db.execute(
+        update(RoundSite)
+        .where(RoundSite.round_id == rnd["id"], RoundSite.name == "east")
+        .values(privatization=None, epsilon=None)
+    )
+    db.commit()
+    p = client.get(f"/v1/surveys/{s['id']}/rounds/{rnd['id']}", headers=analyst_headers(client)).json()[
+        "privacy"
+    ]
+    assert p["all_privatized"] is False and p["epsilon_max"] == 1.0
+    assert "site east contributed before sites declared their privatization: not known" in p["statement"]
+    assert "every site" not in p["statement"]
