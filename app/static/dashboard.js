@@ -7,8 +7,13 @@
  *
  * The modules: dom.js (element and number helpers), session.js (key, role, main
  * element), api.js (requests), charts.js (SVG), and one view-*.js per view.
+ *
+ * The shell's words (index.html, the survey list, the new-survey form, the planners) come
+ * from the "dashboard" catalog (app/static/i18n/dashboard.<lang>.json, through i18n.js's
+ * t()); English is the only one so far, and adding a language is adding its catalog.
  */
 import { showError, whoAmI } from "/static/api.js";
+import { loadCatalogs, t, translateStatic } from "/static/i18n.js";
 import { app, forgetKey, session, storedKey } from "/static/session.js";
 import { newSurveyView } from "/static/view-new-survey.js";
 import { signInView } from "/static/view-signin.js";
@@ -37,6 +42,10 @@ async function route() {
 }
 
 session.route = route;
+
+await loadCatalogs(["dashboard"], "en");
+translateStatic(document);
+document.title = t("page.title");
 
 document.getElementById("sign-out").addEventListener("click", () => {
   forgetKey();

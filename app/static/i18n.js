@@ -42,6 +42,18 @@ export const language = () => locale;
 /** A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German. */
 export const num = (x, options = {}) => new Intl.NumberFormat(locale, options).format(x);
 
+/** A number with exactly `d` decimals ("–" when there is none), as dom.js's fmt but for the page's language. */
+export const fixed = (x, d = 2) =>
+  x === null || x === undefined || Number.isNaN(x)
+    ? "–"
+    : num(Number(x), { minimumFractionDigits: d, maximumFractionDigits: d });
+
+/** A date and time for the page's language. */
+export const dateTime = (iso) => new Date(iso).toLocaleString(locale);
+
+/** A language's name in the page's language: languageName("es") is "Spanish" on an English page. */
+export const languageName = (code) => new Intl.DisplayNames([locale], { type: "language" }).of(code);
+
 /** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
 export const sig = (x, digits = 2) => num(Number(x), { maximumSignificantDigits: digits });
 
@@ -65,6 +77,16 @@ export function t(key, params = {}) {
     const v = params[name];
     return typeof v === "number" ? num(v) : String(v);
   });
+}
+
+/**
+ * Translates a page's fixed markup under `root`: an element with data-i18n="key" gets the
+ * message as its text, one with data-i18n-label="key" as its aria-label.
+ */
+export function translateStatic(root = document) {
+  for (const el of root.querySelectorAll("[data-i18n]")) el.textContent = t(el.dataset.i18n);
+  for (const el of root.querySelectorAll("[data-i18n-label]"))
+    el.setAttribute("aria-label", t(el.dataset.i18nLabel));
 }
 
 /**

@@ -1,40 +1,44 @@
 /**
  * The new-survey form (#/new, admins only): items, question, privacy model, participation
- * (suggestions and reports, public results) and the planner.
+ * (suggestions and reports, public results), the respondents' language and the planner.
  */
 import { api, showError } from "/static/api.js";
-import { announce, h, numberField, pct } from "/static/dom.js";
+import { announce, h, numberField } from "/static/dom.js";
+import { LANGUAGES, languageName, num, percent, t } from "/static/i18n.js";
 import { truthProbability } from "/static/privrank.js";
 import { app, session } from "/static/session.js";
 import { accuracyPreview } from "/static/view-plan.js";
 
 function epsilonMeaning(eps) {
   if (!(eps > 0)) return "";
-  return `With ε = ${eps}, a single answer is truthful with probability e^ε/(1+e^ε) = ${pct(truthProbability(eps))}.`;
+  return t("new.eps_meaning", {
+    eps: num(eps, { maximumFractionDigits: 6 }),
+    truth: percent(truthProbability(eps)),
+  });
 }
 
 export function newSurveyView() {
   if (session.role !== "admin") {
-    app.replaceChildren(h("p", { class: "error" }, "Creating surveys needs an admin key."));
+    app.replaceChildren(h("p", { class: "error" }, t("new.admin_only")));
     return;
   }
   const meaning = h("p", { id: "eps-meaning", class: "hint", "aria-live": "polite" }, epsilonMeaning(1));
   const local = h(
     "fieldset",
     { id: "local-fields" },
-    h("legend", {}, "Local privacy (answers randomized before they are stored)"),
-    numberField("eps-default", "ε given to respondents who do not choose", 1, { min: 0.001, max: 30 }),
+    h("legend", {}, t("new.local.legend")),
+    numberField("eps-default", t("new.eps_default"), 1, { min: 0.001, max: 30 }),
     meaning,
-    numberField("eps-min", "Smallest ε a respondent may choose", 0.5, { min: 0.001, max: 30 }),
-    numberField("eps-max", "Largest ε a respondent may choose", 3, { min: 0.001, max: 30 }),
-    numberField("budget", "Total ε one respondent may spend (empty: no cap)", "", { min: 0.001 }),
+    numberField("eps-min", t("new.eps_min"), 0.5, { min: 0.001, max: 30 }),
+    numberField("eps-max", t("new.eps_max"), 3, { min: 0.001, max: 30 }),
+    numberField("budget", t("new.budget"), "", { min: 0.001 }),
   );
   const central = h(
     "fieldset",
     { id: "central-fields", hidden: true },
-    h("legend", {}, "Central privacy (true answers stored; only private releases leave)"),
-    numberField("total-budget", "Total ε all releases may spend", 3, { min: 0.001, max: 100 }),
-    numberField("max-comparisons", "Most comparisons one respondent may give (L)", 5, { min: 1, step: 1 }),
+    h("legend", {}, t("new.central.legend")),
+    numberField("total-budget", t("new.total_budget"), 3, { min: 0.001, max: 100 }),
+    numberField("max-comparisons", t("new.max_comparisons"), 5, { min: 1, step: 1 }),
   );
   const checkbox = (id, text, attrs = {}) =>
     h(
@@ -45,11 +49,11 @@ export function newSurveyView() {
   const suggestFields = h(
     "div",
     { id: "suggestion-fields", class: "sub-fields", hidden: true },
-    numberField("per-respondent", "Ideas one participant may suggest", 3, { min: 1, max: 20, step: 1 }),
+    numberField("per-respondent", t("new.per_respondent"), 3, { min: 1, max: 20, step: 1 }),
     h(
       "fieldset",
       {},
-      h("legend", {}, "Moderation"),
+      h("legend", {}, t("new.moderation")),
       h(
         "div",
         { class: "choice-row" },
@@ -57,30 +61,30 @@ export function newSurveyView() {
           "label",
           {},
           h("input", { type: "radio", name: "moderation", value: "before", checked: true }),
-          "A moderator approves each idea before it is shown",
+          t("new.moderation.before"),
         ),
         h(
           "label",
           {},
           h("input", { type: "radio", name: "moderation", value: "after" }),
-          "Show ideas at once; moderators review them after",
+          t("new.moderation.after"),
         ),
       ),
     ),
-    numberField("flag-threshold", "Reports that send an item to review", 3, { min: 1, max: 100, step: 1 }),
+    numberField("flag-threshold", t("new.flag_threshold"), 3, { min: 1, max: 100, step: 1 }),
   );
   const participation = h(
     "fieldset",
     { id: "participation-fields" },
-    h("legend", {}, "Participation"),
+    h("legend", {}, t("new.participation")),
     h(
       "div",
       { id: "suggestion-choice" },
-      checkbox("suggestions-enabled", "Participants may suggest items (and report items)"),
+      checkbox("suggestions-enabled", t("new.suggestions")),
       suggestFields,
     ),
-    checkbox("public-results", "Publish results at /r/{id} (anyone with the link sees the ranking)"),
-    checkbox("results-on-finish", "Show results at the end of the respondent page", { disabled: true }),
+    checkbox("public-results", t("new.public_results", { path: "/r/{id}" })),
+    checkbox("results-on-finish", t("new.results_on_finish"), { disabled: true }),
   );
   const val = (id) => form.querySelector(`#${id}`).value.trim();
   const items = () =>
@@ -93,24 +97,24 @@ export function newSurveyView() {
   const form = h(
     "form",
     { id: "create-form" },
-    h("h2", {}, "New survey"),
+    h("h2", {}, t("new.title")),
     h(
       "div",
       { class: "field" },
-      h("label", { for: "title" }, "Title"),
+      h("label", { for: "title" }, t("new.field.title")),
       h("input", { id: "title", type: "text", required: true, maxlength: 500 }),
     ),
     h(
       "div",
       { class: "field" },
-      h("label", { for: "items" }, "Items, one per line"),
+      h("label", { for: "items" }, t("new.items")),
       h("textarea", { id: "items", required: true, "aria-describedby": "items-hint" }),
-      h("p", { id: "items-hint", class: "hint" }, "At least two; labels must be unique."),
+      h("p", { id: "items-hint", class: "hint" }, t("new.items_hint")),
     ),
     h(
       "fieldset",
       {},
-      h("legend", {}, "Question"),
+      h("legend", {}, t("new.question")),
       h(
         "div",
         { class: "choice-row" },
@@ -118,20 +122,15 @@ export function newSurveyView() {
           "label",
           {},
           h("input", { type: "radio", name: "kind", value: "pairwise", checked: true }),
-          "Pairs (which of two matters more?)",
+          t("new.kind.pairwise"),
         ),
-        h(
-          "label",
-          {},
-          h("input", { type: "radio", name: "kind", value: "ranking" }),
-          "A ranking of all items",
-        ),
+        h("label", {}, h("input", { type: "radio", name: "kind", value: "ranking" }), t("new.kind.ranking")),
       ),
     ),
     h(
       "fieldset",
       {},
-      h("legend", {}, "Privacy model"),
+      h("legend", {}, t("new.model")),
       h(
         "div",
         { class: "choice-row" },
@@ -139,21 +138,32 @@ export function newSurveyView() {
           "label",
           {},
           h("input", { type: "radio", name: "model", value: "local", checked: true }),
-          "Local (no one sees a true answer)",
+          t("new.model.local"),
         ),
         h(
           "label",
           {},
           h("input", { type: "radio", name: "model", value: "central", id: "model-central" }),
-          "Central (trusted operator)",
+          t("new.model.central"),
         ),
       ),
+    ),
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: "language" }, t("new.language")),
+      h(
+        "select",
+        { id: "language", "aria-describedby": "language-hint" },
+        LANGUAGES.map((code) => h("option", { value: code, selected: code === "en" }, languageName(code))),
+      ),
+      h("p", { id: "language-hint", class: "hint" }, t("new.language_hint")),
     ),
     local,
     central,
     participation,
     planner,
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "create-btn" }, "Create survey")),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "create-btn" }, t("new.create"))),
     error,
   );
   const kind = () => form.querySelector('input[name="kind"]:checked').value;
@@ -195,7 +205,7 @@ export function newSurveyView() {
             epsilon_max: Number(val("eps-max")),
             respondent_budget: val("budget") === "" ? null : Number(val("budget")),
           };
-    const body = { title: val("title"), kind: kind(), items: items(), privacy };
+    const body = { title: val("title"), kind: kind(), items: items(), privacy, language: val("language") };
     // Participation settings only when chosen (the defaults are the API's own).
     if (form.querySelector("#suggestions-enabled").checked) {
       body.suggestions = {
@@ -209,7 +219,7 @@ export function newSurveyView() {
     if (form.querySelector("#results-on-finish").checked) body.results_on_finish = true;
     try {
       const s = await api("POST", "/v1/surveys", body);
-      announce(`Survey "${s.title}" created`);
+      announce(t("new.created", { title: s.title }));
       location.hash = `#/survey/${s.id}`;
     } catch (err) {
       showError(error, err);

@@ -4,7 +4,8 @@
  * assumption in words.
  */
 import { apiOrJob, showError } from "/static/api.js";
-import { fmt, h, numberField, pct, section } from "/static/dom.js";
+import { h, numberField, section } from "/static/dom.js";
+import { fixed, num, percent, t } from "/static/i18n.js";
 
 /**
  * The new-survey form's "Accuracy preview" fieldset. `val(id)` reads a field of the
@@ -15,10 +16,10 @@ export function accuracyPreview(val, items) {
   const preview = async () => {
     const labels = items();
     if (labels.length < 2) {
-      plannerOut.replaceChildren(h("p", { class: "error" }, "List at least two items first."));
+      plannerOut.replaceChildren(h("p", { class: "error" }, t("plan.need_items")));
       return;
     }
-    plannerOut.replaceChildren(h("p", { class: "hint" }, "Simulating…"));
+    plannerOut.replaceChildren(h("p", { class: "hint" }, t("plan.simulating")));
     const allPairs = (labels.length * (labels.length - 1)) / 2;
     const q = new URLSearchParams({
       items: labels.length,
@@ -28,26 +29,35 @@ export function accuracyPreview(val, items) {
       k: Math.min(Number(val("plan-k")), labels.length),
     });
     try {
-      const p = (await apiOrJob(`/v1/plan?${q}`, plannerOut, "Simulating…")).plan;
+      const p = (await apiOrJob(`/v1/plan?${q}`, plannerOut, t("plan.simulating"))).plan;
       plannerOut.replaceChildren(
         h(
           "dl",
           { class: "stats" },
-          h("div", {}, h("dt", {}, `P(exact top-${p.k} found)`), h("dd", {}, pct(p.p_exact_top_k.mean))),
-          h("div", {}, h("dt", {}, "Pairs ordered wrongly"), h("dd", {}, pct(p.kendall_error.mean))),
-          h("div", {}, h("dt", {}, "Comparisons per pair"), h("dd", {}, fmt(p.comparisons_per_pair, 1))),
           h(
             "div",
             {},
-            h("dt", {}, "Each respondent's total ε"),
-            h("dd", {}, fmt(p.respondent_epsilon_total[0], 2)),
+            h("dt", {}, t("plan.p_exact", { k: p.k })),
+            h("dd", {}, percent(p.p_exact_top_k.mean)),
+          ),
+          h("div", {}, h("dt", {}, t("plan.wrong_pairs")), h("dd", {}, percent(p.kendall_error.mean))),
+          h("div", {}, h("dt", {}, t("plan.per_pair")), h("dd", {}, fixed(p.comparisons_per_pair, 1))),
+          h(
+            "div",
+            {},
+            h("dt", {}, t("plan.total_eps")),
+            h("dd", {}, fixed(p.respondent_epsilon_total[0], 2)),
           ),
         ),
         h(
           "p",
           { class: "hint" },
-          `From ${p.replications} simulated surveys of ${p.n_respondents} respondents answering ${p.pairs_per_respondent} ` +
-            `of the ${allPairs} pairs each.`,
+          t("plan.from", {
+            replications: p.replications,
+            respondents: p.n_respondents,
+            pairs: p.pairs_per_respondent,
+            all: allPairs,
+          }),
         ),
         h("p", { class: "hint", id: "plan-assumption" }, p.assumption),
       );
@@ -58,17 +68,17 @@ export function accuracyPreview(val, items) {
   return h(
     "fieldset",
     { id: "planner" },
-    h("legend", {}, "Accuracy preview (the planner)"),
-    numberField("plan-respondents", "Respondents you expect", 200, { min: 1, step: 1 }),
-    numberField("plan-pairs", "Pairs each answers", 10, { min: 1, step: 1 }),
-    numberField("plan-k", "Size K of the top set you care about", 3, { min: 1, step: 1 }),
+    h("legend", {}, t("plan.legend")),
+    numberField("plan-respondents", t("plan.respondents"), 200, { min: 1, step: 1 }),
+    numberField("plan-pairs", t("plan.pairs"), 10, { min: 1, step: 1 }),
+    numberField("plan-k", t("plan.k"), 3, { min: 1, step: 1 }),
     h(
       "div",
       { class: "actions" },
       h(
         "button",
         { type: "button", class: "secondary", id: "plan-btn", onclick: preview },
-        "Preview accuracy",
+        t("plan.preview"),
       ),
     ),
     plannerOut,
@@ -90,21 +100,23 @@ export function surveyPlanSection(s, kInput) {
   };
   const plan = async () => {
     const k = Math.min(Number(kInput.value), s.items.length - 1);
-    out.replaceChildren(h("p", { class: "hint" }, "Simulating this survey…"));
+    out.replaceChildren(h("p", { class: "hint" }, t("plan.survey.simulating")));
     const q = new URLSearchParams({ k, target: Number(target.value) / 100 });
     try {
       // A long simulation runs as a job: its progress shows until the answer comes.
-      const r = await apiOrJob(`/v1/surveys/${s.id}/plan?${q}`, out, "Simulating this survey…");
+      const r = await apiOrJob(`/v1/surveys/${s.id}/plan?${q}`, out, t("plan.survey.simulating"));
       const p = r.plan;
+      const certified = percent(p.p_certified.mean);
       const headline =
         r.solution === 0
-          ? `The top ${k} is already certified with probability ${pct(p.p_certified.mean)}.`
+          ? t("plan.survey.certified", { k, p: certified })
           : r.reached
-            ? `About ${r.solution} more respondents certify the top ${k} with probability ${pct(p.p_certified.mean)}.`
-            : `Even ${p.added_respondents} more respondents would certify the top ${k} only with probability ${pct(p.p_certified.mean)}` +
-              (r.search_limit === "work"
-                ? " (the simulation stopped there: larger sizes exceed the work one request may do)."
-                : ".");
+            ? t("plan.survey.reached", { n: r.solution, k, p: certified })
+            : t(r.search_limit === "work" ? "plan.survey.not_reached_work" : "plan.survey.not_reached", {
+                n: p.added_respondents,
+                k,
+                p: certified,
+              });
       out.replaceChildren(
         h("p", { id: "survey-plan-answer" }, h("strong", {}, headline)),
         h(
@@ -113,12 +125,17 @@ export function surveyPlanSection(s, kInput) {
           h(
             "div",
             {},
-            h("dt", {}, `P(top ${k} certified)`),
-            h("dd", {}, `${pct(p.p_certified.mean)} ± ${fmt(100 * p.p_certified.se, 0)} pts`),
+            h("dt", {}, t("plan.survey.p_certified", { k })),
+            h("dd", {}, t("plan.survey.p_pm", { p: certified, se: fixed(100 * p.p_certified.se, 0) })),
           ),
-          h("div", {}, h("dt", {}, `P(estimated top ${k} right)`), h("dd", {}, pct(p.p_exact_top_k.mean))),
-          h("div", {}, h("dt", {}, "Respondent effect τ"), h("dd", {}, fmt(r.tau))),
-          h("div", {}, h("dt", {}, "Comparisons added"), h("dd", {}, String(p.added_comparisons))),
+          h(
+            "div",
+            {},
+            h("dt", {}, t("plan.survey.p_right", { k })),
+            h("dd", {}, percent(p.p_exact_top_k.mean)),
+          ),
+          h("div", {}, h("dt", {}, t("plan.survey.tau")), h("dd", {}, fixed(r.tau))),
+          h("div", {}, h("dt", {}, t("plan.survey.added")), h("dd", {}, num(p.added_comparisons))),
         ),
         h("p", { class: "hint", id: "survey-plan-assumption" }, p.assumption),
       );
@@ -128,20 +145,16 @@ export function surveyPlanSection(s, kInput) {
   };
   return section(
     "survey-plan",
-    "How many more respondents?",
-    h(
-      "p",
-      { class: "hint" },
-      "Simulates this survey as it stands, plus new respondents, and counts how often its own intervals would certify the top K.",
-    ),
-    h("div", { class: "field" }, h("label", { for: "plan-target" }, "Wanted certainty (%)"), target),
+    t("plan.survey.title"),
+    h("p", { class: "hint" }, t("plan.survey.hint")),
+    h("div", { class: "field" }, h("label", { for: "plan-target" }, t("plan.survey.target")), target),
     h(
       "div",
       { class: "actions" },
       h(
         "button",
         { type: "button", class: "secondary", id: "survey-plan-btn", onclick: run },
-        "Plan from here",
+        t("plan.survey.run"),
       ),
     ),
     out,

@@ -1,13 +1,19 @@
 /** The survey list (#/ and #/?show=N): newest first, with a link to show more. */
 import { api } from "/static/api.js";
 import { h } from "/static/dom.js";
+import { dateTime, num, t } from "/static/i18n.js";
 import { app, session } from "/static/session.js";
 
 /** A survey taking suggestions: how many wait for a moderator, when the list says. */
-const suggestionsCell = (pending) => (typeof pending === "number" ? `${pending} to review` : "on");
+const suggestionsCell = (pending) =>
+  typeof pending === "number" ? t("list.pending", { n: pending }) : t("list.suggestions_on");
 
 export async function listView() {
-  const wrap = h("section", { "aria-labelledby": "surveys-h" }, h("h2", { id: "surveys-h" }, "Surveys"));
+  const wrap = h(
+    "section",
+    { "aria-labelledby": "surveys-h" },
+    h("h2", { id: "surveys-h" }, t("list.title")),
+  );
   app.replaceChildren(wrap);
   const limit = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("show")) || 100;
   const data = await api("GET", `/v1/surveys?limit=${Math.min(limit, 1000)}`);
@@ -17,8 +23,8 @@ export async function listView() {
       h(
         "p",
         {},
-        admin ? "No surveys yet. " : "No surveys yet.",
-        admin ? h("a", { href: "#/new" }, "Create one") : null,
+        admin ? `${t("list.empty")} ` : t("list.empty"),
+        admin ? h("a", { href: "#/new" }, t("list.create")) : null,
       ),
     );
     return;
@@ -30,11 +36,11 @@ export async function listView() {
       "tr",
       {},
       h("td", {}, h("a", { href: `#/survey/${s.id}` }, s.title)),
-      h("td", {}, s.kind),
-      h("td", {}, h("span", { class: `badge ${s.status}` }, s.status)),
-      h("td", {}, s.privacy.model),
-      h("td", { class: "num" }, String(s.n_items)),
-      h("td", {}, new Date(s.created_at).toLocaleString()),
+      h("td", {}, t(`kind.${s.kind}`)),
+      h("td", {}, h("span", { class: `badge ${s.status}` }, t(`status.${s.status}`))),
+      h("td", {}, t(`model.${s.privacy.model}`)),
+      h("td", { class: "num" }, num(s.n_items)),
+      h("td", {}, dateTime(s.created_at)),
       participatory
         ? h(
             "td",
@@ -44,23 +50,25 @@ export async function listView() {
         : null,
     ),
   );
-  const columns = ["Title", "Kind", "Status", "Privacy", "Items", "Created"];
-  if (participatory) columns.push("Suggestions");
+  const columns = ["title", "kind", "status", "privacy", "items", "created"];
+  if (participatory) columns.push("suggestions");
   wrap.append(
     h(
       "div",
-      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Surveys" },
+      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("list.title") },
       h(
         "table",
         {},
-        h("caption", { class: "visually-hidden" }, "All surveys, newest first"),
+        h("caption", { class: "visually-hidden" }, t("list.caption")),
         h(
           "thead",
           {},
           h(
             "tr",
             {},
-            ...columns.map((t) => h("th", { scope: "col", class: t === "Items" ? "num" : null }, t)),
+            ...columns.map((c) =>
+              h("th", { scope: "col", class: c === "items" ? "num" : null }, t(`list.col.${c}`)),
+            ),
           ),
         ),
         h("tbody", {}, rows),
@@ -72,8 +80,8 @@ export async function listView() {
       h(
         "p",
         {},
-        `Showing the newest ${data.surveys.length} of ${data.total}. `,
-        h("a", { href: `#/?show=${Math.min(1000, data.surveys.length * 2)}` }, "Show more"),
+        `${t("list.showing", { shown: data.surveys.length, total: data.total })} `,
+        h("a", { href: `#/?show=${Math.min(1000, data.surveys.length * 2)}` }, t("list.show_more")),
       ),
     );
   }

@@ -296,3 +296,30 @@ def test_there_is_a_catalog_per_language_and_no_other():
     # The privacy explanations carry their numbers as placeholders, never baked in.
     for key in ("intro.explain.pairwise", "end.spent.many", "intro.explain.ranking"):
         assert "{" in english[key] and not re.search(r"\d+%", english[key]), key
+
+
+STATIC = CATALOGS.parent
+#: The pages' scripts and markup, by the catalog their words come from.
+USERS = {
+    "respond": ["respond.html", "respond.js", *(p.name for p in STATIC.glob("respond-*.js"))],
+    "dashboard": ["index.html", "dashboard.js", "view-surveys.js", "view-new-survey.js", "view-plan.js"],
+}
+#: A message a script asks for by a literal key: t("key" …), tn("key" …) (with .one and .other), or
+#: data-i18n="key" / data-i18n-label="key" in the markup.
+USED = re.compile(r"""\b(tn?)\(\s*"([\w.]+)"|data-i18n(?:-label)?="([\w.]+)\"""")
+
+
+@pytest.mark.parametrize("name", sorted(USERS))
+def test_every_message_a_page_asks_for_is_in_its_english_catalog(name):
+    english = _catalog(name, "en")
+    asked: set[str] = set()
+    for file in USERS[name]:
+        for fn, key, markup in USED.findall((STATIC / file).read_text(encoding="utf-8")):
+            if markup:
+                asked.add(markup)
+            elif fn == "tn":
+                asked |= {f"{key}.one", f"{key}.other"}
+            else:
+                asked.add(key)
+    assert len(asked) > 20, asked  # the pattern finds the calls
+    assert asked - set(english) == set(), f"{name}: messages missing from the catalog"

@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS
+from tests.helpers.browser import ADMIN, ITEMS, sign_in
 
 #: The survey's item labels (ITEMS) in the other languages.
 TRANSLATIONS = {
@@ -188,3 +188,27 @@ def test_numbers_are_written_the_languages_way(server, page_in):
     meaning = _plain(page.locator("#epsilon-meaning").inner_text())
     assert "(Datenschutzniveau ε = 0,5;" in meaning, meaning
     assert "mit Wahrscheinlichkeit 62 % so übermittelt" in meaning  # e^0.5/(1+e^0.5) = 62%
+
+
+def test_the_dashboard_sets_a_surveys_language(server, page_in):
+    admin = page_in("en-US", width=1280, height=900)
+    sign_in(admin, server.base)
+    assert admin.evaluate("document.documentElement.lang") == "en"
+    expect(admin.get_by_role("navigation", name="Main")).to_contain_text("API documentation")
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("¿Qué importa más?")
+    admin.get_by_label("Items, one per line").fill("\n".join(TRANSLATIONS["es"]))
+    language = admin.get_by_label("Respondents' language")
+    assert language.locator("option").all_inner_texts() == ["English", "Spanish", "German", "French"]
+    language.select_option("es")
+    admin.get_by_role("button", name="Create survey").click()
+    link = admin.locator("#respondent-link").inner_text()
+    sid = link.rsplit("/", 1)[1]
+    assert httpx2.get(f"{server.base}/v1/surveys/{sid}", headers=ADMIN).json()["language"] == "es"
+    admin.goto(f"{server.base}/#/")
+    expect(admin.get_by_role("columnheader", name="Created")).to_be_visible()
+    # A browser that speaks no language the page has: the survey's, Spanish.
+    page = page_in("ja-JP")
+    page.goto(link)
+    expect(page.get_by_role("heading", name="Tu privacidad")).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == "es"
