@@ -224,14 +224,15 @@ async def results(
     )
     language = language_of(request, lang, survey)
     translations = await run_in_threadpool(translations_of, session, [it.item_id for it in found.items])
-    if not translations:
-        return found
     # The snapshot is shared: relabel a copy.
     return found.model_copy(
         update={
+            "language": language,
             "items": [
                 it.model_copy(update={"label": label_in(it.label, translations.get(it.item_id), language)})
                 for it in found.items
             ]
+            if translations
+            else found.items,
         }
     )

@@ -36,6 +36,15 @@ export async function loadCatalogs(names, lang = "en") {
   return locale;
 }
 
+/**
+ * The first of `wanted` (codes or tags such as "es-MX"), then of the browser's languages,
+ * that has catalogs; else English. For when the service has not said (no such survey).
+ */
+export function preferredLanguage(...wanted) {
+  const codes = [...wanted, ...(navigator.languages || [])].filter(Boolean);
+  return codes.map((x) => x.split("-")[0].toLowerCase()).find((x) => LANGUAGES.includes(x)) || "en";
+}
+
 /** The page's language ("en", "es", …). */
 export const language = () => locale;
 

@@ -12,7 +12,7 @@
  * (i18n.js) and the item labels from the service in that language.
  */
 import { h } from "/static/dom.js";
-import { LANGUAGES, loadCatalogs, t } from "/static/i18n.js";
+import { loadCatalogs, preferredLanguage, t } from "/static/i18n.js";
 import { intro } from "/static/respond-intro.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
@@ -24,17 +24,12 @@ function translatePage() {
   document.getElementById("survey-name").textContent = t("page.survey");
 }
 
-/** Without the service's choice (no such survey): ?lang=, then the browser's languages. */
-function browserLanguage() {
-  const wanted = [client.lang, ...(navigator.languages || [])].filter(Boolean);
-  return wanted.map((x) => x.split("-")[0].toLowerCase()).find((x) => LANGUAGES.includes(x)) || "en";
-}
-
 async function start() {
   try {
     state.survey = await client.survey();
   } catch (err) {
-    await loadCatalogs(["respond"], browserLanguage());
+    // Without the service's choice (no such survey): ?lang=, then the browser's languages.
+    await loadCatalogs(["respond", "results"], preferredLanguage(client.lang));
     translatePage();
     show(
       h("p", { class: "error", role: "alert" }, err.status === 404 ? t("start.no_such_survey") : err.message),
@@ -43,7 +38,7 @@ async function start() {
   }
   const { survey } = state;
   client.lang = survey.language; // the labels of pairs, rankings and results in the page's language
-  await loadCatalogs(["respond"], survey.language);
+  await loadCatalogs(["respond", "results"], survey.language); // results: at the end, if shown
   translatePage();
   document.getElementById("survey-name").textContent = survey.title;
   document.title = t("page.title", { title: survey.title });

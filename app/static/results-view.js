@@ -4,17 +4,17 @@
  * and the ranked items, each with its score interval drawn on a shared scale (charts.js)
  * and written as text, its comparisons, and a "new" marker for items added later.
  * Used by the public results page (/r/{id}, results.js) and at the end of the respondent
- * page (respond-end.js). Nothing here touches the page when it is imported.
+ * page (respond-end.js). Nothing here touches the page when it is imported. Its words
+ * are the "results" catalog's (i18n.js): the page loads it first.
  */
 import { intervalStrip, scoreScale, stripAxis } from "/static/charts.js";
-import { fmt, h } from "/static/dom.js";
+import { h } from "/static/dom.js";
+import { fixed, language, t, tn } from "/static/i18n.js";
 
 const HOUR_MS = 3_600_000;
 
-/** When: a date and time in the reader's locale. */
-const when = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
-
-const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+/** When: a date and time in the page's language. */
+const when = (iso) => new Date(iso).toLocaleString(language(), { dateStyle: "medium", timeStyle: "short" });
 
 /**
  * The ids of the items added more than an hour after the first one: they have had less
@@ -37,16 +37,15 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
   const late = addedLater(r.items);
   const out = [];
   const counts = [];
-  if (r.respondents !== null && r.respondents !== undefined)
-    counts.push(plural(r.respondents, "respondent", "respondents"));
-  if (r.comparisons !== null && r.comparisons !== undefined)
-    counts.push(plural(r.comparisons, "comparison", "comparisons"));
+  if (r.respondents !== null && r.respondents !== undefined) counts.push(tn("respondents", r.respondents));
+  if (r.comparisons !== null && r.comparisons !== undefined) counts.push(tn("comparisons", r.comparisons));
   out.push(
     h(
       "p",
       { id: `${idPrefix}-summary` },
-      `As of ${when(r.as_of)}`,
-      counts.length ? `: ${counts.join(", ")}.` : ".",
+      counts.length
+        ? t("summary.counts", { when: when(r.as_of), counts: counts.join(", ") })
+        : t("summary.plain", { when: when(r.as_of) }),
     ),
   );
   if (r.release) {
@@ -54,8 +53,7 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
       h(
         "p",
         { id: `${idPrefix}-release` },
-        `Results released on ${when(r.release.created_at)}, with differential privacy (ε = ${fmt(r.release.epsilon)} for this release): ` +
-          "they reveal almost nothing about any one person's answers.",
+        t("release", { when: when(r.release.created_at), eps: fixed(r.release.epsilon) }),
       ),
     );
   }
@@ -74,11 +72,11 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
     r.items.map((it, k) => {
       const isNew = late.has(it.item_id);
       const text = [
-        it.score === null || it.score === undefined ? "no score yet" : `score ${fmt(it.score)}`,
-        it.ci ? `plausible range ${fmt(it.ci[0])} to ${fmt(it.ci[1])}` : null,
-        it.comparisons === null || it.comparisons === undefined
-          ? null
-          : plural(it.comparisons, "comparison", "comparisons"),
+        it.score === null || it.score === undefined
+          ? t("item.no_score")
+          : t("item.score", { score: fixed(it.score) }),
+        it.ci ? t("item.range", { lo: fixed(it.ci[0]), hi: fixed(it.ci[1]) }) : null,
+        it.comparisons === null || it.comparisons === undefined ? null : tn("comparisons", it.comparisons),
       ]
         .filter(Boolean)
         .join(" · ");
@@ -90,17 +88,11 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
           { class: "result-head" },
           h("span", { class: "rank" }, `${it.rank}.`),
           h("span", { class: "result-label" }, it.label),
-          isNew
-            ? h(
-                "span",
-                { class: "badge new", title: "Added after the survey started: fewer comparisons so far" },
-                "new",
-              )
-            : null,
+          isNew ? h("span", { class: "badge new", title: t("item.new_title") }, t("item.new")) : null,
         ),
         scale && Number.isFinite(it.score)
           ? intervalStrip(rows[k], scale, {
-              title: `${it.label}: ${it.ci ? "score and interval" : "score"}`,
+              title: t(it.ci ? "item.chart_ci" : "item.chart", { label: it.label }),
               desc: text,
             })
           : null,
@@ -108,19 +100,15 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
           "p",
           { class: "result-figures" },
           text,
-          isNew ? h("span", { class: "hint" }, " · added later, so fewer comparisons so far") : null,
+          isNew ? h("span", { class: "hint" }, ` · ${t("item.added_later")}`) : null,
         ),
       );
     }),
   );
   out.push(
-    h(heading, { id: headingId }, "Ranking"),
-    h(
-      "p",
-      { class: "hint" },
-      "Most preferred first. A dot is an item's estimated score, its bar the range the score plausibly lies in.",
-    ),
-    scale ? h("div", { class: "strip-axis" }, stripAxis(scale, "Score (higher is preferred)")) : null,
+    h(heading, { id: headingId }, t("ranking.title")),
+    h("p", { class: "hint" }, t("ranking.hint")),
+    scale ? h("div", { class: "strip-axis" }, stripAxis(scale, t("ranking.axis"))) : null,
     list,
   );
   return out.filter(Boolean);

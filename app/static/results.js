@@ -2,43 +2,37 @@
  * The public results page, /r/{survey_id}: a survey's current ranking for its
  * participants and anyone else, without credentials, when the survey publishes its
  * results (public_results); a plain message when it does not. The content is drawn by
- * results-view.js (shared with the end of the respondent page).
+ * results-view.js (shared with the end of the respondent page), in the language the
+ * service chose (?lang=, then Accept-Language, then the survey's default; the labels too).
  */
 import { h } from "/static/dom.js";
+import { loadCatalogs, preferredLanguage, t, translateStatic } from "/static/i18n.js";
 import { PrivrankClient } from "/static/privrank.js";
 import { resultsContent } from "/static/results-view.js";
 
 const main = document.getElementById("results");
 const surveyId = decodeURIComponent(location.pathname.split("/").filter(Boolean)[1] || "");
 
+const lang = new URLSearchParams(location.search).get("lang");
+
 async function start() {
   let r;
   try {
-    r = await new PrivrankClient({ surveyId }).results();
+    r = await new PrivrankClient({ surveyId, lang }).results();
   } catch (err) {
+    await loadCatalogs(["results"], preferredLanguage(lang));
+    translateStatic(document);
     main.replaceChildren(
       ...(err.status === 404
-        ? [
-            h("h2", { id: "not-public" }, "These results are not public"),
-            h(
-              "p",
-              {},
-              "This survey does not publish its results, or there is no survey at this address. " +
-                "If you took part, the organizers may share the results another way.",
-            ),
-          ]
-        : [
-            h(
-              "p",
-              { class: "error", role: "alert", id: "failure" },
-              `The results could not be loaded: ${err.message}`,
-            ),
-          ]),
+        ? [h("h2", { id: "not-public" }, t("not_public.title")), h("p", {}, t("not_public.text"))]
+        : [h("p", { class: "error", role: "alert", id: "failure" }, t("failure", { error: err.message }))]),
     );
     return;
   }
+  await loadCatalogs(["results"], r.language);
+  translateStatic(document);
   document.getElementById("results-title").textContent = r.title;
-  document.title = `${r.title} — results`;
+  document.title = t("page.title", { title: r.title });
   main.replaceChildren(...resultsContent(r, { level: 2, idPrefix: "results" }));
 }
 

@@ -212,3 +212,34 @@ def test_the_dashboard_sets_a_surveys_language(server, page_in):
     page.goto(link)
     expect(page.get_by_role("heading", name="Tu privacidad")).to_be_visible()
     assert page.evaluate("document.documentElement.lang") == "es"
+
+
+def test_the_results_in_german_on_the_respondent_page_and_the_results_page(server, page_in):
+    body = {
+        "title": "Stadt",
+        "items": ITEMS,
+        "privacy": {"epsilon_default": 2.0},
+        "item_translations": TRANSLATIONS,
+        "public_results": True,
+        "results_on_finish": True,
+    }
+    sid = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()["id"]
+    page = page_in("de-DE")
+    page.goto(f"{server.base}/s/{sid}?n=2")
+    page.get_by_role("button", name="Starten").click()
+    for _ in range(2):
+        page.locator("#choice-a").click()
+    section = page.locator("#finish-results")
+    expect(section.get_by_role("heading", name="Die bisherigen Ergebnisse")).to_be_visible()
+    expect(section.get_by_role("heading", name="Rangfolge")).to_be_visible()
+    assert sorted(section.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["de"])
+    assert "2 Vergleiche" in section.locator("#finish-results-summary").inner_text()
+    # The results page: the browser's German, or ?lang=.
+    page.get_by_role("link", name="Die Ergebnisseite").click()
+    expect(page.get_by_role("heading", name="Rangfolge")).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == "de"
+    assert sorted(page.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["de"])
+    assert page.title() == "Stadt — Ergebnisse"
+    page.goto(f"{server.base}/r/{sid}?lang=fr")
+    expect(page.get_by_role("heading", name="Classement")).to_be_visible()
+    assert sorted(page.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["fr"])

@@ -40,3 +40,8 @@ class PublicResults(BaseModel):
     withheld: int = Field(0, description="Items not shown: hidden by moderators or under review.")
     release: ReleaseRef | None = Field(None, description="Central surveys: the release shown.")
     note: str = Field(description="How to read the results, in plain words.")
+    language: str = Field(
+        "en",
+        description="The language of the labels: ?lang=, then Accept-Language, then the survey's default "
+        "(labels without a translation in it stay as they are).",
+    )
