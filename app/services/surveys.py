@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
-from sqlalchemy import ScalarSelect, func, select
+from sqlalchemy import ScalarSelect, func, null, select
 from sqlalchemy.orm import Session
 
 from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
@@ -170,7 +170,7 @@ def set_translations(session: Session, survey_id: str, item: Item, translations:
             raise Invalid(
                 f"item translations must be unique within a language; {code!r} already has {label!r}"
             )
-    item.translations = checked
+    item.translations = checked or null()  # SQL NULL, as for items created without translations
 
 
 def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
@@ -296,7 +296,10 @@ def create_survey(
     session.add(SurveyStats(survey_id=survey.id, version=0, n_comparisons=0, item_counts=b""))
     session.flush()
     session.add_all(
-        Item(id=new_id("itm"), survey_id=survey.id, position=k, label=label, translations=per_item[k])
+        # SQL NULL, not JSON null, where there are none: "translations IS NOT NULL" finds the others.
+        Item(
+            id=new_id("itm"), survey_id=survey.id, position=k, label=label, translations=per_item[k] or null()
+        )
         for k, label in enumerate(cleaned)
     )
     session.commit()
@@ -597,7 +600,7 @@ def append_items(
             source=source,
             approved_at=approved_at,
             created_at=created_at or utcnow(),
-            translations=None if translations is None else translations[k],
+            translations=(translations[k] if translations else None) or null(),
         )
         for k, label in enumerate(cleaned)
     ]

@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
+from app.db.models import Item
 from app.services.languages import LANGUAGES, accepted, choose_language
 from tests.helpers.api import ADMIN, analyst_headers, register
 
@@ -116,6 +118,29 @@ def test_translations_on_create_are_kept_and_shown_to_admins(client):
     got = client.get(f"/v1/surveys/{s['id']}?lang=es", headers={**analyst, "Accept-Language": "es"}).json()
     assert [i["label"] for i in got["items"]] == ITEMS
     assert got["items"][0]["translations"] == {"es": "Vivienda", "de": "Wohnen"}
+
+
+def test_items_without_translations_hold_sql_null(app, client):
+    """Not JSON null: "translations IS NOT NULL" picks exactly the items that have some."""
+    s = _survey(client, item_translations={"es": ["Vivienda", None, None]})
+    first, second = s["items"][0]["id"], s["items"][1]["id"]
+
+    def translated() -> list[str]:
+        with app.state.session_factory() as session:
+            return list(
+                session.scalars(
+                    select(Item.id).where(Item.survey_id == s["id"], Item.translations.is_not(None))
+                )
+            )
+
+    assert translated() == [first]
+    r = client.patch(f"/v1/surveys/{s['id']}/items/{first}", json={"translations": {}}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["translations"] is None
+    assert translated() == []
+    client.patch(
+        f"/v1/surveys/{s['id']}/items/{second}", json={"translations": {"fr": "Transports"}}, headers=ADMIN
+    )
+    assert translated() == [second]
 
 
 def _pair_labels(client, sid, headers, query="") -> set[str]:
