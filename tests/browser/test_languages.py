@@ -64,14 +64,23 @@ EXPECTED = {
 }
 
 
+#: A survey's title is not translated: it is written in the survey's language.
+TITLES = {
+    "en": "Which policy matters most?",
+    "es": "¿Qué política importa más?",
+    "de": "Welche Politik ist am wichtigsten?",
+    "fr": "Quelle politique compte le plus\u00a0?",
+}
+
+
 def _plain(text: str) -> str:
     """Text with the no-break spaces (French punctuation, percentages) as plain spaces."""
     return text.replace("\u00a0", " ").replace("\u202f", " ")
 
 
-def _survey(server, language: str = "en") -> str:
+def _survey(server, language: str = "en", title: str = TITLES["en"]) -> str:
     body = {
-        "title": "Which policy matters most?",
+        "title": title,
         "items": ITEMS,
         "privacy": {"epsilon_default": 2.0},
         "language": language,
@@ -106,6 +115,8 @@ def _check_page(page, lang: str, shots=None) -> None:
     expect(page.get_by_role("heading", name=said["privacy"])).to_be_visible()
     assert page.evaluate("document.documentElement.lang") == lang
     assert said["meaning"] in _plain(page.locator("#epsilon-meaning").inner_text())
+    if shots is not None:
+        page.screenshot(path=str(shots / f"respondent-intro-{lang}.png"), full_page=True)
     page.get_by_role("button", name=said["start"], exact=True).click()
     expect(page.locator("#choice-a")).to_be_visible()
     assert _plain(page.locator("#question").inner_text()) == said["question"]
@@ -123,7 +134,7 @@ def _check_page(page, lang: str, shots=None) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "es", "de", "fr"])
 def test_the_respondent_page_in_each_language_by_lang(server, page_in, shots, lang):
-    sid = _survey(server)
+    sid = _survey(server, title=TITLES[lang])
     page = page_in("en-US")  # the browser speaks English: ?lang= wins
     page.goto(f"{server.base}/s/{sid}?lang={lang}&n=2")
     _check_page(page, lang, shots)
