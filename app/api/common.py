@@ -24,9 +24,8 @@ Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Entries to skip (
 Lang = Annotated[
     str | None,
     Query(
-        max_length=35,
         description="The language wanted (en, es, de, fr; a region such as es-MX counts as es). "
-        "Absent or unknown: Accept-Language decides, then the survey's default language.",
+        "Absent or unknown (ignored, never an error): Accept-Language decides, then the survey's default.",
     ),
 ]
 

@@ -78,7 +78,7 @@ def choose_language(query: str | None, header: str | None, default: str | None) 
     """The language a respondent-facing request gets: ``?lang=`` (when it names a catalog,
     region ignored), then ``Accept-Language``, then the survey's ``default``, then English."""
     if query:
-        code = _primary(query)
+        code = _primary(query[:35])
         if code in LANGUAGES:
             return code
     for code in accepted(header):

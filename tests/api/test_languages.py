@@ -72,6 +72,7 @@ def test_the_public_survey_says_its_language(client):
     assert _public(client, sid, "?lang=fr", headers=accept)["language"] == "fr"  # ?lang= beats both
     assert _public(client, sid, "?lang=pt", headers=accept)["language"] == "es"  # unknown ?lang= falls back
     assert _public(client, sid, "?lang=pt", headers={"Accept-Language": "pt-BR"})["language"] == "de"
+    assert _public(client, sid, "?lang=" + "x" * 300)["language"] == "de"  # nonsense is ignored, never a 422
     plain = _survey(client)["id"]
     assert _public(client, plain, headers={"Accept-Language": "ja"})["language"] == "en"
 

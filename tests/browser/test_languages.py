@@ -36,7 +36,7 @@ EXPECTED = {
         "start": "Empezar",
         "question": "¿Qué te importa más?",
         "meaning": "se comunica tal como la diste con probabilidad 88 %, y en caso contrario se comunica la "
-        "respuesta opuesta. Quien vea una respuesta enviada adivina tu respuesta real el 88 % de las veces, "
+        "respuesta opuesta. Quien vea una respuesta enviada acierta tu respuesta real el 88 % de las veces, "
         "frente al 50 % por azar. (Nivel de privacidad ε = 2;",
         "spent": "Respondiste 2 pares. Cada respuesta se aleatorizó en este dispositivo antes de enviarse",
         "progress": "Pregunta 1 de 2",
@@ -56,7 +56,7 @@ EXPECTED = {
         "start": "Commencer",
         "question": "Qu'est-ce qui compte le plus pour vous ?",
         "meaning": "elle est transmise telle que vous l'avez donnée avec une probabilité de 88 %, et la "
-        "réponse opposée est transmise sinon. Quelqu'un qui voit une réponse envoyée devine votre "
+        "réponse opposée est transmise sinon. Quelqu'un qui voit une réponse envoyée devine juste votre "
         "vraie réponse dans 88 % des cas, contre 50 % par hasard. (Niveau de confidentialité ε = 2 ;",
         "spent": "Vous avez répondu à 2 paires. Chaque réponse a été randomisée sur cet appareil",
         "progress": "Question 1 sur 2",
