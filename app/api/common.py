@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query, Request
+from fastapi import Query, Request, Response
 
 from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
@@ -30,9 +30,11 @@ Lang = Annotated[
 ]
 
 
-def language_of(request: Request, lang: str | None, survey: Survey) -> str:
+def language_of(request: Request, response: Response, lang: str | None, survey: Survey) -> str:
     """The language a respondent-facing answer is given in: ``?lang=``, then the request's
-    ``Accept-Language``, then the survey's default (README, "Languages")."""
+    ``Accept-Language``, then the survey's default (README, "Languages"). The answer says
+    that it varies with ``Accept-Language`` (for any cache on the way)."""
+    response.headers["Vary"] = "Accept-Language"
     return choose_language(lang, request.headers.get("accept-language"), survey.language)
 
 

@@ -204,7 +204,7 @@ def set_item_status(
     summary="The public results (no credentials; surveys that publish them)",
 )
 async def results(
-    *, request: Request, survey_id: str, lang: Lang = None, session: SessionDep
+    *, request: Request, response: Response, survey_id: str, lang: Lang = None, session: SessionDep
 ) -> PublicResults:
     """What the page /r/{id} shows: the ranking with 95% score intervals (local surveys:
     post-processing of randomized answers, so publishing it costs no privacy), or a
@@ -222,7 +222,7 @@ async def results(
         seconds=state.settings.analysis_seconds,
         what="the results",
     )
-    language = language_of(request, lang, survey)
+    language = language_of(request, response, lang, survey)
     translations = await run_in_threadpool(translations_of, session, [it.item_id for it in found.items])
     # The snapshot is shared: relabel a copy.
     return found.model_copy(

@@ -120,7 +120,9 @@ def me(*, ctx: RespondentDep, session: SessionDep) -> RespondentStatus:
     responses=errors(401, 403, 404, 409),
     summary="Ranking surveys: the items to rank",
 )
-def question(*, request: Request, lang: Lang = None, ctx: RespondentDep, session: SessionDep) -> QuestionOut:
+def question(
+    *, request: Request, response: Response, lang: Lang = None, ctx: RespondentDep, session: SessionDep
+) -> QuestionOut:
     """The survey's items in a fresh uniformly random order (so that presentation order
     biases no item), whether this respondent already answered, and the privacy its
     ranking will get: the Mallows mechanism with weight ε/(m−1) per pair, which swaps
@@ -129,7 +131,7 @@ def question(*, request: Request, lang: Lang = None, ctx: RespondentDep, session
     ``Accept-Language``, then the survey's default)."""
     survey, respondent = ctx
     out = ranking_surveys.question(session, survey, respondent)
-    language = language_of(request, lang, survey)
+    language = language_of(request, response, lang, survey)
     found = translations_of(session, [it.id for it in out.items])
     if found:
         for it in out.items:
@@ -146,6 +148,7 @@ def question(*, request: Request, lang: Lang = None, ctx: RespondentDep, session
 def pairs(
     *,
     request: Request,
+    response: Response,
     count: int = Query(1, ge=1, le=100),
     lang: Lang = None,
     ctx: RespondentDep,
@@ -162,7 +165,7 @@ def pairs(
     if survey.kind != "pairwise":
         raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
     served = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
-    language = language_of(request, lang, survey)
+    language = language_of(request, response, lang, survey)
     # One primary-key query for the pairs' items (at most 200) that have translations.
     found = translations_of(session, [x[0] for pair in served.pairs for x in pair])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
@@ -145,7 +145,7 @@ def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[It
     summary="What a prospective respondent may know (no credentials needed)",
 )
 def public_survey(
-    *, request: Request, survey_id: str, lang: Lang = None, session: SessionDep
+    *, request: Request, response: Response, survey_id: str, lang: Lang = None, session: SessionDep
 ) -> PublicSurveyOut:
     """Title, kind, status and the privacy a respondent will get — what the respondent
     page shows before registering. Nothing about answers or other respondents.
@@ -169,7 +169,7 @@ def public_survey(
         suggestions=_public_suggestions(survey),
         public_results=bool(survey.public_results),
         results_on_finish=bool(survey.results_on_finish),
-        language=language_of(request, lang, survey),
+        language=language_of(request, response, lang, survey),
         languages=list(LANGUAGES),
     )
 

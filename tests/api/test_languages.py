@@ -73,6 +73,8 @@ def test_the_public_survey_says_its_language(client):
     assert _public(client, sid, "?lang=pt", headers=accept)["language"] == "es"  # unknown ?lang= falls back
     assert _public(client, sid, "?lang=pt", headers={"Accept-Language": "pt-BR"})["language"] == "de"
     assert _public(client, sid, "?lang=" + "x" * 300)["language"] == "de"  # nonsense is ignored, never a 422
+    # The answer depends on Accept-Language, and says so.
+    assert client.get(f"/v1/surveys/{sid}/public").headers["vary"] == "Accept-Language"
     plain = _survey(client)["id"]
     assert _public(client, plain, headers={"Accept-Language": "ja"})["language"] == "en"
 
@@ -156,6 +158,7 @@ def test_pairs_give_labels_in_the_chosen_language(client):
     ]
     _, h = register(client, sid)
     assert _pair_labels(client, sid, h, "&lang=es") == set(SPANISH)
+    assert client.get(f"/v1/surveys/{sid}/pairs", headers=h).headers["vary"] == "Accept-Language"
     assert _pair_labels(client, sid, {**h, "Accept-Language": "es-ES,es;q=0.9"}) == set(SPANISH)
     # The survey's default is German: Wohnen, and the label itself where there is no German one.
     assert _pair_labels(client, sid, h) == {"Wohnen", "Transit", "Parks"}
@@ -177,7 +180,9 @@ def test_the_ranking_question_gives_labels_in_the_chosen_language(client):
     assert r.status_code == 201, r.text
     sid = r.json()["id"]
     _, h = register(client, sid)
-    q = client.get(f"/v1/surveys/{sid}/question?lang=fr", headers=h).json()
+    r = client.get(f"/v1/surveys/{sid}/question?lang=fr", headers=h)
+    assert r.headers["vary"] == "Accept-Language"
+    q = r.json()
     assert {i["label"] for i in q["items"]} == {"Logement", "Transit", "Parcs"}
     q = client.get(f"/v1/surveys/{sid}/question", headers={**h, "Accept-Language": "fr-CA"}).json()
     assert {i["label"] for i in q["items"]} == {"Logement", "Transit", "Parcs"}
@@ -196,6 +201,7 @@ def test_public_results_give_labels_in_the_chosen_language(client):
     english = client.get(f"/v1/surveys/{sid}/results").json()
     assert {i["label"] for i in english["items"]} == set(ITEMS)
     assert english["language"] == "en"
+    assert client.get(f"/v1/surveys/{sid}/results").headers["vary"] == "Accept-Language"
     spanish = client.get(f"/v1/surveys/{sid}/results?lang=es").json()
     assert {i["label"] for i in spanish["items"]} == set(SPANISH)
     assert spanish["language"] == "es"
