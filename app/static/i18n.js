@@ -89,6 +89,43 @@ export function t(key, params = {}) {
 }
 
 /**
+ * The page in each of `codes`, as links that set ?lang= (the rest of the address kept), each
+ * language named in itself ("Deutsch", "Français"); `current` is marked, not a link. A
+ * <footer> for the respondent and results pages, named by the catalog's "page.languages".
+ */
+export function languageFooter(codes, current) {
+  const own = (code) => {
+    const name = new Intl.DisplayNames([code], { type: "language" }).of(code);
+    return name.charAt(0).toLocaleUpperCase(code) + name.slice(1);
+  };
+  const entries = codes.map((code) => {
+    if (code === current) {
+      const el = document.createElement("strong");
+      el.setAttribute("aria-current", "true");
+      el.lang = code;
+      el.textContent = own(code);
+      return el;
+    }
+    const url = new URL(location.href);
+    url.searchParams.set("lang", code);
+    const a = document.createElement("a");
+    a.href = url.pathname + url.search;
+    a.lang = code;
+    a.hreflang = code;
+    a.textContent = own(code);
+    return a;
+  });
+  const nav = document.createElement("nav");
+  nav.setAttribute("aria-label", t("page.languages"));
+  nav.append(...entries.flatMap((el, k) => (k ? [" · ", el] : [el])));
+  const footer = document.createElement("footer");
+  footer.className = "languages hint";
+  footer.id = "languages";
+  footer.append(nav);
+  return footer;
+}
+
+/**
  * Translates a page's fixed markup under `root`: an element with data-i18n="key" gets the
  * message as its text, one with data-i18n-label="key" as its aria-label.
  */

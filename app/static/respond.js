@@ -12,7 +12,7 @@
  * (i18n.js) and the item labels from the service in that language.
  */
 import { h } from "/static/dom.js";
-import { loadCatalogs, preferredLanguage, t } from "/static/i18n.js";
+import { languageFooter, loadCatalogs, preferredLanguage, t } from "/static/i18n.js";
 import { intro } from "/static/respond-intro.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
@@ -40,6 +40,8 @@ async function start() {
   client.lang = survey.language; // the labels of pairs, rankings and results in the page's language
   await loadCatalogs(["respond", "results"], survey.language); // results: at the end, if shown
   translatePage();
+  document.getElementById("languages")?.remove();
+  document.body.append(languageFooter(survey.languages, survey.language));
   document.getElementById("survey-name").textContent = survey.title;
   document.title = t("page.title", { title: survey.title });
   if (survey.status !== "open") {

@@ -6,7 +6,14 @@
  * service chose (?lang=, then Accept-Language, then the survey's default; the labels too).
  */
 import { h } from "/static/dom.js";
-import { loadCatalogs, preferredLanguage, t, translateStatic } from "/static/i18n.js";
+import {
+  LANGUAGES,
+  languageFooter,
+  loadCatalogs,
+  preferredLanguage,
+  t,
+  translateStatic,
+} from "/static/i18n.js";
 import { PrivrankClient } from "/static/privrank.js";
 import { resultsContent } from "/static/results-view.js";
 
@@ -33,6 +40,7 @@ async function start() {
   translateStatic(document);
   document.getElementById("results-title").textContent = r.title;
   document.title = t("page.title", { title: r.title });
+  document.body.append(languageFooter(LANGUAGES, r.language));
   main.replaceChildren(...resultsContent(r, { level: 2, idPrefix: "results" }));
 }
 

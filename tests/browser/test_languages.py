@@ -254,3 +254,25 @@ def test_the_results_in_german_on_the_respondent_page_and_the_results_page(serve
     page.goto(f"{server.base}/r/{sid}?lang=fr")
     expect(page.get_by_role("heading", name="Classement")).to_be_visible()
     assert sorted(page.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["fr"])
+
+
+def test_the_respondent_switches_language_mid_survey(server, page_in):
+    sid = _survey(server)
+    page = page_in("es-ES")
+    page.goto(f"{server.base}/s/{sid}?n=3")
+    languages = page.get_by_role("navigation", name="Idiomas")
+    # Each language named in itself; the page's own is marked, not a link.
+    assert _plain(languages.inner_text()) == "English · Español · Deutsch · Français"
+    assert languages.locator("[aria-current]").inner_text() == "Español"
+    expect(languages.get_by_role("link")).to_have_count(3)
+    page.get_by_role("button", name="Empezar").click()
+    page.locator("#choice-a").click()
+    expect(page.locator("#progress-text")).to_have_text("Pregunta 2 de 3")
+    languages.get_by_role("link", name="Deutsch").click()
+    # The same respondent (its token is in the tab's session storage), the next pair, in German.
+    expect(page.locator("#progress-text")).to_have_text("Frage 2 von 3")
+    assert page.evaluate("document.documentElement.lang") == "de"
+    assert page.url.endswith(f"/s/{sid}?n=3&lang=de")
+    shown = {page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()}
+    assert shown <= set(TRANSLATIONS["de"]), shown
+    expect(page.get_by_role("navigation", name="Sprachen").locator("[aria-current]")).to_have_text("Deutsch")
