@@ -184,7 +184,7 @@ def set_item_status(
     """hidden: no longer served (its answers stay in the data, and in the admin's ranking);
     live: served again, its flags cleared (it has been reviewed). ``translations``
     (admins only): the label in other languages, replacing the item's; both in one change."""
-    translations = UNSET
+    translations: dict[str, str] | None = UNSET
     if "translations" in body.model_fields_set:
         if who.role != ADMIN:
             raise Forbidden("only an admin may set an item's translations")
