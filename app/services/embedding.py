@@ -38,6 +38,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _FORBIDDEN = re.compile(r"[\s;,'\"\\<>`@?#%]")
 #: Shape of a survey id (:func:`~app.db.models.new_id`): anything else is no survey.
 _SURVEY_ID = re.compile(r"srv_[a-z2-7]{16}")
+#: The IDNA deviation characters: IDNA 2003 (Python's ``idna`` codec) maps them to other
+#: letters or drops them, browsers (UTS 46, nontransitional) encode them as they are.
+_DEVIATIONS = re.compile("[\u00df\u03c2\u200c\u200d]")
 _FORM = "a serialized origin: scheme://host or scheme://host:port (http or https), no path"
 
 
@@ -49,6 +52,13 @@ def _host(raw: str, origin: str) -> str:
             f"embed origin {origin!r}: a wildcard may only be the first label (https://*.example.org)"
         )
     if not name.isascii():
+        if _DEVIATIONS.search(name):
+            # Python's codec (IDNA 2003) maps these away (faß.de to fass.de, another site) where
+            # browsers keep them (xn--fa-hia.de): the policy would name a site not meant.
+            raise Invalid(
+                f"embed origin {origin!r}: give this host in its punycode form (xn--…); "
+                "it has a letter (ß, ς) or joiner that browsers and IDNA 2003 encode differently"
+            )
         try:
             name = name.encode("idna").decode("ascii")
         except UnicodeError:
@@ -94,7 +104,8 @@ def clean_origin(origin: str) -> str:
     host = _host(m["host"], origin)
     port = m["port"]
     if port is not None:
-        if not port.isdigit() or not 1 <= int(port) <= 65535 or not port.isascii():
+        # isascii first: isdigit() is true of digits int() does not read (², ①).
+        if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
             raise Invalid(f"embed origin {origin!r}: the port must be a number between 1 and 65535")
         if int(port) == _DEFAULT_PORTS[scheme]:
             port = None

@@ -86,6 +86,11 @@ BAD = [
     "https://example.org:0",
     "https://example.org:65536",
     "https://example.org:*",
+    "https://example.org:\u00b2",  # a superscript two: isdigit() but not int() (was a 500)
+    "https://example.org:\u2460",  # a circled one: the same
+    "https://fa\u00df.example",  # IDNA 2003 makes it fass.example, browsers xn--fa-hia.example
+    "https://\u03c2.example",  # final sigma: the same
+    "https://a\u200db.example",  # a joiner, dropped by IDNA 2003
     "https://[::1]:8080",
     "https://300.1.1.1",
     "https://-bad-.example",
