@@ -171,6 +171,34 @@ def set_translations(session: Session, survey_id: str, item: Item, translations:
                 f"item translations must be unique within a language; {code!r} already has {label!r}"
             )
     item.translations = checked or null()  # SQL NULL, as for items created without translations
+    session.flush()
+    check_shown_labels(session, survey_id)
+
+
+def check_shown_labels(session: Session, survey_id: str) -> None:
+    """Invalid when respondents in some language would see two items alike: an item shows its
+    translation there, else its label, so a translation must not be another item's label where
+    that item has no translation of its own. Inside the caller's write transaction, after its
+    changes are flushed; reads nothing more when no item has translations."""
+    rows = session.execute(
+        select(Item.id, Item.translations).where(Item.survey_id == survey_id, Item.translations.is_not(None))
+    )
+    translated = {item_id: translations for item_id, translations in rows if translations}
+    if not translated:
+        return
+    by_label = {
+        normalize_label(label): item_id
+        for item_id, label in session.execute(select(Item.id, Item.label).where(Item.survey_id == survey_id))
+    }
+    for item_id, translations in translated.items():
+        for code, label in translations.items():
+            other = by_label.get(normalize_label(label))
+            if other is not None and other != item_id and code not in translated.get(other, {}):
+                raise Invalid(
+                    f"items must look different in every language; in {code!r} two items would show "
+                    f"{label!r} (another item's label, untranslated there): translate that item too, "
+                    "or choose another"
+                )
 
 
 def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
@@ -302,6 +330,9 @@ def create_survey(
         )
         for k, label in enumerate(cleaned)
     )
+    if any(per_item):
+        session.flush()
+        check_shown_labels(session, survey.id)
     session.commit()
     return survey
 
@@ -608,6 +639,7 @@ def append_items(
     if touch:
         survey.updated_at = utcnow()
     session.flush()
+    check_shown_labels(session, survey_id)  # a new label may be what another item shows in a language
     return new
 
 

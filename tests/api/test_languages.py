@@ -300,6 +300,53 @@ def test_patch_sets_replaces_and_clears_an_items_translations(client, unchanged)
     assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]["translations"] is None
 
 
+def test_a_translation_may_not_show_as_another_items_label(client, unchanged):
+    """In a language an item shows its translation, else its label: two items must never look
+    alike there (a respondent could not tell them apart)."""
+    with unchanged():
+        # On create: Transit's Spanish label is Housing's own (untranslated in Spanish).
+        r = client.post(
+            "/v1/surveys",
+            json={"title": "t", "items": ITEMS, "item_translations": {"es": [None, "Housing", None]}},
+            headers=ADMIN,
+        )
+        assert r.status_code == 422 and "look different" in r.json()["detail"], r.text
+    s = _survey(client)
+    sid, housing, transit = s["id"], s["items"][0]["id"], s["items"][1]["id"]
+    with unchanged():
+        # On PATCH: the same through an item's translations.
+        r = client.patch(
+            f"/v1/surveys/{sid}/items/{transit}", json={"translations": {"es": "Housing"}}, headers=ADMIN
+        )
+        assert r.status_code == 422 and "look different" in r.json()["detail"], r.text
+        # On adding items: a new translation, then a new label, equal to what another item shows.
+        r = client.post(
+            f"/v1/surveys/{sid}/items",
+            json={"items": ["Flats"], "item_translations": {"fr": ["Parks"]}},
+            headers=ADMIN,
+        )
+        assert r.status_code == 422 and "look different" in r.json()["detail"], r.text
+    assert (
+        client.patch(
+            f"/v1/surveys/{sid}/items/{housing}", json={"translations": {"es": "Vivienda"}}, headers=ADMIN
+        ).status_code
+        == 200
+    )
+    with unchanged():
+        r = client.post(f"/v1/surveys/{sid}/items", json={"items": ["Vivienda"]}, headers=ADMIN)
+        assert r.status_code == 422 and "look different" in r.json()["detail"], r.text
+    # Housing translated in Spanish, Transit may take its English label there; an item may keep its own.
+    r = client.patch(
+        f"/v1/surveys/{sid}/items/{transit}",
+        json={"translations": {"es": "Housing", "de": "Transit"}},
+        headers=ADMIN,
+    )
+    assert r.status_code == 200, r.text
+    _, h = register(client, sid)
+    shown = _pair_labels(client, sid, h, "&lang=es")
+    assert shown == {"Vivienda", "Housing", "Parks"}
+
+
 # -- the catalogs -------------------------------------------------------------------------
 
 CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
