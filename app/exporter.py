@@ -15,8 +15,10 @@ plan --survey``, and writes into one directory:
 
 With ``--format parquet`` the data files are the service's Parquet exports and
 ``ranking.parquet`` is written here (pyarrow, the ``privrank[parquet]`` extra). Downloads
-go to ``*.part`` files renamed when complete; nothing is overwritten without ``--force``
-(checked before anything is fetched).
+go to ``*.part`` files, all renamed once every one is complete (an export that fails
+half-way leaves no file of it, nor a mix of new and older files); nothing is overwritten
+without ``--force`` (checked before anything is fetched). Redirects are not followed: the
+key would go with them, to wherever the answer points.
 """
 
 from __future__ import annotations
@@ -72,6 +74,21 @@ class ExportError(Exception):
         self.status = status
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect with the request's headers, the key among them, to any
+    host (or to plain http): the export stops instead, saying where it was sent."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        path = urllib.parse.urlsplit(req.full_url).path
+        raise ExportError(
+            f"GET {path}: the server redirected ({code}) to {newurl}; not followed (the key would go "
+            "with it): give the service's own address as --server"
+        )
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 @dataclass(frozen=True)
 class _Client:
     server: str
@@ -82,7 +99,7 @@ class _Client:
             self.server + path, headers={"Authorization": f"Bearer {self.key}"}, method="GET"
         )
         try:
-            return urllib.request.urlopen(request, timeout=600)
+            return _OPENER.open(request, timeout=600)
         except urllib.error.HTTPError as exc:
             try:
                 detail = json.load(exc).get("detail")
@@ -97,14 +114,13 @@ class _Client:
             return json.load(response)
 
     def download(self, path: str, target: Path) -> None:
-        """Stream the body into ``target`` (through ``target.part``, renamed when complete)."""
-        part = target.with_name(target.name + ".part")
-        try:
-            with self.open(path) as response, open(part, "wb") as out:
-                shutil.copyfileobj(response, out, 64 * 2**10)
-            os.replace(part, target)
-        finally:
-            part.unlink(missing_ok=True)
+        """Stream the body into ``target`` (a ``.part`` file: :func:`export_survey` renames it)."""
+        with self.open(path) as response, open(target, "wb") as out:
+            shutil.copyfileobj(response, out, 64 * 2**10)
+
+
+def _part(target: Path) -> Path:
+    return target.with_name(target.name + ".part")
 
 
 def _ranking_rows(items: list[dict]) -> list[dict]:
@@ -129,32 +145,25 @@ def _columns(rows: list[dict]) -> list[str]:
     ]
 
 
-def _write_ranking(rows: list[dict], target: Path, fmt: str) -> list[str]:
+def _write_ranking(rows: list[dict], part: Path, fmt: str) -> list[str]:
+    """Write the ranking into ``part`` (a ``.part`` file: :func:`export_survey` renames it)."""
     columns = _columns(rows)
-    part = target.with_name(target.name + ".part")
-    try:
-        if fmt == "csv":
-            with open(part, "w", newline="", encoding="utf-8") as out:
-                writer = csv.writer(out, lineterminator="\n")
-                writer.writerow(columns)
-                for r in rows:
-                    writer.writerow(
-                        [
-                            "" if r[c] is None else repr(r[c]) if isinstance(r[c], float) else r[c]
-                            for c in columns
-                        ]
-                    )
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+    if fmt == "csv":
+        with open(part, "w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(columns)
+            for r in rows:
+                writer.writerow(
+                    ["" if r[c] is None else repr(r[c]) if isinstance(r[c], float) else r[c] for c in columns]
+                )
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-            kinds = {"int64": pa.int64(), "string": pa.string(), "double": pa.float64()}
-            schema = pa.schema([pa.field(c, kinds[RANKING_COLUMNS[c]]) for c in columns])
-            table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
-            pq.write_table(table, part)
-        os.replace(part, target)
-    finally:
-        part.unlink(missing_ok=True)
+        kinds = {"int64": pa.int64(), "string": pa.string(), "double": pa.float64()}
+        schema = pa.schema([pa.field(c, kinds[RANKING_COLUMNS[c]]) for c in columns])
+        table = pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
+        pq.write_table(table, part)
     return columns
 
 
@@ -227,8 +236,26 @@ def export_survey(
         raise ExportError(f"{out_dir} already holds {', '.join(existing)}; use --force to overwrite", 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    try:
+        _stage(client, base, survey, files, out_dir, fmt, written)
+        # Every file is complete: only now do they replace a previous export's.
+        for target in written:
+            os.replace(_part(target), target)
+    finally:
+        for target in targets:
+            _part(target).unlink(missing_ok=True)
+    if force and out_dir / f"ranking.{fmt}" not in written:
+        (out_dir / f"ranking.{fmt}").unlink(missing_ok=True)  # not an older survey state's
+    return written
+
+
+def _stage(
+    client: _Client, base: str, survey: dict, files: dict[str, str], out_dir: Path, fmt: str, written: list
+) -> None:
+    """Write each file of the export as its ``.part`` (``written`` gets the final names)."""
+    kind, model = survey.get("kind"), (survey.get("privacy") or {}).get("model")
     for name in files.values():
-        client.download(f"{base}/{name}", out_dir / name)
+        client.download(f"{base}/{name}", _part(out_dir / name))
         written.append(out_dir / name)
     # The ranking: the estimate (local surveys) or the newest release (central surveys).
     rows: list[dict] | None = None
@@ -259,11 +286,8 @@ def export_survey(
             )
     columns = None
     if rows is not None:
-        columns = _write_ranking(rows, out_dir / f"ranking.{fmt}", fmt)
+        columns = _write_ranking(rows, _part(out_dir / f"ranking.{fmt}"), fmt)
         written.append(out_dir / f"ranking.{fmt}")
-    elif force:
-        (out_dir / f"ranking.{fmt}").unlink(missing_ok=True)  # not an older survey state's
     readme = out_dir / "README.txt"
-    readme.write_text(_readme(survey, files, note, columns, fmt), encoding="utf-8")
+    _part(readme).write_text(_readme(survey, files, note, columns, fmt), encoding="utf-8")
     written.append(readme)
-    return written

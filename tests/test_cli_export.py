@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import sys
@@ -245,3 +246,83 @@ def test_clear_errors(server, surveys, tmp_path):
     )
     assert p.returncode == 2 and "install privrank[parquet]" in p.stderr
     assert not (tmp_path / "f").exists()
+
+
+class _Stub:
+    """A stand-in service on a free local port: ``routes`` maps a path to (status, headers,
+    body); every request's Authorization header is recorded."""
+
+    def __init__(self, routes: dict[str, tuple[int, dict, bytes]]) -> None:
+        import http.server
+        import threading
+
+        stub = self
+        self.routes = routes
+        self.seen: list[tuple[str, str | None]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                stub.seen.append((self.path, self.headers.get("Authorization")))
+                status, headers, body = stub.routes.get(self.path, (404, {}, b'{"detail": "no"}'))
+                self.send_response(status)
+                for name, value in {"Content-Length": str(len(body)), **headers}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_redirect_is_not_followed_with_the_key(tmp_path):
+    """urllib follows a redirect with the request's headers: the key went to any host named."""
+    from app.exporter import ExportError, export_survey
+
+    elsewhere = _Stub({})
+    service = _Stub({"/v1/surveys/srv_x": (302, {"Location": f"{elsewhere.base}/steal"}, b"")})
+    try:
+        with pytest.raises(ExportError, match="redirected") as err:
+            export_survey(service.base, KEY, "srv_x", tmp_path / "out")
+        assert KEY not in str(err.value)
+        assert elsewhere.seen == []  # never asked, so never given the key
+    finally:
+        service.stop()
+        elsewhere.stop()
+
+
+def test_an_export_failing_half_way_leaves_the_previous_one_whole(tmp_path):
+    """A failure after some files were downloaded replaced none of a previous export's
+    files (a mix of two exports) and leaves no file of its own."""
+    from app.exporter import ExportError, export_survey
+
+    survey = {"id": "srv_x", "title": "t", "kind": "ranking", "privacy": {"model": "local"}}
+    service = _Stub(
+        {
+            "/v1/surveys/srv_x": (200, {"Content-Type": "application/json"}, json.dumps(survey).encode()),
+            "/v1/surveys/srv_x/items.csv": (200, {}, b"item,position,label\nitm_new,0,new\n"),
+            "/v1/surveys/srv_x/rankings.csv": (500, {}, b'{"detail": "internal error"}'),
+        }
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    old = {name: f"old {name}\n" for name in ("items.csv", "rankings.csv", "ranking.csv", "README.txt")}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    try:
+        with pytest.raises(ExportError, match="answered 500"):
+            export_survey(service.base, KEY, "srv_x", out, force=True)
+        assert {p.name: p.read_text() for p in out.iterdir()} == old
+        fresh = tmp_path / "fresh"
+        with pytest.raises(ExportError, match="answered 500"):
+            export_survey(service.base, KEY, "srv_x", fresh)
+        assert list(fresh.iterdir()) == []
+    finally:
+        service.stop()
