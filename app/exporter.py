@@ -111,7 +111,12 @@ class _Client:
 
     def json(self, path: str):
         with self.open(path) as response:
-            return json.load(response)
+            try:
+                return json.load(response)
+            except ValueError:  # a proxy's or another server's page, say
+                raise ExportError(
+                    f"GET {path}: the answer is not JSON: is --server the service's address?"
+                ) from None
 
     def download(self, path: str, target: Path) -> None:
         """Stream the body into ``target`` (a ``.part`` file: :func:`export_survey` renames it)."""

@@ -326,3 +326,17 @@ def test_an_export_failing_half_way_leaves_the_previous_one_whole(tmp_path):
         assert list(fresh.iterdir()) == []
     finally:
         service.stop()
+
+
+def test_an_answer_that_is_not_json_is_a_one_line_error(tmp_path):
+    """A web page where the service's JSON was expected (another server at --server, a proxy's
+    error page) ends the export with a one-line error, not a traceback."""
+    from app.exporter import ExportError, export_survey
+
+    service = _Stub({"/v1/surveys/srv_x": (200, {"Content-Type": "text/html"}, b"<html>hello</html>")})
+    try:
+        with pytest.raises(ExportError, match="not JSON"):
+            export_survey(service.base, KEY, "srv_x", tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+    finally:
+        service.stop()
