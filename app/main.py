@@ -310,12 +310,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(keys.whoami_router)
     pages = static_dir()
 
-    @app.get("/s/{survey_id}", include_in_schema=False)
+    # HEAD too (FastAPI's routes answer GET only): a HEAD fell through to the file server,
+    # whose 404 said that the survey's page did not exist.
+    @app.api_route("/s/{survey_id}", methods=["GET", "HEAD"], include_in_schema=False)
     def respondent_page(survey_id: str) -> FileResponse:
         """The respondent page; it reads the survey id from its own URL."""
         return FileResponse(pages / "respond.html", headers=_framed(app, survey_id))
 
-    @app.get("/r/{survey_id}", include_in_schema=False)
+    @app.api_route("/r/{survey_id}", methods=["GET", "HEAD"], include_in_schema=False)
     def results_page(survey_id: str) -> FileResponse:
         """The public results page (surveys that publish them); it reads the survey id from its URL."""
         return FileResponse(pages / "results.html", headers=_framed(app, survey_id))

@@ -162,6 +162,19 @@ def test_the_respondent_page_may_be_framed_only_by_the_surveys_origins(client):
         assert r.headers["x-frame-options"] == "DENY", path
 
 
+def test_a_head_request_gets_the_pages_headers(client):
+    """HEAD (link checkers, monitors) answers as GET does, without the body: it used to fall
+    through to the file server's 404, as if the survey's page did not exist."""
+    plain, s = create_survey(client), _survey_with(client, [SITE])
+    for sid in (plain["id"], s["id"]):
+        for page in ("s", "r"):
+            got, head = client.get(f"/{page}/{sid}"), client.head(f"/{page}/{sid}")
+            assert head.status_code == 200 and head.content == b"", (page, sid)
+            for name in ("content-security-policy", "x-frame-options", "content-type", "referrer-policy"):
+                assert head.headers.get(name) == got.headers.get(name), (page, sid, name)
+    assert "frame-ancestors 'self' " + SITE in client.head(f"/s/{s['id']}").headers["content-security-policy"]
+
+
 def test_a_patch_changes_the_frame_ancestors_at_once(client):
     s = _survey_with(client, [SITE])
     page = f"/s/{s['id']}"
