@@ -51,6 +51,31 @@ log = logging.getLogger("privrank.rankings")
 BALLOT_COLUMNS = ("respondent", "ranking", "epsilon")
 #: Rankings per pending batch (a payload of 4·m + 8 bytes a ranking: ≤ 10 MB at m = 256).
 _PENDING_CHUNK = 10_000
+#: Characters one CSV record (the header too) may take. csv.reader makes a field of every
+#: comma and holds the whole record: a body's worth of commas became ~11 bytes of fields
+#: per byte of body (a 256 MiB import, ~3 GB).
+MAX_RECORD_CHARS = 2**20
+
+
+class _Records:
+    """The stream's lines for csv.reader, refusing a record longer than
+    :data:`MAX_RECORD_CHARS` (the caller sets ``taken`` to 0 after each record)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.taken = 0
+
+    def __iter__(self) -> _Records:
+        return self
+
+    def __next__(self) -> str:
+        line = self.stream.readline(MAX_RECORD_CHARS + 1)  # never more than a record's worth
+        if not line:
+            raise StopIteration
+        self.taken += len(line)
+        if self.taken > MAX_RECORD_CHARS:
+            raise Invalid(f"a CSV row is longer than {MAX_RECORD_CHARS} characters")
+        return line
 
 
 def _parse_ballots(
@@ -58,13 +83,15 @@ def _parse_ballots(
 ) -> tuple[list[np.ndarray], list[str], list[float], list[int]]:
     """Rows as (item positions best first, pseudonyms, ε's, line numbers); Invalid on bad content,
     naming the row but never a submitted item."""
-    reader = csv.reader(stream)
+    records = _Records(stream)
+    reader = csv.reader(records)
     try:
         names = [name.strip().lower() for name in next(reader, [])]
     except csv.Error:
         raise Invalid("the CSV cannot be parsed") from None
     except UnicodeDecodeError:
         raise Invalid("the CSV must be UTF-8") from None
+    records.taken = 0
     if len(set(names)) != len(names):
         raise Invalid("the CSV header repeats a column")
     column = {name: k for k, name in enumerate(names)}
@@ -80,11 +107,12 @@ def _parse_ballots(
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
-    records = 0
+    n_records = 0
     try:
         for rec in reader:
-            records += 1
-            if records > max_rows:
+            records.taken = 0
+            n_records += 1
+            if n_records > max_rows:
                 raise Invalid(f"at most {max_rows} rows per import{why}; split the file")
             if not rec:
                 continue  # a blank line (counted above)

@@ -169,6 +169,30 @@ def test_bad_files_are_422(client, unchanged, body, words):
     assert r.status_code == 422 and words in r.json()["detail"], r.text
 
 
+def test_a_row_of_very_many_fields_is_refused_before_it_is_held(client, unchanged):
+    """csv.reader makes a field of every comma and holds the whole record (a 256 MiB body of
+    commas took ~3 GB): a row is at most 2**20 characters, so fields, the header's too,
+    however the row spans lines."""
+    s = ranking_survey(client, ("A", "B"))
+    header = "respondent,ranking,epsilon"
+    many = 2**20 + 1
+    bodies = [
+        f"{header}\nv1,A>B,1" + "," * many + "\n",
+        f"{header}\nv1,A>B,1," + '"\n",' * (many // 4) + "\n",  # one record over many short lines
+        header + "," * many + "\nv1,A>B,1\n",
+    ]
+    with unchanged():
+        for body in bodies:
+            r = post(client, s["id"], body, privatized=False)
+            assert r.status_code == 422 and "longer than 1048576 characters" in r.json()["detail"], r.text[
+                :200
+            ]
+    # Rows within the bound are fine, however many of them.
+    rows = "".join(f"v{k},A>B,1" + "," * (2**20 - 20) + "\n" for k in range(3))
+    r = post(client, s["id"], header + "\n" + rows, privatized=False)
+    assert r.status_code == 201 and r.json()["imported"] == 3, r.text
+
+
 def test_importing_the_same_file_twice_stores_it_once(client, db, unchanged):
     s = ranking_survey(client, ("A", "B", "C"))
     body = ballots_csv([("v1", "A>B>C", "1"), ("v2", "C>B", "1")])
