@@ -37,7 +37,7 @@ from ..limits import MAX_IMPORT_RANKING_ENTRIES, MAX_IMPORT_RANKINGS
 from ..stats.rankings import complete_ranking, mallows_privatize
 from .aggregation import encode_rankings
 from .errors import Conflict, Invalid
-from .ingestion import _PSEUDONYM, _Bulk, _chunks, _known_respondents, _over, _table
+from .ingestion import _PSEUDONYM, _Bulk, _chunks, _known_respondents, _over, _Records, _table
 from .ranking_surveys import RANKING_SEPARATOR, _check_ranking_survey
 from .respondents import check_epsilon
 from .results.analysis import ImportOut
@@ -51,31 +51,6 @@ log = logging.getLogger("privrank.rankings")
 BALLOT_COLUMNS = ("respondent", "ranking", "epsilon")
 #: Rankings per pending batch (a payload of 4·m + 8 bytes a ranking: ≤ 10 MB at m = 256).
 _PENDING_CHUNK = 10_000
-#: Characters one CSV record (the header too) may take. csv.reader makes a field of every
-#: comma and holds the whole record: a body's worth of commas became ~11 bytes of fields
-#: per byte of body (a 256 MiB import, ~3 GB).
-MAX_RECORD_CHARS = 2**20
-
-
-class _Records:
-    """The stream's lines for csv.reader, refusing a record longer than
-    :data:`MAX_RECORD_CHARS` (the caller sets ``taken`` to 0 after each record)."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-        self.taken = 0
-
-    def __iter__(self) -> _Records:
-        return self
-
-    def __next__(self) -> str:
-        line = self.stream.readline(MAX_RECORD_CHARS + 1)  # never more than a record's worth
-        if not line:
-            raise StopIteration
-        self.taken += len(line)
-        if self.taken > MAX_RECORD_CHARS:
-            raise Invalid(f"a CSV row is longer than {MAX_RECORD_CHARS} characters")
-        return line
 
 
 def _parse_ballots(

@@ -401,6 +401,33 @@ def _chunks(values: list, size: int = _IN_CHUNK):
         yield values[start : start + size]
 
 
+#: Characters one CSV record (the header too) may take, in this import and the ballot
+#: import. csv.reader makes a field of every comma and holds the whole record: a body of
+#: commas became ~11 bytes of fields per byte of body (~3 GB for a 256 MiB import).
+MAX_RECORD_CHARS = 2**20
+
+
+class _Records:
+    """The stream's lines for csv.reader, refusing a record longer than
+    :data:`MAX_RECORD_CHARS` (the caller sets ``taken`` to 0 after each record)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.taken = 0
+
+    def __iter__(self) -> _Records:
+        return self
+
+    def __next__(self) -> str:
+        line = self.stream.readline(MAX_RECORD_CHARS + 1)  # never more than a record's worth
+        if not line:
+            raise StopIteration
+        self.taken += len(line)
+        if self.taken > MAX_RECORD_CHARS:
+            raise Invalid(f"a CSV row is longer than {MAX_RECORD_CHARS} characters")
+        return line
+
+
 def _parse_import(
     csv_text: str | IO[str], max_rows: int, survey: Survey, lookup: dict[str, str], why: str = ""
 ):
@@ -410,13 +437,15 @@ def _parse_import(
     is never copied whole). Blank records count towards ``max_rows`` like data rows, so
     that a body of blank lines is refused as soon as it passes the limit."""
     stream = io.StringIO(csv_text) if isinstance(csv_text, str) else csv_text
-    reader = csv.reader(stream)
+    records = _Records(stream)
+    reader = csv.reader(records)
     try:
         fieldnames = next(reader, [])
     except csv.Error:
         raise Invalid("the CSV cannot be parsed") from None
     except UnicodeDecodeError:
         raise Invalid("the CSV must be UTF-8") from None
+    records.taken = 0
     names = [name.strip().lower() for name in fieldnames]
     if len(set(names)) != len(names):
         raise Invalid("the CSV header repeats a column")
@@ -436,11 +465,12 @@ def _parse_import(
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
-    records = 0
+    n_records = 0
     try:
         for rec in reader:
-            records += 1
-            if records > max_rows:
+            records.taken = 0
+            n_records += 1
+            if n_records > max_rows:
                 raise Invalid(f"at most {max_rows} rows per import{why}; split the file")
             if not rec:
                 continue  # a blank line (counted above)

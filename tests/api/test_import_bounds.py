@@ -53,6 +53,28 @@ def test_blank_lines_count_towards_the_row_limit():
         ingestion._parse_import(_stream(b"respondent,item_a,item_b,winner,epsilon\n\n\n"), 10, SURVEY, {})
 
 
+@pytest.mark.parametrize("where", ["row", "header", "quoted"])
+def test_a_row_of_commas_is_refused_before_it_is_held(where):
+    """csv.reader makes a field of every comma and holds the whole record: a 20 MiB row of
+    commas took ~230 MiB (~3 GB for a 256 MiB body) before the row was looked at. A record,
+    the header too, is at most 2**20 characters, however it spans lines."""
+    header = "respondent,item_a,item_b,winner,epsilon"
+    commas = "," * (20 * 2**20)
+    body = {
+        "row": f"{header}\nr,A,B,A,1{commas}\n",
+        "header": f"{header}{commas}\nr,A,B,A,1\n",
+        "quoted": f"{header}\nr,A,B,A,1," + '"\n",' * (5 * 2**20) + "\n",
+    }[where].encode()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ingestion.Invalid, match="longer than 1048576 characters"):
+            ingestion._parse_import(_stream(body), 10**6, SURVEY, {"A": "A", "B": "B"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20, peak
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
