@@ -437,9 +437,16 @@ def _site(args) -> int:
             else:
                 print("\n".join(status_lines(view)))
             return 0
-        if args.epsilon is not None and not (0 < args.epsilon < math.inf):
-            print("privrank site: --epsilon must be a positive finite number", file=sys.stderr)
-            return 2
+        if args.epsilon is not None:
+            from .services.surveys import MAX_EPSILON, MIN_EPSILON
+
+            if not (0 < args.epsilon < math.inf and MIN_EPSILON <= args.epsilon <= MAX_EPSILON):
+                print(
+                    f"privrank site: --epsilon must be a positive finite number in [{MIN_EPSILON:g}, "
+                    f"{MAX_EPSILON:g}] (the bounds of a survey's epsilon; the server refuses others)",
+                    file=sys.stderr,
+                )
+                return 2
         return contribute(
             args.server, token, args.rankings, args.format, args.state, args.wait, epsilon=args.epsilon
         )

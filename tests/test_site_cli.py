@@ -285,6 +285,9 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
     bad = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "inf"], tokens[0], tmp_path)
     _, err = bad.communicate(timeout=60)
     assert bad.returncode == 2 and "positive finite" in err
+    bad = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "1e300"], tokens[0], tmp_path)
+    _, err = bad.communicate(timeout=60)
+    assert bad.returncode == 2 and "[0.001, 30]" in err  # the server would refuse the declaration
     first = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
     out, err = first.communicate(timeout=60)
     assert first.returncode == 0, (out, err)

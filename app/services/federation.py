@@ -42,7 +42,7 @@ from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
 from .results.federation import RoundOut, RoundPrivacy, RoundSiteOut, SitePeer, SiteView
-from .surveys import survey_items
+from .surveys import MAX_EPSILON, MIN_EPSILON, survey_items
 
 __all__ = [
     "PROTOCOL",
@@ -437,6 +437,13 @@ def _check_declaration(privatization: str, epsilon: float | None) -> None:
     if privatization == "mallows":
         if epsilon is None or not math.isfinite(epsilon) or epsilon <= 0:
             raise Invalid("privatization 'mallows' needs its epsilon: a positive finite number")
+        # The bounds of any survey's ε: at ε = 1e300 the copy is the ranking itself, yet the round
+        # would be 'all privatized' with a bound εm/2 that overflowed to inf.
+        if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
+            raise Invalid(
+                f"privatization 'mallows' needs an epsilon in [{MIN_EPSILON:g}, {MAX_EPSILON:g}] "
+                "(the bounds of a survey's epsilon)"
+            )
     elif privatization == "none":
         if epsilon is not None:
             raise Invalid("privatization 'none' takes no epsilon (the rankings were not privatized)")

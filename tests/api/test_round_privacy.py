@@ -103,6 +103,11 @@ def test_a_declaration_is_validated(client, unchanged):
         {"privatization": "mallows"},  # mallows without
         {"privatization": "mallows", "epsilon": 0},
         {"privatization": "mallows", "epsilon": -1},
+        # Outside any survey's ε bounds: 1e300 is no privacy, yet was 'all privatized', with a
+        # bound εm/2 = inf; 1e-300 a claim of nearly perfect privacy no survey could make.
+        {"privatization": "mallows", "epsilon": 1e300},
+        {"privatization": "mallows", "epsilon": 30.5},
+        {"privatization": "mallows", "epsilon": 1e-300},
         {"privatization": "laplace", "epsilon": 1},
         {},  # required
     ]
@@ -117,7 +122,7 @@ def test_a_declaration_is_validated(client, unchanged):
             headers={**north.h, "Content-Type": "application/json"},
         )
         assert r.status_code == 422
-    r = client.post("/v1/site/contribution", json={"masked": masked, **_mallows(2.0)}, headers=north.h)
+    r = client.post("/v1/site/contribution", json={"masked": masked, **_mallows(30)}, headers=north.h)
     assert r.status_code == 201
 
 

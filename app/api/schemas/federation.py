@@ -77,7 +77,8 @@ class ContributionIn(StrictModel):
         None,
         gt=0,
         allow_inf_nan=False,
-        description="With 'mallows': the ε of the Mallows mechanism (positive, finite); absent with 'none'.",
+        description="With 'mallows': the ε of the Mallows mechanism, within the bounds of a survey's ε "
+        "([0.001, 30]); absent with 'none'.",
     )
 
     model_config = ConfigDict(
