@@ -37,7 +37,7 @@ from ..limits import MAX_IMPORT_RANKING_ENTRIES, MAX_IMPORT_RANKINGS
 from ..stats.rankings import complete_ranking, mallows_privatize
 from .aggregation import encode_rankings
 from .errors import Conflict, Invalid
-from .ingestion import _PSEUDONYM, _Bulk, _chunks, _known_respondents, _over, _Records, _table
+from .ingestion import _PSEUDONYM, _Bulk, _chunks, _known_respondents, _over, _Records, _table, parse_epsilon
 from .ranking_surveys import RANKING_SEPARATOR, _check_ranking_survey
 from .respondents import check_epsilon
 from .results.analysis import ImportOut
@@ -99,7 +99,7 @@ def _parse_ballots(
                     "(starting with a letter or digit)"
                 )
             try:
-                eps = float(field(rec, c_eps) or "nan")
+                eps = parse_epsilon(field(rec, c_eps))
             except ValueError:
                 raise Invalid(f"row {line}: epsilon is not a number") from None
             try:

@@ -407,6 +407,20 @@ def _chunks(values: list, size: int = _IN_CHUNK):
 MAX_RECORD_CHARS = 2**20
 
 
+#: An ε in a CSV: a plain decimal number (float() also reads "1_0" as 10, "٢" as 2, "inf").
+_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*", re.ASCII)
+
+
+def parse_epsilon(text: str) -> float:
+    """A row's ε: NaN when empty (out of every survey's bounds), ValueError when it is not a
+    plain decimal number."""
+    if not text:
+        return math.nan
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
+
+
 class _Records:
     """The stream's lines for csv.reader, refusing a record longer than
     :data:`MAX_RECORD_CHARS` (the caller sets ``taken`` to 0 after each record)."""
@@ -485,7 +499,7 @@ def _parse_import(
                 eps = math.inf  # true answers (an epsilon column, if any, is ignored)
             else:
                 try:
-                    eps = float(field(rec, c_eps) or "nan")
+                    eps = parse_epsilon(field(rec, c_eps))
                 except ValueError:
                     raise Invalid(f"row {line}: epsilon is not a number") from None
                 try:

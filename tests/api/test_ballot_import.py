@@ -139,6 +139,9 @@ def test_a_privatized_ranking_must_be_complete(client, unchanged):
         ([("v1", "", "1")], 422, "at least one item"),
         ([("v1", "A>B", "50")], 422, "epsilon must lie within"),
         ([("v1", "A>B", "x")], 422, "epsilon is not a number"),
+        # float() reads these (as 5 and 2): not plain decimal numbers, so refused.
+        ([("v1", "A>B", "0_5")], 422, "epsilon is not a number"),
+        ([("v1", "A>B", "\u0662")], 422, "epsilon is not a number"),
         ([("=cmd()", "A>B", "1")], 422, "respondent must be"),
         ([("v1", "A>B", "1"), ("v2", "B", "1"), ("v1", f"{SECRET}", "1")], 409, "second ranking"),
     ],

@@ -82,6 +82,9 @@ def test_a_row_of_commas_is_refused_before_it_is_held(where):
         (b"respondent,item_a,item_b,winner,epsilon\nr,A,B,A,1\nr2,A,\xc3(,A,1\n", "UTF-8"),  # in a row
         (b"", "lacks column"),
         (b"respondent,item_a,item_b,winner,epsilon\nr,A,B,A\n", "epsilon"),  # a short row
+        # float() reads these (as 1 and 2): not plain decimal numbers, so refused.
+        (b"respondent,item_a,item_b,winner,epsilon\nr,A,B,A,0_1\n", "epsilon is not a number"),
+        ("respondent,item_a,item_b,winner,epsilon\nr,A,B,A,\u0662\n".encode(), "epsilon is not a number"),
     ],
 )
 def test_bad_bodies_are_422_through_the_api(client, body, message):
