@@ -618,6 +618,8 @@ def _plan_survey(args) -> int:
     import urllib.parse
     import urllib.request
 
+    from .keyed_http import RedirectRefused, open_keyed
+
     if not args.survey or not args.server:
         print("privrank plan: --survey and --server go together", file=sys.stderr)
         return 2
@@ -656,7 +658,7 @@ def _plan_survey(args) -> int:
 
     def get(target: str, method: str = "GET") -> tuple[int, dict]:
         request = urllib.request.Request(target, headers={"Authorization": f"Bearer {key}"}, method=method)
-        with urllib.request.urlopen(request, timeout=600) as response:
+        with open_keyed(request, timeout=600) as response:
             return response.status, json.load(response)
 
     def delete(target: str) -> None:
@@ -677,6 +679,9 @@ def _plan_survey(args) -> int:
         except (ValueError, AttributeError):
             detail = exc.reason
         print(f"privrank plan: the server answered {exc.code}: {detail}", file=sys.stderr)
+        return 1
+    except RedirectRefused as exc:
+        print(f"privrank plan: {exc.reason} as --server", file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError) as exc:
         print(f"privrank plan: cannot reach {args.server}: {exc}", file=sys.stderr)

@@ -33,6 +33,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .keyed_http import RedirectRefused, open_keyed
+
 __all__ = ["ExportError", "export_survey"]
 
 #: The ranking file's columns and their types, in order; a column is written when the
@@ -74,21 +76,6 @@ class ExportError(Exception):
         self.status = status
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib would follow a redirect with the request's headers, the key among them, to any
-    host (or to plain http): the export stops instead, saying where it was sent."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        path = urllib.parse.urlsplit(req.full_url).path
-        raise ExportError(
-            f"GET {path}: the server redirected ({code}) to {newurl}; not followed (the key would go "
-            "with it): give the service's own address as --server"
-        )
-
-
-_OPENER = urllib.request.build_opener(_NoRedirects)
-
-
 @dataclass(frozen=True)
 class _Client:
     server: str
@@ -99,13 +86,15 @@ class _Client:
             self.server + path, headers={"Authorization": f"Bearer {self.key}"}, method="GET"
         )
         try:
-            return _OPENER.open(request, timeout=600)
+            return open_keyed(request, timeout=600)
         except urllib.error.HTTPError as exc:
             try:
                 detail = json.load(exc).get("detail")
             except (ValueError, AttributeError):
                 detail = exc.reason
             raise ExportError(f"GET {path}: the server answered {exc.code}: {detail}") from None
+        except RedirectRefused as exc:
+            raise ExportError(str(exc.reason) + " as --server") from None
         except (urllib.error.URLError, OSError) as exc:
             raise ExportError(f"cannot reach {self.server}: {exc}") from None
 

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from .keyed_http import RedirectRefused, open_keyed
 from .stats.federated import FederatedScheme, mask_message, pairwise_mask
 from .stats.preflib import read_preflib
 from .stats.rankings import complete_ranking, mallows_privatize
@@ -245,7 +246,7 @@ class SiteClient:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with open_keyed(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             try:
@@ -253,6 +254,8 @@ class SiteClient:
             except ValueError:
                 detail = exc.reason
             raise SiteError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        except RedirectRefused as exc:
+            raise SiteError(f"{exc.reason} as --server") from None
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             raise SiteError(f"cannot reach {self.base}: {exc}") from None
 
