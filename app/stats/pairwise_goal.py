@@ -1,0 +1,456 @@
+"""A pairwise certificate for a goal: one confidence sequence per pair (docs/uncertainty.md §9).
+
+:mod:`app.stats.adaptive` certifies a goal from one confidence sequence per item on
+its Borda score, fed only by answers whose opponent is uniform. This module certifies
+the same goals from one confidence sequence per *pair* on P(i beats j), so that an
+answer on any pair counts, whichever pair the data suggested asking. Not used by the
+service yet.
+
+**Sequences.** A debiased randomized answer z on (i, j) (docs/estimator.md §3) has
+mean P(i beats j) and a range of width w = coth(ε/2). For the counted answers of one
+pair, with weights λ_t = 1/w_t² known before each answer, S_n = Σ λ_t (z_t − P(i beats j))
+is a martingale with sub-Gaussian increments and variance process V_n = Σλ_t/4, and
+Robbins' normal mixture bounds it at all times at once: |S_n| ≤
+sqrt((V_n + ρ)·log((V_n + ρ)/(ρα²))) with probability ≥ 1 − α [Howard et al. 2021,
+§3], exactly as for a Borda score in :mod:`app.stats.adaptive` (same ρ:
+:data:`~app.stats.adaptive.RHO_ANSWERS`/4). α = (1 − level)/C(m, 2) per pair: all
+C(m, 2) intervals hold at all times together with probability ≥ level. A pair's
+bounds are intersected with its earlier ones (``previous``), which keeps the
+guarantee and makes the certified relation grow monotonically.
+
+**The certified relation.** "i certainly beats j" when the pair's lower bound on
+P(i beats j) exceeds ½. Under weak stochastic transitivity (WST: P(a beats b) ≥ ½ and
+P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it) the relation is closed
+transitively (Floyd–Warshall on a boolean matrix, O(m³): :data:`MAX_ITEMS` items at
+most). The top-K set is certified when K items each certainly beat at least m − K
+items and the other m − K are each certainly beaten by at least K; the whole ranking
+when the relation is a total order. Under WST with strict preferences the θ order (or
+the majority order) then is what is certified: with probability ≥ level a certified
+set is the true top-K whenever the survey stops. With ``transitive=False`` nothing is
+closed: a top-K set is certified when each of its items certainly beats each other
+item directly (a pairwise statement about majorities, true without WST), the whole
+ranking when every pair is certified directly without a cycle.
+
+**Where to ask** (:func:`draw_pairwise_respondent`). The LUCB idea
+[Kalyanakrishnan et al. 2012]: fit BTL to the answers (a few Zermelo/MM iterations
+on the debiased wins), take the estimated top-K Ŝ (certified members first), and ask
+about the uncertified pairs across its boundary — for the whole ranking, the
+uncertified pairs of neighbours in the estimated order — least-answered first (or
+weighted by their widths). A share ``explore`` of a respondent's pairs is uniform over
+the pairs it may still answer, so no item starves. The choice uses only answers
+given before, so the weights stay predictable.
+
+**Assumptions.** Each counted answer's mean given everything before it must be the
+population's P(i beats j): respondents independent draws from the population, their
+ε and arrival order unrelated to their preferences. One respondent's counted pairs
+are on disjoint items (the drawer never serves an item to a respondent twice), so one
+person never enters a sequence twice and, when a person's preferences on different
+items are independent (the simulation's respondent effects θ + τ·N(0, 1)), its
+answers are independent given the population; preferences correlated across items
+within a person break this, as they break the Borda design's. The answers needed grow
+as 1/(P(i beats j) − ½)² on the pairs across the boundary and have no bound at a
+tie: a live survey needs a cap.
+
+References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
+Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
+Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Kalyanakrishnan et al. 2012]
+Shivaram Kalyanakrishnan, Ambuj Tewari, Peter Auer, Peter Stone, *PAC subset
+selection in stochastic multi-armed bandits*, ICML 2012; [Heckel et al. 2019]
+Reinhard Heckel, Nihar B. Shah, Kannan Ramchandran, Martin J. Wainwright, *Active
+ranking from pairwise comparisons and when parametric assumptions do not help*,
+Annals of Statistics 47(6), 2019, arXiv:1606.08842 (top-K identification from
+pairwise comparisons by resolving items one by one, as here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .adaptive import RHO_ANSWERS, GoalRun, GoalStatus, mixture_radius
+from .mechanisms import debias, privatize, validate_epsilon
+
+__all__ = [
+    "MAX_ITEMS",
+    "PairSequences",
+    "PairwiseGoalStatus",
+    "draw_pairwise_respondent",
+    "pair_index",
+    "pairwise_goal_status",
+    "simulate_pairwise_goal",
+]
+
+#: Most items the pairwise certificate accepts: its state is C(m, 2) sums and each
+#: check closes an m × m relation in O(m³) (about 0.1 s at m = 300).
+MAX_ITEMS = 300
+
+#: Zermelo/MM iterations of the BTL fit that picks the estimated top-K (not part of
+#: the certificate: any choice from past answers keeps it valid).
+_FIT_ITERATIONS = 30
+
+
+def pair_index(i: ArrayLike, j: ArrayLike, m: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """The index of each pair {i, j} in ``np.triu_indices(m, 1)`` order, and whether i < j
+    (an answer z on (i, j) counts as z for the pair when it is, as 1 − z when not).
+
+    Examples
+    --------
+    >>> idx, forward = pair_index([0, 2, 3], [1, 0, 2], 4)
+    >>> idx.tolist(), forward.tolist()
+    ([0, 1, 5], [True, False, False])
+    """
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    if np.any(i == j) or np.any((i < 0) | (j < 0) | (i >= m) | (j >= m)):
+        raise ValueError("pairs must be two different items in range")
+    a, b = np.minimum(i, j), np.maximum(i, j)
+    return a * m - a * (a + 1) // 2 + (b - a - 1), i < j
+
+
+@dataclass
+class PairSequences:
+    """Running sums of the counted answers, one confidence sequence per pair {a < b}
+    on P(a beats b), indexed as ``np.triu_indices(m, 1)``."""
+
+    n_items: int
+    weighted: NDArray[np.float64] = field(init=False)  # Σ λ_t z_t (z: a won)
+    weight: NDArray[np.float64] = field(init=False)  # Σ λ_t
+    answers: NDArray[np.int64] = field(init=False)  # counted answers
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.n_items <= MAX_ITEMS:
+            raise ValueError(f"the pairwise certificate takes 2 to {MAX_ITEMS} items")
+        pairs = self.n_items * (self.n_items - 1) // 2
+        self.weighted = np.zeros(pairs)
+        self.weight = np.zeros(pairs)
+        self.answers = np.zeros(pairs, dtype=np.int64)
+
+    @property
+    def n_pairs(self) -> int:
+        return self.weight.size
+
+    def add(self, i: ArrayLike, j: ArrayLike, z: ArrayLike, epsilon: ArrayLike) -> None:
+        """Add counted debiased answers z (1: i won, as in docs/estimator.md §3) on pairs (i, j)."""
+        z = np.asarray(z, dtype=np.float64)
+        idx, forward = pair_index(i, j, self.n_items)
+        eps = np.broadcast_to(validate_epsilon(epsilon), z.shape)
+        low, high = debias(np.zeros(eps.shape, np.int8), eps), debias(np.ones(eps.shape, np.int8), eps)
+        if np.any((z < low - 1e-9) | (z > high + 1e-9)):
+            raise ValueError("z must be debiased answers: within [−1/(e^ε−1), e^ε/(e^ε−1)]")
+        lam = 1.0 / (high - low) ** 2  # the range's width is coth(ε/2)
+        value = np.where(forward, z, 1.0 - z)
+        p = self.n_pairs
+        self.weighted += np.bincount(idx, lam * value, p)
+        self.weight += np.bincount(idx, lam, p)
+        self.answers += np.bincount(idx, minlength=p)
+
+    def intervals(
+        self, level: float, rho: float = RHO_ANSWERS
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Estimates of P(a beats b) and bounds (lower, upper) for every pair a < b,
+        holding for all pairs and at all times together with probability ≥ ``level``
+        (α/C(m, 2) per pair). Pairs without counted answers get ½ and [0, 1]."""
+        alpha = (1.0 - level) / self.n_pairs
+        radius = mixture_radius(self.weight / 4.0, alpha, rho / 4.0)
+        seen = self.weight > 0
+        est = np.full(self.n_pairs, 0.5)
+        half = np.full(self.n_pairs, np.inf)
+        est[seen] = self.weighted[seen] / self.weight[seen]
+        half[seen] = radius[seen] / self.weight[seen]
+        return est, np.clip(est - half, 0.0, 1.0), np.clip(est + half, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class PairwiseGoalStatus(GoalStatus):
+    """:class:`~app.stats.adaptive.GoalStatus` for the pairwise certificate. Its per-item
+    fields mean: ``estimate`` — the fitted BTL scores (log-strengths, mean 0; not
+    certified); ``lower`` — the number of items certainly below the item; ``upper`` —
+    m − 1 minus the number certainly above it (so ``lower ≤ m − 1 − rank ≤ upper``
+    for its true 0-based rank, under WST); ``contradicted`` — items on a pair whose
+    intersected bounds are empty or on a certified cycle (kept in doubt)."""
+
+    #: Per pair a < b (``np.triu_indices`` order): the estimate of P(a beats b) and its
+    #: intersected bounds.
+    pair_estimate: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    pair_lower: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    pair_upper: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    #: beats[a, b]: a certainly beats b (closed transitively unless ``transitive`` is False).
+    beats: NDArray[np.bool_] = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    transitive: bool = True
+
+
+def _fit_btl(m: int, est: NDArray[np.float64], answers: NDArray[np.int64]) -> NDArray[np.float64]:
+    """BTL log-strengths from the pairs' debiased win rates (Zermelo/MM with a weak prior
+    of ½ win per pair, which keeps the fit finite)."""
+    a, b = np.triu_indices(m, 1)
+    wins = np.zeros((m, m))
+    rate = np.clip(est, 0.0, 1.0)
+    wins[a, b] = rate * answers
+    wins[b, a] = (1.0 - rate) * answers
+    wins += 0.5 / m
+    np.fill_diagonal(wins, 0.0)
+    games = wins + wins.T
+    total = wins.sum(axis=1)
+    p = np.full(m, 1.0 / m)
+    for _ in range(_FIT_ITERATIONS):
+        denom = games / (p[:, None] + p[None, :])
+        p = total / denom.sum(axis=1)
+        p /= p.sum()
+    score = np.log(p)
+    return score - score.mean()
+
+
+def _close(beats: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """The transitive closure of a relation (Floyd–Warshall on booleans, O(m³))."""
+    out = beats.copy()
+    for k in range(out.shape[0]):
+        out |= out[:, k, None] & out[None, k, :]
+    return out
+
+
+def pairwise_goal_status(
+    seqs: PairSequences,
+    level: float,
+    top_k: int | None = None,
+    rho: float = RHO_ANSWERS,
+    previous: PairwiseGoalStatus | None = None,
+    transitive: bool = True,
+) -> PairwiseGoalStatus:
+    """The goal (``top_k``; None: the whole ranking) checked against the pair sequences.
+
+    ``previous`` (the last status, same level, goal and ``transitive``) intersects each
+    pair's bounds with its earlier ones: the guarantee stays, and the goal once met
+    stays met. ``transitive=False`` certifies without weak stochastic transitivity
+    (module doc).
+
+    Examples
+    --------
+    >>> s = PairSequences(3)
+    >>> s.add([0] * 400, [1] * 400, [1.0] * 400, float("inf"))  # item 0 always beats 1
+    >>> s.add([1] * 400, [2] * 400, [1.0] * 400, float("inf"))  # … and 1 always beats 2
+    >>> g = pairwise_goal_status(s, 0.95, top_k=1)
+    >>> bool(g.met), g.certified.tolist(), bool(g.beats[0, 2])  # 0 beats 2 by transitivity
+    (True, [0], True)
+    >>> bool(pairwise_goal_status(s, 0.95).met), pairwise_goal_status(s, 0.95).order.tolist()
+    (True, [0, 1, 2])
+    >>> bool(pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met)  # 0 v 2 never asked
+    False
+    """
+    m = seqs.n_items
+    if top_k is not None and not 1 <= top_k < m:
+        raise ValueError("top_k must be between 1 and the number of items − 1")
+    est, lo, hi = seqs.intervals(level, rho)
+    if previous is not None:
+        same = (previous.level, previous.rho, previous.top_k, previous.pair_lower.size, previous.transitive)
+        if same != (level, rho, top_k, seqs.n_pairs, transitive):
+            raise ValueError("previous was computed for another goal, level, rho or number of items")
+        lo, hi = np.maximum(lo, previous.pair_lower), np.minimum(hi, previous.pair_upper)
+    a, b = np.triu_indices(m, 1)
+    empty = lo > hi
+    direct = np.zeros((m, m), dtype=bool)
+    win, lose = (lo > 0.5) & ~empty, (hi < 0.5) & ~empty
+    direct[a[win], b[win]] = True
+    direct[b[lose], a[lose]] = True
+    beats = _close(direct) if transitive else direct
+    bad = np.zeros(m, dtype=bool)
+    bad[a[empty]] = bad[b[empty]] = True
+    bad |= np.diagonal(beats) | (beats & beats.T).any(axis=1)  # a certified cycle: WST or the event failed
+    below = beats.sum(axis=1) - np.diagonal(beats)
+    above = beats.sum(axis=0) - np.diagonal(beats)
+    score = _fit_btl(m, est, seqs.answers)
+    if top_k is None:
+        resolved = (below + above == m - 1) & ~bad
+        met = bool(resolved.all())
+        active = ~resolved
+        order = np.lexsort((-score, -(below - above)))
+        certified = order[resolved[order]]
+    else:
+        inside = (below >= m - top_k) & ~bad
+        outside = (above >= top_k) & ~bad
+        if not transitive and int(inside.sum()) == top_k:
+            # Without closure, each member must beat each non-member directly.
+            inside &= bool(beats[np.ix_(inside, ~inside)].all())
+        met = int(inside.sum()) == top_k and int(outside.sum()) == m - top_k
+        active = ~(inside | outside)
+        rank = np.where(inside, 2, np.where(outside, 0, 1))
+        order = np.lexsort((-score, -rank))
+        certified = order[inside[order]]
+    return PairwiseGoalStatus(
+        met,
+        certified,
+        active,
+        score,
+        below.astype(np.float64),
+        (m - 1 - above).astype(np.float64),
+        order,
+        level,
+        rho,
+        top_k,
+        np.flatnonzero(bad),
+        est,
+        lo,
+        hi,
+        beats,
+        transitive,
+    )
+
+
+def draw_pairwise_respondent(
+    status: PairwiseGoalStatus,
+    answered: ArrayLike,
+    count: int,
+    rng: np.random.Generator,
+    answers: ArrayLike | None = None,
+    explore: float = 0.05,
+    rule: Literal["least", "width"] = "least",
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Up to ``count`` pairs (i, j) for one respondent, every one counting, on items the
+    respondent has not answered about (``answered``: a mask over the items) and
+    disjoint from each other, chosen from ``status`` alone (answers given before).
+
+    Each pair is, with probability ``explore``, uniform over the pairs of items still
+    free for the respondent (exploration: no item starves); otherwise the first free
+    pair of the candidates — the uncertified pairs with an item in doubt across the
+    estimated top-K's boundary (whole ranking: between neighbours in ``status.order``),
+    or when there are none, any uncertified pair with an item in doubt — ordered by ``rule``: ``least``
+    answered first (``answers``: the pairs' counts, which the call increments for the
+    pairs it returns, so that callers serving several respondents spread them; ties at
+    random), or ``width``: drawn with probability proportional to the pair's width
+    (upper − lower bound). Returns fewer pairs when no candidate is free, none once the
+    goal is met.
+
+    Examples
+    --------
+    >>> s = PairSequences(4)
+    >>> g = pairwise_goal_status(s, 0.9, top_k=1)
+    >>> i, j = draw_pairwise_respondent(g, [False] * 4, 5, np.random.default_rng(0), explore=0.0)
+    >>> len(i)  # every pair across the boundary holds the estimated best item: one pair
+    1
+    >>> i, j = draw_pairwise_respondent(g, [False] * 4, 5, np.random.default_rng(0), explore=1.0)
+    >>> len(i), len(set(i.tolist()) | set(j.tolist()))  # uniform pairs, disjoint: four items
+    (2, 4)
+    """
+    m = status.beats.shape[0]
+    free = ~np.asarray(answered, dtype=bool).copy()
+    if free.size != m or not 0.0 <= explore <= 1.0 or count < 0:
+        raise ValueError("answered must have one flag per item, explore be in [0, 1], count ≥ 0")
+    empty = np.zeros(0, dtype=np.int64)
+    if status.met:
+        return empty, empty.copy()
+    n = np.zeros(status.pair_lower.size) if answers is None else np.asarray(answers)
+    a, b = np.triu_indices(m, 1)
+    decided = status.beats[a, b] | status.beats[b, a]
+    open_ = ~decided & (status.active[a] | status.active[b])
+    if status.top_k is None:
+        rank = np.empty(m, dtype=np.int64)
+        rank[status.order] = np.arange(m)
+        boundary = np.abs(rank[a] - rank[b]) == 1
+    else:
+        guess = np.zeros(m, dtype=bool)
+        guess[status.order[: status.top_k]] = True
+        boundary = guess[a] != guess[b]
+    if rule == "least":
+        tie = rng.random(a.size)
+        key = n + tie  # counts are integers: least-answered first, ties at random
+    elif rule == "width":
+        width = np.maximum(status.pair_upper - status.pair_lower, 1e-12)
+        key = rng.exponential(size=a.size) / width  # an exponential race: P ∝ width
+    else:
+        raise ValueError("rule must be 'least' or 'width'")
+    queue = np.flatnonzero(open_ & boundary)
+    if queue.size == 0:
+        queue = np.flatnonzero(open_)
+    queue = queue[np.argsort(key[queue])]
+    xs: list[int] = []
+    ys: list[int] = []
+    pos = 0
+    while len(xs) < count and free.sum() >= 2:
+        if rng.random() < explore:
+            x, y = rng.choice(np.flatnonzero(free), size=2, replace=False)
+        else:
+            while pos < queue.size and not (free[a[queue[pos]]] and free[b[queue[pos]]]):
+                pos += 1
+            if pos == queue.size:
+                break
+            x, y = a[queue[pos]], b[queue[pos]]
+            pos += 1
+        free[x] = free[y] = False
+        xs.append(int(x))
+        ys.append(int(y))
+    i, j = np.array(xs, dtype=np.int64), np.array(ys, dtype=np.int64)
+    if answers is not None and i.size:
+        idx, _ = pair_index(i, j, m)
+        np.add.at(n, idx, 1)
+    return i, j
+
+
+def simulate_pairwise_goal(
+    theta: ArrayLike,
+    epsilon: float,
+    level: float,
+    strategy: Literal["adaptive", "balanced"],
+    rng: np.random.Generator,
+    top_k: int | None = None,
+    batch: int | None = None,
+    max_answers: int = 10_000_000,
+    tau: float = 0.0,
+    pairs_per_respondent: int = 10,
+    check: Callable[[], None] | None = None,
+    explore: float = 0.05,
+    rule: Literal["least", "width"] = "least",
+    transitive: bool = True,
+) -> GoalRun:
+    """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate: new
+    respondents, each served up to ``pairs_per_respondent`` disjoint pairs by
+    :func:`draw_pairwise_respondent` (``adaptive``) or uniform disjoint pairs
+    (``balanced``: ``explore`` = 1), true BTL answers randomized at ``epsilon``
+    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1)), the goal checked after
+    every ``batch`` answers (default max(m, 50)) or every 2% of the answers so far
+    when that is more. All respondents of one batch are served from the status
+    before it."""
+    theta = np.asarray(theta, dtype=np.float64)
+    m = theta.size
+    batch = batch or max(m, 50)
+    seqs = PairSequences(m)
+    status = pairwise_goal_status(seqs, level, top_k, transitive=transitive)
+    used = respondents = 0
+    share = 1.0 if strategy == "balanced" else explore
+    while not status.met and used < max_answers:
+        if check is not None:
+            check()
+        step = min(max(batch, used // 50), max_answers - used)
+        pending = seqs.answers.astype(np.float64)
+        parts_i: list[NDArray[np.int64]] = []
+        parts_j: list[NDArray[np.int64]] = []
+        parts_who: list[NDArray[np.int64]] = []
+        got = 0
+        while got < step:
+            i, j = draw_pairwise_respondent(
+                status, np.zeros(m, dtype=bool), pairs_per_respondent, rng, pending, share, rule
+            )
+            if i.size == 0:
+                break
+            i, j = i[: step - got], j[: step - got]
+            parts_i.append(i)
+            parts_j.append(j)
+            parts_who.append(np.full(i.size, len(parts_who), dtype=np.int64))
+            got += i.size
+        if got == 0:
+            break  # nothing left to ask: the goal cannot be reached (contradicted bounds)
+        i, j, who = np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_who)
+        d = theta[i] - theta[j]
+        if tau > 0:
+            own = rng.normal(0.0, tau, size=(len(parts_who), m))  # each respondent's own scores
+            d = d + own[who, i] - own[who, j]
+        y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
+        z = debias(privatize(y, epsilon, rng), epsilon)
+        seqs.add(i, j, z, epsilon)
+        used += got
+        respondents += len(parts_who)
+        status = pairwise_goal_status(seqs, level, top_k, previous=status, transitive=transitive)
+    if not status.met:
+        return GoalRun(used, respondents, None, status)
+    return GoalRun(used, respondents, status.order if top_k is None else status.certified, status)
