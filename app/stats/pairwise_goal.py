@@ -254,15 +254,20 @@ def pairwise_goal_status(
     win, lose = (lo > 0.5) & ~empty, (hi < 0.5) & ~empty
     direct[a[win], b[win]] = True
     direct[b[lose], a[lose]] = True
-    beats = _close(direct) if transitive else direct
+    closed = _close(direct) if transitive or top_k is None else direct
+    cycle = np.diagonal(closed).copy()  # on a certified cycle
+    beats = closed if transitive else direct
     bad = np.zeros(m, dtype=bool)
     bad[a[empty]] = bad[b[empty]] = True
-    bad |= np.diagonal(beats) | (beats & beats.T).any(axis=1)  # a certified cycle: WST or the event failed
+    if transitive:
+        bad |= cycle  # under WST a cycle means the all-times event failed
     below = beats.sum(axis=1) - np.diagonal(beats)
     above = beats.sum(axis=0) - np.diagonal(beats)
     score = _fit_btl(m, est, seqs.answers)
     if top_k is None:
-        resolved = (below + above == m - 1) & ~bad
+        # Every pair decided and no cycle (without WST a cycle of majorities may be true:
+        # then there is no order to certify).
+        resolved = (below + above == m - 1) & ~bad & ~cycle
         met = bool(resolved.all())
         active = ~resolved
         order = np.lexsort((-score, -(below - above)))
