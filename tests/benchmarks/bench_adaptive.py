@@ -3,6 +3,7 @@
     python -m tests.benchmarks.bench_adaptive              # m ≤ 100, 10 runs per cell
     python -m tests.benchmarks.bench_adaptive --large      # adds m = 1,000 (long)
     python -m tests.benchmarks.bench_adaptive --quick      # m = 10, 2 runs (CI smoke run)
+    python -m tests.benchmarks.bench_adaptive --certificate pairwise   # adds the pairwise certificate
 
 For each number of items m, goal top-K, ε and score profile, both strategies run as
 the service runs them (app.stats.adaptive.simulate_goal: new respondents, 10 pairs at
@@ -20,6 +21,12 @@ item, the rest spread down to −1.5; *crowded* — all m evenly spaced over
 [−1.5, 1.5]. ``--tau`` adds respondent effects (each respondent's own scores
 θ + τ·N(0, 1)).
 
+``--certificate pairwise`` adds a column: the answers the pairwise certificate
+(app.stats.pairwise_goal: one confidence sequence per pair, closed transitively, pairs
+across the estimated boundary, ``--rule`` least-answered first or width-weighted)
+needs with adaptive pairs, its saving against balanced Borda and its false
+certifications (the targets are still judged on the Borda columns).
+
 Targets (issue 15): at least 2× fewer answers where the top-K is separated, never
 more than 10% more where it is not, false certification ≤ 5%.
 """
@@ -33,6 +40,7 @@ import numpy as np
 from scipy.stats import binom
 
 from app.stats.adaptive import simulate_goal
+from app.stats.pairwise_goal import simulate_pairwise_goal
 
 LEVEL = 0.95
 
@@ -46,24 +54,23 @@ def profile(m: int, k: int, kind: str) -> np.ndarray:
     return theta - theta.mean()
 
 
-def cell(m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float) -> dict:
+def cell(
+    m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float, pairwise: str | None = None
+) -> dict:
     theta = profile(m, k, kind)
     truth = set(range(k))
     out: dict = {"m": m, "k": k, "eps": eps, "profile": kind}
-    for strategy in ("adaptive", "balanced"):
+    for strategy in ("adaptive", "balanced") + (("pairwise",) if pairwise else ()):
         used, wrong, unmet = [], 0, 0
         start = time.perf_counter()
         for r in range(runs):
-            run = simulate_goal(
-                theta,
-                eps,
-                LEVEL,
-                strategy,
-                np.random.default_rng([m, k, int(10 * eps), r]),
-                top_k=k,
-                max_answers=cap,
-                tau=tau,
-            )
+            rng = np.random.default_rng([m, k, int(10 * eps), r])
+            if strategy == "pairwise":
+                run = simulate_pairwise_goal(
+                    theta, eps, LEVEL, "adaptive", rng, top_k=k, max_answers=cap, tau=tau, rule=pairwise
+                )
+            else:
+                run = simulate_goal(theta, eps, LEVEL, strategy, rng, top_k=k, max_answers=cap, tau=tau)
             used.append(run.answers)
             if run.certified is None:
                 unmet += 1
@@ -77,6 +84,9 @@ def cell(m: int, k: int, eps: float, kind: str, runs: int, cap: int, tau: float)
         }
     a, b = out["adaptive"], out["balanced"]
     out["saving"] = b["answers"] / a["answers"] if not (a["unmet"] or b["unmet"]) else float("nan")
+    if pairwise:
+        p = out["pairwise"]
+        out["pw_saving"] = b["answers"] / p["answers"] if not (p["unmet"] or b["unmet"]) else float("nan")
     return out
 
 
@@ -93,6 +103,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", help="numbers of items (instead of the defaults)")
     parser.add_argument("--epsilons", type=float, nargs="+", help="ε values (instead of 0.5 1 2)")
     parser.add_argument("--profiles", nargs="+", choices=("separated", "crowded"), default=None)
+    parser.add_argument("--ks", type=int, nargs="+", help="goals top-K (instead of 1 3 10)")
+    parser.add_argument("--certificate", choices=("borda", "pairwise"), default="borda")
+    parser.add_argument("--rule", choices=("least", "width"), default="least", help="pairwise: pair order")
     args = parser.parse_args()
     sizes = args.sizes or ([10] if args.quick else [10, 30, 100] + ([1000] if args.large else []))
     levels = args.epsilons or ((1.0, 2.0) if args.quick else (0.5, 1.0, 2.0))
@@ -100,20 +113,27 @@ def main() -> None:
     runs = args.runs or (2 if args.quick else 10)
     print(f"level {LEVEL}, {runs} runs per cell, tau {args.tau}")
     columns = ("adaptive", "balanced")
-    print(f"{'m':>5} {'K':>3} {'eps':>4} {'profile':>9} {columns[0]:>10} {columns[1]:>10}  saving false a/b")
+    pairwise = args.rule if args.certificate == "pairwise" else None
+    extra = f" {'pairwise':>10}  saving false" if pairwise else ""
+    head = f"{'m':>5} {'K':>3} {'eps':>4} {'profile':>9} {columns[0]:>10} {columns[1]:>10}"
+    print(f"{head}  saving false a/b{extra}")
     misses = []
     for m in sizes:
-        for k in (1, 3, 10):
+        for k in args.ks or (1, 3, 10):
             if k >= m:
                 continue
             for eps in levels:
                 for kind in profiles:
                     cap = (40_000 if kind == "separated" else 20_000) * m // (4 if args.quick else 1)
-                    c = cell(m, k, eps, kind, runs, cap, args.tau)
+                    c = cell(m, k, eps, kind, runs, cap, args.tau, pairwise)
                     a, b = c["adaptive"], c["balanced"]
+                    more = ""
+                    if pairwise:
+                        p = c["pairwise"]
+                        more = f" {_answers(p, cap)} {c['pw_saving']:7.2f} {p['false']:>5}"
                     print(
                         f"{m:5d} {k:3d} {eps:4.1f} {kind:>9} {_answers(a, cap)} {_answers(b, cap)} "
-                        f"{c['saving']:7.2f} {a['false']:>4}/{b['false']:<4}",
+                        f"{c['saving']:7.2f} {a['false']:>4}/{b['false']:<4}{more}",
                         flush=True,
                     )
                     known = c["saving"] == c["saving"]  # both met the goal within the cap
