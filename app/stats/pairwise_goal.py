@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 #: Most items the pairwise certificate accepts: its state is C(m, 2) sums and each
-#: check closes an m × m relation in O(m³) (about 0.1 s at m = 300).
+#: check closes an m × m relation in O(m³) (a few hundredths of a second at m = 300).
 MAX_ITEMS = 300
 
 #: Zermelo/MM iterations of the BTL fit that picks the estimated top-K (not part of
