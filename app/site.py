@@ -509,8 +509,8 @@ def consensus_lines(result: dict) -> list[str]:
     if result.get("random_coordinates"):
         labels = ", ".join(by_id[i]["label"] for i in result["random_coordinates"] if i in by_id)
         lines.append(f"Lehmer coordinates drawn at random among tied values: {labels}")
-    if result.get("tie_break"):
-        lines.append(f"ties: {result['tie_break']}")
+    if result.get("tie_break") and (result.get("ties") or result.get("random_coordinates")):
+        lines.append(f"ties: {result['tie_break']}")  # only where something was tied
     return lines
 
 

@@ -360,3 +360,18 @@ def test_status_lines_name_missing_sites_and_ties():
     text = "\n".join(status_lines(view))
     assert "consensus (best first): {X = Y} > Z" in text and "tied: X = Y" in text
     assert "1. Y (tied)" in text and "carries no information" in text and "missing" not in text
+
+
+def test_the_tie_break_is_printed_only_where_something_was_tied():
+    from app.site import consensus_lines
+
+    items = [
+        {"item_id": "a", "label": "A", "rank": 1},
+        {"item_id": "b", "label": "B", "rank": 2},
+    ]
+    untied = consensus_lines({"items": items, "ties": [], "tie_break": "drawn at random"})
+    assert untied == ["consensus (best first): A > B", "    1. A", "    2. B"]
+    tied_items = [{**items[0]}, {**items[1], "rank": 1}]
+    tied = consensus_lines({"items": tied_items, "ties": [["a", "b"]], "tie_break": "drawn at random"})
+    assert tied[0] == "consensus (best first): {A = B}"
+    assert "tied: A = B" in tied and "ties: drawn at random" in tied

@@ -41,7 +41,15 @@ def _sanitize(errors: list[dict]) -> list[dict]:
         loc = list(e.get("loc", ()))
         if e.get("type") == "extra_forbidden" and loc:
             loc[-1] = "<extra field>"
-        out.append({"loc": loc, "msg": e.get("msg", ""), "type": e.get("type", "")})
+        msg = e.get("msg", "")
+        if e.get("type") in ("too_long", "too_short") and isinstance(e.get("input"), str):
+            # A length set on a field of an annotated string (Text) is checked as a generic
+            # length: pydantic then speaks of "items after validation". Say characters.
+            ctx = e.get("ctx") or {}
+            longer = e["type"] == "too_long"
+            bound = ctx.get("max_length") if longer else ctx.get("min_length")
+            msg = f"String should have {'at most' if longer else 'at least'} {bound} characters"
+        out.append({"loc": loc, "msg": msg, "type": e.get("type", "")})
     return out
 
 

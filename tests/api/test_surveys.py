@@ -260,3 +260,16 @@ def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
     ).json()
     r = client.get(f"/v1/surveys/{central['id']}/coverage", headers=ADMIN)
     assert r.status_code == 409  # which pairs were answered is protected in the central model
+
+
+def test_a_text_too_long_is_counted_in_characters(client, unchanged):
+    """Fields of annotated strings (titles, labels, translations) used to be refused as
+    "at most 500 items after validation": the message now speaks of characters."""
+    with unchanged():
+        r = client.post("/v1/surveys", json={"title": "t" * 501, "items": ["a", "b"]}, headers=ADMIN)
+        label = client.post("/v1/surveys", json={"title": "t", "items": ["a", "b" * 501]}, headers=ADMIN)
+    assert r.status_code == label.status_code == 422
+    for resp in (r, label):
+        msgs = [e["msg"] for e in resp.json()["detail"]]
+        assert "String should have at most 500 characters" in msgs, msgs
+        assert not any("items" in m for m in msgs)
