@@ -295,6 +295,7 @@ class SurveyOut(SurveyFields):
                         "full_ranking": False,
                         "level": 0.95,
                         "close_when_met": True,
+                        "certificate": "borda",
                         "met": False,
                         "items": None,
                         "answers_used": 412,
