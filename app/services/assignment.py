@@ -609,8 +609,10 @@ def _toward_goal(
     version: int | None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]] | None:
     """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`), drawn
-    from the respondent's pool; None once the goal is met (then pairs are served as
-    without a goal)."""
+    from the respondent's pool (pairwise certificate: by
+    :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status,
+    disjoint and on items the respondent has not answered about); None once the goal is
+    met (then pairs are served as without a goal)."""
     state = current_state(session, survey.id, goal, m, cache, version)
     status = state.status
     if status.met:
@@ -623,14 +625,11 @@ def _toward_goal(
         # boundary, least-counted first (a copy: the cached state is shared).
         x, y = draw_pairwise_respondent(status, touched, count, rng, state.seqs.answers.astype(np.float64))
         a, b = np.minimum(x, y), np.maximum(x, y)
-        return (
-            a,
-            b,
-            [
-                make_ticket(key, survey.id, respondent.id, i, j, m, COUNT_PAIR)
-                for i, j in zip(a.tolist(), b.tolist(), strict=True)
-            ],
-        )
+        vouched: list[str | None] = [
+            make_ticket(key, survey.id, respondent.id, i, j, m, COUNT_PAIR)
+            for i, j in zip(a.tolist(), b.tolist(), strict=True)
+        ]
+        return a, b, vouched
     pool = ~touched & (status.active if survey.assignment == "adaptive" else True)
     x, y, cx, cy = draw_respondent_pairs(pool, count, rng)
     a, b = np.minimum(x, y), np.maximum(x, y)
