@@ -269,3 +269,24 @@ def test_adding_items_restarts_the_count_and_stops_at_300(client, app, unchanged
     assert r.status_code == 422 and "300" in r.json()["detail"], r.text
     r = client.post(f"/v1/surveys/{big['id']}/items", json={"items": ["y1"]}, headers=ADMIN)
     assert r.status_code == 201, r.text
+
+
+def test_a_respondent_without_a_counting_pair_left_is_thanked(client):
+    """With fewer than two items it has not answered about, a respondent has no disjoint
+    counting pair left while the goal is unmet: no pairs, reason ``not_needed``."""
+    survey = _create(client, "abcd", {"top_k": 1, "certificate": "pairwise"})
+    sid = survey["id"]
+    ids = [i["id"] for i in survey["items"]]
+    _, h = register(client, sid)
+    r = _answer(
+        client,
+        sid,
+        h,
+        [{"a": ids[0], "b": ids[1], "winner": ids[0]}, {"a": ids[1], "b": ids[2], "winner": ids[1]}],
+    )
+    assert r.status_code == 201, r.text
+    served = _served(client, sid, h, 3)
+    assert served["pairs"] == [] and served["reason"] == "not_needed"
+    assert not client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["met"]
+    _, fresh = register(client, sid)
+    assert _served(client, sid, fresh, 3)["pairs"]  # another respondent is still asked
