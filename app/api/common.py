@@ -91,6 +91,7 @@ def _goal_spec(goal: GoalSpec) -> dict:
         "full_ranking": goal.top_k is None,
         "level": goal.level,
         "close_when_met": goal.close_when_met,
+        "certificate": goal.certificate,
     }
 
 

@@ -380,7 +380,7 @@ class SurveyStats(Base):
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     n_comparisons: Mapped[int] = mapped_column(BigInteger, default=0)
     epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
-    #: A goal survey's certification state (app.services.goals.GoalState, packed): the
+    #: A goal survey's certification state (app.services.goals.GoalState or PairGoalState, packed): the
     #: confidence sequences' sums and the intersected bounds. NULL before the first fold.
     goal_state: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     #: Comparisons per item position (little-endian int64), folded with the pairs: how far a

@@ -68,8 +68,9 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
 from ..stats.adaptive import draw_respondent_pairs
+from ..stats.pairwise_goal import PairwiseGoalStatus, draw_pairwise_respondent
 from .aggregation import fold_pending, fold_soon, item_counts
-from .goals import COUNT_I, COUNT_J, GoalSpec, current_state, goal_met, make_ticket
+from .goals import COUNT_I, COUNT_J, COUNT_PAIR, GoalSpec, current_state, goal_met, make_ticket
 from .respondents import registered_epsilon
 from .surveys import current_item_index, item_count_of
 
@@ -608,18 +609,31 @@ def _toward_goal(
     version: int | None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], list[str | None]] | None:
     """A goal survey's pairs (i < j) and their tickets (:mod:`app.services.goals`), drawn
-    from the respondent's pool; None once the goal is met (then pairs are served as
-    without a goal)."""
-    status = current_state(session, survey.id, goal, m, cache, version).status
+    from the respondent's pool (pairwise certificate: by
+    :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status,
+    disjoint and on items the respondent has not answered about); None once the goal is
+    met (then pairs are served as without a goal)."""
+    state = current_state(session, survey.id, goal, m, cache, version)
+    status = state.status
     if status.met:
         return None
     touched = np.zeros(m, dtype=bool)
     touched[done.ravel()] = True
+    key = survey.ticket_key or ""
+    if isinstance(status, PairwiseGoalStatus):
+        # Pairwise certificate: disjoint pairs on untouched items across the estimated
+        # boundary, least-counted first (a copy: the cached state is shared).
+        x, y = draw_pairwise_respondent(status, touched, count, rng, state.seqs.answers.astype(np.float64))
+        a, b = np.minimum(x, y), np.maximum(x, y)
+        vouched: list[str | None] = [
+            make_ticket(key, survey.id, respondent.id, i, j, m, COUNT_PAIR)
+            for i, j in zip(a.tolist(), b.tolist(), strict=True)
+        ]
+        return a, b, vouched
     pool = ~touched & (status.active if survey.assignment == "adaptive" else True)
     x, y, cx, cy = draw_respondent_pairs(pool, count, rng)
     a, b = np.minimum(x, y), np.maximum(x, y)
     flags = np.where(x < y, cx * COUNT_I + cy * COUNT_J, cx * COUNT_J + cy * COUNT_I).tolist()
-    key = survey.ticket_key or ""
     tickets: list[str | None] = [
         make_ticket(key, survey.id, respondent.id, i, j, m, f)
         for i, j, f in zip(a.tolist(), b.tolist(), flags, strict=True)

@@ -35,6 +35,17 @@ server. Pieces:
   is empty it is thanked (``reason: "not_needed"``) rather than asked for answers the
   certificate cannot use. Once the goal is met (and the survey still open), pairs
   are served least-answered first, as without a goal.
+* **The pairwise certificate** (``"certificate": "pairwise"``,
+  :mod:`app.stats.pairwise_goal`). One confidence sequence per *pair* instead of per
+  item: an answer counts for its pair whichever pair the data chose, so the pairs can
+  follow the estimated boundary. A served pair's ticket carries :data:`COUNT_PAIR`;
+  a respondent's counted pairs are on disjoint items it had not answered about
+  (checked again when the answer is stored, as above), pairs are drawn by
+  :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status,
+  and the state holds the pairs' sums and intersected bounds. Adaptive assignment
+  only, at most :data:`~app.stats.pairwise_goal.MAX_ITEMS` items. ``"auto"`` picks it
+  at creation by :func:`choose_certificate`; the choice is stored with the goal and
+  never changes (goals stored without one are Borda).
 * **State.** The sequences' sums and the bounds (intersected over time, so that the
   goal once met stays met) live in ``survey_stats.goal_state``, updated by
   :func:`app.services.aggregation.fold_pending` under the fold lock. Adding items
@@ -62,13 +73,18 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Survey, SurveyStats, utcnow
 from ..stats.adaptive import RHO_ANSWERS, BordaSequences, GoalStatus, goal_status
+from ..stats.pairwise_goal import MAX_ITEMS as PAIRWISE_MAX_ITEMS
+from ..stats.pairwise_goal import PairSequences, PairwiseGoalStatus, pairwise_goal_status
 from .errors import Invalid
 
 __all__ = [
     "MAX_LEVEL",
     "MIN_LEVEL",
+    "PAIRWISE_MAX_ITEMS",
     "GoalSpec",
     "GoalState",
+    "PairGoalState",
+    "choose_certificate",
     "fold_goal",
     "goal_met",
     "goal_report",
@@ -84,17 +100,21 @@ MIN_LEVEL = 0.5
 MAX_LEVEL = 0.9999
 
 #: Bits of a ticket's flags: the answer counts for the pair's first (lower-position)
-#: item, its second, or both.
-COUNT_I, COUNT_J = 1, 2
+#: item, its second, or both (Borda certificate); for the pair (pairwise certificate).
+COUNT_I, COUNT_J, COUNT_PAIR = 1, 2, 4
+
+CERTIFICATES = ("borda", "pairwise", "auto")
 
 
 @dataclass(frozen=True)
 class GoalSpec:
-    """A survey's goal: the top ``top_k`` set (None: the whole ranking) at ``level``."""
+    """A survey's goal: the top ``top_k`` set (None: the whole ranking) at ``level``,
+    certified by ``certificate`` (``borda`` or ``pairwise``)."""
 
     top_k: int | None
     level: float
     close_when_met: bool = False
+    certificate: str = "borda"
 
     @classmethod
     def of(cls, survey: Survey) -> GoalSpec | None:
@@ -104,10 +124,35 @@ class GoalSpec:
     def from_json(cls, g: dict | None) -> GoalSpec | None:
         if not g:
             return None
-        return cls(g.get("top_k"), float(g["level"]), bool(g.get("close_when_met", False)))
+        # Goals stored before the pairwise certificate existed have no "certificate": Borda.
+        return cls(
+            g.get("top_k"),
+            float(g["level"]),
+            bool(g.get("close_when_met", False)),
+            str(g.get("certificate", "borda")),
+        )
 
     def as_json(self) -> dict:
-        return {"top_k": self.top_k, "level": self.level, "close_when_met": self.close_when_met}
+        return {
+            "top_k": self.top_k,
+            "level": self.level,
+            "close_when_met": self.close_when_met,
+            "certificate": self.certificate,
+        }
+
+
+def choose_certificate(top_k: int | None, n_items: int) -> str:
+    """The certificate ``"auto"`` resolves to: pairwise for a top-K goal with
+    K·(m − K) ≤ 3m (few pairs across the boundary) and m ≤ 300, else Borda.
+
+    The rule follows the measured cells of docs/uncertainty.md §9 (ε = 1, separated):
+    (m, K) = (10, 1) and (10, 3) — pairwise 8.2× and 2.4× fewer answers than balanced,
+    against 2.8× and 1.55× for Borda adaptive; (30, 3), K·(m − K) = 81 ≤ 90, about equal;
+    (30, 10), 200 > 90, pairwise worse than balanced. Whole-ranking goals were not
+    measured: Borda."""
+    if top_k is not None and n_items <= PAIRWISE_MAX_ITEMS and top_k * (n_items - top_k) <= 3 * n_items:
+        return "pairwise"
+    return "borda"
 
 
 def resolve_goal(
@@ -120,8 +165,10 @@ def resolve_goal(
     kind: str,
     model: str,
     n_items: int,
+    certificate: str = "borda",
 ) -> GoalSpec | None:
-    """Check a new survey's assignment and goal; the goal (None without one)."""
+    """Check a new survey's assignment and goal; the goal (None without one), with its
+    certificate resolved (``auto``: :func:`choose_certificate`)."""
     if assignment not in ("balanced", "adaptive"):
         raise Invalid("assignment must be 'balanced' or 'adaptive'")
     if model == "central" and (assignment != "balanced" or has_goal):
@@ -141,7 +188,22 @@ def resolve_goal(
         raise Invalid(f"goal.top_k must be between 1 and the number of items − 1 ({n_items - 1})")
     if not MIN_LEVEL <= level <= MAX_LEVEL:
         raise Invalid(f"goal.level must be in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
-    return GoalSpec(top_k, float(level), bool(close_when_met))
+    if certificate not in CERTIFICATES:
+        raise Invalid("goal.certificate must be 'borda', 'pairwise' or 'auto'")
+    if certificate == "auto":
+        certificate = choose_certificate(top_k, n_items) if assignment == "adaptive" else "borda"
+    if certificate == "pairwise":
+        if assignment != "adaptive":
+            raise Invalid(
+                "the pairwise certificate serves the pairs across the estimated boundary: it needs "
+                "assignment 'adaptive' (balanced assignment certifies with 'borda')"
+            )
+        if n_items > PAIRWISE_MAX_ITEMS:
+            raise Invalid(
+                f"the pairwise certificate takes at most {PAIRWISE_MAX_ITEMS} items (its state is one "
+                "sequence per pair): use 'borda'"
+            )
+    return GoalSpec(top_k, float(level), bool(close_when_met), certificate)
 
 
 def new_ticket_key() -> str:
@@ -169,7 +231,7 @@ def read_ticket(
     if key is None:
         return None
     parts = ticket.split(".")
-    if len(parts) != 3 or not parts[0].isdigit() or parts[1] not in ("1", "2", "3"):
+    if len(parts) != 3 or not parts[0].isdigit() or parts[1] not in ("1", "2", "3", "4"):
         return None
     m, flags = int(parts[0]), int(parts[1])
     if not hmac.compare_digest(parts[2], _mac(key, survey_id, respondent_id, i, j, m, flags)):
@@ -235,13 +297,67 @@ def _bounds_only(lower: NDArray, upper: NDArray, goal: GoalSpec) -> GoalStatus:
     )
 
 
-def load_state(payload: bytes | None, goal: GoalSpec, m: int) -> GoalState:
+_PAIR_MAGIC = b"PRP1"
+
+
+@dataclass
+class PairGoalState:
+    """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`) at one data
+    version: the pairs' sums and their intersected bounds. ``answers`` and ``counted``
+    as in :class:`GoalState` (an answer counts once, for its pair)."""
+
+    seqs: PairSequences
+    status: PairwiseGoalStatus
+    answers: int
+    counted: int
+
+    @property
+    def n_items(self) -> int:
+        return self.seqs.n_items
+
+    @classmethod
+    def start(cls, m: int, goal: GoalSpec) -> PairGoalState:
+        seqs = PairSequences(m)
+        return cls(seqs, pairwise_goal_status(seqs, goal.level, goal.top_k), 0, 0)
+
+    def pack(self) -> bytes:
+        s = self.seqs
+        body = b"".join(
+            np.asarray(a, dtype="<f8").tobytes()
+            for a in (s.weighted, s.weight, s.answers, self.status.pair_lower, self.status.pair_upper)
+        )
+        head = _STATE.pack(_PAIR_MAGIC, s.n_items, self.answers, self.counted, self.status.met)
+        return head + zlib.compress(body, 1)
+
+    @classmethod
+    def unpack(cls, payload: bytes, goal: GoalSpec) -> PairGoalState:
+        magic, m, answers, counted, _met = _STATE.unpack_from(payload)
+        body = zlib.decompress(payload[_STATE.size :])
+        pairs = m * (m - 1) // 2
+        if magic != _PAIR_MAGIC or len(body) != 40 * pairs:
+            raise ValueError("corrupt goal state")
+        arr = np.frombuffer(body, "<f8").reshape(5, pairs)
+        seqs = PairSequences(m)
+        seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
+        seqs.answers = arr[2].astype(np.int64)
+        # A status holding only the stored bounds: the ``previous`` of pairwise_goal_status.
+        e, f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        previous = PairwiseGoalStatus(
+            False, e, np.ones(m, bool), f, f, f, e, goal.level, RHO_ANSWERS, goal.top_k, e,
+            pair_lower=arr[3].copy(), pair_upper=arr[4].copy(),
+        )  # fmt: skip
+        status = pairwise_goal_status(seqs, goal.level, goal.top_k, previous=previous)
+        return cls(seqs, status, answers, counted)
+
+
+def load_state(payload: bytes | None, goal: GoalSpec, m: int) -> GoalState | PairGoalState:
     """The stored state, or a fresh one when there is none or it was for another m."""
+    kind = PairGoalState if goal.certificate == "pairwise" else GoalState
     if payload is not None:
-        state = GoalState.unpack(payload, goal)
+        state = kind.unpack(payload, goal)
         if state.n_items == m:
             return state
-    return GoalState.start(m, goal)
+    return kind.start(m, goal)
 
 
 def fold_goal(
@@ -264,13 +380,21 @@ def fold_goal(
     state = load_state(stats.goal_state, goal, m)
     met_before = state.status.met
     live = ticket_m == m
-    ci = live & ((flags & COUNT_I) != 0)
-    cj = live & ((flags & COUNT_J) != 0)
-    if ci.any() or cj.any():
-        state.seqs.add(i, j, z, eps, ci, cj)
-    state.answers += int(i.size)
-    state.counted += int(ci.sum() + cj.sum())
-    state.status = goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
+    if isinstance(state, PairGoalState):
+        cp = live & ((flags & COUNT_PAIR) != 0)
+        if cp.any():
+            state.seqs.add(i[cp], j[cp], z[cp], eps[cp])
+        state.answers += int(i.size)
+        state.counted += int(cp.sum())
+        state.status = pairwise_goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
+    else:
+        ci = live & ((flags & COUNT_I) != 0)
+        cj = live & ((flags & COUNT_J) != 0)
+        if ci.any() or cj.any():
+            state.seqs.add(i, j, z, eps, ci, cj)
+        state.answers += int(i.size)
+        state.counted += int(ci.sum() + cj.sum())
+        state.status = goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
     stats.goal_state = state.pack()
     if state.status.met and not met_before and goal.close_when_met:
         session.execute(
@@ -310,7 +434,7 @@ def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalRep
 
 def current_state(
     session: Session, survey_id: str, goal: GoalSpec, m: int, cache=None, version: int | None = None
-) -> GoalState:
+) -> GoalState | PairGoalState:
     """The folded state (cached per data version — ``version`` when the caller read it —
     and number of items when ``cache``)."""
     if cache is not None:
@@ -322,7 +446,8 @@ def current_state(
     payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id))
     state = load_state(payload, goal, m)  # at ``version`` or later: never older than its key
     if cache is not None:
-        cache.lru.put(("goal", survey_id, version, m), state, 64 * m + 2000)
+        size = 64 * m + 2000 if isinstance(state, GoalState) else 50 * m * m + 2000  # pairs: m² bools too
+        cache.lru.put(("goal", survey_id, version, m), state, size)
     return state
 
 

@@ -36,7 +36,7 @@ from ..stats import privatize
 from . import idempotency
 from .aggregation import encode_batch
 from .errors import Conflict, Invalid
-from .goals import COUNT_I, COUNT_J, read_ticket
+from .goals import COUNT_I, COUNT_J, COUNT_PAIR, read_ticket
 from .idempotency import Receipt, Stored
 from .respondents import (
     answer_epsilon,
@@ -96,16 +96,20 @@ def _drop_repeats(
     flags: np.ndarray, i: np.ndarray, j: np.ndarray, seen: np.ndarray | None = None
 ) -> np.ndarray:
     """``flags`` without the bits of items flagged more than once, or in ``seen`` (items
-    the respondent answered about before)."""
+    the respondent answered about before). A pair's bit (pairwise certificate) flags both
+    its items, and goes when either does: a respondent's counted pairs stay on disjoint
+    items it had not answered about."""
     ci, cj = (flags & COUNT_I) != 0, (flags & COUNT_J) != 0
-    items = np.concatenate((i[ci], j[cj]))
+    cp = (flags & COUNT_PAIR) != 0
+    items = np.concatenate((i[ci | cp], j[cj | cp]))
     values, counts = np.unique(items, return_counts=True)
     bad = values[counts > 1]
     if seen is not None:
         bad = np.union1d(bad, seen)
     drop_i = ci & np.isin(i, bad)
     drop_j = cj & np.isin(j, bad)
-    return (flags & ~(drop_i * COUNT_I + drop_j * COUNT_J)).astype(np.uint8)
+    drop_p = cp & (np.isin(i, bad) | np.isin(j, bad))
+    return (flags & ~(drop_i * COUNT_I + drop_j * COUNT_J + drop_p * COUNT_PAIR)).astype(np.uint8)
 
 
 def _answered_items(session: Session, respondent_id: str) -> np.ndarray:

@@ -21,6 +21,7 @@ from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from .cache import OBJECT_BYTES, ByteLRU
 from .embedding import clean_origins
 from .errors import Conflict, Invalid, NotFound
+from .goals import PAIRWISE_MAX_ITEMS as PAIRWISE_GOAL_MAX_ITEMS
 from .goals import new_ticket_key, resolve_goal
 from .languages import DEFAULT_LANGUAGE, check_language, check_translations
 from .results.surveys import CoverageItem, CoverageOut
@@ -255,7 +256,8 @@ def create_survey(
     embed_origins: list[str] | None = None,
 ) -> Survey:
     """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
-    "close_when_met": bool}`` (checked by :func:`app.services.goals.resolve_goal`).
+    "close_when_met": bool, "certificate": "borda" | "pairwise" | "auto"}`` (checked by
+    :func:`app.services.goals.resolve_goal`).
     ``language``: the respondents' default language; ``translations``: ``{code: [label or
     None, …]}`` aligned with ``labels`` (:func:`item_translations`)."""
     title = title.strip()
@@ -293,6 +295,7 @@ def create_survey(
         kind,
         policy.model,
         len(cleaned),
+        str(g.get("certificate") or "borda"),
     )
     suggestion_settings = resolve_suggestions(suggestions, kind)
     if suggestion_settings and suggestion_settings["enabled"] and goal is not None:
@@ -578,6 +581,7 @@ def add_items(
     survey = get_survey(session, survey_id, lock=True)  # serializes position numbering
     if survey.status != "open":
         raise Conflict("items can only be added to an open survey")
+    _check_pairwise_room(session, survey, len(cleaned))
     per_item = (
         item_translations(translations, len(cleaned), translations_taken(session, survey_id))
         if translations
@@ -586,6 +590,20 @@ def add_items(
     new = append_items(session, survey, cleaned, source="added", translations=per_item)
     session.commit()
     return new
+
+
+def _check_pairwise_room(session: Session, survey: Survey, adding: int) -> None:
+    """422 when ``adding`` items would take a pairwise-certificate goal survey beyond the
+    certificate's :data:`~app.stats.pairwise_goal.MAX_ITEMS` (its state is one sequence
+    per pair); the goal, fixed at creation, does not change certificate."""
+    if not survey.goal or survey.goal.get("certificate") != "pairwise":
+        return
+    total = item_count(session, survey.id) + adding
+    if total > PAIRWISE_GOAL_MAX_ITEMS:
+        raise Invalid(
+            "this survey's goal uses the pairwise certificate, which takes at most "
+            f"{PAIRWISE_GOAL_MAX_ITEMS} items: adding {adding} would make {total}"
+        )
 
 
 def append_items(

@@ -7,9 +7,10 @@ import { api, showError } from "/static/api.js";
 import { h, pct, section } from "/static/dom.js";
 
 function goalText(g) {
+  const by = g.certificate === "pairwise" ? " by the pairwise certificate" : "";
   return g.full_ranking
-    ? `the whole ranking, certified at the ${pct(g.level)} level`
-    : `the top ${g.top_k}, certified at the ${pct(g.level)} level`;
+    ? `the whole ranking, certified${by} at the ${pct(g.level)} level`
+    : `the top ${g.top_k}, certified${by} at the ${pct(g.level)} level`;
 }
 
 function settledBar(g) {
@@ -62,7 +63,13 @@ export function goalContent(s) {
       h(
         "div",
         {},
-        h("dt", {}, "Item samples the certificate counted"),
+        h(
+          "dt",
+          {},
+          g.certificate === "pairwise"
+            ? "Answers the certificate counted (one per answer, for its pair)"
+            : "Item samples the certificate counted",
+        ),
         h("dd", {}, String(g.counted_answers)),
       ),
     ),
@@ -113,6 +120,20 @@ async function savingContent(s, box) {
 export function goalSection(s) {
   const standing = h("div", { id: "goal-box" }, ...goalContent(s));
   const saving = h("div", { id: "saving-box" });
+  if (s.goal.certificate === "pairwise") {
+    // The planner simulates the Borda certificate: its estimate would not be this survey's.
+    saving.append(
+      h(
+        "p",
+        { class: "hint", id: "goal-saving" },
+        "This goal is certified pairwise (one confidence sequence per pair); the planner simulates the Borda certificate, so it gives no estimate for this survey.",
+      ),
+    );
+    return {
+      node: section("goal", "Goal", standing, saving),
+      refresh: (fresh) => standing.replaceChildren(...goalContent(fresh)),
+    };
+  }
   const estimate = h(
     "button",
     { type: "button", class: "secondary", id: "estimate-saving", onclick: () => savingContent(s, saving) },

@@ -3,8 +3,8 @@
 :mod:`app.stats.adaptive` certifies a goal from one confidence sequence per item on
 its Borda score, fed only by answers whose opponent is uniform. This module certifies
 the same goals from one confidence sequence per *pair* on P(i beats j), so that an
-answer on any pair counts, whichever pair the data suggested asking. Not used by the
-service yet.
+answer on any pair counts, whichever pair the data suggested asking. The service uses
+it for goals created with ``"certificate": "pairwise"`` (:mod:`app.services.goals`).
 
 **Sequences.** A debiased randomized answer z on (i, j) (docs/estimator.md §3) has
 mean P(i beats j) and a range of width w = coth(ε/2). For the counted answers of one

@@ -75,6 +75,7 @@ def test_virtual_respondents_until_goal_met(client, assignment):
         "full_ranking": False,
         "level": 0.9,
         "close_when_met": False,
+        "certificate": "borda",
         "met": None,
         "items": None,
         "answers_used": 0,

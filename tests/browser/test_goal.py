@@ -71,3 +71,32 @@ def test_a_goal_survey_counts_the_pages_answers_and_stops(server, new_page, cons
     late = new_page(width=420, height=700)
     late.goto(link)
     expect(late.get_by_role("heading", name="This survey has its answer")).to_be_visible()
+
+
+def test_the_dashboard_shows_a_pairwise_goal(server, new_page, console):
+    """A goal certified pairwise: the dashboard's goal view shows its standing and the
+    certified item, names the certificate, and offers no Borda planner estimate."""
+    body = {
+        "title": "Which one first, pairwise?",
+        "items": ITEMS,
+        "privacy": {"epsilon_default": 2},
+        "assignment": "adaptive",
+        "goal": {"top_k": 1, "level": 0.9, "certificate": "pairwise"},
+    }
+    survey = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
+    sid = survey["id"]
+    assert survey["goal"]["certificate"] == "pairwise"
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.goto(f"{server.base}/#/survey/{sid}")
+    expect(admin.locator("#goal-state")).to_have_text("Not yet met")
+    expect(admin.locator("#goal-saving")).to_contain_text("certified pairwise")
+    expect(admin.get_by_role("button", name="Estimate the answers saved")).to_have_count(0)
+    for n in range(600):
+        _api_respondent(server.base, sid)
+        if n % 10 == 9 and httpx2.get(f"{server.base}/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["met"]:
+            break
+    admin.get_by_role("button", name="Refresh").click()
+    expect(admin.locator("#goal-state")).to_have_text("Met")
+    expect(admin.locator("#goal-items")).to_have_text("Certified top 1: Transit")
+    expect(admin.locator("#goal")).to_contain_text("by the pairwise certificate")

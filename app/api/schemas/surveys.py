@@ -51,6 +51,12 @@ class GoalIn(StrictModel):
         0.95, description="Probability that what is certified is right, under continuous monitoring."
     )
     close_when_met: bool = Field(False, description="Close the survey the moment the goal is met.")
+    certificate: Literal["borda", "pairwise", "auto"] = Field(
+        "borda",
+        description="How the goal is certified: borda (one sequence per item, the default), pairwise "
+        "(one per pair; adaptive assignment, at most 300 items) or auto (pairwise for a top-K goal with "
+        "K·(m − K) ≤ 3m under adaptive assignment, else borda). Fixed at creation.",
+    )
 
 
 class SurveyCreate(StrictModel):
@@ -213,6 +219,7 @@ class GoalSpecOut(BaseModel):
     full_ranking: bool
     level: float
     close_when_met: bool
+    certificate: str = Field("borda", description="The certificate in use: borda or pairwise.")
 
 
 class GoalOut(GoalSpecOut):
@@ -223,7 +230,8 @@ class GoalOut(GoalSpecOut):
     )
     answers_used: int = Field(description="Answers stored since the goal's count (re)started.")
     counted_answers: int = Field(
-        description="Answer-item samples the certificate used (an answer counts for up to two items)."
+        description="Samples the certificate used: borda, answer-item samples (an answer counts for up to "
+        "two items); pairwise, answers (each counts once, for its pair)."
     )
     resolved: int = Field(description="Items already certain (in or out of the top-K, or placed).")
     n_items: int
@@ -287,6 +295,7 @@ class SurveyOut(SurveyFields):
                         "full_ranking": False,
                         "level": 0.95,
                         "close_when_met": True,
+                        "certificate": "borda",
                         "met": False,
                         "items": None,
                         "answers_used": 412,

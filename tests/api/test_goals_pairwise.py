@@ -1,0 +1,292 @@
+"""The pairwise certificate of a goal (app.stats.pairwise_goal) served through the REST API.
+
+Virtual respondents answer the pairs served to them, with their tickets, from a BTL
+population, randomized on the server, until ``goal.met``; the certified set must be the
+true top-K. Then what the certificate rests on: a respondent's counted pairs are on
+disjoint items it had not answered about (checked again when the answer is stored),
+tickets are bound to their pair and respondent, "auto" resolves at creation and is
+stored, and bad goals store nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.db.models import Survey, SurveyStats
+from app.services.aggregation import fold_pending
+from app.services.goals import GoalSpec, PairGoalState, load_state
+from app.services.surveys import item_count
+from app.stats.pairwise_goal import pair_index
+from tests.helpers.api import ADMIN, register
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _create(client, items, goal, assignment="adaptive") -> dict:
+    body = {
+        "title": "pairwise goal",
+        "items": list(items),
+        "privacy": {"epsilon_default": 2.0},
+        "assignment": assignment,
+        "goal": goal,
+    }
+    r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _served(client, sid, headers, count):
+    r = client.get(f"/v1/surveys/{sid}/pairs?count={count}", headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _answer(client, sid, headers, comparisons):
+    return client.post(
+        f"/v1/surveys/{sid}/responses",
+        json={"privatized": False, "comparisons": comparisons},
+        headers=headers,
+    )
+
+
+def _state(app, sid) -> PairGoalState:
+    with app.state.session_factory() as session:
+        fold_pending(session, sid)
+        goal = GoalSpec.of(session.get(Survey, sid))
+        state = load_state(session.get(SurveyStats, sid).goal_state, goal, item_count(session, sid))
+        assert isinstance(state, PairGoalState)
+        return state
+
+
+@pytest.mark.parametrize(("top_k", "theta"), [(1, [3.0, 0, 0, 0, 0, 0]), (3, [3.0, 3.0, 3.0, 0, 0, 0, 0])])
+def test_virtual_respondents_until_the_pairwise_goal_is_met(client, top_k, theta):
+    """A separated top K of m at ε = 2, certified pairwise: every respondent is served
+    disjoint ticketed pairs while the goal is unmet; the goal is met, the certified set
+    is the true top K, the survey closes itself (close_when_met) and says why."""
+    labels = [f"item {k}" for k in range(len(theta))]
+    truth = dict(zip(labels, theta, strict=True))
+    survey = _create(
+        client,
+        labels,
+        {"top_k": top_k, "level": 0.9, "close_when_met": True, "certificate": "pairwise"},
+    )
+    sid = survey["id"]
+    assert survey["goal"]["certificate"] == "pairwise" and survey["goal"]["counted_answers"] == 0
+    rng = np.random.default_rng(7)
+    answers = 0
+    for _ in range(1500):
+        r = client.post(f"/v1/surveys/{sid}/respondents", json={})
+        if r.status_code == 409:  # closed by its goal
+            break
+        assert r.status_code == 201, r.text
+        headers = {"Authorization": f"Bearer {r.json()['token']}"}
+        served = _served(client, sid, headers, 4)
+        pairs = served["pairs"]
+        if not pairs:
+            assert served["reason"] in ("closed", "not_needed"), served
+            continue
+        items = [x for p in pairs for x in (p["a"], p["b"])]
+        assert len(set(items)) == len(items)  # disjoint items
+        assert all(p["ticket"] and p["ticket"].split(".")[1] == "4" for p in pairs)
+        comparisons = []
+        for p in pairs:
+            d = truth[p["a_label"]] - truth[p["b_label"]]
+            winner = p["a"] if rng.random() < 1 / (1 + np.exp(-d)) else p["b"]
+            comparisons.append({"a": p["a"], "b": p["b"], "winner": winner, "ticket": p["ticket"]})
+        r = _answer(client, sid, headers, comparisons)
+        if r.status_code == 409 and "closed" in r.text:  # closed by its goal since the pairs were served
+            break
+        assert r.status_code == 201, r.text
+        answers += len(comparisons)
+    out = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()
+    goal = out["goal"]
+    assert goal["met"], goal
+    assert out["status"] == "closed"
+    by_id = {i["id"]: i["label"] for i in survey["items"]}
+    assert {by_id[x] for x in goal["items"]} == set(labels[:top_k])
+    assert goal["answers_used"] == answers and goal["resolved"] == len(labels)
+    assert 0 < goal["counted_answers"] <= answers
+    assert goal["certificate"] == "pairwise" and goal["n_items"] == len(labels)
+    public = client.get(f"/v1/surveys/{sid}/public").json()
+    assert public["goal_met"] is True
+    assert client.post(f"/v1/surveys/{sid}/respondents", json={}).status_code == 409
+
+
+def test_tickets_vouch_for_the_pair_and_bind_it(client, app, unchanged):
+    survey = _create(client, "abcdef", {"top_k": 1, "certificate": "pairwise"})
+    sid = survey["id"]
+    _, h1 = register(client, sid)
+    _, h2 = register(client, sid)
+    p1 = _served(client, sid, h1, 3)["pairs"]
+    p2 = _served(client, sid, h2, 3)["pairs"]
+    assert p1 and p2 and all(p["ticket"].split(".")[:2] == ["6", "4"] for p in p1 + p2)
+    other = next(p for p in p2 if {p["a"], p["b"]} != {p1[0]["a"], p1[0]["b"]}) if len(p2) > 1 else None
+    foreign = {"a": p1[0]["a"], "b": p1[0]["b"], "winner": p1[0]["a"], "ticket": p2[0]["ticket"]}
+    forged = {"a": p1[0]["a"], "b": p1[0]["b"], "winner": p1[0]["a"], "ticket": "6.4.AAAAAAAAAAAAAAAAAAAAAA"}
+    borda_flag = dict(forged, ticket=p1[0]["ticket"].replace(".4.", ".3.", 1))
+    bad = [(foreign, h1), (forged, h1), (borda_flag, h1)]
+    if other is not None:
+        bad.append(({"a": other["a"], "b": other["b"], "winner": other["a"], "ticket": p2[0]["ticket"]}, h2))
+    with unchanged():
+        for comparison, headers in bad:
+            r = _answer(client, sid, headers, [comparison])
+            assert r.status_code == 422, r.text
+            assert "ticket" in r.json()["detail"]
+
+
+def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(client, app):
+    """An answer without a ticket is stored, not counted; a ticketed pair whose item the
+    respondent answered about since it was served is stored, not counted; so is one of
+    two served pairs sharing an item (a later GET before answering)."""
+    survey = _create(client, "abcdef", {"top_k": 1, "certificate": "pairwise"})
+    sid = survey["id"]
+    ids = [i["id"] for i in survey["items"]]
+    pos = {x: k for k, x in enumerate(ids)}
+    # Collect two distinct served pairs sharing an item (the estimated best is in every
+    # boundary pair), from GETs made before answering anything.
+    _, h = register(client, sid)
+    seen: dict[frozenset, dict] = {}
+    for _ in range(40):
+        for p in _served(client, sid, h, 1)["pairs"]:
+            seen.setdefault(frozenset((p["a"], p["b"])), p)
+        shared = [
+            (x, y)
+            for x in seen.values()
+            for y in seen.values()
+            if x is not y and {x["a"], x["b"]} & {y["a"], y["b"]}
+        ]
+        if shared:
+            break
+    first, second = shared[0]
+    # An answer without a ticket on a third pair: stored, counted for nothing.
+    rest = [x for x in ids if x not in {first["a"], first["b"], second["a"], second["b"]}]
+    r = _answer(client, sid, h, [{"a": rest[0], "b": rest[1], "winner": rest[0]}])
+    assert r.status_code == 201, r.text
+    assert (_state(app, sid).answers, _state(app, sid).counted) == (1, 0)
+    # Both tickets in one request: the shared item is flagged twice, neither counts.
+    both = [{"a": p["a"], "b": p["b"], "winner": p["a"], "ticket": p["ticket"]} for p in (first, second)]
+    r = _answer(client, sid, h, both)
+    assert r.status_code == 201, r.text
+    state = _state(app, sid)
+    assert (state.answers, state.counted, int(state.seqs.answers.sum())) == (3, 0, 0)
+    # A fresh respondent: its first ticketed pair counts; a second pair served before it
+    # answered, sharing an item, then answered on its own, does not.
+    _, h2 = register(client, sid)
+    got: dict[frozenset, dict] = {}
+    for _ in range(40):
+        for p in _served(client, sid, h2, 1)["pairs"]:
+            got.setdefault(frozenset((p["a"], p["b"])), p)
+        pairs = [
+            (x, y)
+            for x in got.values()
+            for y in got.values()
+            if x is not y and {x["a"], x["b"]} & {y["a"], y["b"]}
+        ]
+        if pairs:
+            break
+    one, two = pairs[0]
+    for p in (one, two):
+        r = _answer(client, sid, h2, [{"a": p["a"], "b": p["b"], "winner": p["b"], "ticket": p["ticket"]}])
+        assert r.status_code == 201, r.text
+    state = _state(app, sid)
+    idx, _ = pair_index([pos[one["a"]], pos[two["a"]]], [pos[one["b"]], pos[two["b"]]], len(ids))
+    assert state.counted == 1 and state.seqs.answers[idx].tolist() == [1, 0]
+    # While the goal is unmet it is never served an item it has answered about.
+    touched = {one["a"], one["b"], two["a"], two["b"]}
+    for p in _served(client, sid, h2, 3)["pairs"]:
+        assert not touched & {p["a"], p["b"]}
+
+
+@pytest.mark.parametrize(
+    ("n_items", "goal", "assignment", "expected"),
+    [
+        (10, {"top_k": 1, "certificate": "auto"}, "adaptive", "pairwise"),
+        (10, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
+        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),  # 81 ≤ 90
+        (30, {"top_k": 10, "certificate": "auto"}, "adaptive", "borda"),  # 200 > 90
+        (10, {"full_ranking": True, "certificate": "auto"}, "adaptive", "borda"),
+        (10, {"top_k": 1, "certificate": "auto"}, "balanced", "borda"),
+        (10, {"top_k": 1}, "adaptive", "borda"),  # the default
+        (10, {"top_k": 1, "certificate": "borda"}, "adaptive", "borda"),
+    ],
+)
+def test_auto_resolves_at_creation_and_is_stored(client, app, n_items, goal, assignment, expected):
+    survey = _create(client, [f"x{k}" for k in range(n_items)], goal, assignment)
+    assert survey["goal"]["certificate"] == expected
+    sid = survey["id"]
+    assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["certificate"] == expected
+    listed = client.get("/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
+    assert next(s for s in listed if s["id"] == sid)["goal"]["certificate"] == expected
+    with app.state.session_factory() as session:
+        assert session.get(Survey, sid).goal["certificate"] == expected  # the resolved choice, not "auto"
+
+
+def test_goals_stored_without_a_certificate_are_borda(client, app):
+    survey = _create(client, "abcdef", {"top_k": 1})
+    with app.state.session_factory() as session:
+        row = session.get(Survey, survey["id"])
+        row.goal = {k: v for k, v in row.goal.items() if k != "certificate"}  # as stored before
+        session.commit()
+    goal = client.get(f"/v1/surveys/{survey['id']}", headers=ADMIN).json()["goal"]
+    assert goal["certificate"] == "borda"
+    _, h = register(client, survey["id"])
+    assert all(p["ticket"].split(".")[1] != "4" for p in _served(client, survey["id"], h, 3)["pairs"])
+
+
+@pytest.mark.parametrize(
+    ("items", "goal", "assignment", "message"),
+    [
+        (6, {"top_k": 1, "certificate": "pairwise"}, "balanced", "adaptive"),
+        (301, {"top_k": 1, "certificate": "pairwise"}, "adaptive", "300"),
+        (6, {"top_k": 1, "certificate": "both"}, "adaptive", "certificate"),
+        (6, {"top_k": 6, "certificate": "pairwise"}, "adaptive", "top_k"),
+    ],
+)
+def test_bad_pairwise_goals_store_nothing(client, unchanged, items, goal, assignment, message):
+    body = {"title": "t", "items": [f"x{k}" for k in range(items)], "assignment": assignment, "goal": goal}
+    with unchanged():
+        r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    assert message in str(r.json()["detail"])
+
+
+def test_adding_items_restarts_the_count_and_stops_at_300(client, app, unchanged):
+    survey = _create(client, "abcd", {"top_k": 1, "certificate": "pairwise"})
+    sid = survey["id"]
+    _, h = register(client, sid)
+    pairs = _served(client, sid, h, 2)["pairs"]
+    r = client.post(f"/v1/surveys/{sid}/items", json={"items": ["e"]}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    comparisons = [{"a": p["a"], "b": p["b"], "winner": p["a"], "ticket": p["ticket"]} for p in pairs]
+    assert _answer(client, sid, h, comparisons).status_code == 201
+    goal = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
+    assert goal["n_items"] == 5 and goal["counted_answers"] == 0 and goal["answers_used"] == len(pairs)
+    assert goal["certificate"] == "pairwise"
+    big = _create(client, [f"x{k}" for k in range(299)], {"top_k": 1, "certificate": "pairwise"})
+    with unchanged():
+        r = client.post(f"/v1/surveys/{big['id']}/items", json={"items": ["y1", "y2"]}, headers=ADMIN)
+    assert r.status_code == 422 and "300" in r.json()["detail"], r.text
+    r = client.post(f"/v1/surveys/{big['id']}/items", json={"items": ["y1"]}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+
+
+def test_a_respondent_without_a_counting_pair_left_is_thanked(client):
+    """With fewer than two items it has not answered about, a respondent has no disjoint
+    counting pair left while the goal is unmet: no pairs, reason ``not_needed``."""
+    survey = _create(client, "abcd", {"top_k": 1, "certificate": "pairwise"})
+    sid = survey["id"]
+    ids = [i["id"] for i in survey["items"]]
+    _, h = register(client, sid)
+    r = _answer(
+        client,
+        sid,
+        h,
+        [{"a": ids[0], "b": ids[1], "winner": ids[0]}, {"a": ids[1], "b": ids[2], "winner": ids[1]}],
+    )
+    assert r.status_code == 201, r.text
+    served = _served(client, sid, h, 3)
+    assert served["pairs"] == [] and served["reason"] == "not_needed"
+    assert not client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["met"]
+    _, fresh = register(client, sid)
+    assert _served(client, sid, fresh, 3)["pairs"]  # another respondent is still asked
