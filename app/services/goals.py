@@ -143,14 +143,15 @@ class GoalSpec:
 
 def choose_certificate(top_k: int | None, n_items: int) -> str:
     """The certificate ``"auto"`` resolves to: pairwise for a top-K goal with
-    K·(m − K) ≤ 3m (few pairs across the boundary) and m ≤ 300, else Borda.
+    K·(m − K) ≤ 2.8·m (few pairs across the boundary) and m ≤ 300, else Borda.
 
-    The rule follows the measured cells of docs/uncertainty.md §9 (ε = 1, separated):
-    (m, K) = (10, 1) and (10, 3) — pairwise 8.2× and 2.4× fewer answers than balanced,
-    against 2.8× and 1.55× for Borda adaptive; (30, 3), K·(m − K) = 81 ≤ 90, about equal;
-    (30, 10), 200 > 90, pairwise worse than balanced. Whole-ranking goals were not
-    measured: Borda."""
-    if top_k is not None and n_items <= PAIRWISE_MAX_ITEMS and top_k * (n_items - top_k) <= 3 * n_items:
+    The rule separates the measured cells of docs/uncertainty.md §9 (separated scores):
+    pairwise where it needed fewer answers — (m, K) = (10, 1), (10, 3), (30, 3) (81 ≤ 84),
+    (100, 1), (100, 2) (196 ≤ 280) — and Borda where it did — (100, 3) (291 > 280; 2.1×
+    against 2.5× at ε = 1, 1.7× against 2.2× at ε = 2), (30, 10) (200 > 84). Whole-ranking
+    goals were not measured: Borda."""
+    pairs_across = top_k * (n_items - top_k) if top_k is not None else None
+    if pairs_across is not None and n_items <= PAIRWISE_MAX_ITEMS and 5 * pairs_across <= 14 * n_items:
         return "pairwise"
     return "borda"
 

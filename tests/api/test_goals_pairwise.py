@@ -203,8 +203,10 @@ def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(clien
     [
         (10, {"top_k": 1, "certificate": "auto"}, "adaptive", "pairwise"),
         (10, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
-        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),  # 81 ≤ 90
-        (30, {"top_k": 10, "certificate": "auto"}, "adaptive", "borda"),  # 200 > 90
+        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),  # 81 ≤ 2.8·30 = 84
+        (30, {"top_k": 10, "certificate": "auto"}, "adaptive", "borda"),  # 200 > 84
+        (100, {"top_k": 2, "certificate": "auto"}, "adaptive", "pairwise"),  # 196 ≤ 280
+        (100, {"top_k": 3, "certificate": "auto"}, "adaptive", "borda"),  # 291 > 280
         (10, {"full_ranking": True, "certificate": "auto"}, "adaptive", "borda"),
         (10, {"top_k": 1, "certificate": "auto"}, "balanced", "borda"),
         (10, {"top_k": 1}, "adaptive", "borda"),  # the default

@@ -55,7 +55,7 @@ class GoalIn(StrictModel):
         "borda",
         description="How the goal is certified: borda (one sequence per item, the default), pairwise "
         "(one per pair; adaptive assignment, at most 300 items) or auto (pairwise for a top-K goal with "
-        "K·(m − K) ≤ 3m under adaptive assignment, else borda). Fixed at creation.",
+        "K·(m − K) ≤ 2.8·m under adaptive assignment, else borda). Fixed at creation.",
     )
 
 
