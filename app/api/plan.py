@@ -265,6 +265,9 @@ async def get_goal_plan(
     max_answers: int = Query(
         50_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
     ),
+    certificate: Literal["borda", "pairwise", "auto"] = Query(
+        "borda", description="The adaptive design's certificate (auto: as a new survey would choose)."
+    ),
 ):
     """Simulates surveys as the service runs them with a goal — respondents served pairs
     from their pool (the items in doubt they have not answered about, or every item
@@ -290,6 +293,7 @@ async def get_goal_plan(
         replications,
         seed,
         max_answers,
+        certificate=certificate,
         work=request.app.state.fit_cache.work,
         seconds=request.app.state.settings.analysis_seconds,
         what="the plan's simulation",

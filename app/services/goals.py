@@ -65,6 +65,7 @@ import secrets
 import struct
 import zlib
 from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -78,6 +79,7 @@ from ..stats.pairwise_goal import PairSequences, PairwiseGoalStatus, pairwise_go
 from .errors import Invalid
 
 __all__ = [
+    "CERTIFICATES",
     "MAX_LEVEL",
     "MIN_LEVEL",
     "PAIRWISE_MAX_ITEMS",
@@ -243,112 +245,160 @@ def read_ticket(
 # -- state ------------------------------------------------------------------------
 
 _STATE = struct.Struct("<4sIQQ?")
-_STATE_MAGIC = b"PRG1"
 
 
 @dataclass
-class GoalState:
-    """A goal survey's certification state at one data version."""
+class _SequenceState:
+    """What both certificates' states share: the sequences' running sums and the
+    intersected bounds, at one data version, packed as a header (magic, m, answers,
+    counted, met) and five compressed float arrays (the sums, the counts, the bounds)."""
 
-    seqs: BordaSequences
-    status: GoalStatus
+    _MAGIC: ClassVar[bytes]
+
+    seqs: Any
+    status: Any
     #: Answers folded since the state (re)started, and those the certificate counted.
     answers: int
     counted: int
 
     @property
     def n_items(self) -> int:
-        return self.seqs.n_items
+        return int(self.seqs.n_items)
+
+    @staticmethod
+    def _sequences(m: int) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def _status(seqs: Any, goal: GoalSpec, bounds: tuple[NDArray, NDArray] | None) -> Any:
+        """The status of ``seqs`` for the goal, its bounds intersected with ``bounds``."""
+        raise NotImplementedError
+
+    def _bounds(self) -> tuple[NDArray, NDArray]:
+        raise NotImplementedError
+
+    def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
+        """Add the answers the tickets count (``live``: issued for this m); how many counted."""
+        raise NotImplementedError
 
     @classmethod
-    def start(cls, m: int, goal: GoalSpec) -> GoalState:
-        seqs = BordaSequences(m)
-        return cls(seqs, goal_status(seqs, goal.level, goal.top_k), 0, 0)
+    def start(cls, m: int, goal: GoalSpec) -> Self:
+        seqs = cls._sequences(m)
+        return cls(seqs, cls._status(seqs, goal, None), 0, 0)
+
+    def fold(
+        self, goal: GoalSpec, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray
+    ) -> None:
+        """Add a fold's answers and check the goal again (the bounds intersected with the last)."""
+        self.counted += self._add(i, j, z, eps, flags, live)
+        self.answers += int(i.size)
+        self.status = self._status(self.seqs, goal, self._bounds())
 
     def pack(self) -> bytes:
         s = self.seqs
         body = b"".join(
-            np.asarray(a, dtype="<f8").tobytes()
-            for a in (s.weighted, s.weight, s.answers, self.status.lower, self.status.upper)
+            np.asarray(a, dtype="<f8").tobytes() for a in (s.weighted, s.weight, s.answers, *self._bounds())
         )
-        head = _STATE.pack(_STATE_MAGIC, s.n_items, self.answers, self.counted, self.status.met)
+        head = _STATE.pack(self._MAGIC, s.n_items, self.answers, self.counted, self.status.met)
         return head + zlib.compress(body, 1)
 
     @classmethod
-    def unpack(cls, payload: bytes, goal: GoalSpec) -> GoalState:
+    def unpack(cls, payload: bytes, goal: GoalSpec) -> Self:
         # The header's "met" (for goal_met) is what the stored bounds give again below.
         magic, m, answers, counted, _met = _STATE.unpack_from(payload)
-        body = zlib.decompress(payload[_STATE.size :])
-        if magic != _STATE_MAGIC or len(body) != 40 * m:
+        if magic != cls._MAGIC:
             raise ValueError("corrupt goal state")
-        arr = np.frombuffer(body, "<f8").reshape(5, m)
-        seqs = BordaSequences(m)
+        body = zlib.decompress(payload[_STATE.size :])
+        seqs = cls._sequences(m)
+        size = seqs.weight.size
+        if len(body) != 40 * size:
+            raise ValueError("corrupt goal state")
+        arr = np.frombuffer(body, "<f8").reshape(5, size)
         seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
         seqs.answers = arr[2].astype(np.int64)
-        previous = _bounds_only(arr[3].copy(), arr[4].copy(), goal)
-        return cls(seqs, goal_status(seqs, goal.level, goal.top_k, previous=previous), answers, counted)
-
-
-def _bounds_only(lower: NDArray, upper: NDArray, goal: GoalSpec) -> GoalStatus:
-    """A status holding only stored bounds: the ``previous`` of :func:`goal_status`."""
-    e = np.zeros(0, dtype=np.int64)
-    m = lower.size
-    return GoalStatus(
-        False, e, np.ones(m, bool), lower, lower, upper, e, goal.level, RHO_ANSWERS, goal.top_k, e
-    )
-
-
-_PAIR_MAGIC = b"PRP1"
+        return cls(seqs, cls._status(seqs, goal, (arr[3].copy(), arr[4].copy())), answers, counted)
 
 
 @dataclass
-class PairGoalState:
-    """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`) at one data
-    version: the pairs' sums and their intersected bounds. ``answers`` and ``counted``
-    as in :class:`GoalState` (an answer counts once, for its pair)."""
+class GoalState(_SequenceState):
+    """A Borda-certificate goal's state: one sequence per item (:mod:`app.stats.adaptive`)."""
+
+    _MAGIC = b"PRG1"
+
+    seqs: BordaSequences
+    status: GoalStatus
+
+    @staticmethod
+    def _sequences(m: int) -> BordaSequences:
+        return BordaSequences(m)
+
+    @staticmethod
+    def _status(seqs: BordaSequences, goal: GoalSpec, bounds: tuple[NDArray, NDArray] | None) -> GoalStatus:
+        previous = None
+        if bounds is not None:  # a status holding only the bounds: goal_status's ``previous``
+            e = np.zeros(0, dtype=np.int64)
+            lower, upper = bounds
+            previous = GoalStatus(
+                False,
+                e,
+                np.ones(lower.size, bool),
+                lower,
+                lower,
+                upper,
+                e,
+                goal.level,
+                RHO_ANSWERS,
+                goal.top_k,
+                e,
+            )
+        return goal_status(seqs, goal.level, goal.top_k, previous=previous)
+
+    def _bounds(self) -> tuple[NDArray, NDArray]:
+        return self.status.lower, self.status.upper
+
+    def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
+        ci = live & ((flags & COUNT_I) != 0)
+        cj = live & ((flags & COUNT_J) != 0)
+        if ci.any() or cj.any():
+            self.seqs.add(i, j, z, eps, ci, cj)
+        return int(ci.sum() + cj.sum())
+
+
+@dataclass
+class PairGoalState(_SequenceState):
+    """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`): the pairs'
+    sums and their intersected bounds (an answer counts once, for its pair)."""
+
+    _MAGIC = b"PRP1"
 
     seqs: PairSequences
     status: PairwiseGoalStatus
-    answers: int
-    counted: int
 
-    @property
-    def n_items(self) -> int:
-        return self.seqs.n_items
+    @staticmethod
+    def _sequences(m: int) -> PairSequences:
+        return PairSequences(m)
 
-    @classmethod
-    def start(cls, m: int, goal: GoalSpec) -> PairGoalState:
-        seqs = PairSequences(m)
-        return cls(seqs, pairwise_goal_status(seqs, goal.level, goal.top_k), 0, 0)
+    @staticmethod
+    def _status(
+        seqs: PairSequences, goal: GoalSpec, bounds: tuple[NDArray, NDArray] | None
+    ) -> PairwiseGoalStatus:
+        previous = None
+        if bounds is not None:  # a status holding only the bounds: pairwise_goal_status's ``previous``
+            e, f, m = np.zeros(0, dtype=np.int64), np.zeros(0), seqs.n_items
+            previous = PairwiseGoalStatus(
+                False, e, np.ones(m, bool), f, f, f, e, goal.level, RHO_ANSWERS, goal.top_k, e,
+                pair_lower=bounds[0], pair_upper=bounds[1],
+            )  # fmt: skip
+        return pairwise_goal_status(seqs, goal.level, goal.top_k, previous=previous)
 
-    def pack(self) -> bytes:
-        s = self.seqs
-        body = b"".join(
-            np.asarray(a, dtype="<f8").tobytes()
-            for a in (s.weighted, s.weight, s.answers, self.status.pair_lower, self.status.pair_upper)
-        )
-        head = _STATE.pack(_PAIR_MAGIC, s.n_items, self.answers, self.counted, self.status.met)
-        return head + zlib.compress(body, 1)
+    def _bounds(self) -> tuple[NDArray, NDArray]:
+        return self.status.pair_lower, self.status.pair_upper
 
-    @classmethod
-    def unpack(cls, payload: bytes, goal: GoalSpec) -> PairGoalState:
-        magic, m, answers, counted, _met = _STATE.unpack_from(payload)
-        body = zlib.decompress(payload[_STATE.size :])
-        pairs = m * (m - 1) // 2
-        if magic != _PAIR_MAGIC or len(body) != 40 * pairs:
-            raise ValueError("corrupt goal state")
-        arr = np.frombuffer(body, "<f8").reshape(5, pairs)
-        seqs = PairSequences(m)
-        seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
-        seqs.answers = arr[2].astype(np.int64)
-        # A status holding only the stored bounds: the ``previous`` of pairwise_goal_status.
-        e, f = np.zeros(0, dtype=np.int64), np.zeros(0)
-        previous = PairwiseGoalStatus(
-            False, e, np.ones(m, bool), f, f, f, e, goal.level, RHO_ANSWERS, goal.top_k, e,
-            pair_lower=arr[3].copy(), pair_upper=arr[4].copy(),
-        )  # fmt: skip
-        status = pairwise_goal_status(seqs, goal.level, goal.top_k, previous=previous)
-        return cls(seqs, status, answers, counted)
+    def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
+        cp = live & ((flags & COUNT_PAIR) != 0)
+        if cp.any():
+            self.seqs.add(i[cp], j[cp], z[cp], eps[cp])
+        return int(cp.sum())
 
 
 def load_state(payload: bytes | None, goal: GoalSpec, m: int) -> GoalState | PairGoalState:
@@ -380,22 +430,7 @@ def fold_goal(
     number of items count for nothing."""
     state = load_state(stats.goal_state, goal, m)
     met_before = state.status.met
-    live = ticket_m == m
-    if isinstance(state, PairGoalState):
-        cp = live & ((flags & COUNT_PAIR) != 0)
-        if cp.any():
-            state.seqs.add(i[cp], j[cp], z[cp], eps[cp])
-        state.answers += int(i.size)
-        state.counted += int(cp.sum())
-        state.status = pairwise_goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
-    else:
-        ci = live & ((flags & COUNT_I) != 0)
-        cj = live & ((flags & COUNT_J) != 0)
-        if ci.any() or cj.any():
-            state.seqs.add(i, j, z, eps, ci, cj)
-        state.answers += int(i.size)
-        state.counted += int(ci.sum() + cj.sum())
-        state.status = goal_status(state.seqs, goal.level, goal.top_k, previous=state.status)
+    state.fold(goal, i, j, z, eps, flags, ticket_m == m)
     stats.goal_state = state.pack()
     if state.status.met and not met_before and goal.close_when_met:
         session.execute(

@@ -108,7 +108,7 @@ async function savingContent(s, box) {
       h(
         "p",
         { class: "hint" },
-        `From ${p.replications} simulated surveys per strategy with the current estimates as the true scores, at ε = ${p.epsilon}.`,
+        `From ${p.replications} simulated surveys per strategy with the current estimates as the true scores, at ε = ${p.epsilon}; adaptive with this goal's ${p.certificate === "pairwise" ? "pairwise" : "Borda"} certificate, balanced with the Borda certificate.`,
       ),
     );
   } catch (err) {
@@ -120,20 +120,6 @@ async function savingContent(s, box) {
 export function goalSection(s) {
   const standing = h("div", { id: "goal-box" }, ...goalContent(s));
   const saving = h("div", { id: "saving-box" });
-  if (s.goal.certificate === "pairwise") {
-    // The planner simulates the Borda certificate: its estimate would not be this survey's.
-    saving.append(
-      h(
-        "p",
-        { class: "hint", id: "goal-saving" },
-        "This goal is certified pairwise (one confidence sequence per pair); the planner simulates the Borda certificate, so it gives no estimate for this survey.",
-      ),
-    );
-    return {
-      node: section("goal", "Goal", standing, saving),
-      refresh: (fresh) => standing.replaceChildren(...goalContent(fresh)),
-    };
-  }
   const estimate = h(
     "button",
     { type: "button", class: "secondary", id: "estimate-saving", onclick: () => savingContent(s, saving) },

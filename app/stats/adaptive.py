@@ -97,6 +97,7 @@ __all__ = [
     "mixture_radius",
     "plan_goal",
     "simulate_goal",
+    "simulated_answers",
 ]
 
 #: The mixture's ρ in effective answers (answers at ε = ∞ count 1, at ε = 1 about
@@ -343,6 +344,28 @@ def draw_for_respondents(
     return x[order], y[order], np.ones(x.size, dtype=bool), both[order], who[order]
 
 
+def simulated_answers(
+    theta: NDArray[np.float64],
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    who: NDArray[np.int64],
+    respondents: int,
+    epsilon: float,
+    tau: float,
+    rng: np.random.Generator,
+) -> NDArray[np.float64]:
+    """Debiased randomized answers (1: i won) of simulated respondents ``who`` (0 to
+    ``respondents`` − 1) on the pairs (i, j): true BTL answers at scores ``theta``
+    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1), so one respondent's answers
+    go together), randomized at ``epsilon``."""
+    d = theta[i] - theta[j]
+    if tau > 0:
+        own = rng.normal(0.0, tau, size=(respondents, theta.size))  # each respondent's own scores
+        d = d + own[who, i] - own[who, j]
+    y = (rng.random(i.size) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
+    return debias(privatize(y, epsilon, rng), epsilon)
+
+
 def simulate_goal(
     theta: ArrayLike,
     epsilon: float,
@@ -392,14 +415,9 @@ def simulate_goal(
         i, j, ci, cj, who = draw_for_respondents(pool, want, pairs_per_respondent, rng)
         keep = min(i.size, max_answers - used)
         i, j, ci, cj, who = i[:keep], j[:keep], ci[:keep], cj[:keep], who[:keep]
-        d = theta[i] - theta[j]
-        if tau > 0:
-            own = rng.normal(0.0, tau, size=(want, m))  # each respondent's own scores
-            d = d + own[who, i] - own[who, j]
         got = i.size
         respondents += int(np.unique(who).size)
-        y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
-        z = debias(privatize(y, epsilon, rng), epsilon)
+        z = simulated_answers(theta, i, j, who, want, epsilon, tau, rng)
         seqs.add(i, j, z, epsilon, ci, cj)
         used += got
         status = goal_status(seqs, level, top_k, previous=status)
@@ -447,6 +465,8 @@ class GoalPlan:
     balanced: StrategyPlan
     #: balanced / adaptive mean answers; None unless both met the goal in every run.
     saving: float | None
+    #: The adaptive design's certificate (balanced assignment is always Borda-certified).
+    certificate: str = "borda"
 
 
 def plan_goal(
@@ -459,10 +479,14 @@ def plan_goal(
     pairs_per_respondent: int = 10,
     max_answers: int = 1_000_000,
     check: Callable[[], None] | None = None,
+    certificate: Literal["borda", "pairwise"] = "borda",
 ) -> GoalPlan:
     """The planner of adaptive designs: ``replications`` surveys per strategy simulated
     as the service runs them (:func:`simulate_goal`) with true scores ``theta``; the
     answers and respondents each strategy needs to meet the goal, and the saving.
+    ``certificate="pairwise"`` simulates the adaptive design with the pairwise certificate
+    (:func:`app.stats.pairwise_goal.simulate_pairwise_goal`, at most its ``MAX_ITEMS``
+    items); the balanced one is Borda-certified either way, as the service runs it.
 
     Examples
     --------
@@ -474,11 +498,18 @@ def plan_goal(
     validate_epsilon(epsilon)
     if replications < 1 or pairs_per_respondent < 1 or max_answers < 1:
         raise ValueError("replications, pairs_per_respondent and max_answers must be positive")
+    if certificate not in ("borda", "pairwise"):
+        raise ValueError("certificate must be 'borda' or 'pairwise'")
+    from .pairwise_goal import simulate_pairwise_goal  # (it builds on this module)
+
     truth = np.argsort(-theta, kind="stable")
     out: dict[str, StrategyPlan] = {}
     for name in ("adaptive", "balanced"):
+        simulate = (
+            simulate_pairwise_goal if name == "adaptive" and certificate == "pairwise" else simulate_goal
+        )
         runs = [
-            simulate_goal(
+            simulate(
                 theta,
                 epsilon,
                 level,
@@ -520,4 +551,5 @@ def plan_goal(
         a,
         b,
         saving,
+        certificate,
     )

@@ -71,8 +71,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .adaptive import RHO_ANSWERS, GoalRun, GoalStatus, mixture_radius
-from .mechanisms import debias, privatize, validate_epsilon
+from .adaptive import RHO_ANSWERS, GoalRun, GoalStatus, mixture_radius, simulated_answers
+from .mechanisms import debias, validate_epsilon
 
 __all__ = [
     "MAX_ITEMS",
@@ -446,12 +446,7 @@ def simulate_pairwise_goal(
         if got == 0:
             break  # nothing left to ask: the goal cannot be reached (contradicted bounds)
         i, j, who = np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_who)
-        d = theta[i] - theta[j]
-        if tau > 0:
-            own = rng.normal(0.0, tau, size=(len(parts_who), m))  # each respondent's own scores
-            d = d + own[who, i] - own[who, j]
-        y = (rng.random(got) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
-        z = debias(privatize(y, epsilon, rng), epsilon)
+        z = simulated_answers(theta, i, j, who, len(parts_who), epsilon, tau, rng)
         seqs.add(i, j, z, epsilon)
         used += got
         respondents += len(parts_who)

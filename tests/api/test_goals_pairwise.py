@@ -292,3 +292,51 @@ def test_a_respondent_without_a_counting_pair_left_is_thanked(client):
     assert not client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["met"]
     _, fresh = register(client, sid)
     assert _served(client, sid, fresh, 3)["pairs"]  # another respondent is still asked
+
+
+def test_the_planner_simulates_the_pairwise_certificate(client):
+    """``GET /v1/plan/goal?certificate=`` runs the adaptive design with the certificate
+    asked for: its figures are exactly those of plan_goal(certificate="pairwise") with
+    the same seed (not the Borda plan's), balanced stays the Borda baseline, ``auto``
+    resolves as a new survey would, and past 300 items pairwise is refused."""
+    from app.stats.adaptive import plan_goal
+
+    scores = [3.0, 1.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0]
+    params = {"items": 8, "top_k": 1, "epsilon": 2.0, "level": 0.9, "replications": 3}
+    params["scores"] = ",".join(str(x) for x in scores)
+    got = {}
+    for certificate in ("borda", "pairwise", "auto"):
+        r = client.get("/v1/plan/goal", params={**params, "certificate": certificate}, headers=ADMIN)
+        assert r.status_code == 200, r.text
+        got[certificate] = r.json()
+    pw = plan_goal(scores, 2.0, 0.9, top_k=1, replications=3, max_answers=50_000, certificate="pairwise")
+    assert got["pairwise"]["certificate"] == "pairwise" and got["borda"]["certificate"] == "borda"
+    assert got["pairwise"]["adaptive"]["answers_mean"] == pytest.approx(pw.adaptive.answers_mean)
+    assert got["pairwise"]["adaptive"]["answers_mean"] != got["borda"]["adaptive"]["answers_mean"]
+    assert got["pairwise"]["balanced"] == got["borda"]["balanced"]  # the same Borda baseline
+    assert (
+        got["pairwise"]["adaptive"]["met"] == 3 and got["pairwise"]["adaptive"]["false_certifications"] == 0
+    )
+    assert got["auto"]["certificate"] == "pairwise"  # K·(m − K) = 7 ≤ 2.8·8
+    full = client.get(
+        "/v1/plan/goal",
+        params={"items": 6, "gap": 1.0, "replications": 2, "certificate": "auto"},
+        headers=ADMIN,
+    )
+    assert full.status_code == 200 and full.json()["certificate"] == "borda"  # whole ranking: Borda
+    for bad in ({"items": 301, "top_k": 1, "certificate": "pairwise"}, {"items": 8, "certificate": "kemeny"}):
+        r = client.get("/v1/plan/goal", params=bad, headers=ADMIN)
+        assert r.status_code == 422, r.text
+
+
+def test_a_pairwise_surveys_goal_plan_simulates_its_certificate(client):
+    labels = list("abcdef")
+    survey = _create(client, labels, {"top_k": 1, "level": 0.9, "certificate": "pairwise"})
+    sid = survey["id"]
+    _, h = register(client, sid)
+    pairs = _served(client, sid, h, 3)["pairs"]
+    comparisons = [{"a": p["a"], "b": p["b"], "winner": p["a"], "ticket": p["ticket"]} for p in pairs]
+    assert _answer(client, sid, h, comparisons).status_code == 201
+    r = client.get(f"/v1/surveys/{sid}/goal/plan", params={"replications": 2}, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["certificate"] == "pairwise" and r.json()["n_items"] == 6

@@ -136,6 +136,9 @@ class StrategyPlanOut(BaseModel):
 
 
 class GoalPlanOut(BaseModel):
+    certificate: Literal["borda", "pairwise"] = Field(
+        description="The adaptive design's certificate (balanced assignment is Borda-certified)."
+    )
     n_items: int
     top_k: int | None = Field(description="The top-K goal; null: the whole ranking.")
     level: float
