@@ -75,7 +75,7 @@ from sqlalchemy.orm import Session
 from ..db.models import Survey, SurveyStats, utcnow
 from ..stats.adaptive import RHO_ANSWERS, BordaSequences, GoalStatus, goal_status
 from ..stats.pairwise_goal import MAX_ITEMS as PAIRWISE_MAX_ITEMS
-from ..stats.pairwise_goal import PairSequences, PairwiseGoalStatus, pairwise_goal_status
+from ..stats.pairwise_goal import PairSequences, PairwiseGoalStatus, pairwise_goal_status, restored_status
 from .errors import Invalid
 
 __all__ = [
@@ -277,6 +277,21 @@ class _SequenceState:
     def _bounds(self) -> tuple[NDArray, NDArray]:
         raise NotImplementedError
 
+    def _check(self, goal: GoalSpec) -> Any:
+        """The goal checked again, the bounds intersected with the current status's."""
+        raise NotImplementedError
+
+    def _derived(self) -> bytes:
+        """What the status derives at a cost, stored after the arrays (none by default)."""
+        return b""
+
+    @classmethod
+    def _restore(cls, seqs: Any, goal: GoalSpec, bounds: tuple[NDArray, NDArray], derived: bytes) -> Any:
+        """The stored status: from the bounds (and what :meth:`_derived` stored)."""
+        if derived:
+            raise ValueError("corrupt goal state")
+        return cls._status(seqs, goal, bounds)
+
     def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
         """Add the answers the tickets count (``live``: issued for this m); how many counted."""
         raise NotImplementedError
@@ -292,13 +307,14 @@ class _SequenceState:
         """Add a fold's answers and check the goal again (the bounds intersected with the last)."""
         self.counted += self._add(i, j, z, eps, flags, live)
         self.answers += int(i.size)
-        self.status = self._status(self.seqs, goal, self._bounds())
+        self.status = self._check(goal)
 
     def pack(self) -> bytes:
         s = self.seqs
         body = b"".join(
             np.asarray(a, dtype="<f8").tobytes() for a in (s.weighted, s.weight, s.answers, *self._bounds())
         )
+        body += self._derived()
         head = _STATE.pack(self._MAGIC, s.n_items, self.answers, self.counted, self.status.met)
         return head + zlib.compress(body, 1)
 
@@ -311,12 +327,13 @@ class _SequenceState:
         body = zlib.decompress(payload[_STATE.size :])
         seqs = cls._sequences(m)
         size = seqs.weight.size
-        if len(body) != 40 * size:
+        if len(body) < 40 * size:
             raise ValueError("corrupt goal state")
-        arr = np.frombuffer(body, "<f8").reshape(5, size)
+        arr = np.frombuffer(body[: 40 * size], "<f8").reshape(5, size)
         seqs.weighted, seqs.weight = arr[0].copy(), arr[1].copy()
         seqs.answers = arr[2].astype(np.int64)
-        return cls(seqs, cls._status(seqs, goal, (arr[3].copy(), arr[4].copy())), answers, counted)
+        status = cls._restore(seqs, goal, (arr[3].copy(), arr[4].copy()), body[40 * size :])
+        return cls(seqs, status, answers, counted)
 
 
 @dataclass
@@ -356,6 +373,9 @@ class GoalState(_SequenceState):
     def _bounds(self) -> tuple[NDArray, NDArray]:
         return self.status.lower, self.status.upper
 
+    def _check(self, goal: GoalSpec) -> GoalStatus:
+        return goal_status(self.seqs, goal.level, goal.top_k, previous=self.status)
+
     def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
         ci = live & ((flags & COUNT_I) != 0)
         cj = live & ((flags & COUNT_J) != 0)
@@ -393,6 +413,31 @@ class PairGoalState(_SequenceState):
 
     def _bounds(self) -> tuple[NDArray, NDArray]:
         return self.status.pair_lower, self.status.pair_upper
+
+    def _check(self, goal: GoalSpec) -> PairwiseGoalStatus:
+        # The previous status whole: its fit starts the new one (a few iterations).
+        return pairwise_goal_status(self.seqs, goal.level, goal.top_k, previous=self.status)
+
+    def _derived(self) -> bytes:
+        # The fit and the closed relation (O(m³) to recompute; ~11 KB of bits at m = 300),
+        # so that reading the state per request does not close or fit again.
+        score = np.asarray(self.status.estimate, dtype="<f8").tobytes()
+        return score + np.packbits(self.status.beats).tobytes()
+
+    @classmethod
+    def _restore(
+        cls, seqs: PairSequences, goal: GoalSpec, bounds: tuple[NDArray, NDArray], derived: bytes
+    ) -> PairwiseGoalStatus:
+        m = seqs.n_items
+        if not derived:  # stored before the fit and relation were kept: compute them
+            return cls._status(seqs, goal, bounds)
+        if len(derived) != 8 * m + (m * m + 7) // 8:
+            raise ValueError("corrupt goal state")
+        score = np.frombuffer(derived[: 8 * m], "<f8").copy()
+        beats = (
+            np.unpackbits(np.frombuffer(derived[8 * m :], np.uint8), count=m * m).reshape(m, m).astype(bool)
+        )
+        return restored_status(seqs, goal.level, goal.top_k, bounds[0], bounds[1], beats, score)
 
     def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
         cp = live & ((flags & COUNT_PAIR) != 0)

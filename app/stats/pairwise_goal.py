@@ -81,6 +81,7 @@ __all__ = [
     "draw_pairwise_respondent",
     "pair_index",
     "pairwise_goal_status",
+    "restored_status",
     "simulate_pairwise_goal",
 ]
 
@@ -89,8 +90,10 @@ __all__ = [
 MAX_ITEMS = 300
 
 #: Zermelo/MM iterations of the BTL fit that picks the estimated top-K (not part of
-#: the certificate: any choice from past answers keeps it valid).
+#: the certificate: any choice from past answers keeps it valid): from scratch, and
+#: from the last check's fit.
 _FIT_ITERATIONS = 30
+_WARM_ITERATIONS = 5
 
 
 def pair_index(i: ArrayLike, j: ArrayLike, m: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
@@ -182,9 +185,13 @@ class PairwiseGoalStatus(GoalStatus):
     transitive: bool = True
 
 
-def _fit_btl(m: int, est: NDArray[np.float64], answers: NDArray[np.int64]) -> NDArray[np.float64]:
+def _fit_btl(
+    m: int, est: NDArray[np.float64], answers: NDArray[np.int64], start: NDArray[np.float64] | None = None
+) -> NDArray[np.float64]:
     """BTL log-strengths from the pairs' debiased win rates (Zermelo/MM with a weak prior
-    of ½ win per pair, which keeps the fit finite)."""
+    of ½ win per pair, which keeps the fit finite): :data:`_FIT_ITERATIONS` iterations
+    from equal strengths, or :data:`_WARM_ITERATIONS` from ``start`` (the last check's
+    fit; the iterations accumulate over checks)."""
     a, b = np.triu_indices(m, 1)
     wins = np.zeros((m, m))
     rate = np.clip(est, 0.0, 1.0)
@@ -194,8 +201,12 @@ def _fit_btl(m: int, est: NDArray[np.float64], answers: NDArray[np.int64]) -> ND
     np.fill_diagonal(wins, 0.0)
     games = wins + wins.T
     total = wins.sum(axis=1)
-    p = np.full(m, 1.0 / m)
-    for _ in range(_FIT_ITERATIONS):
+    if start is not None and start.size == m and np.all(np.isfinite(start)):
+        p, iterations = np.exp(start - start.max()), _WARM_ITERATIONS
+        p /= p.sum()
+    else:
+        p, iterations = np.full(m, 1.0 / m), _FIT_ITERATIONS
+    for _ in range(iterations):
         denom = games / (p[:, None] + p[None, :])
         p = total / denom.sum(axis=1)
         p /= p.sum()
@@ -223,8 +234,8 @@ def pairwise_goal_status(
 
     ``previous`` (the last status, same level, goal and ``transitive``) intersects each
     pair's bounds with its earlier ones: the guarantee stays, and the goal once met
-    stays met. ``transitive=False`` certifies without weak stochastic transitivity
-    (module doc).
+    stays met; its fit, when it has one, starts this one's. ``transitive=False``
+    certifies without weak stochastic transitivity (module doc).
 
     Examples
     --------
@@ -243,11 +254,13 @@ def pairwise_goal_status(
     if top_k is not None and not 1 <= top_k < m:
         raise ValueError("top_k must be between 1 and the number of items − 1")
     est, lo, hi = seqs.intervals(level, rho)
+    start = None
     if previous is not None:
         same = (previous.level, previous.rho, previous.top_k, previous.pair_lower.size, previous.transitive)
         if same != (level, rho, top_k, seqs.n_pairs, transitive):
             raise ValueError("previous was computed for another goal, level, rho or number of items")
         lo, hi = np.maximum(lo, previous.pair_lower), np.minimum(hi, previous.pair_upper)
+        start = previous.estimate
     a, b = np.triu_indices(m, 1)
     empty = lo > hi
     direct = np.zeros((m, m), dtype=bool)
@@ -255,15 +268,70 @@ def pairwise_goal_status(
     direct[a[win], b[win]] = True
     direct[b[lose], a[lose]] = True
     closed = _close(direct) if transitive or top_k is None else direct
-    cycle = np.diagonal(closed).copy()  # on a certified cycle
-    beats = closed if transitive else direct
+    score = _fit_btl(m, est, seqs.answers, start)
+    return _assemble(
+        seqs,
+        est,
+        lo,
+        hi,
+        closed if transitive else direct,
+        np.diagonal(closed),
+        score,
+        level,
+        rho,
+        top_k,
+        transitive,
+    )
+
+
+def restored_status(
+    seqs: PairSequences,
+    level: float,
+    top_k: int | None,
+    lower: NDArray[np.float64],
+    upper: NDArray[np.float64],
+    beats: NDArray[np.bool_],
+    score: NDArray[np.float64],
+    rho: float = RHO_ANSWERS,
+) -> PairwiseGoalStatus:
+    """The status :func:`pairwise_goal_status` (transitive) returned with these intersected
+    bounds, closed relation and fit, rebuilt from them without closing or fitting again:
+    O(m²) instead of O(m³), for a service reading a stored state per request."""
+    m = seqs.n_items
+    if (
+        lower.shape != (seqs.n_pairs,)
+        or upper.shape != lower.shape
+        or beats.shape != (m, m)
+        or score.shape != (m,)
+    ):
+        raise ValueError("the stored arrays do not fit the number of items")
+    est, _lo, _hi = seqs.intervals(level, rho)
+    return _assemble(seqs, est, lower, upper, beats, np.diagonal(beats), score, level, rho, top_k, True)
+
+
+def _assemble(
+    seqs: PairSequences,
+    est: NDArray[np.float64],
+    lo: NDArray[np.float64],
+    hi: NDArray[np.float64],
+    beats: NDArray[np.bool_],
+    cycle: NDArray[np.bool_],
+    score: NDArray[np.float64],
+    level: float,
+    rho: float,
+    top_k: int | None,
+    transitive: bool,
+) -> PairwiseGoalStatus:
+    """The status from the certified relation ``beats`` (``cycle``: items on a certified cycle)."""
+    m = seqs.n_items
+    a, b = np.triu_indices(m, 1)
+    empty = lo > hi
     bad = np.zeros(m, dtype=bool)
     bad[a[empty]] = bad[b[empty]] = True
     if transitive:
         bad |= cycle  # under WST a cycle means the all-times event failed
     below = beats.sum(axis=1) - np.diagonal(beats)
     above = beats.sum(axis=0) - np.diagonal(beats)
-    score = _fit_btl(m, est, seqs.answers)
     if top_k is None:
         # Every pair decided and no cycle (without WST a cycle of majorities may be true:
         # then there is no order to certify).

@@ -340,3 +340,50 @@ def test_a_pairwise_surveys_goal_plan_simulates_its_certificate(client):
     r = client.get(f"/v1/surveys/{sid}/goal/plan", params={"replications": 2}, headers=ADMIN)
     assert r.status_code == 200, r.text
     assert r.json()["certificate"] == "pairwise" and r.json()["n_items"] == 6
+
+
+def test_the_stored_state_restores_the_status_without_recomputing_it(monkeypatch):
+    """A pairwise state keeps its fit and closed relation, so that reading it per request
+    does not close or fit again: the restored status equals the one folded (relation,
+    fit, resolution, order); a state stored without them (before they were kept) is
+    still read, by computing them; a truncated one is refused."""
+    import zlib
+
+    m, goal = 12, GoalSpec(3, 0.9, False, "pairwise")
+    theta = np.linspace(2.0, -2.0, m)
+    rng = np.random.default_rng(3)
+    state = PairGoalState.start(m, goal)
+    for _ in range(6):
+        i = rng.integers(0, m, 2000)
+        j = (i + 1 + rng.integers(0, m - 1, 2000)) % m
+        z = (rng.random(2000) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(float)
+        state.fold(goal, i, j, z, np.full(2000, np.inf), np.full(2000, 4, np.uint8), np.ones(2000, bool))
+    live = state.status
+    assert live.beats.any() and live.active.sum() < m  # something is certified: a real test
+    import app.stats.pairwise_goal as pg
+
+    with monkeypatch.context() as patch:  # neither closed nor fitted again
+        patch.setattr(pg, "_close", lambda *_: pytest.fail("closed again"))
+        patch.setattr(pg, "_fit_btl", lambda *_: pytest.fail("fitted again"))
+        back = PairGoalState.unpack(state.pack(), goal).status
+    assert np.array_equal(back.beats, live.beats) and np.array_equal(back.estimate, live.estimate)
+    for name in (
+        "active",
+        "certified",
+        "order",
+        "lower",
+        "upper",
+        "pair_lower",
+        "pair_upper",
+        "contradicted",
+    ):
+        assert np.array_equal(getattr(back, name), getattr(live, name)), name
+    assert back.met == live.met
+    # The layout before the fit and relation were kept: the five arrays only.
+    payload = state.pack()
+    head, body = payload[:25], zlib.decompress(payload[25:])
+    pairs = m * (m - 1) // 2
+    old = PairGoalState.unpack(head + zlib.compress(body[: 40 * pairs]), goal).status
+    assert np.array_equal(old.beats, live.beats) and np.array_equal(old.active, live.active)
+    with pytest.raises(ValueError, match="corrupt"):
+        PairGoalState.unpack(head + zlib.compress(body[:-1]), goal)
