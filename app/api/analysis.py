@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
-from typing import Any, Literal
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from ..db.models import Survey
 from ..services import analysis, ballot_import, ingestion, parquet, ranking_surveys
 from ..services.errors import Conflict, Invalid
 from ..services.export import iter_comparison_rows, iter_comparisons_csv, iter_item_rows, iter_items_csv
@@ -22,6 +25,8 @@ from .jobs import AS_JOB_202, as_job_if_long
 from .schemas import ConsensusOut, ErrorOut, ImportOut, PairwiseOut, RankingOut
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["analysis"])
+
+T = TypeVar("T")
 
 _ANALYSIS_503: dict[int | str, dict[str, Any]] = {
     503: {
@@ -42,6 +47,22 @@ def _fit_cache(request: Request) -> analysis.FitCache:
     return cache
 
 
+async def _bounded(request: Request, what: str, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` under the analysis time budget (``PRIVRANK_ANALYSIS_SECONDS``; see
+    :func:`.bounded.run_bounded`): 503 when it runs out or the client goes away."""
+    return await run_bounded(
+        request, fn, *args, seconds=request.app.state.settings.analysis_seconds, what=what
+    )
+
+
+async def _fit(
+    request: Request, what: str, fn: Callable[..., T], session: Session, survey: Survey, *args: Any
+) -> T:
+    """``fn(session, survey, cache, *args)``: a fit of a pairwise survey's answers, with the
+    worker's analysis cache, under the analysis time budget."""
+    return await _bounded(request, what, fn, session, survey, _fit_cache(request), *args)
+
+
 #: The query parameters' closed vocabularies (OpenAPI shows them as enums; the services
 #: check them again for library callers).
 PairwiseMethod = Literal["debiased_mle", "naive_mle"]
@@ -54,6 +75,21 @@ _CSV_EXAMPLE = (
     "respondent,item_a,item_b,winner,epsilon,z,created_at\n"
     "rsp_q2x7…,itm_a…,itm_b…,itm_a…,1.0,1.5819767068693265,2026-11-21T10:00:00Z\n"
 )
+
+
+def _csv_200(example: str, description: str) -> dict[int | str, dict[str, Any]]:
+    """The 200 answer of a CSV export, for OpenAPI."""
+    return {200: {"content": {"text/csv": {"example": example}}, "description": description}}
+
+
+def _csv_body(example: str) -> dict[str, Any]:
+    """The CSV request body of an import, for OpenAPI."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"text/csv": {"schema": {"type": "string"}, "example": example}},
+        }
+    }
 
 
 @router.get(
@@ -136,8 +172,9 @@ async def ranking(
     if survey.kind == "ranking":
         if uncertainty not in ("sandwich", "none"):
             raise Invalid("ranking surveys compute their own intervals; uncertainty=bootstrap is not offered")
-        return await run_bounded(
+        return await _bounded(
             request,
+            "the consensus",
             ranking_surveys.consensus,
             session,
             survey,
@@ -146,8 +183,6 @@ async def ranking(
             lambda_,
             k,
             confidence,
-            seconds=request.app.state.settings.analysis_seconds,
-            what="the consensus",
         )
     if uncertainty == "bootstrap":
         require_local(survey)
@@ -166,12 +201,12 @@ async def ranking(
         )
         if accepted is not None:
             return accepted
-    return await run_bounded(
+    return await _fit(
         request,
+        "the ranking's analysis",
         analysis.ranking,
         session,
         survey,
-        _fit_cache(request),
         method or "debiased_mle",
         lambda_,
         k,
@@ -179,8 +214,6 @@ async def ranking(
         uncertainty,
         covariance,
         replicates,
-        seconds=request.app.state.settings.analysis_seconds,
-        what="the ranking's analysis",
     )
 
 
@@ -213,31 +246,23 @@ async def pairwise(
     like the ranking."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
     require_pairwise(survey)
-    return await run_bounded(
+    return await _fit(
         request,
+        "the pairwise analysis",
         analysis.pairwise,
         session,
         survey,
-        _fit_cache(request),
         confidence,
         method,
         lambda_,
         covariance,
-        seconds=request.app.state.settings.analysis_seconds,
-        what="the pairwise analysis",
     )
 
 
 @router.get(
     "/comparisons.csv",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/csv": {"example": _CSV_EXAMPLE}},
-            "description": "The privatized comparisons.",
-        },
-        **errors(401, 403, 404, 409),
-    },
+    responses={**_csv_200(_CSV_EXAMPLE, "The privatized comparisons."), **errors(401, 403, 404, 409)},
     dependencies=[Depends(reader)],
     summary="Export the releasable (privatized) data",
 )
@@ -308,37 +333,35 @@ def _download(
     )
 
 
-@router.post(
-    "/comparisons/import",
+#: The bulk imports' routes: 201 with the counts, admins only.
+_import_route = partial(
+    router.post,
     status_code=201,
     response_model=ImportOut,
     responses=errors(401, 403, 404, 409, 422),
     dependencies=[Depends(admin)],
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "text/csv": {
-                    "schema": {"type": "string"},
-                    "example": _IMPORT_EXAMPLE,
-                }
-            },
-        }
-    },
-    summary="Bulk import comparisons collected elsewhere (CSV)",
 )
-async def import_csv(
-    *,
-    request: Request,
-    survey_id: str,
-    privatized: bool = Query(
+PrivatizedAnswers = Annotated[
+    bool,
+    Query(
         description="true: winners are already randomized with each row's epsilon; "
         "false: the server randomizes each row on arrival."
     ),
-    session: SessionDep,
-):
-    """All or nothing, with the same rules as ``POST …/responses``. Items by id or
-    label; each distinct ``respondent`` value becomes a respondent of the survey."""
+]
+PrivatizedBallots = Annotated[
+    bool,
+    Query(
+        description="true: each ranking is already the Mallows mechanism's output at its row's epsilon "
+        "and lists every item; false: the server completes each (possibly partial) ranking and "
+        "privatizes it on arrival."
+    ),
+]
+
+
+async def _import(
+    request: Request, session: Session, survey_id: str, importer: Callable[..., ImportOut], privatized: bool
+) -> ImportOut:
+    """Run a bulk import (``importer``: the service's) on the request's CSV body."""
     raw = await request.body()
     # Decoded as it is parsed (a wrapper over the body's own buffer): a 250 MiB body used
     # to be held three times over, as bytes, as text and as a StringIO's copy (~6.7×).
@@ -346,13 +369,24 @@ async def import_csv(
     del raw
     survey = await run_in_threadpool(get_survey, session, survey_id)
     return await run_in_threadpool(
-        ingestion.import_comparisons,
+        importer,
         session,
         survey,
         text,
         privatized,
         sqlite_max_rows=request.app.state.settings.sqlite_max_import_rows,
     )
+
+
+@_import_route(
+    "/comparisons/import",
+    openapi_extra=_csv_body(_IMPORT_EXAMPLE),
+    summary="Bulk import comparisons collected elsewhere (CSV)",
+)
+async def import_csv(*, request: Request, survey_id: str, privatized: PrivatizedAnswers, session: SessionDep):
+    """All or nothing, with the same rules as ``POST …/responses``. Items by id or
+    label; each distinct ``respondent`` value becomes a respondent of the survey."""
+    return await _import(request, session, survey_id, ingestion.import_comparisons, privatized)
 
 
 _BALLOTS_EXAMPLE = (
@@ -360,47 +394,19 @@ _BALLOTS_EXAMPLE = (
 )
 
 
-@router.post(
+@_import_route(
     "/rankings/import",
-    status_code=201,
-    response_model=ImportOut,
-    responses=errors(401, 403, 404, 409, 422),
-    dependencies=[Depends(admin)],
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"text/csv": {"schema": {"type": "string"}, "example": _BALLOTS_EXAMPLE}},
-        }
-    },
+    openapi_extra=_csv_body(_BALLOTS_EXAMPLE),
     summary="Bulk import rankings (ballots) collected elsewhere into a ranking survey (CSV)",
 )
 async def import_ballots(
-    *,
-    request: Request,
-    survey_id: str,
-    privatized: bool = Query(
-        description="true: each ranking is already the Mallows mechanism's output at its row's epsilon "
-        "and lists every item; false: the server completes each (possibly partial) ranking and "
-        "privatizes it on arrival."
-    ),
-    session: SessionDep,
+    *, request: Request, survey_id: str, privatized: PrivatizedBallots, session: SessionDep
 ):
     """All or nothing, with the same rules as ``POST …/rankings``: CSV columns respondent,
     ranking (items best → worst by id or label, joined by ``>``), epsilon; other columns
     are ignored, so ``rankings.csv`` imports again. One ranking per respondent: a
     respondent named twice, or one that ranked already, is 409 with nothing stored."""
-    raw = await request.body()
-    text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig", newline="")
-    del raw
-    survey = await run_in_threadpool(get_survey, session, survey_id)
-    return await run_in_threadpool(
-        ballot_import.import_rankings,
-        session,
-        survey,
-        text,
-        privatized,
-        sqlite_max_rows=request.app.state.settings.sqlite_max_import_rows,
-    )
+    return await _import(request, session, survey_id, ballot_import.import_rankings, privatized)
 
 
 _RANKINGS_CSV_EXAMPLE = (
@@ -412,13 +418,7 @@ _RANKINGS_CSV_EXAMPLE = (
 @router.get(
     "/rankings.csv",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/csv": {"example": _RANKINGS_CSV_EXAMPLE}},
-            "description": "The synthetic rankings.",
-        },
-        **errors(401, 403, 404, 409),
-    },
+    responses={**_csv_200(_RANKINGS_CSV_EXAMPLE, "The synthetic rankings."), **errors(401, 403, 404, 409)},
     dependencies=[Depends(reader)],
     summary="Export the releasable (synthetic) rankings of a ranking survey",
 )

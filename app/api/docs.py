@@ -14,7 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
@@ -51,47 +53,64 @@ def _page(html: str, policy: str) -> HTMLResponse:
     return HTMLResponse(html, headers={"Content-Security-Policy": policy})
 
 
+_FAVICON = f"{SWAGGER_UI}/favicon-32x32.png"
+#: The two pages by name: FastAPI's renderer, and the bundled assets the page loads.
+_PAGES: dict[str, tuple[Callable[..., HTMLResponse], dict[str, Any]]] = {
+    "Swagger UI": (
+        get_swagger_ui_html,
+        {
+            "swagger_js_url": f"{SWAGGER_UI}/swagger-ui-bundle.js",
+            "swagger_css_url": f"{SWAGGER_UI}/swagger-ui.css",
+            "swagger_favicon_url": _FAVICON,
+            "oauth2_redirect_url": OAUTH2_REDIRECT,
+            # No validator badge: it would send the document's URL to validator.swagger.io.
+            "swagger_ui_parameters": {"validatorUrl": None},
+        },
+    ),
+    "ReDoc": (
+        get_redoc_html,
+        {
+            "redoc_js_url": f"{REDOC}/redoc.standalone.js",
+            "redoc_favicon_url": _FAVICON,
+            "with_google_fonts": False,
+        },
+    ),
+}
+
+
+def _render(page: str, openapi_url: str, title: str) -> str:
+    """``page`` (Swagger UI or ReDoc) as FastAPI renders it, over the OpenAPI document at
+    ``openapi_url``, titled after the service."""
+    render, assets = _PAGES[page]
+    return _text(render(openapi_url=openapi_url, title=f"{title} - {page}", **assets))
+
+
+def _policy(scripts: str, fonts: str = "'self'") -> str:
+    """The Content-Security-Policy of a documentation page with these script and font sources;
+    both pages need inline styles."""
+    return f"script-src {scripts}; style-src 'self' 'unsafe-inline'; {_COMMON}".replace(
+        "font-src 'self'", f"font-src {fonts}"
+    )
+
+
 @lru_cache(maxsize=4)
 def _swagger_ui(openapi_url: str, title: str) -> tuple[str, str]:
-    html = _text(
-        get_swagger_ui_html(
-            openapi_url=openapi_url,
-            title=f"{title} - Swagger UI",
-            swagger_js_url=f"{SWAGGER_UI}/swagger-ui-bundle.js",
-            swagger_css_url=f"{SWAGGER_UI}/swagger-ui.css",
-            swagger_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
-            oauth2_redirect_url=OAUTH2_REDIRECT,
-            # No validator badge: it would send the document's URL to validator.swagger.io.
-            swagger_ui_parameters={"validatorUrl": None},
-        )
-    )
+    html = _render("Swagger UI", openapi_url, title)
     # Swagger UI sets style attributes in the markup it renders (e.g. the models' toggles).
-    policy = f"script-src 'self' {_hashes(html)}; style-src 'self' 'unsafe-inline'; {_COMMON}"
-    return html, policy
+    return html, _policy(f"'self' {_hashes(html)}")
 
 
 @lru_cache(maxsize=4)
 def _redoc(openapi_url: str, title: str) -> tuple[str, str]:
-    html = _text(
-        get_redoc_html(
-            openapi_url=openapi_url,
-            title=f"{title} - ReDoc",
-            redoc_js_url=f"{REDOC}/redoc.standalone.js",
-            redoc_favicon_url=f"{SWAGGER_UI}/favicon-32x32.png",
-            with_google_fonts=False,
-        )
-    )
+    html = _render("ReDoc", openapi_url, title)
     # ReDoc 3 is an ES module, and reports usage to its maker unless told not to.
     script, element = f'<script src="{REDOC}/redoc.standalone.js"> </script>', "<redoc spec-url="
     if html.count(script) != 1 or html.count(element) != 1:  # pragma: no cover - FastAPI changed its page
         raise RuntimeError("unexpected ReDoc page from FastAPI: cannot load the bundled ReDoc as a module")
     html = html.replace(script, f'<script type="module" src="{REDOC}/redoc.standalone.js"></script>')
     html = html.replace(element, '<redoc disable-telemetry="true" spec-url=')
-    # Its stylesheet embeds a font as a data: URL.
-    policy = f"script-src 'self'; style-src 'self' 'unsafe-inline'; {_COMMON}".replace(
-        "font-src 'self'", "font-src 'self' data:"
-    )
-    return html, policy
+    # Its components inject their own styles, and its stylesheet embeds a font as a data: URL.
+    return html, _policy("'self'", fonts="'self' data:")
 
 
 @lru_cache(maxsize=1)

@@ -19,29 +19,30 @@ in one write transaction.
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import logging
-import time
 from typing import IO
 
 import numpy as np
-from sqlalchemy import bindparam, func, insert, select, text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, PendingBatch, Ranking, Respondent, Survey, new_id, utcnow
-from ..db.session import begin_write
+from ..db.models import Item, PendingBatch, Ranking, Respondent, Survey, utcnow
 from ..limits import MAX_IMPORT_RANKING_ENTRIES, MAX_IMPORT_RANKINGS
 from ..stats.rankings import complete_ranking, mallows_privatize
 from .aggregation import encode_rankings
 from .errors import Conflict, Invalid
-from .ingestion import _PSEUDONYM, _Bulk, _chunks, _known_respondents, _over, _Records, _table, parse_epsilon
+from .ingestion import (
+    _chunks,
+    _field,
+    _ImportCsv,
+    _known_respondents,
+    _respondents,
+    _row_epsilon,
+    _row_limit,
+    _StagedImport,
+)
 from .ranking_surveys import RANKING_SEPARATOR, _check_ranking_survey
-from .respondents import check_epsilon
 from .results.analysis import ImportOut
-from .spending import lock_survey, spend_conditions
 from .surveys import item_index, normalize_label
 
 __all__ = ["BALLOT_COLUMNS", "import_rankings"]
@@ -54,88 +55,48 @@ _PENDING_CHUNK = 10_000
 
 
 def _parse_ballots(
-    stream: IO[str], max_rows: int, survey: Survey, lookup: dict[str, int], m: int, complete: bool, why: str
+    csv_text: str | IO[str],
+    max_rows: int,
+    survey: Survey,
+    lookup: dict[str, int],
+    m: int,
+    complete: bool,
+    why: str,
 ) -> tuple[list[np.ndarray], list[str], list[float], list[int]]:
     """Rows as (item positions best first, pseudonyms, ε's, line numbers); Invalid on bad content,
     naming the row but never a submitted item."""
-    records = _Records(stream)
-    reader = csv.reader(records)
-    try:
-        names = [name.strip().lower() for name in next(reader, [])]
-    except csv.Error:
-        raise Invalid("the CSV cannot be parsed") from None
-    except UnicodeDecodeError:
-        raise Invalid("the CSV must be UTF-8") from None
-    records.taken = 0
-    if len(set(names)) != len(names):
-        raise Invalid("the CSV header repeats a column")
-    column = {name: k for k, name in enumerate(names)}
-    missing = [c for c in BALLOT_COLUMNS if c not in column]
-    if missing:
-        raise Invalid(f"CSV header lacks column(s) {missing}; need {list(BALLOT_COLUMNS)}")
-    c_ref, c_rank, c_eps = (column[c] for c in BALLOT_COLUMNS)
-
-    def field(rec: list[str], at: int) -> str:
-        return rec[at] if at < len(rec) else ""
-
+    table = _ImportCsv(csv_text, list(BALLOT_COLUMNS), max_rows, why)
+    c_rank, c_eps = table.column["ranking"], table.column["epsilon"]
     orders: list[np.ndarray] = []
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
-    n_records = 0
-    try:
-        for rec in reader:
-            records.taken = 0
-            n_records += 1
-            if n_records > max_rows:
-                raise Invalid(f"at most {max_rows} rows per import{why}; split the file")
-            if not rec:
-                continue  # a blank line (counted above)
-            line = reader.line_num
-            ref = field(rec, c_ref).strip()
-            if not _PSEUDONYM.fullmatch(ref):
-                raise Invalid(
-                    f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
-                    "(starting with a letter or digit)"
-                )
-            try:
-                eps = parse_epsilon(field(rec, c_eps))
-            except ValueError:
-                raise Invalid(f"row {line}: epsilon is not a number") from None
-            try:
-                check_epsilon(survey, eps)
-            except Invalid as exc:
-                raise Invalid(f"row {line}: {exc.detail}") from None
-            entries = field(rec, c_rank).split(RANKING_SEPARATOR)
-            if len(entries) > m:
-                raise Invalid(f"row {line}: the ranking lists more entries than the survey's {m} items")
-            try:
-                pos = np.fromiter((lookup[normalize_label(x)] for x in entries), dtype=np.int16)
-            except KeyError:
-                if entries == [""]:
-                    raise Invalid(f"row {line}: ranking must list at least one item") from None
-                raise Invalid(
-                    f"row {line}: the ranking contains an entry that is not an item of this survey "
-                    f"(items by id or label, joined by {RANKING_SEPARATOR!r}; give an item whose label "
-                    f"contains {RANKING_SEPARATOR!r} by its id)"
-                ) from None
-            if np.unique(pos).size != pos.size:
-                raise Invalid(f"row {line}: the ranking lists an item more than once")
-            if complete and pos.size != m:
-                raise Invalid(
-                    f"row {line}: a privatized ranking must list all {m} items (complete it before "
-                    "privatizing: unranked items below, in random order)"
-                )
-            orders.append(pos)
-            refs.append(ref)
-            eps_list.append(eps)
-            lines.append(line)
-    except csv.Error:
-        raise Invalid(f"the CSV cannot be parsed after line {reader.line_num}") from None
-    except UnicodeDecodeError:
-        raise Invalid("the CSV must be UTF-8") from None
-    if not orders:
-        raise Invalid("the CSV has no data rows")
+    for line, ref, rec in table.rows():
+        eps = _row_epsilon(survey, _field(rec, c_eps), line)
+        entries = _field(rec, c_rank).split(RANKING_SEPARATOR)
+        if len(entries) > m:
+            raise Invalid(f"row {line}: the ranking lists more entries than the survey's {m} items")
+        try:
+            pos = np.fromiter((lookup[normalize_label(x)] for x in entries), dtype=np.int16)
+        except KeyError:
+            if entries == [""]:
+                raise Invalid(f"row {line}: ranking must list at least one item") from None
+            raise Invalid(
+                f"row {line}: the ranking contains an entry that is not an item of this survey "
+                f"(items by id or label, joined by {RANKING_SEPARATOR!r}; give an item whose label "
+                f"contains {RANKING_SEPARATOR!r} by its id)"
+            ) from None
+        if np.unique(pos).size != pos.size:
+            raise Invalid(f"row {line}: the ranking lists an item more than once")
+        if complete and pos.size != m:
+            raise Invalid(
+                f"row {line}: a privatized ranking must list all {m} items (complete it before "
+                "privatizing: unranked items below, in random order)"
+            )
+        orders.append(pos)
+        refs.append(ref)
+        eps_list.append(eps)
+        lines.append(line)
     return orders, refs, eps_list, lines
 
 
@@ -160,10 +121,7 @@ def import_rankings(
     """
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
     dialect = session.get_bind().dialect
-    why = ""
-    if dialect.name == "sqlite" and sqlite_max_rows is not None and sqlite_max_rows < max_rows:
-        max_rows = sqlite_max_rows
-        why = " on this server (its SQLite database is locked for answers while an import is written)"
+    max_rows, why = _row_limit(dialect, max_rows, sqlite_max_rows)
     # -- stage, outside the write transaction ---------------------------------
     items = item_index(session, survey.id)
     m = len(items)
@@ -173,8 +131,7 @@ def import_rankings(
     # Labels as stored (NFC), then ids (an id wins over an equal label).
     lookup = {normalize_label(label): k for k, label in enumerate(items.labels)}
     lookup.update(items.positions)
-    stream = io.StringIO(csv_text) if isinstance(csv_text, str) else csv_text
-    orders, refs, eps_list, lines = _parse_ballots(stream, max_rows, survey, lookup, m, privatized, why)
+    orders, refs, eps_list, lines = _parse_ballots(csv_text, max_rows, survey, lookup, m, privatized, why)
     n = len(orders)
     seen: dict[str, int] = {}
     for k, ref in enumerate(refs):
@@ -204,33 +161,11 @@ def import_rankings(
                 raise Conflict(
                     f"row {lines[k]}: respondent {ref!r} already submitted a ranking (one per respondent)"
                 )
-    respondent_ids: list[str] = []
-    new_respondents: list[dict] = []
     now = utcnow()
-    for k, ref in enumerate(refs):
-        r = known.get(ref)
-        over = _over(
-            survey, ref, eps_list[k], 0, 0.0 if r is None else r.spent, 0 if r is None else r.answered
-        )
-        if over is not None:
-            raise Conflict(f"row {lines[k]}: {over.detail}")
-        if r is not None:
-            respondent_ids.append(r.id)
-            continue
-        rid = new_id("rsp")
-        respondent_ids.append(rid)
-        new_respondents.append(
-            {
-                "id": rid,
-                "survey_id": survey.id,
-                "token_hash": None,
-                "epsilon": eps_list[k],
-                "epsilon_spent": eps_list[k],
-                "n_comparisons": 0,
-                "external_ref": ref,
-                "created_at": now,
-            }
-        )
+    # A ranking costs its ε and counts no comparisons.
+    respondent_ids, new_respondents = _respondents(
+        survey, refs, known, eps_list, [0] * n, eps_list, now, where=lambda k: f"row {lines[k]}"
+    )
     rankings = [
         {
             "survey_id": survey.id,
@@ -254,57 +189,30 @@ def import_rankings(
     ]
     del synthetic
     created = len(new_respondents)
-    table = _table(Respondent)
-    spend = (
-        update(table)
-        .where(
-            table.c.id == bindparam("rid"),
-            *spend_conditions(survey, table.c.epsilon_spent, table.c.n_comparisons, bindparam("cost"), 0),
-        )
-        .values(epsilon_spent=table.c.epsilon_spent + bindparam("cost"))
+    staged = _StagedImport.stage(
+        dialect,
+        survey,
+        known,
+        lambda ref: (eps_list[seen[ref]], 0),
+        [(Respondent, new_respondents), (Ranking, rankings), (PendingBatch, pending)],
     )
-    updates = [
-        {"rid": r.id, "cost": eps_list[seen[r.ref]]}
-        for r in sorted(known.values(), key=lambda r: r.id)  # one lock order (PostgreSQL)
-    ]
-    spend_bulk = _Bulk.stage(dialect, spend, updates)
-    inserts = [
-        _Bulk.stage(dialect, insert(table), new_respondents),
-        _Bulk.stage(dialect, insert(_table(Ranking)), rankings),
-        _Bulk.stage(dialect, insert(_table(PendingBatch)), pending),
-    ]
     del new_respondents, rankings, pending
-    # -- write: re-check what can have changed, then bulk writes ----------------
-    try:
-        begin_write(session)
-        started = time.perf_counter()
-        if dialect.name == "postgresql":
-            # One import per survey at a time (the comparisons import's lock: the same survey).
-            digest = hashlib.sha256(f"import:{survey.id}".encode()).digest()[:8]
-            session.execute(
-                text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest, "big", signed=True)}
-            )
-        lock_survey(session, survey.id, _check_ranking_survey)
+
+    def items_unchanged(session: Session) -> None:
         if session.scalar(select(func.count()).select_from(Item).where(Item.survey_id == survey.id)) != m:
             raise Conflict("the survey's items changed while the import was prepared; nothing was imported")
-        conn = session.connection()
-        if spend_bulk.run(conn) != len(updates):
-            raise Conflict(
-                "respondents' answers were stored while the import was prepared and a budget no longer "
-                "holds; nothing was imported"
-            )
-        for bulk in inserts:
-            bulk.run(conn)
-        session.commit()
-        held = time.perf_counter() - started
-    except IntegrityError:
-        session.rollback()
-        raise Conflict(
-            "the import conflicts with rankings or respondents stored while it was prepared; "
-            "nothing was imported"
-        ) from None
-    except BaseException:
-        session.rollback()
-        raise
+
+    # -- write: re-check what can have changed, then bulk writes ----------------
+    held = staged.write(
+        session,
+        survey.id,
+        _check_ranking_survey,
+        stored="rankings",
+        spent_meanwhile=lambda session: Conflict(
+            "respondents' answers were stored while the import was prepared and a budget no longer "
+            "holds; nothing was imported"
+        ),
+        recheck=items_unchanged,
+    )
     log.info("survey %s: imported %d rankings (write transaction %.2f s)", survey.id, n, held)
     return ImportOut(imported=n, respondents_created=created, respondents=n)

@@ -20,8 +20,9 @@ import logging
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO
 
 import numpy as np
@@ -446,83 +447,106 @@ class _Records:
         return line
 
 
+def _field(rec: list[str], at: int) -> str:
+    return rec[at] if at < len(rec) else ""
+
+
+class _ImportCsv:
+    """An import's CSV (this import's and the ballot import's), read as it is parsed, so
+    that a large body is never copied whole: the header, checked for the ``required``
+    columns (by :attr:`column`), then the data rows (:meth:`rows`)."""
+
+    def __init__(self, csv_text: str | IO[str], required: list[str], max_rows: int, why: str) -> None:
+        stream = io.StringIO(csv_text) if isinstance(csv_text, str) else csv_text
+        self._records = _Records(stream)
+        self._reader = csv.reader(self._records)
+        self._max_rows, self._why = max_rows, why
+        try:
+            fieldnames = next(self._reader, [])
+        except csv.Error:
+            raise Invalid("the CSV cannot be parsed") from None
+        except UnicodeDecodeError:
+            raise Invalid("the CSV must be UTF-8") from None
+        self._records.taken = 0
+        names = [name.strip().lower() for name in fieldnames]
+        if len(set(names)) != len(names):
+            raise Invalid("the CSV header repeats a column")
+        self.column = {name: k for k, name in enumerate(names)}
+        missing = [c for c in required if c not in self.column]
+        if missing:
+            raise Invalid(f"CSV header lacks column(s) {missing}; need {required}")
+
+    def rows(self) -> Iterator[tuple[int, str, list[str]]]:
+        """Each data row as (line number, respondent pseudonym, record); Invalid on bad
+        content. Blank records count towards ``max_rows`` like data rows, so that a body of
+        blank lines is refused as soon as it passes the limit."""
+        reader, records = self._reader, self._records
+        c_ref = self.column["respondent"]
+        n_records = 0
+        found = False
+        try:
+            for rec in reader:
+                records.taken = 0
+                n_records += 1
+                if n_records > self._max_rows:
+                    raise Invalid(f"at most {self._max_rows} rows per import{self._why}; split the file")
+                if not rec:
+                    continue  # a blank line (counted above)
+                line = reader.line_num
+                ref = _field(rec, c_ref).strip()
+                if not _PSEUDONYM.fullmatch(ref):
+                    raise Invalid(
+                        f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
+                        "(starting with a letter or digit)"
+                    )
+                found = True
+                yield line, ref, rec
+        except csv.Error:
+            raise Invalid(f"the CSV cannot be parsed after line {reader.line_num}") from None
+        except UnicodeDecodeError:
+            raise Invalid("the CSV must be UTF-8") from None
+        if not found:
+            raise Invalid("the CSV has no data rows")
+
+
+def _row_epsilon(survey: Survey, text: str, line: int) -> float:
+    """The ε of row ``line``: a number within the survey's bounds, or Invalid naming the row."""
+    try:
+        eps = parse_epsilon(text)
+    except ValueError:
+        raise Invalid(f"row {line}: epsilon is not a number") from None
+    try:
+        check_epsilon(survey, eps)
+    except Invalid as exc:
+        raise Invalid(f"row {line}: {exc.detail}") from None
+    return eps
+
+
 def _parse_import(
     csv_text: str | IO[str], max_rows: int, survey: Survey, lookup: dict[str, str], why: str = ""
 ):
     """Rows of the CSV as (comparisons, pseudonyms, ε's, line numbers); Invalid on bad content.
 
-    ``csv_text``: the text, or a text stream (read as it is parsed, so that a large body
-    is never copied whole). Blank records count towards ``max_rows`` like data rows, so
-    that a body of blank lines is refused as soon as it passes the limit."""
-    stream = io.StringIO(csv_text) if isinstance(csv_text, str) else csv_text
-    records = _Records(stream)
-    reader = csv.reader(records)
-    try:
-        fieldnames = next(reader, [])
-    except csv.Error:
-        raise Invalid("the CSV cannot be parsed") from None
-    except UnicodeDecodeError:
-        raise Invalid("the CSV must be UTF-8") from None
-    records.taken = 0
-    names = [name.strip().lower() for name in fieldnames]
-    if len(set(names)) != len(names):
-        raise Invalid("the CSV header repeats a column")
-    column = {name: k for k, name in enumerate(names)}
+    ``csv_text``: the text, or a text stream (read as it is parsed; see :class:`_ImportCsv`)."""
     central = survey.privacy_model == "central"
     required = [c for c in _REQUIRED if not (central and c == "epsilon")]
-    missing = [c for c in required if c not in column]
-    if missing:
-        raise Invalid(f"CSV header lacks column(s) {missing}; need {required}")
-    c_ref, c_a, c_b, c_win = (column[c] for c in ("respondent", "item_a", "item_b", "winner"))
-    c_eps = None if central else column["epsilon"]
-
-    def field(rec: list[str], at: int) -> str:
-        return rec[at] if at < len(rec) else ""
-
+    table = _ImportCsv(csv_text, required, max_rows, why)
+    c_a, c_b, c_win = (table.column[c] for c in ("item_a", "item_b", "winner"))
+    c_eps = None if central else table.column["epsilon"]
     rows: list[ComparisonIn] = []
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
-    n_records = 0
-    try:
-        for rec in reader:
-            records.taken = 0
-            n_records += 1
-            if n_records > max_rows:
-                raise Invalid(f"at most {max_rows} rows per import{why}; split the file")
-            if not rec:
-                continue  # a blank line (counted above)
-            line = reader.line_num
-            ref = field(rec, c_ref).strip()
-            if not _PSEUDONYM.fullmatch(ref):
-                raise Invalid(
-                    f"row {line}: respondent must be 1 to 200 letters, digits or ._:@- "
-                    "(starting with a letter or digit)"
-                )
-            if c_eps is None:  # central
-                eps = math.inf  # true answers (an epsilon column, if any, is ignored)
-            else:
-                try:
-                    eps = parse_epsilon(field(rec, c_eps))
-                except ValueError:
-                    raise Invalid(f"row {line}: epsilon is not a number") from None
-                try:
-                    check_epsilon(survey, eps)
-                except Invalid as exc:
-                    raise Invalid(f"row {line}: {exc.detail}") from None
-            a = normalize_label(field(rec, c_a))
-            b = normalize_label(field(rec, c_b))
-            winner = normalize_label(field(rec, c_win))
-            rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
-            refs.append(ref)
-            eps_list.append(eps)
-            lines.append(line)
-    except csv.Error:
-        raise Invalid(f"the CSV cannot be parsed after line {reader.line_num}") from None
-    except UnicodeDecodeError:
-        raise Invalid("the CSV must be UTF-8") from None
-    if not rows:
-        raise Invalid("the CSV has no data rows")
+    for line, ref, rec in table.rows():
+        # A central survey's rows are true answers (an epsilon column, if any, is ignored).
+        eps = math.inf if c_eps is None else _row_epsilon(survey, _field(rec, c_eps), line)
+        a = normalize_label(_field(rec, c_a))
+        b = normalize_label(_field(rec, c_b))
+        winner = normalize_label(_field(rec, c_win))
+        rows.append(ComparisonIn(lookup.get(a, a), lookup.get(b, b), lookup.get(winner, winner)))
+        refs.append(ref)
+        eps_list.append(eps)
+        lines.append(line)
     return rows, refs, eps_list, lines
 
 
@@ -637,6 +661,152 @@ def _spent_meanwhile(
     return Conflict("respondents' answers were stored while the import was prepared; nothing was imported")
 
 
+_SQLITE_LIMIT_WHY = " on this server (its SQLite database is locked for answers while an import is written)"
+
+
+def _row_limit(dialect: Dialect, max_rows: int, sqlite_max_rows: int | None) -> tuple[int, str]:
+    """The rows one import may have on this database, and why, when lower than ``max_rows``
+    (for the refusal): on SQLite the write holds the lock for which every answer waits."""
+    if dialect.name == "sqlite" and sqlite_max_rows is not None and sqlite_max_rows < max_rows:
+        return sqlite_max_rows, _SQLITE_LIMIT_WHY
+    return max_rows, ""
+
+
+def _respondents(
+    survey: Survey,
+    refs: Sequence[str],
+    known: Mapping[str, _Known],
+    cost: Sequence[float],
+    count: Sequence[int],
+    epsilon: Sequence[float | None],
+    now: datetime,
+    where: Callable[[int], str] | None = None,
+) -> tuple[list[str], list[dict]]:
+    """The respondent ids of ``refs``, each buying ``count[k]`` answers costing ``cost[k]``,
+    and the rows of those that are new (their ε ``epsilon[k]``, their counters what the
+    import buys). A respondent over a limit fails the import: its Conflict, prefixed with
+    ``where(k)`` when given."""
+    ids: list[str] = []
+    new: list[dict] = []
+    for k, ref in enumerate(refs):
+        r = known.get(ref)
+        over = _over(
+            survey, ref, cost[k], count[k], 0.0 if r is None else r.spent, 0 if r is None else r.answered
+        )
+        if over is not None:
+            raise over if where is None else Conflict(f"{where(k)}: {over.detail}")
+        if r is not None:
+            ids.append(r.id)
+            continue
+        rid = new_id("rsp")
+        ids.append(rid)
+        new.append(
+            {
+                "id": rid,
+                "survey_id": survey.id,
+                "token_hash": None,
+                "epsilon": epsilon[k],
+                "epsilon_spent": cost[k],
+                "n_comparisons": count[k],
+                "external_ref": ref,
+                "created_at": now,
+            }
+        )
+    return ids, new
+
+
+@dataclass(frozen=True)
+class _StagedImport:
+    """An import's writes (this import's and the ballot import's), staged before its write
+    transaction (:class:`_Bulk`): the known respondents' spending, then the inserts."""
+
+    spend: _Bulk
+    n_spend: int
+    inserts: tuple[_Bulk, ...]
+
+    @classmethod
+    def stage(
+        cls,
+        dialect: Dialect,
+        survey: Survey,
+        known: Mapping[str, _Known],
+        buys: Callable[[str], tuple[float, int]],
+        inserts: Sequence[tuple[type[Base], list[dict]]],
+    ) -> _StagedImport:
+        """Each known respondent buys ``buys(ref)`` (ε, answers), its counters growing in the
+        write on the condition that its budget still holds then (the same conditions as every
+        answer's, the one write path): its answers may be stored while the import is
+        prepared. ``inserts``: each model's rows, written in this order."""
+        table = _table(Respondent)
+        spend = (
+            update(table)
+            .where(
+                table.c.id == bindparam("rid"),
+                *spend_conditions(
+                    survey, table.c.epsilon_spent, table.c.n_comparisons, bindparam("cost"), bindparam("n")
+                ),
+            )
+            .values(
+                epsilon_spent=table.c.epsilon_spent + bindparam("cost"),
+                n_comparisons=table.c.n_comparisons + bindparam("n"),
+            )
+        )
+        updates = []
+        for r in sorted(known.values(), key=lambda r: r.id):  # one lock order (PostgreSQL)
+            cost, n = buys(r.ref)
+            updates.append({"rid": r.id, "cost": cost, "n": n})
+        return cls(
+            _Bulk.stage(dialect, spend, updates),
+            len(updates),
+            tuple(_Bulk.stage(dialect, insert(_table(model)), rows) for model, rows in inserts),
+        )
+
+    def write(
+        self,
+        session: Session,
+        survey_id: str,
+        check_survey: Callable[[str, str, str], None],
+        *,
+        stored: str,
+        spent_meanwhile: Callable[[Session], Conflict],
+        recheck: Callable[[Session], None] | None = None,
+    ) -> float:
+        """All or nothing, in one write transaction that only re-checks what can have changed
+        since the import was staged, then writes in bulk: under the survey's row lock
+        ``check_survey`` (and ``recheck``, if any) must pass and each known respondent's budget
+        must still hold (else the Conflict ``spent_meanwhile`` gives, after a rollback); a row
+        stored meanwhile that violates a unique constraint is a 409 naming ``stored``. Imports
+        into one survey write one at a time. Returns the seconds the transaction took."""
+        try:
+            begin_write(session)
+            started = time.perf_counter()
+            if session.get_bind().dialect.name == "postgresql":
+                # One import per survey at a time, of either kind (SQLite's write lock already serializes).
+                digest = hashlib.sha256(f"import:{survey_id}".encode()).digest()[:8]
+                key = int.from_bytes(digest, "big", signed=True)
+                session.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+            lock_survey(session, survey_id, check_survey)
+            if recheck is not None:
+                recheck(session)
+            conn = session.connection()
+            if self.spend.run(conn) != self.n_spend:
+                session.rollback()
+                raise spent_meanwhile(session)
+            for bulk in self.inserts:
+                bulk.run(conn)
+            session.commit()
+            return time.perf_counter() - started
+        except IntegrityError:
+            session.rollback()
+            raise Conflict(
+                f"the import conflicts with {stored} or respondents stored while it was prepared; "
+                "nothing was imported"
+            ) from None
+        except BaseException:
+            session.rollback()
+            raise
+
+
 def import_comparisons(
     session: Session,
     survey: Survey,
@@ -674,10 +844,7 @@ def import_comparisons(
     if central and privatized:
         raise Invalid("a central-model survey imports true answers: use privatized=false")
     dialect = session.get_bind().dialect
-    why = ""
-    if dialect.name == "sqlite" and sqlite_max_rows is not None and sqlite_max_rows < max_rows:
-        max_rows = sqlite_max_rows
-        why = " on this server (its SQLite database is locked for answers while an import is written)"
+    max_rows, why = _row_limit(dialect, max_rows, sqlite_max_rows)
     # -- stage, outside the write transaction ---------------------------------
     items = item_index(session, survey.id)
     # Labels as stored (NFC; rows from before labels were normalized too), then ids.
@@ -704,38 +871,16 @@ def import_comparisons(
     first_row = np.unique(who, return_index=True)[1]  # who numbers refs in order of appearance
     ordered_refs = list(ref_index)
     known = _known_respondents(session, survey.id, ordered_refs)
-    respondent_ids: list[str] = []
-    new_respondents: list[dict] = []
     now = utcnow()
-    for idx, ref in enumerate(ordered_refs):
-        r = known.get(ref)
-        over = _over(
-            survey,
-            ref,
-            float(cost[idx]),
-            int(n_rows[idx]),
-            0.0 if r is None else r.spent,
-            0 if r is None else r.answered,
-        )
-        if over is not None:
-            raise over
-        if r is not None:
-            respondent_ids.append(r.id)
-            continue
-        rid = new_id("rsp")
-        respondent_ids.append(rid)
-        new_respondents.append(
-            {
-                "id": rid,
-                "survey_id": survey.id,
-                "token_hash": None,
-                "epsilon": None if central else eps_list[first_row[idx]],
-                "epsilon_spent": float(cost[idx]),
-                "n_comparisons": int(n_rows[idx]),
-                "external_ref": ref,
-                "created_at": now,
-            }
-        )
+    respondent_ids, new_respondents = _respondents(
+        survey,
+        ordered_refs,
+        known,
+        cost.tolist(),
+        n_rows.tolist(),
+        [None if central else eps_list[f] for f in first_row.tolist()],
+        now,
+    )
     if known:
         answered: set[tuple] = set()
         for part in _chunks(sorted(r.id for r in known.values())):
@@ -784,61 +929,21 @@ def import_comparisons(
         for start in range(0, len(refs), IMPORT_CHUNK)
     ]
     created = len(new_respondents)
-    # Known respondents' counters grow in the write, on the condition that their budget
-    # still holds then: answers of theirs may be stored while this import is prepared.
-    table = _table(Respondent)
-    spend = (
-        update(table)
-        .where(
-            table.c.id == bindparam("rid"),
-            # The same conditions as every answer's (the one write path).
-            *spend_conditions(
-                survey, table.c.epsilon_spent, table.c.n_comparisons, bindparam("cost"), bindparam("n")
-            ),
-        )
-        .values(
-            epsilon_spent=table.c.epsilon_spent + bindparam("cost"),
-            n_comparisons=table.c.n_comparisons + bindparam("n"),
-        )
+    staged = _StagedImport.stage(
+        dialect,
+        survey,
+        known,
+        lambda ref: (float(cost[ref_index[ref]]), int(n_rows[ref_index[ref]])),
+        [(Respondent, new_respondents), (Comparison, comparisons), (PendingBatch, pending)],
     )
-    updates = [
-        {"rid": r.id, "cost": float(cost[ref_index[r.ref]]), "n": int(n_rows[ref_index[r.ref]])}
-        for r in sorted(known.values(), key=lambda r: r.id)  # one lock order (PostgreSQL)
-    ]
-    spend_bulk = _Bulk.stage(dialect, spend, updates)
-    inserts = [
-        _Bulk.stage(dialect, insert(table), new_respondents),
-        _Bulk.stage(dialect, insert(_table(Comparison)), comparisons),
-        _Bulk.stage(dialect, insert(_table(PendingBatch)), pending),
-    ]
     del new_respondents, comparisons, pending
     # -- write: re-check what can have changed, then bulk writes ----------------
-    try:
-        begin_write(session)
-        started = time.perf_counter()
-        if dialect.name == "postgresql":
-            # One import per survey at a time (SQLite's write lock already serializes).
-            digest = hashlib.sha256(f"import:{survey.id}".encode()).digest()[:8]
-            session.execute(
-                text("SELECT pg_advisory_xact_lock(:k)"), {"k": int.from_bytes(digest, "big", signed=True)}
-            )
-        lock_survey(session, survey.id, _check_open_pairwise)
-        conn = session.connection()
-        if spend_bulk.run(conn) != len(updates):
-            session.rollback()
-            raise _spent_meanwhile(session, survey, known, cost, n_rows, ref_index)
-        for bulk in inserts:
-            bulk.run(conn)
-        session.commit()
-        held = time.perf_counter() - started
-    except IntegrityError:
-        session.rollback()
-        raise Conflict(
-            "the import conflicts with answers or respondents stored while it was prepared; "
-            "nothing was imported"
-        ) from None
-    except BaseException:
-        session.rollback()
-        raise
+    held = staged.write(
+        session,
+        survey.id,
+        _check_open_pairwise,
+        stored="answers",
+        spent_meanwhile=lambda session: _spent_meanwhile(session, survey, known, cost, n_rows, ref_index),
+    )
     log.info("survey %s: imported %d comparisons (write transaction %.2f s)", survey.id, len(refs), held)
     return ImportOut(imported=len(refs), respondents_created=created, respondents=len(ref_index))

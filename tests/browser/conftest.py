@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import httpx2
 import pytest
 
-from tests.helpers.browser import ADMIN_KEY, CHROMIUM_ARGS, FAILED_LOAD, chromium_path
+from tests.helpers.browser import ADMIN, ADMIN_KEY, CHROMIUM_ARGS, FAILED_LOAD, ITEMS, chromium_path, sign_in
 from tests.helpers.live import LiveServer
 
 
@@ -102,3 +103,47 @@ def new_page(browser, console, dialogs):
     yield make
     for ctx in contexts:
         ctx.close()
+
+
+@pytest.fixture
+def survey_page(server, new_page):
+    """``survey_page(survey_id)``: a new page signed in to the dashboard as the admin,
+    showing the survey."""
+
+    def open_survey(survey_id: str):
+        page = new_page()
+        sign_in(page, server.base)
+        page.goto(f"{server.base}/#/survey/{survey_id}")
+        return page
+
+    return open_survey
+
+
+@pytest.fixture
+def sign_in_as(server, new_page):
+    """``sign_in_as(role, label)``: a new page on which the dashboard's sign-in form was sent
+    with a new key of ``role`` (``tests.helpers.browser.sign_in`` signs the admin in)."""
+
+    def submit(role: str, label: str):
+        r = httpx2.post(f"{server.base}/v1/keys", json={"label": label, "role": role}, headers=ADMIN)
+        page = new_page()
+        page.goto(server.base + "/")
+        page.get_by_label("API key").fill(r.json()["key"])
+        page.get_by_role("button", name="Sign in").click()
+        return page
+
+    return submit
+
+
+@pytest.fixture
+def central_survey(server) -> dict:
+    """A central-model survey of ITEMS (total budget 2, at most 3 comparisons a respondent)."""
+    return httpx2.post(
+        f"{server.base}/v1/surveys",
+        json={
+            "title": "Trusted",
+            "items": ITEMS,
+            "privacy": {"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 3},
+        },
+        headers=ADMIN,
+    ).json()

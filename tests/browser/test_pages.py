@@ -245,7 +245,7 @@ def test_accessibility_basics(server, new_page):
     assert resp.evaluate("() => document.activeElement.className") == "skip-link"
 
 
-def test_a_ranking_survey_through_the_respondent_page(server, new_page, shots):
+def test_a_ranking_survey_through_the_respondent_page(server, new_page, survey_page, shots):
     r = httpx2.post(
         f"{server.base}/v1/surveys",
         json={"title": "Rank the parks", "kind": "ranking", "items": ITEMS, "privacy": {"epsilon_max": 30}},
@@ -284,9 +284,7 @@ def test_a_ranking_survey_through_the_respondent_page(server, new_page, shots):
     assert len(csv_rows) == 2 and csv_rows[1].split(",")[1:3] == ["30.0", "client"]
     stored = [label[x] for x in csv_rows[1].split(",")[3].split(">")]
     assert kendall_distance(np.array([TRUTH.index(x) for x in stored]), np.arange(4)) <= 1
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{sid}")
+    admin = survey_page(sid)
     expect(admin.locator("#stat-rankings")).to_have_text("1")
     admin.get_by_label("Method").select_option("kemeny")
     expect(admin.locator("#ranking-box")).to_contain_text("Order: " + " > ".join(stored))
@@ -300,18 +298,12 @@ def test_pages_send_a_content_security_policy(server, path):
     assert r.headers["x-frame-options"] == "DENY"
 
 
-def test_a_central_survey_answers_and_a_release_from_the_dashboard(server, new_page):
+def test_a_central_survey_answers_and_a_release_from_the_dashboard(
+    server, new_page, central_survey, survey_page
+):
     """Central model: the respondent page sends true answers (no ε to choose) up to L; the
     dashboard shows the budget and makes a release, which spends it."""
-    r = httpx2.post(
-        f"{server.base}/v1/surveys",
-        json={
-            "title": "Trusted",
-            "items": ITEMS,
-            "privacy": {"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 3},
-        },
-        headers=ADMIN,
-    ).json()
+    r = central_survey
     for _ in range(3):
         page = new_page()
         page.goto(f"{server.base}/s/{r['id']}")
@@ -322,9 +314,7 @@ def test_a_central_survey_answers_and_a_release_from_the_dashboard(server, new_p
             a, b = page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
             page.get_by_role("button", name=a if TRUTH.index(a) < TRUTH.index(b) else b, exact=True).click()
         expect(page.locator("#spent")).to_have_text("You answered 3 pairs.")
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{r['id']}")
+    admin = survey_page(r["id"])
     expect(admin.locator("#ledger-box")).to_contain_text("Spent ε = 0.00 of 2.00")
     admin.get_by_label("ε of this release").fill("1")
     admin.get_by_role("button", name="Make release").click()

@@ -7,7 +7,7 @@ import numpy as np
 from playwright.sync_api import expect
 
 from app.site import masked_message, new_private_key, public_key
-from tests.helpers.browser import ADMIN, ITEMS, sign_in
+from tests.helpers.browser import ADMIN, ITEMS
 
 
 class _Site:
@@ -31,15 +31,13 @@ class _Site:
 
 
 def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
-    server, new_page, console, dialogs, shots
+    server, survey_page, sign_in_as, console, dialogs, shots
 ):
     console.allow(409)  # the consensus of a survey without rankings yet
     s = httpx2.post(
         f"{server.base}/v1/surveys", json={"title": "Fed", "kind": "ranking", "items": ITEMS}, headers=ADMIN
     ).json()
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{s['id']}")
+    admin = survey_page(s["id"])
     expect(admin.locator("#no-rounds")).to_be_visible()
     admin.get_by_text("Open a federated round").click()
     admin.get_by_label("Sites, one per line").fill("schools-a\nschools-b\nclinic-c")
@@ -100,13 +98,7 @@ def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
     assert done.get_by_role("button", name="Cancel round").count() == 0
 
     # Analysts read the rounds: no form to open one, no button to cancel one.
-    analyst_key = httpx2.post(
-        f"{server.base}/v1/keys", json={"label": "a", "role": "analyst"}, headers=ADMIN
-    ).json()["key"]
-    analyst = new_page()
-    analyst.goto(server.base + "/")
-    analyst.get_by_label("API key").fill(analyst_key)
-    analyst.get_by_role("button", name="Sign in").click()
+    analyst = sign_in_as("analyst", "a")
     expect(analyst.get_by_role("heading", name="Surveys")).to_be_visible()
     analyst.goto(f"{server.base}/#/survey/{s['id']}")
     expect(analyst.locator(f"#round-{other['id']}")).to_contain_text("Waiting for: x, y, z")
@@ -125,16 +117,10 @@ def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
     )
 
 
-def test_a_central_survey_shows_its_counts_and_an_integration_key_is_told_why_not(server, new_page):
-    s = httpx2.post(
-        f"{server.base}/v1/surveys",
-        json={
-            "title": "Trusted",
-            "items": ITEMS,
-            "privacy": {"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 3},
-        },
-        headers=ADMIN,
-    ).json()
+def test_a_central_survey_shows_its_counts_and_an_integration_key_is_told_why_not(
+    server, central_survey, survey_page, sign_in_as
+):
+    s = central_survey
     a, b, c, _ = (it["id"] for it in s["items"])
     tokens = [
         httpx2.post(f"{server.base}/v1/surveys/{s['id']}/respondents", json={}).json()["token"] for _ in "12"
@@ -148,18 +134,10 @@ def test_a_central_survey_shows_its_counts_and_an_integration_key_is_told_why_no
         headers={"Authorization": f"Bearer {tokens[0]}"},
     )
     assert r.status_code in (200, 201), r.text
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{s['id']}")
+    admin = survey_page(s["id"])
     expect(admin.locator("#stat-respondents")).to_have_text("2")
     expect(admin.locator("#stat-comparisons")).to_have_text("2")
 
-    key = httpx2.post(
-        f"{server.base}/v1/keys", json={"label": "intranet", "role": "integration"}, headers=ADMIN
-    ).json()["key"]
-    page = new_page()
-    page.goto(server.base + "/")
-    page.get_by_label("API key").fill(key)
-    page.get_by_role("button", name="Sign in").click()
+    page = sign_in_as("integration", "intranet")
     expect(page.locator("#signin-msg")).to_contain_text("This is an integration key: it may only register")
     expect(page.get_by_label("API key")).to_be_visible()  # still the sign-in form, nothing broken
