@@ -143,19 +143,27 @@ class GoalSpec:
         }
 
 
-def choose_certificate(top_k: int | None, n_items: int) -> str:
-    """The certificate ``"auto"`` resolves to: pairwise for a top-K goal with
-    K·(m − K) ≤ 2.8·m (few pairs across the boundary) and m ≤ 300, else Borda.
+#: ``"auto"`` picks the pairwise certificate up to this many items (see :func:`choose_certificate`).
+AUTO_PAIRWISE_MAX_ITEMS = 12
+#: … and for a top K with min(K, m − K) at most this.
+AUTO_PAIRWISE_MAX_SIDE = 3
 
-    The rule separates the measured cells of docs/uncertainty.md §9 (separated scores):
-    pairwise where it needed fewer answers — (m, K) = (10, 1), (10, 3), (30, 3) (81 ≤ 84),
-    (100, 1), (100, 2) (196 ≤ 280) — and Borda where it did — (100, 3) (291 > 280; 2.1×
-    against 2.5× at ε = 1, 1.7× against 2.2× at ε = 2), (30, 10) (200 > 84). Whole-ranking
-    goals were not measured: Borda."""
-    pairs_across = top_k * (n_items - top_k) if top_k is not None else None
-    if pairs_across is not None and n_items <= PAIRWISE_MAX_ITEMS and 5 * pairs_across <= 14 * n_items:
-        return "pairwise"
-    return "borda"
+
+def choose_certificate(top_k: int | None, n_items: int) -> str:
+    """The certificate ``"auto"`` resolves to: pairwise for a top-K goal with m ≤ 12 and
+    min(K, m − K) ≤ 3, else Borda — pairwise where it was measured to need fewer answers
+    *and* about as many respondents as Borda adaptive.
+
+    The pairwise certificate serves a respondent only disjoint pairs across the
+    estimated boundary — one pair for a top 1 — so where it saves answers it can cost
+    respondents. Measured (docs/uncertainty.md §9, separated scores, 4 surveys per cell,
+    ε = 1 and 2): at (m, K) = (10, 1), (10, 2), (10, 3), (12, 1), (12, 3) it needed
+    0.32–0.69× Borda adaptive's answers and 0.73–1.52× its respondents (1.05× on
+    average); at (10, 4), (10, 5), (12, 5) and every cell with m ≥ 15 (15 and 20 with
+    K ≤ 3; 30 and 100 with K ≤ 3) 1.12–5.2× its respondents. Whole-ranking goals: Borda."""
+    if top_k is None or n_items > AUTO_PAIRWISE_MAX_ITEMS:
+        return "borda"
+    return "pairwise" if min(top_k, n_items - top_k) <= AUTO_PAIRWISE_MAX_SIDE else "borda"
 
 
 def resolve_goal(

@@ -203,10 +203,12 @@ def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(clien
     [
         (10, {"top_k": 1, "certificate": "auto"}, "adaptive", "pairwise"),
         (10, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
-        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),  # 81 ≤ 2.8·30 = 84
-        (30, {"top_k": 10, "certificate": "auto"}, "adaptive", "borda"),  # 200 > 84
-        (100, {"top_k": 2, "certificate": "auto"}, "adaptive", "pairwise"),  # 196 ≤ 280
-        (100, {"top_k": 3, "certificate": "auto"}, "adaptive", "borda"),  # 291 > 280
+        (10, {"top_k": 7, "certificate": "auto"}, "adaptive", "pairwise"),  # m − K = 3
+        (10, {"top_k": 4, "certificate": "auto"}, "adaptive", "borda"),  # min(K, m − K) = 4 > 3
+        (12, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
+        (13, {"top_k": 1, "certificate": "auto"}, "adaptive", "borda"),  # m > 12: respondents
+        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "borda"),
+        (100, {"top_k": 1, "certificate": "auto"}, "adaptive", "borda"),
         (10, {"full_ranking": True, "certificate": "auto"}, "adaptive", "borda"),
         (10, {"top_k": 1, "certificate": "auto"}, "balanced", "borda"),
         (10, {"top_k": 1}, "adaptive", "borda"),  # the default
@@ -317,7 +319,7 @@ def test_the_planner_simulates_the_pairwise_certificate(client):
     assert (
         got["pairwise"]["adaptive"]["met"] == 3 and got["pairwise"]["adaptive"]["false_certifications"] == 0
     )
-    assert got["auto"]["certificate"] == "pairwise"  # K·(m − K) = 7 ≤ 2.8·8
+    assert got["auto"]["certificate"] == "pairwise"  # m = 8 ≤ 12, K = 1
     full = client.get(
         "/v1/plan/goal",
         params={"items": 6, "gap": 1.0, "replications": 2, "certificate": "auto"},
