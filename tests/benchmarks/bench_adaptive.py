@@ -10,7 +10,7 @@ the service runs them (app.stats.adaptive.simulate_goal: new respondents, 10 pai
 most each, from their pools) until the goal is certified at level 0.95 (checked after
 every max(m, 50) answers, or every 2% of the answers so far when that is more) or a
 cap of answers is reached. It prints the mean answers
-each strategy needed, their ratio (balanced / adaptive: the saving), and the number
+(and respondents) each strategy needed, their ratio (balanced / adaptive answers: the saving), and the number
 of runs whose certified set was wrong (false certification; the procedure allows
 5%, judged by a one-sided binomial test at 1%: with 10 runs it only catches rates
 well above 5%, so use ``--runs 200`` to check the bound itself). Cells that reach
@@ -61,7 +61,7 @@ def cell(
     truth = set(range(k))
     out: dict = {"m": m, "k": k, "eps": eps, "profile": kind}
     for strategy in ("adaptive", "balanced") + (("pairwise",) if pairwise else ()):
-        used, wrong, unmet = [], 0, 0
+        used, people, wrong, unmet = [], [], 0, 0
         start = time.perf_counter()
         for r in range(runs):
             rng = np.random.default_rng([m, k, int(10 * eps), r])
@@ -72,12 +72,14 @@ def cell(
             else:
                 run = simulate_goal(theta, eps, LEVEL, strategy, rng, top_k=k, max_answers=cap, tau=tau)
             used.append(run.answers)
+            people.append(run.respondents)
             if run.certified is None:
                 unmet += 1
             elif set(run.certified.tolist()) != truth:
                 wrong += 1
         out[strategy] = {
             "answers": float(np.mean(used)),
+            "respondents": float(np.mean(people)),
             "unmet": unmet,
             "false": wrong,
             "seconds": time.perf_counter() - start,
@@ -114,9 +116,9 @@ def main() -> None:
     print(f"level {LEVEL}, {runs} runs per cell, tau {args.tau}")
     columns = ("adaptive", "balanced")
     pairwise = args.rule if args.certificate == "pairwise" else None
-    extra = f" {'pairwise':>10}  saving false" if pairwise else ""
+    extra = f" {'pairwise':>10}  saving false {'resp.':>8}" if pairwise else ""
     head = f"{'m':>5} {'K':>3} {'eps':>4} {'profile':>9} {columns[0]:>10} {columns[1]:>10}"
-    print(f"{head}  saving false a/b{extra}")
+    print(f"{head}  saving false a/b {'resp. a':>8} {'resp. b':>8}{extra}")
     misses = []
     for m in sizes:
         for k in args.ks or (1, 3, 10):
@@ -131,9 +133,11 @@ def main() -> None:
                     if pairwise:
                         p = c["pairwise"]
                         more = f" {_answers(p, cap)} {c['pw_saving']:7.2f} {p['false']:>5}"
+                        more += f" {p['respondents']:8.0f}"
                     print(
                         f"{m:5d} {k:3d} {eps:4.1f} {kind:>9} {_answers(a, cap)} {_answers(b, cap)} "
-                        f"{c['saving']:7.2f} {a['false']:>4}/{b['false']:<4}{more}",
+                        f"{c['saving']:7.2f} {a['false']:>4}/{b['false']:<4} {a['respondents']:8.0f} "
+                        f"{b['respondents']:8.0f}{more}",
                         flush=True,
                     )
                     known = c["saving"] == c["saving"]  # both met the goal within the cap
