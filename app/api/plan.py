@@ -262,8 +262,11 @@ async def get_goal_plan(
     scores: str | None = Query(None, min_length=1, description="Pilot scores, one per item, instead."),
     replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
     seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
-    max_answers: int = Query(
-        50_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+    max_answers: int | None = Query(
+        None,
+        ge=100,
+        le=10_000_000,
+        description="Cap of one simulated survey's answers (default 50,000, or less to fit the time budget).",
     ),
     certificate: Literal["borda", "pairwise", "auto"] = Query(
         "borda", description="The adaptive design's certificate (auto: as a new survey would choose)."
@@ -276,8 +279,10 @@ async def get_goal_plan(
     answers and respondents until the goal is met, how many simulated surveys met it
     within ``max_answers`` and how many certified a wrong set, and the saving
     (balanced / adaptive answers). Bounded: a plan whose worst case (every simulated
-    survey running to ``max_answers``, at 40 µs per answer) exceeds the analysis time
-    budget is refused (422); any other runs under the budget (503 beyond)."""
+    survey running to ``max_answers``, at 40 µs per answer, more for the pairwise
+    certificate) exceeds the analysis time budget is refused (422); any other runs
+    under the budget (503 beyond). Without ``max_answers`` the cap is 50,000 or the
+    most that fits the budget."""
     pilot = _floats(scores, "scores")
     return await run_bounded(
         request,
@@ -313,8 +318,11 @@ async def get_survey_goal_plan(
     survey_id: str,
     replications: int = Query(10, ge=2, le=200, description="Simulated surveys per strategy."),
     pairs_per_respondent: int = Query(10, ge=1, le=100, description="Pairs a respondent is asked at most."),
-    max_answers: int = Query(
-        50_000, ge=100, le=10_000_000, description="Cap of one simulated survey's answers."
+    max_answers: int | None = Query(
+        None,
+        ge=100,
+        le=10_000_000,
+        description="Cap of one simulated survey's answers (default 50,000, or less to fit the time budget).",
     ),
     seed: int = Query(0, ge=0, description="Seed of the simulation."),
     session: SessionDep,

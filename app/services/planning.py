@@ -56,12 +56,21 @@ GOAL_PLAN_SECONDS_PER_ANSWER = 4e-5
 
 def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
     """Seconds one simulated answer costs at most with ``certificate``. The pairwise one
-    grows as m² (a respondent's pairs are drawn from the C(m, 2) pairs, and a check,
-    O(m³), comes every max(m, 50) answers): measured 46, 56, 140 and 544 µs at m = 10,
-    30, 100 and 300 here, on a busy machine."""
+    is charged per simulated *respondent*, which may bring a single answer (a top 1 has
+    one boundary pair per respondent): a draw among the C(m, 2) pairs, O(m²), plus its
+    overhead, and a check, O(m³), every max(m, 50) answers. Measured with one answer per
+    respondent, on a busy machine: 99–138 µs at m = 2–30, 196 µs at 100, 571 µs at 200
+    and 1,403 µs at 300, against 150 µs + 20 ns·m² (168, 350, 950, 1,950 µs)."""
     if certificate == "pairwise":
-        return 5e-5 + 8e-9 * m * m
+        return 1.5e-4 + 2e-8 * m * m
     return GOAL_PLAN_SECONDS_PER_ANSWER
+
+
+#: The cap of one simulated survey's answers when the request names none: this, or
+#: less so that the plan's worst case fits the time budget.
+DEFAULT_GOAL_PLAN_ANSWERS = 50_000
+#: The least cap of a simulated survey's answers (the routes' ``max_answers`` minimum).
+MIN_GOAL_PLAN_ANSWERS = 100
 
 
 #: The most items the planner of adaptive designs simulates (one simulated survey of
@@ -326,10 +335,13 @@ def _run_goal(
     if certificate == "pairwise" and theta.size > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise certificate takes at most {PAIRWISE_MAX_ITEMS} items: plan with 'borda'")
     per_answer = GOAL_PLAN_SECONDS_PER_ANSWER + goal_plan_seconds_per_answer(theta.size, certificate)
+    if max_answers is None:  # the default cap, lowered to what the time budget allows
+        fits = deadline.seconds / (replications * per_answer) if math.isfinite(deadline.seconds) else math.inf
+        max_answers = int(min(DEFAULT_GOAL_PLAN_ANSWERS, max(fits, MIN_GOAL_PLAN_ANSWERS)))
     worst = replications * max_answers * per_answer
     if math.isfinite(deadline.seconds) and worst > deadline.seconds:
         raise Invalid(
-            f"this plan could take up to {worst:.0f} s here (every simulated survey running to "
+            f"this plan could take up to {worst:,.1f} s here (every simulated survey running to "
             f"max_answers), beyond the time budget of {deadline.seconds:g} s: ask for fewer replications "
             "or a lower max_answers"
         )
@@ -363,7 +375,7 @@ def run_goal_plan(
     scores: list[float] | None,
     replications: int,
     seed: int,
-    max_answers: int,
+    max_answers: int | None,
     deadline: Deadline | None = None,
     work: WorkSlots | None = None,
     certificate: str = "borda",
@@ -417,7 +429,7 @@ def goal_plan_from_survey(
     replications: int = 10,
     seed: int = 0,
     pairs_per_respondent: int = 10,
-    max_answers: int = 50_000,
+    max_answers: int | None = None,
     deadline: Deadline | None = None,
     work: WorkSlots | None = None,
 ) -> GoalPlanOut:

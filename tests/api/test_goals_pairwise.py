@@ -121,7 +121,8 @@ def test_tickets_vouch_for_the_pair_and_bind_it(client, app, unchanged):
     p1 = _served(client, sid, h1, 3)["pairs"]
     p2 = _served(client, sid, h2, 3)["pairs"]
     assert p1 and p2 and all(p["ticket"].split(".")[:2] == ["6", "4"] for p in p1 + p2)
-    other = next(p for p in p2 if {p["a"], p["b"]} != {p1[0]["a"], p1[0]["b"]}) if len(p2) > 1 else None
+    # Another pair of respondent 2 (its pairs are disjoint, so not p2[0]'s), sent with p2[0]'s ticket.
+    other = p2[1] if len(p2) > 1 else None
     foreign = {"a": p1[0]["a"], "b": p1[0]["b"], "winner": p1[0]["a"], "ticket": p2[0]["ticket"]}
     forged = {"a": p1[0]["a"], "b": p1[0]["b"], "winner": p1[0]["a"], "ticket": "6.4.AAAAAAAAAAAAAAAAAAAAAA"}
     borda_flag = dict(forged, ticket=p1[0]["ticket"].replace(".4.", ".3.", 1))
@@ -339,7 +340,9 @@ def test_a_pairwise_surveys_goal_plan_simulates_its_certificate(client):
     pairs = _served(client, sid, h, 3)["pairs"]
     comparisons = [{"a": p["a"], "b": p["b"], "winner": p["a"], "ticket": p["ticket"]} for p in pairs]
     assert _answer(client, sid, h, comparisons).status_code == 201
-    r = client.get(f"/v1/surveys/{sid}/goal/plan", params={"replications": 2}, headers=ADMIN)
+    r = client.get(
+        f"/v1/surveys/{sid}/goal/plan", params={"replications": 2, "max_answers": 2000}, headers=ADMIN
+    )
     assert r.status_code == 200, r.text
     assert r.json()["certificate"] == "pairwise" and r.json()["n_items"] == 6
 
@@ -389,3 +392,32 @@ def test_the_stored_state_restores_the_status_without_recomputing_it(monkeypatch
     assert np.array_equal(old.beats, live.beats) and np.array_equal(old.active, live.active)
     with pytest.raises(ValueError, match="corrupt"):
         PairGoalState.unpack(head + zlib.compress(body[:-1]), goal)
+
+
+def test_pairwise_plans_are_bounded_per_respondent_and_fit_the_budget(client, budget):
+    """A pairwise top 1 brings one answer per simulated respondent, each a draw among
+    the C(m, 2) pairs: the worst case is charged per respondent (150 µs + 20 ns·m² per
+    answer), so a plan the budget cannot hold is refused at once (it used to be
+    accepted and run into a 503), and without max_answers the cap is lowered to what
+    the budget holds: the plan runs and reports the cap it used."""
+    from app.services.planning import GOAL_PLAN_SECONDS_PER_ANSWER, goal_plan_seconds_per_answer
+
+    budget(5.0)
+    too_big = {"items": 300, "top_k": 1, "certificate": "pairwise", "replications": 2, "max_answers": 3000}
+    r = client.get("/v1/plan/goal", params=too_big, headers=ADMIN)
+    assert r.status_code == 422 and "time budget" in r.json()["detail"]  # 2·3,000·1.99 ms ≈ 11.9 s
+    budget(2.0)
+    per_answer = GOAL_PLAN_SECONDS_PER_ANSWER + goal_plan_seconds_per_answer(30, "pairwise")
+    scores = ",".join(["6"] + ["0"] * 29)  # one item far ahead: met well within the cap, quickly
+    params = {
+        "items": 30,
+        "top_k": 1,
+        "certificate": "pairwise",
+        "replications": 2,
+        "epsilon": 2,
+        "scores": scores,
+    }
+    r = client.get("/v1/plan/goal", params=params, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    assert r.json()["max_answers"] == int(2.0 / (2 * per_answer)) < 50_000  # 4,807
+    assert r.json()["adaptive"]["met"] == r.json()["balanced"]["met"] == 2
