@@ -27,6 +27,7 @@ SLOW: set[str] = {
     "tests/api/test_goals.py::test_virtual_respondents_until_goal_met",
     "tests/api/test_goals.py::test_close_when_met_closes_and_thanks",
     "tests/api/test_goals.py::test_survey_goal_plan_uses_the_current_fit",
+    "tests/api/test_goals_pairwise.py::test_virtual_respondents_until_the_pairwise_goal_is_met",
     "tests/stats/test_adaptive.py::test_a_respondents_pairs_are_uniform_over_the_pairs_that_touch_its_pool",
     "tests/stats/test_adaptive.py::test_later_pairs_of_a_respondent_still_give_uniform_opponents",
     "tests/api/test_admission.py::test_200_concurrent_requests_from_one_token_are_all_answered",
