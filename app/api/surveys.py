@@ -105,7 +105,8 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
     """A closed survey answers 409 to new respondents and responses; reopening is allowed.
     ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged).
     ``embed_origins``: the sites that may frame the survey's pages, replacing the list; null or
-    [] for none (absent: unchanged)."""
+    [] for none (absent: unchanged). Every other field, absent or null, is unchanged (the
+    survey's ``language`` is never empty: send ``"en"`` for the default)."""
     suggestions: dict | None = svc.UNSET
     if "suggestions" in body.model_fields_set:
         suggestions = None if body.suggestions is None else body.suggestions.model_dump()

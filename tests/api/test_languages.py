@@ -92,6 +92,8 @@ def test_the_default_language_is_stored_shown_and_changed(client):
     r = client.patch(f"/v1/surveys/{sid}", json={"language": "es"}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["language"] == "es"
     assert _public(client, sid)["language"] == "es"
+    r = client.patch(f"/v1/surveys/{sid}", json={"language": None, "title": "renamed"}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["language"] == "es"  # null: unchanged, as documented
     assert _survey(client)["language"] == "en"  # the default
 
 
