@@ -97,7 +97,8 @@ export function hiddenTable(caption, header, rows) {
 /**
  * Round axis ticks covering [min, max]: a step of 1, 2, 2.5 or 5 times a power of ten
  * giving about `target` intervals, the domain widened to whole steps, and labels with
- * the decimals the step needs (−3, −2, −1, 0 rather than −3.01, −1.39, 0.23).
+ * the decimals the step needs (−3, −2, −1, 0 rather than −3.01, −1.39, 0.23), written
+ * the page's language's way (`<html lang>`: 0,5 in German).
  * Returns {min, max, ticks: [{value, text}]}.
  */
 export function niceTicks(min, max, target = 4) {
@@ -107,10 +108,16 @@ export function niceTicks(min, max, target = 4) {
   const lo = Math.floor(min / step + 1e-9) * step;
   const hi = Math.ceil(max / step - 1e-9) * step;
   const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) + (step / power === 2.5 ? 1 : 0);
+  const locale = globalThis.document?.documentElement.lang || "en";
+  const number = new Intl.NumberFormat(locale, {
+    minimumFractionDigits: decimals,
+    maximumFractionDigits: decimals,
+    useGrouping: false,
+  });
   const ticks = [];
   for (let k = 0; lo + k * step <= hi + step * 1e-9; k++) {
     const value = lo + k * step;
-    const text = (Math.abs(value) < step * 1e-9 ? 0 : value).toFixed(decimals).replace("-", "−");
+    const text = number.format(Math.abs(value) < step * 1e-9 ? 0 : value).replace("-", "−");
     ticks.push({ value, text });
   }
   return { min: lo, max: hi, ticks };

@@ -199,6 +199,12 @@ def test_numbers_are_written_the_languages_way(server, page_in):
     meaning = _plain(page.locator("#epsilon-meaning").inner_text())
     assert "(Datenschutzniveau ε = 0,5;" in meaning, meaning
     assert "mit Wahrscheinlichkeit 62 % so übermittelt" in meaning  # e^0.5/(1+e^0.5) = 62%
+    # Chart axes too: ticks 0.5 apart are "0,5" on a German page, "0.5" on an English one.
+    ticks = "async () => (await import('/static/charts.js')).niceTicks(-1.2, 0.7).ticks.map((t) => t.text)"
+    assert page.evaluate("document.documentElement.lang") == "de"
+    assert page.evaluate(ticks) == ["−1,5", "−1,0", "−0,5", "0,0", "0,5", "1,0"]
+    page.evaluate("document.documentElement.lang = 'en'")
+    assert page.evaluate(ticks) == ["−1.5", "−1.0", "−0.5", "0.0", "0.5", "1.0"]
 
 
 def test_the_dashboard_sets_a_surveys_language(server, page_in):
