@@ -7,16 +7,21 @@ are written into a response header, so each is checked to be exactly a serialize
 (``https://*.example.org``): nothing a header or a policy could read as more than one
 source (no spaces, semicolons, commas or quotes), and no keyword (``*``, ``'none'``,
 ``'self'``) nor scheme-only source (``data:``, ``https:``) that would let any site in.
+A wildcard over a public suffix (``https://*.co.uk``, ``https://*.github.io``: names
+anyone can register under, by the Public Suffix List, private section included) would
+let in sites of every owner, and is refused too.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from publicsuffixlist import PublicSuffixList
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -42,6 +47,12 @@ _SURVEY_ID = re.compile(r"srv_[a-z2-7]{16}")
 #: letters or drops them, browsers (UTS 46, nontransitional) encode them as they are.
 _DEVIATIONS = re.compile("[\u00df\u03c2\u200c\u200d]")
 _FORM = "a serialized origin: scheme://host or scheme://host:port (http or https), no path"
+
+
+@functools.cache
+def _public_suffixes() -> PublicSuffixList:
+    """The Public Suffix List bundled with ``publicsuffixlist`` (read once, offline)."""
+    return PublicSuffixList()
 
 
 def _host(raw: str, origin: str) -> str:
@@ -77,8 +88,12 @@ def _host(raw: str, origin: str) -> str:
         raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
     if labels[-1].isdigit():
         raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
-    if wildcard and len(labels) < 2:
-        raise Invalid(f"embed origin {origin!r}: a wildcard needs a domain under it (https://*.example.org)")
+    if wildcard and (len(labels) < 2 or _public_suffixes().is_public(name)):
+        # is_public is also true of a name under no known top-level domain (*.localhost).
+        raise Invalid(
+            f"embed origin {origin!r}: a wildcard needs a registered domain under it "
+            f"(https://*.example.org), not a public suffix such as {name}"
+        )
     return f"*.{name}" if wildcard else name
 
 

@@ -37,6 +37,9 @@ def test_origins_are_stored_normalized_and_returned(client):
             "https://*.example.net",
             "https://bücher.example",
             "http://127.0.0.1:5000",
+            "https://*.example.co.uk",  # registered under a public suffix: allowed
+            "https://*.alice.github.io",
+            "https://co.uk",  # a public suffix as one exact origin lets in one site only
         ],
     )
     expected = [
@@ -45,6 +48,9 @@ def test_origins_are_stored_normalized_and_returned(client):
         "https://*.example.net",
         "https://xn--bcher-kva.example",
         "http://127.0.0.1:5000",
+        "https://*.example.co.uk",
+        "https://*.alice.github.io",
+        "https://co.uk",
     ]
     assert s["embed_origins"] == expected
     assert (
@@ -65,6 +71,11 @@ BAD = [
     "https://",
     "https://*",
     "https://*.com",
+    "https://*.co.uk",  # a public suffix: anyone registers under it
+    "https://*.github.io",  # the list's private section: every user's site
+    "https://*.xn--p1ai",  # .рф, as punycode
+    "https://*.рф",  # and as written
+    "https://*.localhost",  # under no known top-level domain: treated as public
     "https://a.*.example.org",
     "*.example.org",
     "example.org",
