@@ -69,7 +69,8 @@ from app.stats.adaptive import (
     simulate_goal,
     simulated_answers,
 )
-from app.stats.mechanisms import debias, privatize
+from app.stats.laplacian import laplacian
+from app.stats.mechanisms import debias, flip_probability, privatize, rr_probability
 from tests.benchmarks.bench_adaptive import LEVEL, profile
 
 
@@ -123,30 +124,43 @@ def _kl(lam, a, b, q0, q1):
     return kl, (-q1 / q + (1.0 - q1) / (1.0 - q)) * s * (1.0 - s) * (1.0 - 2.0 * q0)
 
 
-def closest_alternative(theta, w, i, j, eps) -> tuple[float, np.ndarray]:
-    """min Σ w_p kl(q_p(θ), q_p(λ)) over λ with λ_i = λ_j; the value and kl per pair."""
-    m = theta.size
-    a, b = np.triu_indices(m, 1)
-    q0 = 1.0 / (1.0 + np.exp(eps))
-    q1 = q0 + (1.0 - 2.0 * q0) * expit(theta[a] - theta[b])
-    keep = np.delete(np.arange(m), j)
+def _minimize_tied(objective, start, tie=None):
+    """argmin over λ of ``objective(λ) -> (value, gradient)``, with λ_i = λ_j when tie = (i, j)
+    (λ_j is dropped from the variables and its gradient added to λ_i's)."""
+    m = start.size
+    i, j = tie if tie else (0, None)
+    keep = np.delete(np.arange(m), j) if tie else np.arange(m)
 
     def full(u):
         lam = np.empty(m)
         lam[keep] = u
-        lam[j] = lam[i]
+        if tie:
+            lam[j] = lam[i]
         return lam
 
     def f(u):
-        kl, dkl = _kl(full(u), a, b, q0, q1)
-        g = np.bincount(a, w * dkl, m) - np.bincount(b, w * dkl, m)
-        g[i] += g[j]
-        return float(w @ kl), g[keep]
+        value, grad = objective(full(u))
+        if tie:
+            grad[i] += grad[j]
+        return value, grad[keep]
+
+    options = {"maxiter": 1000, "gtol": 1e-10}
+    return full(minimize(f, start[keep], jac=True, method="L-BFGS-B", options=options).x)
+
+
+def closest_alternative(theta, w, i, j, eps) -> tuple[float, np.ndarray]:
+    """min Σ w_p kl(q_p(θ), q_p(λ)) over λ with λ_i = λ_j; the value and kl per pair."""
+    a, b = np.triu_indices(theta.size, 1)
+    q0, q1 = float(flip_probability(eps)), rr_probability(theta[a], theta[b], eps)
+
+    def objective(lam):
+        kl, dkl = _kl(lam, a, b, q0, q1)
+        return float(w @ kl), np.bincount(a, w * dkl, lam.size) - np.bincount(b, w * dkl, lam.size)
 
     start = theta.copy()
     start[i] = start[j] = 0.5 * (theta[i] + theta[j])
-    r = minimize(f, start[keep], jac=True, method="L-BFGS-B", options={"maxiter": 1000, "gtol": 1e-10})
-    return float(r.fun), _kl(full(r.x), a, b, q0, q1)[0]
+    kl = _kl(_minimize_tied(objective, start, (i, j)), a, b, q0, q1)[0]
+    return float(w @ kl), kl
 
 
 def characteristic_ratio(theta, k, eps, rounds=40, tol=2e-3) -> dict:
@@ -205,32 +219,19 @@ def _loglik(lam, a, b, n1, n0, q0, ridge=0.0):
 
 def _fit(a, b, n1, n0, q0, start, ridge=0.0, tie=None):
     """argmax of the log-likelihood (ridge-penalised), optionally with λ_i = λ_j (tie=(i, j))."""
-    m = start.size
-    i, j = tie if tie else (0, None)
-    keep = np.delete(np.arange(m), j) if tie else np.arange(m)
 
-    def full(u):
-        lam = np.empty(m)
-        lam[keep] = u
-        if tie:
-            lam[j] = lam[i]
-        return lam
+    def objective(lam):
+        value, grad = _loglik(lam, a, b, n1, n0, q0, ridge)
+        return -value, -grad
 
-    def f(u):
-        value, grad = _loglik(full(u), a, b, n1, n0, q0, ridge)
-        if tie:
-            grad[i] += grad[j]
-        return -value, -grad[keep]
-
-    return full(minimize(f, start[keep], jac=True, method="L-BFGS-B").x)
+    return _minimize_tied(objective, start, tie)
 
 
 def oracle_likelihood(theta, k, eps, w, rng, delta=1 - LEVEL, cap=400_000) -> tuple:
     """Answers the plug-in likelihood certificate needs with pairs drawn from ``w``; its regret."""
     m = theta.size
     a, b = np.triu_indices(m, 1)
-    q0 = 1.0 / (1.0 + np.exp(eps))
-    truth = q0 + (1.0 - 2.0 * q0) * expit(theta[a] - theta[b])
+    q0, truth = float(flip_probability(eps)), rr_probability(theta[a], theta[b], eps)
     n1, n0 = np.zeros(a.size), np.zeros(a.size)
     predicted, hat, used, check = 0.0, np.zeros(m), 0, 2 * m * m
     while used < cap:
@@ -263,15 +264,10 @@ def mixture_regret(theta, eps, w, n, prior=1.0) -> float:
     Fisher information of the answers."""
     m = theta.size
     a, b = np.triu_indices(m, 1)
-    q0 = 1.0 / (1.0 + np.exp(eps))
+    q0, q = float(flip_probability(eps)), rr_probability(theta[a], theta[b], eps)
     s = expit(theta[a] - theta[b])
-    q = q0 + (1.0 - 2.0 * q0) * s
     info = n * w * ((1.0 - 2.0 * q0) * s * (1.0 - s)) ** 2 / (q * (1.0 - q))
-    h = np.zeros((m, m))
-    np.add.at(h, (a, a), info)
-    np.add.at(h, (b, b), info)
-    np.add.at(h, (a, b), -info)
-    np.add.at(h, (b, a), -info)
+    h = laplacian(m, a, b, info)
     basis = np.linalg.qr(np.eye(m) - 1.0 / m)[0][:, : m - 1]
     centred = basis.T @ theta
     return (
