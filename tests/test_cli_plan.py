@@ -29,6 +29,7 @@ def _plan(*args, key: str | None = None):
     )
 
 
+@pytest.mark.slow
 def test_plan_from_pilot_scores():
     p = _plan(
         "-m",
@@ -113,6 +114,7 @@ def survey(server):
     return s
 
 
+@pytest.mark.slow
 def test_plan_a_running_survey(server, survey):
     import httpx2
 
@@ -133,6 +135,7 @@ def test_plan_a_running_survey(server, survey):
     assert fixed["target"] is None
 
 
+@pytest.mark.slow
 def test_plan_survey_errors(server, survey):
     args = ("--survey", survey["id"], "--server", server.base, "-k", "2", "-r", "20")
     p = _plan(*args)

@@ -7,12 +7,14 @@ import subprocess
 import sys
 
 import httpx2
+import pytest
 
 from tests.helpers.live import LiveServer
 
 KEY_LINE = re.compile(r"^\s+(key_[a-z0-9]+\.\S+)$", re.MULTILINE)
 
 
+@pytest.mark.slow
 def test_serve_migrates_generates_an_admin_key_once_and_serves(tmp_path):
     # No DATABASE_URL: the default SQLite file in the working directory.
     server = LiveServer({}, cwd=str(tmp_path))
@@ -53,6 +55,7 @@ def test_migrate_command(tmp_path):
         assert "latest schema" in done.stdout
 
 
+@pytest.mark.slow
 def test_an_unreachable_database_is_one_line_naming_database_url(tmp_path):
     """No traceback (it was 112 lines), the URL without its password, the driver's reason."""
     url = "postgresql://privrank:s3cret-pw@127.0.0.1:1/nowhere"
@@ -72,6 +75,7 @@ def test_an_unreachable_database_is_one_line_naming_database_url(tmp_path):
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_serve_starts_quietly(tmp_path):
     """Migrating at start-up logs no Alembic plugin or step lines (7 + 4 before)."""
     server = LiveServer({"DATABASE_URL": f"sqlite:///{tmp_path}/q.db", "PRIVRANK_ADMIN_KEY": "k" * 32})

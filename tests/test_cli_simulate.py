@@ -13,6 +13,7 @@ from app.cli import main
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_simulate_writes_table_and_figure(tmp_path, capsys):
     assert main(["simulate", "-s", "I", "-s", "V", "--replications", "3", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

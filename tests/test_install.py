@@ -13,12 +13,14 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 
 from tests.helpers.live import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_an_installed_copy_serves_and_migrates_from_anywhere(tmp_path):
     target = tmp_path / "site"
     subprocess.run(

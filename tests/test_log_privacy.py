@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 
 import httpx2
+import pytest
 
 from tests.helpers.live import LiveServer
 
@@ -27,6 +28,7 @@ def _secrets_in(output: str, secrets: dict[str, str]) -> list[str]:
     return [f"{name} ({value[:12]}…)" for name, value in secrets.items() if value and value in output]
 
 
+@pytest.mark.slow
 def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
     server = LiveServer(
         {

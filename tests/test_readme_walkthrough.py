@@ -22,6 +22,7 @@ def test_readme_shows_the_walkthrough_verbatim():
     assert SCRIPT.read_text().strip() in readme
 
 
+@pytest.mark.slow
 def test_walkthrough_runs_against_a_live_server(tmp_path):
     if shutil.which("curl") is None:
         if os.environ.get("CI"):
@@ -50,6 +51,7 @@ def test_walkthrough_runs_against_a_live_server(tmp_path):
     assert out.strip().endswith("closed")
 
 
+@pytest.mark.slow
 def test_readme_python_examples_run_as_written():
     """Every ```python block of the README runs on its own (one used an undefined name)."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)

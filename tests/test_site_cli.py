@@ -85,6 +85,7 @@ def server(tmp_path):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     import httpx2
 
@@ -156,6 +157,7 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     assert again.returncode == 0 and "already contributed" in out
 
 
+@pytest.mark.slow
 def test_site_cli_errors(server, tmp_path):
     import httpx2
 

@@ -16,7 +16,6 @@ a shared row:
 from __future__ import annotations
 
 import base64
-import secrets
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -37,6 +36,8 @@ from sqlalchemy import (
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+from ..stats import entropy
 
 __all__ = [
     "ApiKey",
@@ -93,7 +94,7 @@ class UTCDateTime(TypeDecorator):
 
 def new_id(prefix: str) -> str:
     """Opaque random id such as ``srv_k3j9x2mqa7b4c5d6`` (80 random bits)."""
-    return f"{prefix}_{base64.b32encode(secrets.token_bytes(10)).decode().lower()}"
+    return f"{prefix}_{base64.b32encode(entropy.random_bytes(10)).decode().lower()}"
 
 
 class Base(DeclarativeBase):

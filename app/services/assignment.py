@@ -55,7 +55,6 @@ Items come from the per-process :class:`~app.services.surveys.ItemIndex` cache
 from __future__ import annotations
 
 import itertools
-import secrets
 import threading
 import time
 import weakref
@@ -67,6 +66,7 @@ from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
+from ..stats import entropy
 from ..stats.adaptive import draw_respondent_pairs
 from ..stats.pairwise_goal import PairwiseGoalStatus, draw_pairwise_respondent
 from .aggregation import fold_pending, fold_soon, item_counts
@@ -89,7 +89,7 @@ _STREAM_ROWS = 50_000
 def _rng() -> np.random.Generator:
     # Tie-breaking is not a privacy mechanism, but a per-request fresh seed from
     # the OS keeps the served order unpredictable to respondents.
-    return np.random.default_rng(secrets.randbits(128))
+    return entropy.generator()
 
 
 # -- pair numbering ---------------------------------------------------------------

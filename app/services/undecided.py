@@ -10,8 +10,6 @@ not all update one row.
 
 from __future__ import annotations
 
-import secrets
-
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -19,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Survey, UndecidedCount
 from ..db.session import begin_write
+from ..stats import entropy
 from .errors import Conflict
 from .surveys import require_pairwise
 
@@ -35,7 +34,7 @@ def record_undecided(session: Session, survey: Survey) -> None:
         raise Conflict("this survey is closed")
     begin_write(session)
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    row = {"survey_id": survey.id, "shard": secrets.randbelow(SHARDS), "n": 1}
+    row = {"survey_id": survey.id, "shard": entropy.randbelow(SHARDS), "n": 1}
     statement = insert(UndecidedCount).values(**row)
     statement = statement.on_conflict_do_update(
         index_elements=["survey_id", "shard"], set_={"n": UndecidedCount.n + 1}

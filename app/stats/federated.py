@@ -40,6 +40,7 @@ from functools import cached_property
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import entropy
 from .rankings import (
     borda_aggregate,
     kendall_distance,
@@ -119,11 +120,17 @@ def borda_client_message(orders: ArrayLike, phi: float) -> NDArray[np.int64]:
     return borda_quantize(mean_pos, borda_centroids(arr.shape[1], phi))
 
 
+def _generator(rng: np.random.Generator | int | None) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return entropy.generator() if rng is None else np.random.default_rng(rng)
+
+
 def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None = None) -> NDArray[np.int64]:
     """Algorithm 2, server: items by Σ_ℓ σ̂_ℓ(i) ascending (every site weighs 1/L), exact ties
     uniformly at random; returns the ordering (docs/federated.md §3.1, §3.3)."""
     s = np.asarray(total, dtype=np.int64)
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    gen = _generator(rng)
     return np.lexsort((gen.random(s.size), s)).astype(np.int64)
 
 
@@ -200,7 +207,7 @@ def lehmer_client_message(
     arr = validate_orders(orders)
     if arr.shape[0] == 0:
         raise ValueError("a site needs at least one ranking")
-    gen = rng if rng is not None else np.random.default_rng()
+    gen = rng if rng is not None else entropy.generator()
     m = arr.shape[1]
     v = _lehmer_mode(lehmer_code(positions_from_orders(arr)), gen)
     k, h = _coordinate_split(m, low_bits)
@@ -226,7 +233,7 @@ def lehmer_server_order(
     3); decode.
     Returns (ordering, consensus Lehmer code)."""
     s = np.asarray(total, dtype=np.int64)
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    gen = _generator(rng)
     k, h = _coordinate_split(n_items, low_bits)
     if s.size != int((k > 0).sum() + h.sum()):
         raise ValueError("the aggregate does not fit this scheme's layout")

@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -87,6 +86,7 @@ import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
+from . import entropy
 from .btl import BTLFit, fit_btl
 from .laplacian import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
 from .mechanisms import (
@@ -761,7 +761,7 @@ def cluster_bootstrap_confidence(
             "too_few_respondents",
             f"Only {g} respondent has answered: resampling respondents needs at least two.",
         )
-    gen = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    gen = rng if rng is not None else entropy.generator()
     c = clusters
     reps = np.empty((n_boot, m))
     for b in range(n_boot):
@@ -873,7 +873,7 @@ def rank_confidence(
     pt = est if point is None else np.asarray(point, dtype=np.float64)
     if pt.shape != est.shape:
         raise ValueError("point must have one value per item")
-    gen = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+    gen = rng if rng is not None else entropy.generator()
     check()
     crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen)
     check()

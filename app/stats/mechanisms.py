@@ -9,18 +9,19 @@ Randomness
 ----------
 Every function that draws takes ``rng``. ``rng=None`` (the default, and the only
 value the service uses) draws from the operating system's CSPRNG through
-:func:`os.urandom`; nothing is ever drawn from a seedable generator unless the
+:func:`os.urandom` (:mod:`app.stats.entropy`); nothing is ever drawn from a seedable generator unless the
 caller passes one explicitly (simulations and tests do, for reproducibility).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
+
+from . import entropy
 
 __all__ = [
     "RandomSource",
@@ -56,7 +57,7 @@ def system_uniform(size: int | tuple[int, ...]) -> NDArray[np.float64]:
     """
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     n = int(np.prod(shape, dtype=np.int64))
-    words = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+    words = np.frombuffer(entropy.random_bytes(8 * n), dtype=np.uint64)
     return ((words >> np.uint64(11)).astype(np.float64) * _TWO_POW_MINUS_53).reshape(shape)
 
 

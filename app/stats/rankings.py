@@ -17,21 +17,21 @@ array or a batch as a 2-d array with one ranking per row.
 Randomness
 ----------
 As in :mod:`app.stats.mechanisms`: ``rng=None`` draws from the OS CSPRNG
-(:func:`os.urandom` / :mod:`secrets`); a seeded generator is only ever passed by
-simulations and tests. Tie-breaking in the aggregators is not privacy-relevant
-and takes any generator (the service seeds it from the data version, so a
-consensus is reproducible).
+(:func:`os.urandom` / :mod:`secrets`, through :mod:`app.stats.entropy`); a seeded
+generator is only ever passed by simulations and tests. Tie-breaking in the
+aggregators is not privacy-relevant and takes any generator (the service seeds it
+from the data version, so a consensus is reproducible).
 """
 
 from __future__ import annotations
 
 import math
-import secrets
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import entropy
 from .mechanisms import RandomSource, uniform_draws
 
 __all__ = [
@@ -249,13 +249,14 @@ def insertion_decode(order: ArrayLike, v: ArrayLike) -> NDArray:
 
 
 def random_permutation(n: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
-    """A uniformly random permutation of 0..n-1: Fisher–Yates on :func:`secrets.randbelow`
-    (OS CSPRNG, exactly uniform) when ``rng`` is None."""
+    """A uniformly random permutation of 0..n-1: Fisher–Yates on
+    :func:`app.stats.entropy.randbelow` (:func:`secrets.randbelow`: OS CSPRNG, exactly
+    uniform) when ``rng`` is None."""
     if rng is not None:
         return np.asarray(rng.permutation(n), dtype=np.int64)
     perm = list(range(n))
     for k in range(n - 1, 0, -1):
-        r = secrets.randbelow(k + 1)
+        r = entropy.randbelow(k + 1)
         perm[k], perm[r] = perm[r], perm[k]
     return np.asarray(perm, dtype=np.int64)
 
@@ -532,7 +533,9 @@ def _stats(data: ArrayLike | RankingStats) -> RankingStats:
 
 
 def _tie_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return entropy.generator() if rng is None else np.random.default_rng(rng)
 
 
 def _sort_random_ties(key: NDArray, rng: np.random.Generator) -> NDArray[np.int64]:

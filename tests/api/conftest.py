@@ -3,6 +3,9 @@
 The suite runs against SQLite by default. With ``PRIVRANK_TEST_DATABASE`` set to
 a PostgreSQL URL (e.g. ``postgresql://postgres@127.0.0.1:5432/test``) it runs
 against a fresh database created on that server for this run and dropped after.
+Each xdist worker has its own. The database counts the writes to each table
+(``tests.helpers.api.track_writes``), so ``unchanged()`` costs the same however many
+rows the suite has stored.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.db.migrate import upgrade
-from tests.helpers.api import database_state, fresh_postgres_database, make_app, private_database
+from tests.helpers.api import fresh_postgres_database, make_app, private_database, track_writes, writes
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +26,13 @@ def database_url(tmp_path_factory) -> Iterator[str]:
     if target == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'api.db'}"
         upgrade(url)
+        track_writes(url)
         yield url
         return
     url, drop = fresh_postgres_database(target)
     try:
         upgrade(url)
+        track_writes(url)
         yield url
     finally:
         drop()
@@ -36,7 +41,7 @@ def database_url(tmp_path_factory) -> Iterator[str]:
 @pytest.fixture
 def private_url(database_url, tmp_path) -> Iterator[str]:
     """A migrated database of the suite's kind for one test that fills it with more than
-    the shared one should carry (every ``unchanged()`` digests the shared one)."""
+    the shared one should carry, or needs it empty."""
     with private_database(database_url, tmp_path) as url:
         yield url
 
@@ -88,14 +93,15 @@ def db(app):
 
 @pytest.fixture
 def unchanged(app):
-    """``with unchanged(): …`` asserts that the block changed nothing in the database."""
+    """``with unchanged(): …`` asserts that the block wrote nothing to the database (no
+    row of any table inserted, updated or deleted by a committed transaction)."""
     from contextlib import contextmanager
 
     @contextmanager
     def check():
-        before = database_state(app)
+        before = writes(app)
         yield
-        after = database_state(app)
+        after = writes(app)
         changed = [name for name in before if before[name] != after[name]]
         assert not changed, f"a rejected request changed the database: {changed}"
 

@@ -32,6 +32,7 @@ async def _burst(base: str, path: str, headers: dict, n: int) -> list[tuple[int,
         return await asyncio.gather(*[one() for _ in range(n)])
 
 
+@pytest.mark.slow
 def test_200_concurrent_requests_from_one_token_are_all_answered(database_url):
     """Before admission, 55 concurrent calls with one respondent token on SQLite (1 worker)
     and 130 on PostgreSQL (2 workers) ended in 40 × 503 after the 30 s pool timeout: every
@@ -176,6 +177,7 @@ def test_a_short_configured_admin_key_is_not_honoured_from_a_limited_address(dat
     app.state.engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trusted", [False, True])
 def test_forwarded_headers_are_trusted_only_when_configured(database_url, trusted, tmp_path):
     """uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, so anything proxying on

@@ -15,6 +15,7 @@ import time
 
 import httpx2
 import numpy as np
+import pytest
 
 from tests.helpers.api import ADMIN, ADMIN_KEY
 from tests.helpers.live import LiveServer
@@ -80,6 +81,7 @@ def _drained(s: socket.socket, within: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_stalled_export_readers_do_not_stall_the_api(private_url):
     server = LiveServer(
         {

@@ -16,6 +16,7 @@ from tests.helpers.api import ADMIN, create_survey, register
 from tests.helpers.stats import Z
 
 
+@pytest.mark.slow
 def test_complete_survey_ranking_equals_library_and_flips_at_the_rr_rate(client):
     rng = np.random.default_rng(2026)
     m, n_resp, per = 10, 400, 15

@@ -62,6 +62,7 @@ def _answer_until_met(client, survey, theta, rng, per_respondent=4, max_responde
     return answers, n, g
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ["adaptive", "balanced"])
 def test_virtual_respondents_until_goal_met(client, assignment):
     """A separated top 2 of 8 items at ε = 2: the goal is met, the certified set is the
@@ -96,6 +97,7 @@ def test_virtual_respondents_until_goal_met(client, assignment):
     assert again["goal"]["met"] and again["status"] == "open"
 
 
+@pytest.mark.slow
 def test_close_when_met_closes_and_thanks(client):
     labels = ["a", "b", "c", "d"]
     theta = {"a": 4.0, "b": 0.0, "c": 0.0, "d": 0.0}
@@ -287,6 +289,7 @@ def test_goal_planner_compares_the_strategies(client):
         assert client.get("/v1/plan/goal", params=bad, headers=ADMIN).status_code == 422
 
 
+@pytest.mark.slow
 def test_survey_goal_plan_uses_the_current_fit(client):
     labels = list("abcdef")
     survey = _create(client, labels, assignment="adaptive", goal={"top_k": 1, "level": 0.9})

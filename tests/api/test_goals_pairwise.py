@@ -59,6 +59,7 @@ def _state(app, sid) -> PairGoalState:
         return state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("top_k", "theta"), [(1, [3.0, 0, 0, 0, 0, 0]), (3, [3.0, 3.0, 3.0, 0, 0, 0, 0])])
 def test_virtual_respondents_until_the_pairwise_goal_is_met(client, top_k, theta):
     """A separated top K of m at ε = 2, certified pairwise: every respondent is served

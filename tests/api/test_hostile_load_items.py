@@ -16,6 +16,7 @@ import asyncio
 from collections import Counter
 
 import httpx2
+import pytest
 from sqlalchemy import create_engine, func, select
 
 from app.config import normalize_database_url
@@ -80,6 +81,7 @@ async def _same_pair(base: str, path: str, headers: dict, body: dict, n: int) ->
         return await asyncio.gather(*[one() for _ in range(n)])
 
 
+@pytest.mark.slow
 def test_40_concurrent_posts_of_one_pair_store_it_once(database_url):
     """One respondent posts the same pair 40 times at once (2 workers on PostgreSQL):
     exactly one is stored and acknowledged, the 39 others are 409, none is a 5xx. Twice,

@@ -20,6 +20,7 @@ import threading
 import time
 
 import httpx2
+import pytest
 from sqlalchemy import func, select, update
 
 from app.db.models import Comparison, Respondent
@@ -40,6 +41,7 @@ def _csv(rows) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_respondents_answer_while_a_50000_row_import_runs(private_url):
     postgres = not private_url.startswith("sqlite")
     rng = random.Random(13)

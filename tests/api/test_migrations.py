@@ -11,10 +11,10 @@ from app.db.models import Base
 from app.db.session import make_engine
 
 
-def test_migrations_create_exactly_the_models(database_url):
-    engine = make_engine(database_url)
+def test_migrations_create_exactly_the_models(private_url):
+    engine = make_engine(private_url)
     try:
-        upgrade(database_url)  # idempotent: already at head
+        upgrade(private_url)  # idempotent: already at head
         with engine.connect() as conn:
             diff = compare_metadata(
                 MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata

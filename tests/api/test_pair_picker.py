@@ -152,6 +152,7 @@ def test_a_dense_survey_serves_the_least_answered_pairs_from_the_counts(client, 
     assert sum(1 for k in cache._items if k[0] == "pair-counts" and k[1] == s["id"]) == 1
 
 
+@pytest.mark.slow
 def test_concurrent_requests_read_the_counts_once(monkeypatch):
     """Cold cache, then a new data version: 16 threads ask at once; the counts are read
     once each time (the others wait for that read, or serve from the previous counts;
@@ -295,6 +296,7 @@ def _big_survey(c: httpx2.Client, m: int) -> tuple[str, list[str]]:
     return sid, [it["id"] for it in c.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("m", [2_000, 10_000])
 def test_40_concurrent_pair_requests_keep_memory_flat(database_url, m):
     """Sparse surveys (4,000 answers): the key look-ups. The old picker: +912 MB and a
@@ -320,6 +322,7 @@ def test_40_concurrent_pair_requests_keep_memory_flat(database_url, m):
         server.stop()
 
 
+@pytest.mark.slow
 def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(private_url):
     """2,000 items with 60% of the 1,999,000 pairs answered (written behind the API, in one
     INSERT … SELECT, in a database of the test's own): the per-pair counts are read once

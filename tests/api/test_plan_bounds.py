@@ -154,6 +154,7 @@ def test_a_search_over_its_budget_stops_with_503(client, budget, inline):
     assert seconds < one + 5.0
 
 
+@pytest.mark.slow
 def test_a_survey_plan_over_its_budget_stops_with_503(client, budget, inline):
     inline(1e9)
     s = create_survey(client, items=[f"i{k}" for k in range(8)])
@@ -176,6 +177,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_a_live_plan_stops_when_its_client_leaves_and_never_holds_up_shutdown(database_url):
     """Against ``privrank serve``: a ~107 s plan whose client gives up after 1 s stops
     (the server's CPU over the next 2 s stays near idle; it used to keep a core busy for

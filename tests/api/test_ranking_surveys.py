@@ -121,6 +121,7 @@ def test_partial_rankings_are_completed_and_client_rankings_stored_as_sent(clien
     assert row.ordering == [1, 0, 2, 4, 3] and row.source == "client" and row.epsilon == 0.5
 
 
+@pytest.mark.slow
 def test_bad_rankings_are_refused_without_echo(client, unchanged):
     s = ranking_survey(client, epsilon_min=0.5, epsilon_max=4.0, epsilon_default=1.0, respondent_budget=0.8)
     ids = [it["id"] for it in s["items"]]
@@ -187,6 +188,7 @@ def test_idempotent_retry_returns_the_first_answer(client, db, unchanged):
     assert db.scalar(select(func.count()).select_from(Ranking).where(Ranking.respondent_id == rid)) == 1
 
 
+@pytest.mark.slow
 def test_server_side_privatization_uses_the_respondents_epsilon(client, db):
     """300 respondents submit the same ranking at ε = 1 (m = 3): the stored rankings follow
     the Mallows law at b = ε/(m−1) = 0.5 — e.g. the input itself in 1/Z of cases."""

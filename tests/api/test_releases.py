@@ -105,6 +105,7 @@ def test_true_answers_are_never_returned(client, filled):
             assert r.status_code == 409 and "releases" in r.json()["detail"], url
 
 
+@pytest.mark.slow
 def test_releases_spend_the_budget_and_are_stored(client, db, filled, unchanged):
     sid, ids = filled
     r = client.post(
@@ -300,6 +301,7 @@ def test_release_parameters_do_not_depend_on_the_data(client):
     assert params[0] == params[2] and params[1] == params[3]
 
 
+@pytest.mark.slow
 def test_central_pairs_are_served_without_reading_others_answers(client):
     """Least-answered-first would reveal which pairs others answered; central surveys draw
     uniformly among the respondent's unanswered pairs. After 30 respondents answered pair

@@ -43,6 +43,7 @@ def running(client):
     return s
 
 
+@pytest.mark.slow
 def test_plan_from_the_survey_own_fit(client, running):
     sid = running["id"]
     url = f"/v1/surveys/{sid}/plan?k=2&replications=40"

@@ -162,6 +162,7 @@ def test_the_list_gives_item_counts_in_a_fixed_number_of_queries(client):
     assert many == few
 
 
+@pytest.mark.slow
 def test_close_and_reopen(client, unchanged):
     s = create_survey(client)
     _rid, resp = register(client, s["id"])

@@ -238,6 +238,7 @@ def test_plan_endpoint_and_solvers(client):
     )
 
 
+@pytest.mark.slow
 def test_plan_command_line():
     out = subprocess.run(
         [

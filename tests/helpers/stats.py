@@ -2,7 +2,12 @@
 
 Statistical assertions use a z-score of 4.5 unless a test says otherwise: for a
 correct implementation a seeded test then fails with probability < 7e-6 over
-seeds, so a failure means the code is wrong, not that the seed was unlucky.
+seeds, so a failure means the code is wrong, not that the seed was unlucky (and a
+seeded test gives the same outcome on every run).
+
+A test marked ``os_random`` draws from the OS CSPRNG and cannot be seeded: it uses
+:data:`Z_OS` (two-sided P(|N(0, 1)| > 5.5) = 3.8e-8 per check) and p-value thresholds
+of :data:`P_OS`, so that it fails by chance with probability below 1e-6 per run.
 """
 
 from __future__ import annotations
@@ -10,6 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 Z = 4.5
+
+#: The z-score of a check on draws from the OS CSPRNG (unseedable): 3.8e-8 per check.
+Z_OS = 5.5
+
+#: The smallest p-value a test on draws from the OS CSPRNG accepts: 1e-8 per check.
+P_OS = 1e-8
 
 
 def assert_close_mc(observed: float, expected: float, se: float, z: float = Z, what: str = "") -> None:

@@ -54,6 +54,7 @@ def _survey(base: str, n_items: int = 6, **privacy) -> dict:
     return r.json()
 
 
+@pytest.mark.slow
 def test_rate_limits_hold_across_instances(pair_of_instances):
     a, b = pair_of_instances
     sid = _survey(a.base)["id"]
@@ -80,6 +81,7 @@ def test_rate_limits_hold_across_instances(pair_of_instances):
     )  # a valid key still works
 
 
+@pytest.mark.slow
 def test_one_answer_per_pair_and_budgets_hold_across_instances(pair_of_instances, postgres_url):
     a, b = pair_of_instances
     s = _survey(a.base, 12, epsilon_default=1.0, respondent_budget=5.0)
@@ -193,6 +195,7 @@ def _poll(base: str, job_id: str, until, seconds: float) -> dict:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_worker(postgres_url, redis_url):
     import redis
 
@@ -294,6 +297,7 @@ def test_an_unreachable_redis_degrades_to_per_process_limits_and_a_refused_job(p
     assert "Traceback" not in log
 
 
+@pytest.mark.slow
 def test_answers_spread_over_two_instances_under_load_are_stored_exactly_as_acknowledged(
     pair_of_instances, postgres_url
 ):

@@ -73,6 +73,7 @@ def test_the_sequence_holds_at_every_sample_size_while_a_fixed_n_interval_checke
     assert (lo[1], hi[1]) == (0.0, 1.0)  # nothing counted for item 1
 
 
+@pytest.mark.slow
 def test_a_respondents_pairs_are_uniform_over_the_pairs_that_touch_its_pool():
     """One pair from a pool of items 0 and 2 of 6: uniform over the 9 pairs touching
     them, counting for exactly the pool items in it."""
@@ -92,6 +93,7 @@ def test_a_respondents_pairs_are_uniform_over_the_pairs_that_touch_its_pool():
     assert stat < chi2.ppf(0.999, len(eligible) - 1)
 
 
+@pytest.mark.slow
 def test_later_pairs_of_a_respondent_still_give_uniform_opponents():
     """Four pairs each from a pool of all 8 items: no item counts twice, no pair repeats,
     and the opponent of an item counted in the k-th pair is uniform over the other 7,
@@ -125,6 +127,7 @@ def test_answers_count_only_where_asked():
     assert s.weighted.tolist() == [1.0, 0.0, 1.0]  # item 2 won its counted answer (1 − 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tau", [0.0, 1.0])
 def test_false_certification_stays_within_one_minus_level_under_continuous_monitoring(tau):
     """Crowded scores (top-3 of 8 items 0.4 apart), the goal checked after every 24
@@ -156,6 +159,7 @@ def test_a_certified_full_ranking_is_the_true_order():
         assert run.status.met and run.certified.tolist() == [0, 1, 2, 3]
 
 
+@pytest.mark.slow
 def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_when_all_are_in_doubt():
     """m = 100, top-3 separated (the study's setting, ε = 2): the issue's target of 2×
     fewer answers; the mean of 6 runs' ratio was 2.8 with a run-to-run sd of about 0.3.

@@ -28,6 +28,7 @@ def _ballots(name: str) -> Population:
     return Population.from_ballots(read_preflib(DEBIAN / name))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "eps", "pairs", "model_below"),
     [

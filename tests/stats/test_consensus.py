@@ -181,6 +181,7 @@ def test_debian_consensus_by_each_method(name):
     assert kendall_distance(kem.order, reference) <= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["00002-00000006.soi", "00002-00000008.soi"])
 def test_debian_privatized_consensus_approaches_the_non_private_one_as_epsilon_grows(name):
     """Each voter's (completed) ballot is replaced by its Mallows synthetic ranking at ε; the

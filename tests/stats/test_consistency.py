@@ -111,6 +111,7 @@ def test_clusters_must_be_the_fits_data():
         confidence(fit, clusters=Clusters.from_answers(m, i, j, flipped, eps, resp))
 
 
+@pytest.mark.slow
 def test_centre_blow_up_regression_large_unbalanced_design():
     # 100 items, respondents each rank 10 items drawn with unequal probabilities (some
     # items rarely shown), every ranking split into its 45 pairs, ε = 0.5: the design

@@ -237,6 +237,7 @@ def experiments():
     return runs
 
 
+@pytest.mark.slow
 def test_s1_identity_centre_borda_and_lehmer_fra_nearly_identical(experiments):
     """Fig. 3(a,b): at σ₀ = e both FRA methods are within half a discordant pair (of 45) of
     each other on average, track their centralized versions, and reach σ₀ by m_ℓ = 20."""
@@ -253,6 +254,7 @@ def test_s1_identity_centre_borda_and_lehmer_fra_nearly_identical(experiments):
     assert done["borda_fra"].mean() <= 0.05 and done["lehmer_fra"].mean() <= 0.1
 
 
+@pytest.mark.slow
 def test_s2_random_centre_borda_clearly_better(experiments):
     """Fig. 3(c): with σ₀ a random permutation Lehmer codes are no longer truncated
     geometric; Borda FRA's mean error is clearly below Lehmer FRA's (paired, > 4.5 se)."""
@@ -267,6 +269,7 @@ def test_s2_random_centre_borda_clearly_better(experiments):
         assert abs(a - b) <= 4.5 * math.hypot(sa, sb)
 
 
+@pytest.mark.slow
 def test_s3_error_falls_with_samples_per_site(experiments):
     for phi, center in ((0.5, False), (0.5, True)):
         for method in ("borda_fra", "lehmer_fra"):
@@ -279,6 +282,7 @@ def test_s3_error_falls_with_samples_per_site(experiments):
             )
 
 
+@pytest.mark.slow
 def test_s3_error_falls_with_the_number_of_sites():
     rng = np.random.default_rng(77)
     few = fra_experiment(10, 2, 3, 0.5, 200, True, rng)["borda_fra"]
@@ -287,6 +291,7 @@ def test_s3_error_falls_with_the_number_of_sites():
     assert a - b > 4.5 * math.hypot(sa, sb)
 
 
+@pytest.mark.slow
 def test_s4_lehmer_mean_is_worse_than_majority(experiments):
     for key in ((0.5, False, 5), (0.5, False, 20), (0.3, False, 5)):
         run = experiments[key]
@@ -294,6 +299,7 @@ def test_s4_lehmer_mean_is_worse_than_majority(experiments):
         assert mean > 4.5 * se, key
 
 
+@pytest.mark.slow
 def test_reference_values_within_monte_carlo_error(experiments):
     """The reference values of docs/federated.md §7 (an independent re-implementation,
     100 replicates): our means agree within the combined Monte Carlo error (z = 4.5, the

@@ -46,6 +46,7 @@ def _stats(design, heterogeneous, theta, L, eps, rng):
     return simulate_survey(theta, d, e, rng).stats()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("heterogeneous", [False, True], ids=["homogeneous", "heterogeneous"])
 @pytest.mark.parametrize("design", ["complete", "incomplete"])
 @pytest.mark.parametrize("L", [200, 800])
@@ -246,6 +247,7 @@ def test_p_top_k_is_calibrated():
     assert populated == len(bins)
 
 
+@pytest.mark.slow
 def test_bootstrap_intervals_for_small_samples():
     rng = np.random.default_rng(13)
     m, L, eps = 6, 50, 0.5

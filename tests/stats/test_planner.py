@@ -38,6 +38,7 @@ def direct(m, L, pairs, eps_values, weights, k, reps, rng):
     return a.mean(axis=0), a.std(axis=0, ddof=1) / math.sqrt(reps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("m", "L", "pairs", "eps", "weights", "k"),
     [(10, 100, 9, [1.0], [1.0], 3), (8, 150, 5, [0.5, 2.0], [0.5, 0.5], 2)],
@@ -74,6 +75,7 @@ def test_planner_trends_and_reproducibility():
     assert "evenly spaced" in gap.scores
 
 
+@pytest.mark.slow
 def test_inverse_problems_bracket_the_target():
     L, at = respondents_needed(0.7, 8, 6, 1.0, 2, replications=150)
     assert L is not None and at.p_exact_top_k.mean >= 0.7

@@ -189,17 +189,18 @@ def test_sampler_chi_square_against_mallows(m, eps):
     assert sps.chi2.sf(chi2, len(ps) - 1) > 1e-4, chi2
 
 
+@pytest.mark.os_random
 def test_default_randomness_comes_from_the_os(monkeypatch):
-    import app.stats.mechanisms as mech
+    import os
 
     calls = []
-    original = mech.os.urandom
+    original = os.urandom
 
     def spy(n):
         calls.append(n)
         return original(n)
 
-    monkeypatch.setattr(mech.os, "urandom", spy)
+    monkeypatch.setattr(os, "urandom", spy)
     out = mallows_privatize(CENTER5, 1.0)
     assert sorted(out.tolist()) == list(range(5))
     assert sum(calls) == 8 * 4  # one 64-bit word per stage t = 2..5
@@ -361,6 +362,7 @@ def test_borda_breaks_exact_ties_uniformly():
     assert_close_mc(firsts[0] / 4000, 0.5, binomial_se(4000, 0.5), what="tie")
 
 
+@pytest.mark.slow
 def test_kemeny_exact_matches_brute_force_and_counts_optima():
     rng = np.random.default_rng(6)
     for m, n_rank in [(4, 6), (5, 9), (6, 4), (7, 11)]:
@@ -376,6 +378,7 @@ def test_kemeny_exact_matches_brute_force_and_counts_optima():
             assert total == res.objective
 
 
+@pytest.mark.slow
 def test_kemeny_picks_uniformly_among_optima():
     data = np.array([[0, 1, 2, 3], [1, 0, 3, 2]])  # four optimal orderings
     res = kemeny_consensus(data)
@@ -410,6 +413,7 @@ def test_kemeny_approximation_is_locally_optimal_and_certified():
                 assert kemeny_objective(np.array(cand), data) >= approx.objective
 
 
+@pytest.mark.slow
 def test_inference_attack_kemeny_error_obeys_the_binomial_bound_and_reference():
     """Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4–3.5): N synthetic copies of one
     ranking; the attacker's MLE (Kemeny) errs at least P(Bin(N, 1/(1+e^{ε/(m−1)})) > N/2)
@@ -448,6 +452,7 @@ def test_complete_ranking_appends_the_rest_uniformly():
     assert sorted(rk.random_permutation(50).tolist()) == list(range(50))
 
 
+@pytest.mark.slow
 def test_kemeny_backtracking_is_uniform_over_optima_not_over_last_items():
     """With optima whose last items are unevenly shared, only path-count weighting is
     uniform over the optimal orderings (an unweighted backward pass is not)."""
@@ -493,6 +498,7 @@ def test_per_row_epsilon_is_honoured():
     assert sps.chisquare(observed, expected).pvalue > 1e-4
 
 
+@pytest.mark.os_random
 def test_completion_and_shuffles_use_the_os_csprng(monkeypatch):
     import secrets
 
@@ -503,7 +509,7 @@ def test_completion_and_shuffles_use_the_os_csprng(monkeypatch):
         calls.append(k)
         return real(k)
 
-    monkeypatch.setattr(rk.secrets, "randbelow", spy)
+    monkeypatch.setattr(secrets, "randbelow", spy)
     out = complete_ranking(np.array([2]), 6)
     assert out[0] == 2 and sorted(out.tolist()) == list(range(6))
     assert calls == [5, 4, 3, 2]  # Fisher–Yates over the five unranked items

@@ -105,6 +105,7 @@ def test_scheme_epsilons_follow_the_formulas():
         scheme_epsilon(4, 10, 100)
 
 
+@pytest.mark.slow
 def test_scenario_II_dividing_line_by_formula_T10():
     """ε ∝ log(mL)/√(mL) converges, ε ∝ 1/(√(mL) log mL) diverges (Cor. 1-2).
 
@@ -136,6 +137,7 @@ def test_scenario_II_dividing_line_by_formula_T10():
         )
 
 
+@pytest.mark.slow
 def test_scenario_III_ranking_errors_fall_with_L_m_delta_T11():
     result = run_scenario("III", replications=60, seed=3)
     for m in (10, 20, 30):
@@ -187,6 +189,7 @@ def test_scenario_V_classic_rr_stays_biased_while_debiased_converges_T9():
     assert np.abs(means[400] - limit).max() < 0.1 * np.abs(limit - theta).max()
 
 
+@pytest.mark.slow
 def test_scenario_V_debiased_beats_laplace_and_ties_classic_on_ranking_T12():
     result = run_scenario("V", replications=100, seed=5)
     for m in (10, 20):

@@ -76,6 +76,7 @@ def test_tau_is_zero_without_repeated_answers():
     assert estimate_tau(fit.theta, Clusters.from_answers(5, i, j, y, e, resp))[0] == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("added", "tau"), [(500, 0.0), (500, 0.8), (800, 1.5)])
 def test_planner_agrees_with_a_direct_simulation_of_the_survey(added, tau):
     design = unbalanced_design(np.random.default_rng(7))
@@ -92,6 +93,7 @@ def test_planner_agrees_with_a_direct_simulation_of_the_survey(added, tau):
     assert 0.1 < plan.p_certified.mean < 0.95
 
 
+@pytest.mark.slow
 def test_more_heterogeneity_needs_more_respondents():
     # New respondents answer all 15 pairs, so one person's taste moves many answers.
     design = unbalanced_design(np.random.default_rng(7))
@@ -104,6 +106,7 @@ def test_more_heterogeneity_needs_more_respondents():
     assert calm.p_certified.mean - mixed.p_certified.mean > 3 * se, (calm.p_certified, mixed.p_certified)
 
 
+@pytest.mark.slow
 def test_search_finds_the_smallest_size_that_reaches_the_target():
     design = unbalanced_design(np.random.default_rng(7))
     theta = np.array([1.2, 0.6, 0.1, -0.2, -0.6, -1.1])
