@@ -33,3 +33,18 @@ def assert_close_mc(observed: float, expected: float, se: float, z: float = Z, w
 def binomial_se(n: int, p: float) -> float:
     """Standard error of a binomial proportion."""
     return float(np.sqrt(p * (1 - p) / n))
+
+
+def full_validation() -> bool:
+    """``PRIVRANK_VALIDATION=full``: the validation tier runs at its full size."""
+    import os
+
+    return os.environ.get("PRIVRANK_VALIDATION", "").lower() == "full"
+
+
+def size(ci: int, full: int) -> int:
+    """The size of a Monte Carlo study of the ``validation`` tier: ``ci`` in the ordinary
+    run (the README's test command and CI), ``full`` with ``PRIVRANK_VALIDATION=full``
+    (``PRIVRANK_VALIDATION=full .venv/bin/pytest -m validation``). A tolerance is derived
+    from the size actually run (k·SE), never fixed at the full size's figure."""
+    return full if full_validation() else ci
