@@ -82,9 +82,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 import scipy.sparse
-import scipy.stats
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit, ndtri
+from scipy.special import expit, ndtri, stdtrit
 
 from . import entropy
 from .btl import BTLFit, fit_btl
@@ -569,7 +568,7 @@ def confidence(
                 _cluster_meat(centre, clusters) * (n_clusters / (n_clusters - 1.0)),
                 laplacian(m, i, j, v_model),
             )
-            crit = float(scipy.stats.t.ppf(0.5 + level / 2.0, n_clusters - 1))
+            crit = float(stdtrit(n_clusters - 1, 0.5 + level / 2.0))  # Student t quantile
         else:
             method = "cluster_bound"
             meat = _bound_meat(centre, clusters)

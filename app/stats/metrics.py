@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as _sps
 
 __all__ = [
     "TIE_TOL",
@@ -147,7 +146,9 @@ def kendall_tau_error(theta_hat: ArrayLike, theta_true: ArrayLike, tol: float = 
     untied = n0 - tied_either
     if untied == 0:
         return 0.5
-    tau_b = _sps.kendalltau(gh, gt).statistic
+    from scipy.stats import kendalltau  # here: importing scipy.stats slows every start-up
+
+    tau_b = kendalltau(gh, gt).statistic
     # tau_b = (C − D)/√((n0 − n1)(n0 − n2)) with C + D = pairs untied in both.
     c_minus_d = round(float(tau_b) * np.sqrt(float(n0 - n1) * float(n0 - n2)))
     discordant = (untied - c_minus_d) // 2
