@@ -25,6 +25,11 @@ __all__ = ["SHUTDOWN", "Deadline", "OutOfTime", "WorkSlots"]
 #: Set when the process is shutting down: every deadline counts as expired.
 SHUTDOWN = threading.Event()
 
+#: The clock every deadline reads (seconds, monotonic). Tests replace it
+#: (``monkeypatch.setattr(deadline, "_clock", fake)``) to spend a budget at an exact
+#: check, whatever the machine's speed; nothing else should.
+_clock = time.monotonic
+
 
 class OutOfTime(TemporarilyUnavailable):
     """The computation stopped: its time budget was spent, its client left, or the
@@ -39,7 +44,7 @@ class Deadline:
             raise ValueError("a time budget must be positive")
         self.seconds = float(seconds)
         self.what = what
-        self._end = time.monotonic() + self.seconds
+        self._end = _clock() + self.seconds
         self._cancelled = threading.Event()
 
     @classmethod
@@ -60,10 +65,10 @@ class Deadline:
         self.check()
 
     def remaining(self) -> float:
-        return self._end - time.monotonic()
+        return self._end - _clock()
 
     def expired(self) -> bool:
-        return self._cancelled.is_set() or SHUTDOWN.is_set() or time.monotonic() >= self._end
+        return self._cancelled.is_set() or SHUTDOWN.is_set() or _clock() >= self._end
 
     def check(self) -> None:
         """Raise :class:`OutOfTime` when the work must stop."""
@@ -71,7 +76,7 @@ class Deadline:
             raise OutOfTime("the server is shutting down; retry later")
         if self._cancelled.is_set():
             raise OutOfTime(f"{self.what} was cancelled: the client went away")
-        if time.monotonic() >= self._end:
+        if _clock() >= self._end:
             raise OutOfTime(
                 f"{self.what} did not finish within its time budget of {self.seconds:g} s; "
                 "ask for less work (fewer replicates or items) or retry when the server is less busy"

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.services import surveys
 from app.services.cache import ByteLRU
+from app.services.deadline import OutOfTime
 from app.services.surveys import ItemIndex, item_index
 from tests.helpers.api import ADMIN, create_ranking_survey, create_survey, register
 
@@ -76,14 +77,21 @@ def test_consensus_results_share_the_analysis_cache_budget(client: TestClient):
     assert client.app.state.consensus_cache.lru is lru
 
 
+class _TurnsTaken:
+    """Work slots that are all taken: asking for one is refused (503), as when the
+    request's budget runs out while it waits; ``asked`` counts the requests for one."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def hold(self, deadline):
+        self.asked += 1
+        raise OutOfTime("every turn for long computations is taken")
+
+
 def test_a_cached_consensus_does_not_wait_for_a_turn(client: TestClient):
     """The consensus and its rank summaries (per k) are cached: a repeated request is
-    answered while every turn for long computations is taken."""
-    import threading
-    import time
-
-    from app.services.deadline import Deadline, WorkSlots
-
+    answered while every turn for long computations is taken — it asks for none."""
     s = create_ranking_survey(client, items=("A", "B", "C", "D"))
     ids = [it["id"] for it in s["items"]]
     for r in range(32):  # intervals need 30 rankings
@@ -100,23 +108,13 @@ def test_a_cached_consensus_does_not_wait_for_a_turn(client: TestClient):
     assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text
     cache = client.app.state.consensus_cache
     original = cache.work
-    cache.work = WorkSlots(1)
-    held, done = threading.Event(), threading.Event()
-
-    def occupy() -> None:
-        with cache.work.hold(Deadline(60)):
-            held.set()
-            done.wait(30)
-
-    thread = threading.Thread(target=occupy)
-    thread.start()
+    cache.work = taken = _TurnsTaken()
     try:
-        assert held.wait(10)
-        started = time.perf_counter()
         again = client.get(url, headers=ADMIN)
         assert again.status_code == 200 and again.json() == first.json()
-        assert time.perf_counter() - started < 2.0
+        assert taken.asked == 0
+        # Another k is a rank summary not cached yet: it asks for a turn and gets none.
+        other = client.get(url.replace("k=2", "k=3"), headers=ADMIN)
+        assert other.status_code == 503 and taken.asked == 1, other.text
     finally:
-        done.set()
-        thread.join(10)
         cache.work = original

@@ -5,6 +5,7 @@ never left running."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 
@@ -78,23 +79,48 @@ def test_a_plan_job_gives_what_the_plan_endpoint_gives(client, answered):
     assert listed[0]["id"] == done["id"] and listed[0]["result"] is None  # newest first, no results
 
 
-def test_cancelling_a_running_job_stops_it(app, answered):
-    # One runner thread: a long bootstrap holds it, a second job waits behind it.
+def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
+    """DELETE marks the job cancelled; its runner sees that at its next heartbeat and
+    cancels the work's deadline, which stops the bootstrap at its next replicate; the
+    runner then takes the job waiting behind it (one runner thread)."""
+    from app.services import analysis
+
+    monkeypatch.setattr(jobs, "HEARTBEAT_SECONDS", 0.05)
+    in_third, cancelled = threading.Event(), threading.Event()
+
+    class Watched(jobs.JobDeadline):
+        def cancel(self) -> None:
+            super().cancel()
+            cancelled.set()
+
+    monkeypatch.setattr(jobs, "JobDeadline", Watched)
+    calls = []
+    real = analysis.cluster_bootstrap_confidence
+
+    def gated(*args, check, **kwargs):
+        def counted() -> None:
+            calls.append(1)
+            check()
+            if len(calls) == 3:  # the third replicate runs until the runner cancels the work
+                in_third.set()
+                cancelled.wait(30)
+
+        return real(*args, check=counted, **kwargs)
+
+    monkeypatch.setattr(analysis, "cluster_bootstrap_confidence", gated)
     with TestClient(app) as client:
         long = client.post(
             f"/v1/surveys/{answered}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
         ).json()
         waiting = client.post(f"/v1/surveys/{answered}/jobs", json={"kind": "ranking"}, headers=ADMIN).json()
-        deadline = time.monotonic() + 30
-        while client.get(f"/v1/jobs/{long['id']}", headers=ADMIN).json()["status"] != "running":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        assert in_third.wait(30)
+        assert client.get(f"/v1/jobs/{long['id']}", headers=ADMIN).json()["status"] == "running"
         r = client.delete(f"/v1/jobs/{long['id']}", headers=ADMIN)
         assert r.status_code == 200 and r.json()["status"] == "cancelled"
         assert client.delete(f"/v1/jobs/{long['id']}", headers=ADMIN).json()["status"] == "cancelled"
-        # The runner stops within a heartbeat and a replicate, then runs the waiting job.
-        after = _wait(client, waiting["id"], seconds=jobs.HEARTBEAT_SECONDS + 30)
+        after = _wait(client, waiting["id"])
         assert after["status"] == "done"
+        assert len(calls) == 4  # one check after the cancel, and no replicate after it
         final = client.get(f"/v1/jobs/{long['id']}", headers=ADMIN).json()
         assert final["status"] == "cancelled" and final["result"] is None and final["progress"] < 1
         # A finished job cannot be cancelled.
