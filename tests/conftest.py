@@ -35,6 +35,28 @@ _BY_DIRECTORY = {"browser": "browser", "postgres": "postgres", "faults": "faults
 #: Marks of the tiers the fast loop leaves out; a test with none of them must stay fast.
 TIERS = ("slow", "validation", "browser", "postgres", "faults", "fuzz")
 
+#: How long a request of a test to a live server may wait for its answer unless the test
+#: says otherwise: a hang guard, not a bound on speed (httpx's 5 s default fails on a
+#: busy machine; a test that bounds a latency does so explicitly).
+HTTP_TIMEOUT_SECONDS = 120.0
+
+
+def _patient_http_clients() -> None:
+    import httpx2
+
+    patient = httpx2.Timeout(HTTP_TIMEOUT_SECONDS)
+    verbs = ("request", "get", "post", "put", "patch", "delete", "head", "options")
+    for f in (
+        *(getattr(httpx2, verb) for verb in verbs),
+        httpx2.Client.__init__,
+        httpx2.AsyncClient.__init__,
+    ):
+        if f.__kwdefaults__ and "timeout" in f.__kwdefaults__:
+            f.__kwdefaults__["timeout"] = patient
+
+
+_patient_http_clients()
+
 #: The most a fast-loop test may take (setup + call + teardown, seconds) before the run
 #: fails. Fast-loop tests take well under a second; the margin keeps a busy machine from
 #: failing the check (``PRIVRANK_SLOW_SECONDS`` overrides it).

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer plan-admin"}
@@ -17,16 +15,9 @@ LABELS = ["A", "B", "C", "D", "E"]
 
 
 def _plan(*args, key: str | None = None):
-    env = {k: v for k, v in os.environ.items() if k != "PRIVRANK_API_KEY"}
-    if key is not None:
-        env["PRIVRANK_API_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", "plan", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    if key is None:
+        return privrank("plan", *args, unset=("PRIVRANK_API_KEY",))
+    return privrank("plan", *args, env={"PRIVRANK_API_KEY": key})
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from app.stats.federated import FederatedScheme
+from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 
 ADMIN = {"Authorization": "Bearer cli-admin"}
@@ -66,7 +67,13 @@ EXPECTED_DATA = [
 ]
 
 
-def _run(args, token, cwd, timeout=120):
+def _site(args, token, cwd):
+    """``privrank site …`` as a site runs it (in this process: tests.helpers.cli)."""
+    return privrank("site", *args, env={"PRIVRANK_SITE_TOKEN": token}, cwd=cwd)
+
+
+def _run(args, token, cwd):
+    """``privrank site …`` as a process of its own: for sites that run at the same time."""
     env = {**os.environ, "PRIVRANK_SITE_TOKEN": token}
     return subprocess.Popen(
         [sys.executable, "-m", "app.cli", "site", *args],
@@ -78,9 +85,11 @@ def _run(args, token, cwd, timeout=120):
     )
 
 
-@pytest.fixture
-def server(tmp_path):
-    srv = LiveServer({"DATABASE_URL": f"sqlite:///{tmp_path}/site.db", "PRIVRANK_ADMIN_KEY": "cli-admin"})
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """One server for the module: each test makes its own survey and round."""
+    path = tmp_path_factory.mktemp("site")
+    srv = LiveServer({"DATABASE_URL": f"sqlite:///{path}/site.db", "PRIVRANK_ADMIN_KEY": "cli-admin"})
     yield srv
     srv.stop()
 
@@ -109,8 +118,9 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
         dirs[name] = d
 
     # Alone, a site registers its key and reports that it waits for the others (exit 3).
-    first = _run(["contribute", "north.soi", "--server", server.base], tokens["north"], dirs["north"])
-    out, err = first.communicate(timeout=120)
+    first = _site(["contribute", "north.soi", "--server", server.base], tokens["north"], dirs["north"])
+    out = first.stdout
+    err = first.stderr
     assert first.returncode == 3, (out, err)
     assert "waiting for sites" in out and "south" in out and "east" in out
     state = next(dirs["north"].glob(".privrank-site-*.json"))
@@ -139,11 +149,10 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     assert result["result"]["aggregate"] == plain.tolist()  # the sites' messages, summed through the masks
 
     # Status, and a re-run after the end.
-    status = _run(["status", "--server", server.base, "--json"], tokens["east"], dirs["east"])
-    out, _ = status.communicate(timeout=60)
-    assert status.returncode == 0 and json.loads(out)["status"] == "complete"
-    status = _run(["status", "--server", server.base], tokens["east"], dirs["east"])
-    out, _ = status.communicate(timeout=60)
+    status = _site(["status", "--server", server.base, "--json"], tokens["east"], dirs["east"])
+    assert status.returncode == 0 and json.loads(status.stdout)["status"] == "complete"
+    status = _site(["status", "--server", server.base], tokens["east"], dirs["east"])
+    out = status.stdout
     assert status.returncode == 0, out
     assert f"round {rnd['id']}" in out and "complete" in out and "Borda FRA" in out
     assert "joined: 3 of 3" in out and "contributed: 3 of 3" in out
@@ -152,9 +161,8 @@ def test_three_sites_contribute_from_three_file_formats(server, tmp_path):
     assert "declared privatization: north not privatized; south not privatized; east not privatized" in out
     assert "privacy: the rankings of sites north, south, east were not privatized" in out
     assert [(x["privatization"], x["epsilon"]) for x in result["sites"]] == [("none", None)] * 3
-    again = _run(["contribute", "east.soc", "--server", server.base], tokens["east"], dirs["east"])
-    out, _ = again.communicate(timeout=60)
-    assert again.returncode == 0 and "already contributed" in out
+    again = _site(["contribute", "east.soc", "--server", server.base], tokens["east"], dirs["east"])
+    assert again.returncode == 0 and "already contributed" in again.stdout
 
 
 @pytest.mark.slow
@@ -171,24 +179,14 @@ def test_site_cli_errors(server, tmp_path):
     ).json()
     token = rnd["sites"][0]["token"]
     (tmp_path / "bad.csv").write_text("ranking\nTransit > Libraries\n")
-    p = _run(["contribute", "bad.csv", "--server", server.base], token, tmp_path)
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 1 and "unknown item" in err
+    p = _site(["contribute", "bad.csv", "--server", server.base], token, tmp_path)
+    assert p.returncode == 1 and "unknown item" in p.stderr
     (tmp_path / "x.txt").write_text("whatever")
-    p = _run(["contribute", "x.txt", "--server", server.base], token, tmp_path)
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 1 and "unknown format" in err
-    p = _run(["contribute", "bad.csv", "--server", server.base], "sit_aaaaaaaaaaaaaaaa.wrong", tmp_path)
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 1 and "401" in err
-    env = {k: v for k, v in os.environ.items() if k != "PRIVRANK_SITE_TOKEN"}
-    p = subprocess.run(
-        [sys.executable, "-m", "app.cli", "site", "status", "--server", server.base],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = _site(["contribute", "x.txt", "--server", server.base], token, tmp_path)
+    assert p.returncode == 1 and "unknown format" in p.stderr
+    p = _site(["contribute", "bad.csv", "--server", server.base], "sit_aaaaaaaaaaaaaaaa.wrong", tmp_path)
+    assert p.returncode == 1 and "401" in p.stderr
+    p = privrank("site", "status", "--server", server.base, unset=("PRIVRANK_SITE_TOKEN",))
     assert p.returncode == 2 and "credential" in p.stderr
 
 
@@ -284,21 +282,19 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
     (tmp_path / "a.csv").write_text(SOUTH)
     (tmp_path / "other.csv").write_text(SOUTH.replace(",4", ",3"))
     monkeypatch.chdir(tmp_path)
-    bad = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "inf"], tokens[0], tmp_path)
-    _, err = bad.communicate(timeout=60)
-    assert bad.returncode == 2 and "positive finite" in err
-    bad = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "1e300"], tokens[0], tmp_path)
-    _, err = bad.communicate(timeout=60)
-    assert bad.returncode == 2 and "[0.001, 30]" in err  # the server would refuse the declaration
-    first = _run(["contribute", "a.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
-    out, err = first.communicate(timeout=60)
+    bad = _site(["contribute", "a.csv", "--server", server.base, "--epsilon", "inf"], tokens[0], tmp_path)
+    assert bad.returncode == 2 and "positive finite" in bad.stderr
+    bad = _site(["contribute", "a.csv", "--server", server.base, "--epsilon", "1e300"], tokens[0], tmp_path)
+    assert bad.returncode == 2 and "[0.001, 30]" in bad.stderr  # the server would refuse the declaration
+    first = _site(["contribute", "a.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
+    out = first.stdout
+    err = first.stderr
     assert first.returncode == 0, (out, err)
     assert "Mallows mechanism at ε = 2.5" in out
     # --epsilon reached the server as the site's declaration, and `site status` shows it.
     shown = httpx2.get(f"{server.base}/v1/surveys/{survey['id']}/rounds/{rnd['id']}", headers=ADMIN).json()
     assert (shown["sites"][0]["privatization"], shown["sites"][0]["epsilon"]) == ("mallows", 2.5)
-    status = _run(["status", "--server", server.base], tokens[0], tmp_path)
-    out, _ = status.communicate(timeout=60)
+    out = _site(["status", "--server", server.base], tokens[0], tmp_path).stdout
     assert "declared privatization: a Mallows, ε = 2.5; b not declared yet; c not declared yet" in out
     assert "privacy: site a privatized with the Mallows mechanism (a ε = 2.5)" in out
     said: list[str] = []
@@ -317,8 +313,9 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
     assert "already contributed" in said[0]
 
     # The CLI: the warning goes to stderr, the exit status is 4, and ε is echoed.
-    p = _run(["contribute", "other.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
-    out, err = p.communicate(timeout=60)
+    p = _site(["contribute", "other.csv", "--server", server.base, "--epsilon", "2.5"], tokens[0], tmp_path)
+    out = p.stdout
+    err = p.stderr
     assert p.returncode == 4 and "NOT sent" in err and "one message per site" in err and out == ""
 
 
