@@ -3,10 +3,7 @@ start revoked once ``PRIVRANK_ADMIN_KEY`` is configured."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx2
@@ -17,19 +14,16 @@ from app.db.models import ApiKey
 from app.db.session import make_engine, make_session_factory
 from app.services.admin_keys import GENERATED_LABEL, revoke_generated_admin_keys, rotate_admin_key
 from app.services.auth import ADMIN, ANALYST, authenticate, create_key, ensure_admin_key
+from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 
 KEY_LINE = re.compile(r"^\s+(key_[a-z0-9]+\.\S+)$", re.MULTILINE)
 
 
-def _cli(url: str, *args: str, admin_key: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PRIVRANK_ADMIN_KEY", "DATABASE_URL")}
-    env["DATABASE_URL"] = url
-    if admin_key is not None:
-        env["PRIVRANK_ADMIN_KEY"] = admin_key
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+def _cli(url: str, *args: str, admin_key: str | None = None):
+    if admin_key is None:
+        return privrank(*args, env={"DATABASE_URL": url}, unset=("PRIVRANK_ADMIN_KEY",))
+    return privrank(*args, env={"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": admin_key})
 
 
 @pytest.fixture

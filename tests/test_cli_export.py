@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from app.stats.preflib import read_preflib
+from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 
 KEY = "export-admin"
@@ -23,19 +22,10 @@ ADMIN = {"Authorization": f"Bearer {KEY}"}
 DEBIAN = Path(__file__).resolve().parent / "data" / "preflib-debian" / "00002-00000006.soi"
 
 
-def _export(*args, key: str | None = KEY, env: dict | None = None, cwd=None):
-    full = {k: v for k, v in os.environ.items() if k != "PRIVRANK_API_KEY"}
-    if key is not None:
-        full["PRIVRANK_API_KEY"] = key
-    full.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", "export", *args],
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+def _export(*args, key: str | None = KEY, cwd=None):
+    if key is None:
+        return privrank("export", *args, unset=("PRIVRANK_API_KEY",), cwd=cwd)
+    return privrank("export", *args, env={"PRIVRANK_API_KEY": key}, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +206,7 @@ def test_refuses_to_overwrite_without_force(server, surveys, tmp_path):
     assert (tmp_path / f"privrank-export-{sid}" / "comparisons.csv").exists()
 
 
-def test_clear_errors(server, surveys, tmp_path):
+def test_clear_errors(server, surveys, tmp_path, monkeypatch):
     sid = surveys["pairwise"]["id"]
     p = _export(sid, "--server", server.base, "--out", str(tmp_path / "a"), key=None)
     assert p.returncode == 2 and "PRIVRANK_API_KEY" in p.stderr
@@ -231,19 +221,8 @@ def test_clear_errors(server, surveys, tmp_path):
     for name in "abcde":
         assert not (tmp_path / name).exists()
     # Without pyarrow, --format parquet is refused before anything is fetched.
-    fake = tmp_path / "no-pyarrow" / "pyarrow"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("raise ImportError('pyarrow is not installed')\n")
-    p = _export(
-        sid,
-        "--server",
-        server.base,
-        "--out",
-        str(tmp_path / "f"),
-        "--format",
-        "parquet",
-        env={"PYTHONPATH": f"{fake.parent}{os.pathsep}{Path.cwd()}"},
-    )
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    p = _export(sid, "--server", server.base, "--out", str(tmp_path / "f"), "--format", "parquet")
     assert p.returncode == 2 and "install privrank[parquet]" in p.stderr
     assert not (tmp_path / "f").exists()
 
