@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .limits import MAX_BATCH, MAX_BATCH_CEILING
 
-__all__ = ["Settings", "get_settings", "normalize_database_url"]
+__all__ = ["Settings", "get_settings", "normalize_database_url", "setting_from_environment"]
 
 
 def normalize_database_url(url: str) -> str:
@@ -90,6 +91,16 @@ class Settings(BaseSettings):
         le=100_000,
         description="Jobs queued or running in the whole service (and waiting in one API process with "
         "PRIVRANK_JOB_QUEUE=local); one more gets 503 and stores nothing.",
+    )
+    job_stale_seconds: float = Field(
+        default=30.0,
+        validation_alias="PRIVRANK_JOB_STALE_SECONDS",
+        ge=6,
+        le=86_400,
+        description="A running job whose runner has not written its heartbeat (every 2 s) for this long "
+        "is lost: queued again once, then failed. Read from the environment when a process starts; give "
+        "every API process and worker of the service the same value. On SQLite keep the default: a "
+        "heartbeat may wait up to 30 s for the write lock.",
     )
     log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
     access_log: bool = Field(
@@ -226,3 +237,19 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def setting_from_environment(name: str) -> Any:
+    """One setting (a field of :class:`Settings`) read from the environment and validated
+    as :class:`Settings` validates it, without reading the others: for a module constant
+    that every process of the service reads when it imports the module."""
+    field = Settings.model_fields[name]
+    alias = field.validation_alias
+    raw = os.environ.get(alias) if isinstance(alias, str) else None
+    if raw is None:
+        return field.get_default(call_default_factory=True)
+    adapter: TypeAdapter[Any] = TypeAdapter(Annotated[(field.annotation, *field.metadata)])  # type: ignore[arg-type]
+    try:
+        return adapter.validate_strings(raw)
+    except ValidationError as exc:
+        raise ValueError(f"{alias}={raw!r}: {exc.errors()[0]['msg']}") from None

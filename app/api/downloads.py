@@ -45,6 +45,9 @@ CHUNK_BYTES = 64 * 2**10
 #: of ``PRIVRANK_SEND_TIMEOUT``: 16 KiB/s, a 15 MB export in 16 minutes.
 MIN_SEND_RATE = 16 * 2**10
 
+#: The clock a download's allowance is measured on (tests replace it with a fake one).
+_clock = time.monotonic
+
 
 class Busy(TemporarilyUnavailable):
     """Too many downloads at once in this worker (503 with ``Retry-After``)."""
@@ -137,12 +140,12 @@ class SpooledDownload(StreamingResponse):
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         if self._release_admission is not None:
             self._release_admission()  # from here on the request costs no connection
-        started, sent = time.monotonic(), 0
+        started, sent = _clock(), 0
         async for chunk in self.body_iterator:
             sent += len(chunk)
             # This chunk must be taken by the time a reader at MIN_SEND_RATE would have
             # taken it, after the grace period.
-            allowed = started + self.send_timeout + sent / MIN_SEND_RATE - time.monotonic()
+            allowed = started + self.send_timeout + sent / MIN_SEND_RATE - _clock()
             try:
                 with anyio.fail_after(max(allowed, 0.0)):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -85,6 +85,10 @@ _LOOKUP_ROUNDS = 6
 #: Rows fetched per round trip when the per-pair counts are streamed.
 _STREAM_ROWS = 50_000
 
+#: The clock the per-pair counts' age and read time are measured on (tests replace it
+#: with a fake one).
+_clock = time.monotonic
+
 
 def _rng() -> np.random.Generator:
     # Tie-breaking is not a privacy mechanism, but a per-request fresh seed from
@@ -168,7 +172,7 @@ class _Counts:
     levels: NDArray[np.int64]  # start of each count level in by_count, then its end
     free_below: NDArray[np.int64]  # _free_below(answered), shared by every request
     version: int = 0  # the survey's data version read before the counts
-    read_at: float = 0.0  # time.monotonic() when they were read
+    read_at: float = 0.0  # _clock() when they were read
     read_seconds: float = 0.0  # how long reading them took
 
     @property
@@ -200,7 +204,7 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
     previous counts meanwhile when there are some)."""
     key = ("pair-counts", survey_id, m)
     found = cache.lru.get(key) if cache is not None else None
-    if found is not None and found.usable_at(version, time.monotonic()):
+    if found is not None and found.usable_at(version, _clock()):
         return found
     with _READING_LOCK:
         lock = _READING.get(key)
@@ -212,7 +216,7 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
         return found  # another request is reading newer counts
     try:
         again = cache.lru.get(key) if cache is not None else None
-        if again is not None and again.usable_at(version, time.monotonic()):
+        if again is not None and again.usable_at(version, _clock()):
             return again
         counts = _read_counts(session, survey_id, m, version)
         if cache is not None:
@@ -223,7 +227,7 @@ def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _C
 
 
 def _read_counts(session: Session, survey_id: str, m: int, version: int) -> _Counts:
-    started = time.monotonic()
+    started = _clock()
     starts = _row_starts(m)
     keys, ns = [], []
     result = session.connection().execute(  # Core: no ORM row processing per row
@@ -240,7 +244,7 @@ def _read_counts(session: Session, survey_id: str, m: int, version: int) -> _Cou
     order = np.lexsort((key, n))
     n_sorted = n[order]
     levels = np.concatenate(([0], np.flatnonzero(np.diff(n_sorted)) + 1, [n_sorted.size])).astype(np.int64)
-    now = time.monotonic()
+    now = _clock()
     answered = np.sort(key)
     return _Counts(answered, key[order], levels, _free_below(answered), version, now, now - started)
 

@@ -48,6 +48,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..config import setting_from_environment
 from ..db.models import Job, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from .deadline import SHUTDOWN, Deadline, OutOfTime
@@ -85,8 +86,10 @@ ACTIVE = ("queued", "running")
 HEARTBEAT_SECONDS = 2.0
 #: A running job whose runner has not heartbeat for this long is lost (retried or
 #: failed); so is a queued job a local runner held. Longer than SQLite's busy timeout
-#: would let a blocked heartbeat wait, and than any one unit of work.
-STALE_SECONDS = 30.0
+#: would let a blocked heartbeat wait, and than any one unit of work. 30 s unless
+#: ``PRIVRANK_JOB_STALE_SECONDS`` says otherwise (read when this module is imported;
+#: every API process and worker of a service needs the same value).
+STALE_SECONDS: float = setting_from_environment("job_stale_seconds")
 #: A job waiting in the RQ queue this long is sent again (a push lost with Redis, or
 #: a dispatch that failed); a duplicate is harmless: only one claim succeeds.
 QUEUE_RESEND_SECONDS = 300.0

@@ -1,39 +1,48 @@
-"""Slow readers of an export cannot stall the service.
+"""Slow readers of an export cannot stall the service (app.api.downloads).
 
-Before: an export streamed from the database while its client read it, keeping its
-admission slot and a connection; 19 clients that read 1 KiB of a 23 MiB export and
-stopped froze every API call of the worker (``GET …/public``: 5 ms → a 20 s client
-timeout), for as long as they kept their sockets open.
+An export is written to a temporary file at database speed and then sent without an
+admission slot or a database connection; at most ``PRIVRANK_MAX_DOWNLOADS`` are sent
+at once per worker, and a reader that falls behind its allowance (a grace period,
+then :data:`~app.api.downloads.MIN_SEND_RATE`) is dropped. The live test checks
+that stalled readers hold nothing but their download slots; the allowance itself is
+checked on a fake clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import socket
-import statistics
+import struct
 import time
 
+import anyio
+import anyio.lowlevel
 import httpx2
 import numpy as np
 import pytest
 
+from app.api import downloads
 from tests.helpers.api import ADMIN, ADMIN_KEY
 from tests.helpers.live import LiveServer
 
-#: Longer than preparing the four exports takes (~1 s each), so that none is dropped early.
-SEND_TIMEOUT = 10.0
+#: The stalled readers' grace: far longer than the test takes on any machine, so they are
+#: certainly still connected (holding their download slots) until they close.
+SEND_TIMEOUT = 600.0
 
 
 def _survey_with_answers(c: httpx2.Client, n_respondents: int, per: int) -> tuple[str, int]:
-    """A 60-item survey with ``n_respondents × per`` comparisons, imported as CSV."""
+    """A 60-item survey with ``n_respondents × per`` comparisons, imported as CSV; the
+    respondents' 150-character pseudonyms make an exported row ~260 bytes."""
     items = [f"item {k}" for k in range(60)]
     sid = c.post("/v1/surveys", json={"title": "export", "items": items}, headers=ADMIN).json()["id"]
     rng = np.random.default_rng(7)
     a, b = np.triu_indices(60, 1)
     lines = ["respondent,item_a,item_b,winner,epsilon"]
     for r in range(n_respondents):
+        ref = f"r{r}-".ljust(150, "p")
         for x in rng.choice(a.size, per, replace=False):
-            lines.append(f"r{r},{items[a[x]]},{items[b[x]]},{items[a[x]]},1.0")
+            lines.append(f"{ref},{items[a[x]]},{items[b[x]]},{items[a[x]]},1.0")
     r = c.post(
         f"/v1/surveys/{sid}/comparisons/import?privatized=true",
         content=("\n".join(lines) + "\n").encode(),
@@ -44,87 +53,73 @@ def _survey_with_answers(c: httpx2.Client, n_respondents: int, per: int) -> tupl
     return sid, n_respondents * per
 
 
-def _stalled_reader(port: int, path: str) -> socket.socket:
-    """Ask for ``path``, read the first KiB, then read nothing more."""
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
-    s.connect(("127.0.0.1", port))
-    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_KEY}\r\n\r\n".encode())
-    got = s.recv(1024)
-    assert got.startswith(b"HTTP/1.1 200"), got[:200]
-    return s
+def _stalled_readers(port: int, path: str, n: int) -> list[socket.socket]:
+    """``n`` clients that ask for ``path`` at once, read the first KiB, then read nothing more."""
+    readers = []
+    for _ in range(n):
+        s = socket.socket()
+        readers.append(s)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        s.connect(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN_KEY}\r\n\r\n".encode())
+    for s in readers:
+        got = s.recv(1024)
+        assert got.startswith(b"HTTP/1.1 200"), got[:200]
+    return readers
 
 
-async def _burst(base: str, path: str, n: int) -> list[tuple[int, float]]:
-    async with httpx2.AsyncClient(base_url=base, timeout=30, limits=httpx2.Limits(max_connections=n)) as c:
-
-        async def one():
-            t = time.perf_counter()
-            r = await c.get(path)
-            return r.status_code, time.perf_counter() - t
-
-        return await asyncio.gather(*[one() for _ in range(n)])
+async def _burst(base: str, path: str, n: int) -> list[int]:
+    async with httpx2.AsyncClient(base_url=base, timeout=60, limits=httpx2.Limits(max_connections=n)) as c:
+        return [r.status_code for r in await asyncio.gather(*[c.get(path) for _ in range(n)])]
 
 
-def _drained(s: socket.socket, within: float) -> bool:
-    """True when the server closed the connection (EOF) within ``within`` seconds."""
-    s.settimeout(0.5)
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            if s.recv(1 << 20) == b"":
-                return True
-        except TimeoutError:
-            continue
-        except OSError:
-            return True
-    return False
+def _refused_while_busy(c: httpx2.Client, path: str) -> None:
+    """One more export is refused at once: every download slot is held."""
+    busy = c.get(path, headers=ADMIN)
+    assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1, busy.text
+    assert "exports already" in busy.json()["detail"]
 
 
 @pytest.mark.slow
 def test_stalled_export_readers_do_not_stall_the_api(private_url):
+    """Four readers take the first KiB of a 7.9 MB export and stop reading. They hold the
+    worker's four download slots (a fifth export is refused 503 before and after what
+    follows, so none of them was dropped or finished meanwhile) and nothing else: 40
+    concurrent API calls and a respondent's pairs are all answered with one database
+    connection per worker besides the probe's. Once the readers hang up their slots come
+    back, and a full export has every row once."""
     server = LiveServer(
         {
             "DATABASE_URL": private_url,
             "PRIVRANK_ADMIN_KEY": ADMIN_KEY,
             "PRIVRANK_SEND_TIMEOUT": str(SEND_TIMEOUT),
             "PRIVRANK_MAX_DOWNLOADS": "4",
-            # One connection per worker besides the probe's: one stalled export would
-            # have taken the whole API before.
             "PRIVRANK_DB_POOL_SIZE": "2",
         }
     )
     readers: list[socket.socket] = []
     try:
         c = httpx2.Client(base_url=server.base, timeout=120)
-        # 64,000 rows, ~7.6 MB of CSV: more than the ~3 MB a stalled connection buffers.
-        sid, n = _survey_with_answers(c, 800, 80)
+        # 30,000 rows, ~7.9 MB of CSV: more than the ~4 MB a stalled connection buffers,
+        # so each download is still being sent while its reader waits.
+        sid, n = _survey_with_answers(c, 400, 75)
         path = f"/v1/surveys/{sid}/comparisons.csv"
-        readers = [_stalled_reader(server.port, path) for _ in range(4)]
-        # A fifth export is refused at once: the downloads a worker sends are bounded.
-        t = time.perf_counter()
-        busy = c.get(path, headers=ADMIN)
-        refused_in = time.perf_counter() - t
-        assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1, busy.text
-        assert "exports already" in busy.json()["detail"]
-        # Everything else answers at its usual speed while the four stalled readers wait.
-        out = asyncio.run(_burst(server.base, f"/v1/surveys/{sid}/public", 40))
-        seconds = [s for _, s in out]
-        median, slowest = statistics.median(seconds) * 1000, max(seconds) * 1000
-        print(
-            f"\n4 stalled export readers: 5th export refused in {refused_in * 1000:.0f} ms; 40 concurrent "
-            f"GET …/public: median {median:.0f} ms, max {slowest:.0f} ms"
-        )
-        assert [code for code, _ in out] == [200] * 40
-        assert max(seconds) < 5.0  # was a 20 s client timeout with every request stuck
+        readers = _stalled_readers(server.port, path, 4)
+        _refused_while_busy(c, path)
+        statuses = asyncio.run(_burst(server.base, f"/v1/surveys/{sid}/public", 40))
+        assert statuses == [200] * 40
         token = c.post(f"/v1/surveys/{sid}/respondents", json={}).json()["token"]
         pairs = c.get(f"/v1/surveys/{sid}/pairs", headers={"Authorization": f"Bearer {token}"})
         assert pairs.status_code == 200
-        # The stalled readers are dropped after the send timeout, and their slots come back.
-        dropped = [_drained(s, SEND_TIMEOUT + 10) for s in readers]
-        assert all(dropped)
-        full = c.get(path, headers=ADMIN)
-        assert full.status_code == 200
+        _refused_while_busy(c, path)  # the four readers were connected throughout
+        for s in readers:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up: RST
+            s.close()
+        readers = []
+        deadline = time.monotonic() + 120  # a hang guard: the slots come back as the server sees the RSTs
+        while (full := c.get(path, headers=ADMIN)).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert full.status_code == 200, full.text
         assert full.text.count("\n") == n + 1  # header and every row, once
     finally:
         for s in readers:
@@ -133,45 +128,80 @@ def test_stalled_export_readers_do_not_stall_the_api(private_url):
     assert "Traceback" not in log, log[-3000:]
 
 
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _download(body: bytes, release, grace: float, send) -> None:
+    """Send ``body`` as a spooled download through ``send`` (an ASGI send)."""
+    response = downloads.SpooledDownload(io.BytesIO(body), release, grace, media_type="text/csv", headers={})
+
+    async def receive():  # ASGI 2.4: the response does not listen for a disconnect
+        raise AssertionError("receive() is not called")
+
+    anyio.run(response, {"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+
+
 def test_a_trickling_reader_is_dropped_at_the_minimum_pace(monkeypatch):
-    """A client that takes 64 KiB every few seconds never trips a per-send timeout;
-    the download's overall allowance (grace + bytes / MIN_SEND_RATE) ends it. Here
-    the grace is 0.5 s and the minimum pace 256 KiB/s, and the client takes a 64 KiB
-    chunk every 0.5 s (128 KiB/s): it is dropped early in the 1 MiB file. A reader at
-    1 MiB/s gets the whole file."""
-    import io
+    """A client that takes a chunk every few seconds never trips a per-send timeout; the
+    download's overall allowance (grace + bytes / MIN_SEND_RATE) ends it. On a fake
+    clock: a grace of 10.5 s, a minimum pace of 16 KiB/s (a 64 KiB chunk buys 4 s), and
+    a client that takes a chunk every 8 s, each take well within the grace. Chunk k
+    (from 1) is offered at 8(k − 1) s with an allowance of 10.5 + 4k s: chunks 1–4 are
+    taken, the fifth (allowance 30.5 s, offered at 32 s) is not sent, and the response
+    ends unfinished with its slot released. A reader taking a chunk every 0.25 s
+    (256 KiB/s) gets the whole file."""
+    clock = _FakeClock()
+    monkeypatch.setattr(downloads, "_clock", clock)
+    monkeypatch.setattr(downloads, "MIN_SEND_RATE", downloads.CHUNK_BYTES // 4)
+    body = b"x" * 2**20  # 16 chunks
 
-    import anyio
-
-    from app.api import downloads
-
-    monkeypatch.setattr(downloads, "MIN_SEND_RATE", 256 * 2**10)
-    body = b"x" * 2**20
-
-    def run(seconds_per_chunk: float) -> tuple[int, bool, bool]:
-        released = []
-        response = downloads.SpooledDownload(
-            io.BytesIO(body), lambda: released.append(1), 0.5, media_type="text/csv", headers={}
-        )
+    def run(seconds_per_chunk: float) -> tuple[list[int], bool, bool]:
+        slots = downloads.Downloads(1, send_timeout=10.5)
+        release = slots.take()
         got, finished = [], []
 
         async def send(message):
-            if message["type"] == "http.response.body":
-                if message.get("more_body"):
-                    await anyio.sleep(seconds_per_chunk)
-                    got.append(len(message["body"]))
-                else:
-                    finished.append(True)
+            if message["type"] != "http.response.body":
+                return
+            if message.get("more_body"):
+                clock.now += seconds_per_chunk  # the client takes this long to take the chunk
+                await anyio.lowlevel.checkpoint()  # where a send past its allowance is cancelled
+                got.append(len(message["body"]))
+            else:
+                finished.append(True)
 
-        async def receive():
-            await anyio.sleep(60)
-            return {"type": "http.disconnect"}
+        _download(body, release, slots.send_timeout, send)
+        return got, bool(finished), slots.slots.busy == 0
 
-        scope = {"type": "http", "asgi": {"spec_version": "2.4"}}
-        anyio.run(response, scope, receive, send)
-        return sum(got), bool(finished), bool(released)
+    got, finished, released = run(8.0)
+    assert got == [downloads.CHUNK_BYTES] * 4 and not finished and released
+    got, finished, released = run(0.25)
+    assert sum(got) == len(body) and finished and released
 
-    sent, finished, released = run(0.5)
-    assert not finished and released and 0 < sent < len(body)
-    sent, finished, released = run(1 / 16)
-    assert finished and released and sent == len(body)
+
+def test_a_reader_that_takes_nothing_is_dropped_after_the_grace(monkeypatch):
+    """A client that never takes the first chunk (its send blocks for ever) is dropped
+    once the grace and the chunk's share at the minimum pace have passed: the response
+    ends unfinished and the download slot is free again."""
+    monkeypatch.setattr(downloads, "MIN_SEND_RATE", 2**40)  # the allowance is the grace alone
+    slots = downloads.Downloads(1, send_timeout=0.01)
+    release = slots.take()
+    with pytest.raises(downloads.Busy):
+        slots.take()
+    sent: list[dict] = []
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            with anyio.move_on_after(60):  # a hang guard: the download is dropped long before
+                await anyio.Event().wait()  # the client reads nothing
+
+    _download(b"x" * 2**20, release, slots.send_timeout, send)
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert slots.slots.busy == 0
+    slots.take()()  # the slot is free again

@@ -1,29 +1,24 @@
 """GET …/pairs does O(m + answers) work at any m (app.services.assignment).
 
-The old picker built arrays over all m(m−1)/2 pairs on every call: on a 2,000-item
-survey, 40 concurrent ``count=1`` calls took the server from 247 MB to 1.27 GB with a
-median of 3.9 s. Here: the rank-mapping draw is exact and uniform, both branches serve
-least-answered pairs first and never a pair the respondent answered, and a live server
-keeps its RSS growth under 50 MB for 40 concurrent calls at 2,000 and 10,000 items.
+Pairs are never materialized: the rank-mapping draw is exact and uniform, both
+branches serve least-answered pairs first and never a pair the respondent answered,
+a request on a 10,000-item survey (50 million pairs) allocates a few MB, and a burst
+of concurrent requests reads a dense survey's per-pair counts once per data version.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import statistics
 import threading
-import time
 from collections import Counter
 
 import httpx2
 import numpy as np
-import pytest
 from scipy import stats as sps
 
 from app.services import assignment
-from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey, register
-from tests.helpers.live import LiveServer
+from tests.helpers.api import ADMIN, create_survey, register
 
 
 def fetch(client, sid, h, count):
@@ -152,43 +147,76 @@ def test_a_dense_survey_serves_the_least_answered_pairs_from_the_counts(client, 
     assert sum(1 for k in cache._items if k[0] == "pair-counts" and k[1] == s["id"]) == 1
 
 
-@pytest.mark.slow
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_concurrent_requests_read_the_counts_once(monkeypatch):
     """Cold cache, then a new data version: 16 threads ask at once; the counts are read
-    once each time (the others wait for that read, or serve from the previous counts;
-    without the per-key lock every thread read them: 32 reads of ~2 s and ~30 MB each
-    on a dense 2,000-item survey)."""
+    once each time (the others wait for that read, or serve from the previous counts).
+    The read holds until all 16 have looked in the cache, so without the per-key lock
+    every thread would read them (32 reads, each ~2 s and ~30 MB on a dense 2,000-item
+    survey). On a fake clock: counts that took 0.3 s to read are reused at a new data
+    version for 3 s (REFRESH_SHARE), then read again."""
     from app.services.analysis import FitCache
 
+    clock = _FakeClock()
+    monkeypatch.setattr(assignment, "_clock", clock)
+    cache = FitCache()
+    arrived = threading.Condition()
+    looked: set[threading.Thread] = set()  # the threads that have looked in the cache
+    real_get = cache.lru.get
+
+    def get(key):
+        found = real_get(key)
+        with arrived:
+            looked.add(threading.current_thread())
+            arrived.notify_all()
+        return found
+
+    cache.lru.get = get
     reads: list[int] = []
 
-    def slow_read(session, survey_id, m, version):
+    def read(session, survey_id, m, version):
         reads.append(version)
-        time.sleep(0.3)  # a long read: everyone else arrives meanwhile
+        with arrived:  # everyone else arrives meanwhile
+            assert arrived.wait_for(lambda: len(looked) == 16, timeout=60)
         return assignment._Counts(
             *(np.empty(0, dtype=np.int64),) * 2,
             np.array([0, 0], dtype=np.int64),
             np.empty(0, dtype=np.int64),
             version,
-            time.monotonic(),
+            clock(),
             0.3,
         )
 
-    monkeypatch.setattr(assignment, "_read_counts", slow_read)
-    cache = FitCache()
+    monkeypatch.setattr(assignment, "_read_counts", read)
 
-    def ask(version: int) -> None:
-        assignment._counts(None, "srv_x", 50, version, cache)
+    def burst(version: int) -> Counter:
+        served: list[int] = []
+        looked.clear()
 
-    for version in (1, 2):
-        threads = [threading.Thread(target=ask, args=(version,)) for _ in range(16)]
+        def ask() -> None:
+            served.append(assignment._counts(None, "srv_x", 50, version, cache).version)
+
+        threads = [threading.Thread(target=ask) for _ in range(16)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(30)
-        if version == 1:
-            time.sleep(3.1)  # past the reuse window (10 × the 0.3 s read): version 2 reads again
-    assert reads == [1, 2]
+            t.join(60)
+        assert len(served) == 16
+        return Counter(served)
+
+    assert burst(1) == {1: 16} and reads == [1]
+    clock.now += 2.9  # within 10 × the 0.3 s read: version 2 is served the version-1 counts
+    assert burst(2) == {1: 16} and reads == [1]
+    clock.now += 0.2  # past it: one thread reads version 2, the others serve 1 (or 2, once read)
+    served = burst(2)
+    assert reads == [1, 2] and served[2] >= 1 and served[1] + served[2] == 16
 
 
 def test_a_respondent_gets_every_pair_once_across_both_branches(client):
@@ -227,153 +255,113 @@ def test_items_added_later_are_served(client):
     assert len(got) == 3 and all(new in p for p in got)
 
 
-# -- a live server under 40 concurrent calls ----------------------------------------
+# -- memory and concurrency -----------------------------------------------------------
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+def test_a_request_on_10000_items_allocates_a_few_mb(client, db, monkeypatch):
+    """10,000 items (49,995,000 pairs; all but two written behind the API, in one
+    executemany) with 1,000 pairs answered: a request for 100 pairs takes the key
+    look-ups (the counts are never read) and its peak allocation is a few MB, where one
+    array over the pairs would take 50 MB (bools) to 400 MB (pair numbers)."""
+    import tracemalloc
 
+    from sqlalchemy import insert, select
 
-async def _calls(base: str, sid: str, tokens: list[str]) -> tuple[list[int], list[float]]:
-    async with httpx2.AsyncClient(base_url=base, timeout=120, limits=httpx2.Limits(max_connections=60)) as c:
+    from app.db.models import Item, new_id, utcnow
 
-        async def one(token):
-            t = time.perf_counter()
-            r = await c.get(f"/v1/surveys/{sid}/pairs?count=1", headers={"Authorization": f"Bearer {token}"})
-            return (
-                r.status_code,
-                time.perf_counter() - t,
-                len(r.json()["pairs"]) if r.status_code == 200 else 0,
-            )
-
-        out = await asyncio.gather(*[one(t) for t in tokens])
-    return [code for code, _, n in out if n == 1], [s for _, s, _ in out]
-
-
-def _burst_memory(server: LiveServer, c: httpx2.Client, sid: str, label: str) -> None:
-    """40 new respondents each ask for one pair at once: all served, RSS growth < 50 MB."""
-    tokens = [c.post(f"/v1/surveys/{sid}/respondents", json={}).json()["token"] for _ in range(41)]
-    warm = c.get(f"/v1/surveys/{sid}/pairs?count=1", headers={"Authorization": f"Bearer {tokens.pop()}"})
-    assert warm.status_code == 200
-    before = _rss_mb(server.proc.pid)
-    peak = [before]
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            peak.append(_rss_mb(server.proc.pid))
-            time.sleep(0.005)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    try:
-        served, seconds = asyncio.run(_calls(server.base, sid, tokens))
-        t = time.perf_counter()
-        assert c.get("/readyz").status_code == 200
-        unrelated = time.perf_counter() - t
-    finally:
-        stop.set()
-        sampler.join()
-    growth = max(peak) - before
-    median, slowest = statistics.median(seconds) * 1000, max(seconds) * 1000
-    print(
-        f"\n{label}: RSS {before:.0f} MB → peak {max(peak):.0f} MB (+{growth:.1f} MB) over 40 concurrent "
-        f"count=1 calls; median {median:.0f} ms, max {slowest:.0f} ms; "
-        f"/readyz right after {unrelated * 1000:.0f} ms"
+    m = 10_000
+    sid = create_survey(client, items=["item 0", "item 1"])["id"]
+    now = utcnow()
+    db.execute(
+        insert(Item),
+        [
+            {"id": new_id("itm"), "survey_id": sid, "position": k, "label": f"item {k}", "created_at": now}
+            for k in range(2, m)
+        ],
     )
-    assert served == [200] * 40
-    assert growth < 50
-
-
-def _big_survey(c: httpx2.Client, m: int) -> tuple[str, list[str]]:
-    sid = c.post(
-        "/v1/surveys", json={"title": "big", "items": [f"item {k}" for k in range(m)]}, headers=ADMIN
-    ).json()["id"]
-    return sid, [it["id"] for it in c.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("m", [2_000, 10_000])
-def test_40_concurrent_pair_requests_keep_memory_flat(database_url, m):
-    """Sparse surveys (4,000 answers): the key look-ups. The old picker: +912 MB and a
-    median of 3.1 s at 2,000 items on SQLite."""
-    server = LiveServer({"DATABASE_URL": database_url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+    db.commit()
+    ids = db.scalars(select(Item.id).where(Item.survey_id == sid).order_by(Item.position)).all()
+    assert len(ids) == m
+    rng = np.random.default_rng(5)
+    picks = {tuple(sorted(rng.choice(m, 2, replace=False).tolist())) for _ in range(1000)}
+    taken = {frozenset((ids[a], ids[b])) for a, b in picks}
+    _, h1 = register(client, sid)
+    answer(client, sid, h1, [tuple(p) for p in taken])
+    _, h2 = register(client, sid)
+    assert len(fetch(client, sid, h2, 1)) == 1  # warm: the item index is cached
+    monkeypatch.setattr(assignment, "_counts", _no("the per-pair counts"))
+    _, h3 = register(client, sid)
+    tracemalloc.start()
     try:
-        c = httpx2.Client(base_url=server.base, timeout=120)
-        sid, ids = _big_survey(c, m)
-        rng = np.random.default_rng(5)
-        for _ in range(4):  # 4,000 answers on random pairs, so pair_stats is not empty
-            token = c.post(f"/v1/surveys/{sid}/respondents", json={}).json()["token"]
-            picks = {tuple(sorted(rng.choice(m, 2, replace=False).tolist())) for _ in range(1000)}
-            body = {
-                "privatized": False,
-                "comparisons": [{"a": ids[a], "b": ids[b], "winner": ids[a]} for a, b in picks],
-            }
-            r = c.post(
-                f"/v1/surveys/{sid}/responses", json=body, headers={"Authorization": f"Bearer {token}"}
-            )
-            assert r.status_code == 201, r.text
-        _burst_memory(server, c, sid, f"m={m}, sparse")
+        got = fetch(client, sid, h3, 100)
+        peak = tracemalloc.get_traced_memory()[1]
     finally:
-        server.stop()
+        tracemalloc.stop()
+    print(f"\nm={m}: peak {peak / 2**20:.1f} MiB for 100 pairs")
+    assert len(set(got)) == 100 and not set(got) & taken
+    assert peak < 8 * 2**20, peak
 
 
-@pytest.mark.slow
-def test_40_concurrent_pair_requests_on_a_dense_survey_keep_memory_flat(private_url):
-    """2,000 items with 60% of the 1,999,000 pairs answered (written behind the API, in one
-    INSERT … SELECT, in a database of the test's own): the per-pair counts are read once
-    and shared; a new answer (a new data version) does not make 40 requests read them 40
-    times."""
-    _dense_survey_burst(private_url)
-
-
-def _dense_survey_burst(url: str) -> None:
+def test_a_burst_on_a_dense_survey_reads_the_counts_once_per_data_version(client, app, db, monkeypatch):
+    """200 items with 60% of the 19,900 pairs answered (written behind the API, in one
+    INSERT … SELECT): 20 concurrent requests read the per-pair counts once and share
+    them; after a new answer (a new data version) 20 more read them once again, not 20
+    times. The clock is frozen, so counts are never reused past their data version."""
     from sqlalchemy import text
-    from sqlalchemy.orm import Session
 
-    from app.db.session import make_engine
+    from app.services.aggregation import fold_pending
 
-    server = LiveServer({"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
-    engine = make_engine(url)
-    try:
-        c = httpx2.Client(base_url=server.base, timeout=120)
-        sid, ids = _big_survey(c, 2_000)
-        with Session(engine) as session:
-            session.execute(
-                text(
-                    "INSERT INTO pair_stats (survey_id, i, j, n, sum_y, sum_z, sum_z2, sum_v) "
-                    "SELECT a.survey_id, a.position, b.position, "
-                    "1 + (a.position + b.position) % 3, 0, 0, 0, 1 "
-                    "FROM items a JOIN items b ON a.survey_id = b.survey_id AND a.position < b.position "
-                    "WHERE a.survey_id = :sid AND (7 * a.position + 13 * b.position) % 5 < 3"
-                ),
-                {"sid": sid},
-            )
-            stored = session.scalar(
-                text("SELECT COUNT(*) FROM pair_stats WHERE survey_id = :sid"), {"sid": sid}
-            )
-            session.execute(
-                text(
-                    "UPDATE survey_stats SET n_comparisons = :n, version = version + 1 WHERE survey_id = :sid"
-                ),
-                {"n": 2 * stored, "sid": sid},
-            )
-            session.commit()
-        assert stored > 1_000_000
-        token = c.post(f"/v1/surveys/{sid}/respondents", json={}).json()["token"]
-        t = time.perf_counter()
-        first = c.get(f"/v1/surveys/{sid}/pairs?count=1", headers={"Authorization": f"Bearer {token}"})
-        read = time.perf_counter() - t
-        assert first.status_code == 200 and len(first.json()["pairs"]) == 1
-        body = {"privatized": False, "comparisons": [{"a": ids[0], "b": ids[1], "winner": ids[0]}]}
-        r = c.post(f"/v1/surveys/{sid}/responses", json=body, headers={"Authorization": f"Bearer {token}"})
-        assert r.status_code == 201
-        print(f"\nm=2000, {stored:,} pairs answered: counts read in {read:.2f} s")
-        _burst_memory(server, c, sid, f"m=2000, dense ({stored:,} pairs answered)")
-    finally:
-        engine.dispose()
-        server.stop()
+    m = 200
+    s = create_survey(client, items=[f"item {k}" for k in range(m)])
+    sid, ids = s["id"], [it["id"] for it in s["items"]]
+    db.execute(
+        text(
+            "INSERT INTO pair_stats (survey_id, i, j, n, sum_y, sum_z, sum_z2, sum_v) "
+            "SELECT a.survey_id, a.position, b.position, 1 + (a.position + b.position) % 3, 0, 0, 0, 1 "
+            "FROM items a JOIN items b ON a.survey_id = b.survey_id AND a.position < b.position "
+            "WHERE a.survey_id = :sid AND (7 * a.position + 13 * b.position) % 5 < 3"
+        ),
+        {"sid": sid},
+    )
+    stored = db.scalar(text("SELECT COUNT(*) FROM pair_stats WHERE survey_id = :sid"), {"sid": sid})
+    db.execute(
+        text("UPDATE survey_stats SET n_comparisons = :n, version = version + 1 WHERE survey_id = :sid"),
+        {"n": 2 * stored, "sid": sid},
+    )
+    db.commit()
+    assert stored > m * (m - 1) // 2 // 2
+
+    def version() -> int:
+        db.commit()  # a new snapshot (SQLite)
+        return db.scalar(text("SELECT version FROM survey_stats WHERE survey_id = :sid"), {"sid": sid})
+
+    monkeypatch.setattr(assignment, "_clock", lambda: 1000.0)
+    monkeypatch.setattr(assignment, "_never_answered", _no("the key look-ups"))
+    reads: list[int] = []
+    real_read = assignment._read_counts
+
+    def read(session, survey_id, m, version):
+        reads.append(version)
+        return real_read(session, survey_id, m, version)
+
+    monkeypatch.setattr(assignment, "_read_counts", read)
+    tokens = [register(client, sid)[1] for _ in range(20)]
+
+    async def burst() -> list[int]:
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://t") as c:
+            calls = [c.get(f"/v1/surveys/{sid}/pairs?count=1", headers=h) for h in tokens]
+            return [
+                len(r.json()["pairs"]) if r.status_code == 200 else 0 for r in await asyncio.gather(*calls)
+            ]
+
+    first = version()
+    assert asyncio.run(burst()) == [1] * 20
+    assert reads == [first]
+    answer(client, sid, tokens[0], [(ids[0], ids[1])])
+    db.commit()  # a new snapshot (SQLite), which sees the answer pending
+    assert fold_pending(db, sid) == 1
+    second = version()
+    assert second == first + 1
+    assert asyncio.run(burst()) == [1] * 20
+    assert reads == [first, second]

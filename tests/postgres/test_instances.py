@@ -1,10 +1,12 @@
-"""Two ``privrank serve`` instances on one PostgreSQL and one Redis (issue 16): the rate
+"""Two ``privrank serve`` instances on one PostgreSQL and one Redis: the rate
 limits are global, and one-answer-per-pair, budgets and "acknowledged = stored" hold
 when one respondent's requests are spread over both instances at once."""
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 import uuid
 
 import httpx2
@@ -54,28 +56,37 @@ def _survey(base: str, n_items: int = 6, **privacy) -> dict:
     return r.json()
 
 
+def _refilled(elapsed: float, per_minute: int) -> int:
+    """The most tokens a bucket can have gained back in ``elapsed`` seconds (Redis's clock
+    refills it as the test runs)."""
+    return math.ceil(elapsed * per_minute / 60)
+
+
 @pytest.mark.slow
 def test_rate_limits_hold_across_instances(pair_of_instances):
     a, b = pair_of_instances
     sid = _survey(a.base)["id"]
+    started = time.monotonic()
     codes = [
         httpx2.post(f"{(a, b)[k % 2].base}/v1/surveys/{sid}/respondents", json={}, timeout=30).status_code
         for k in range(2 * REGISTER)
     ]
-    # REGISTER for both instances together (one more may have refilled during the run),
-    # not REGISTER on each.
-    assert codes[:REGISTER] == [201] * REGISTER
-    assert REGISTER <= codes.count(201) <= REGISTER + 1 and codes.count(429) >= REGISTER - 1
-    assert set(codes) == {201, 429}
+    elapsed = time.monotonic() - started
+    # REGISTER for both instances together (and what refilled meanwhile), not REGISTER on each.
+    assert codes[:REGISTER] == [201] * REGISTER and set(codes) <= {201, 429}
+    assert REGISTER <= codes.count(201) <= REGISTER + _refilled(elapsed, REGISTER), (codes, elapsed)
 
     bad = {"Authorization": "Bearer key_aaaaaaaaaaaaaaaa.guess"}
-    failures = [
-        httpx2.get(f"{a.base}/v1/surveys", headers=bad, timeout=30).status_code for _ in range(FAILURES)
-    ]
-    assert failures == [401] * FAILURES
-    # The failures on the first instance are seen by the second.
-    r = httpx2.get(f"{b.base}/v1/surveys", headers=bad, timeout=30)
-    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    started = time.monotonic()
+    failures = [httpx2.get(f"{a.base}/v1/surveys", headers=bad, timeout=30) for _ in range(FAILURES)]
+    # The failures on the first instance are seen by the second: it refuses all but what
+    # refilled meanwhile.
+    seen = [httpx2.get(f"{b.base}/v1/surveys", headers=bad, timeout=30) for _ in range(FAILURES)]
+    elapsed = time.monotonic() - started
+    assert [r.status_code for r in failures] == [401] * FAILURES
+    refused = [r for r in seen if r.status_code == 429]
+    assert len(refused) >= FAILURES - _refilled(elapsed, FAILURES), ([r.status_code for r in seen], elapsed)
+    assert all(int(r.headers["retry-after"]) >= 1 for r in refused)
     assert (
         httpx2.get(f"{b.base}/v1/surveys", headers=ADMIN, timeout=30).status_code == 200
     )  # a valid key still works
@@ -185,8 +196,6 @@ class Worker:
 
 
 def _poll(base: str, job_id: str, until, seconds: float) -> dict:
-    import time
-
     deadline = time.monotonic() + seconds
     while True:
         job = httpx2.get(f"{base}/v1/jobs/{job_id}", headers=ADMIN, timeout=30).json()
@@ -195,11 +204,14 @@ def _poll(base: str, job_id: str, until, seconds: float) -> dict:
         time.sleep(0.1)
 
 
+#: How long the heartbeat of a job whose worker was killed stays silent before another
+#: worker takes the job up (PRIVRANK_JOB_STALE_SECONDS; three heartbeats of 2 s and more).
+STALE_SECONDS = 8
+
+
 @pytest.mark.slow
 def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_worker(postgres_url, redis_url):
     import redis
-
-    from app.services.jobs import STALE_SECONDS
 
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
@@ -209,6 +221,7 @@ def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_work
         "PRIVRANK_ADMIN_KEY": KEY,
         "REDIS_URL": redis_url,
         "PRIVRANK_JOB_QUEUE": "rq",
+        "PRIVRANK_JOB_STALE_SECONDS": str(STALE_SECONDS),
     }
     a = LiveServer(env)
     b = LiveServer(env)
@@ -306,7 +319,6 @@ def test_answers_spread_over_two_instances_under_load_are_stored_exactly_as_ackn
     acknowledged answer is stored once, no respondent has a pair twice, and no budget
     is overspent."""
     import random
-    import time
     from collections import Counter
 
     from sqlalchemy import text
