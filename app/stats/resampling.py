@@ -190,12 +190,27 @@ class Coverage:
     intervals: int
     method: str
     mean_width: float
+    #: Per survey that got intervals, the shares of its items covered (columns cluster,
+    #: model, naive): the Monte Carlo errors of :meth:`mc_se`.
+    shares: NDArray[np.float64] | None = field(default=None, repr=False, compare=False)
 
     @property
     def se(self) -> float:
         """Binomial Monte Carlo se of ``cluster`` (intervals of one survey are
         correlated, so the true se is somewhat larger)."""
         return math.sqrt(max(self.cluster * (1 - self.cluster), 1e-12) / max(self.intervals, 1))
+
+    def mc_se(self, column: str, minus: str | None = None) -> float:
+        """Monte Carlo se of the coverage ``column`` ("cluster", "model" or "naive"), or of
+        its difference from ``minus`` on the same surveys, from the per-survey shares (the
+        surveys are independent; one survey's intervals are not)."""
+        if self.shares is None or self.shares.shape[0] < 2:
+            return math.nan
+        names = ("cluster", "model", "naive")
+        x = self.shares[:, names.index(column)]
+        if minus is not None:
+            x = x - self.shares[:, names.index(minus)]
+        return float(x.std(ddof=1)) / math.sqrt(x.size)
 
 
 def coverage(
@@ -219,6 +234,7 @@ def coverage(
     m = population.n_items
     z = float(ndtri(0.5 + level / 2))
     hits = np.zeros(3)
+    shares: list[list[float]] = []
     count = refused = 0
     width = 0.0
     methods: set[str] = set()
@@ -239,11 +255,13 @@ def coverage(
         d = fit.fit_data
         q = expit(model.estimate[d.i] - model.estimate[d.j])
         naive_se = np.sqrt(np.diag(laplacian_pinv(laplacian(m, d.i, d.j, d.n * q * (1 - q)), fit.component)))
-        hits += [
+        survey = [
             np.sum((robust.lower <= truth) & (truth <= robust.upper)),
             np.sum((model.lower <= truth) & (truth <= model.upper)),
             np.sum(np.abs(model.estimate - truth) <= z * naive_se),
         ]
+        hits += survey
+        shares.append([float(h) / m for h in survey])
         width += float(np.mean(robust.upper - robust.lower))
         count += 1
     n = max(count * m, 1)
@@ -256,4 +274,5 @@ def coverage(
         intervals=count * m,
         method="/".join(sorted(methods)) or "none",
         mean_width=width / max(count, 1),
+        shares=np.array(shares, dtype=np.float64).reshape(-1, 3),
     )

@@ -16,7 +16,7 @@ the same answers.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,21 +189,29 @@ def run_scenario(
     replications: int | None = None,
     seed: int = 20241121,
     progress: Callable[[dict], None] | None = None,
+    cells: Iterable[dict] | None = None,
 ) -> ScenarioResult:
     """Run scenario ``key`` ("I" … "V"); ``replications=None`` uses the paper's count.
 
     Each cell draws from its own stream, ``SeedSequence(seed).spawn`` by cell
-    position, so a cell's numbers do not depend on which other cells ran.
+    position in the whole grid, so a cell's numbers do not depend on which other
+    cells ran. ``cells`` runs part of the grid: the cells matching any of the given
+    dicts on the parameters it names (``{"L": 100}`` selects every cell at L = 100;
+    the shared parameter, Scenario V's ``method``, is always evaluated whole), with
+    the numbers the whole grid gives them.
     """
     sc = SCENARIOS[key]
     reps = sc.replications if replications is None else int(replications)
     if reps < 2:
         raise ValueError("need at least 2 replications for a standard error")
-    cells = list(sc.cells())
-    streams = np.random.SeedSequence([seed, *key.encode()]).spawn(len(cells))
+    grid_cells = list(sc.cells())
+    streams = np.random.SeedSequence([seed, *key.encode()]).spawn(len(grid_cells))
+    chosen = _select(sc, grid_cells, cells)
     result = ScenarioResult(sc, reps)
     shared_values = sc.grid[sc.shared] if sc.shared else (None,)
-    for cell, stream in zip(cells, streams, strict=True):
+    for cell, stream in zip(grid_cells, streams, strict=True):
+        if not chosen(cell):
+            continue
         rng = np.random.default_rng(stream)
         # samples[r, s, c]: replicate r, shared value s, metric c.
         samples = np.array([_replicate(key, cell, rng) for _ in range(reps)])
@@ -221,6 +229,20 @@ def run_scenario(
     order = list(sc.grid)
     result.rows.sort(key=lambda r: tuple(sc.grid[k].index(r[k]) for k in order))
     return result
+
+
+def _select(sc: Scenario, grid_cells: list[dict], cells: Iterable[dict] | None) -> Callable[[dict], bool]:
+    """The predicate of :func:`run_scenario`'s ``cells`` filter (every cell when None)."""
+    if cells is None:
+        return lambda cell: True
+    wanted = [dict(c) for c in cells]
+    for want in wanted:
+        unknown = set(want) - (set(sc.grid) - {sc.shared})
+        if unknown:
+            raise ValueError(f"scenario {sc.key} has no cell parameter {sorted(unknown)}")
+        if not any(all(cell[k] == v for k, v in want.items()) for cell in grid_cells):
+            raise ValueError(f"scenario {sc.key} has no cell {want}")
+    return lambda cell: any(all(cell[k] == v for k, v in want.items()) for want in wanted)
 
 
 def _replicate(key: str, cell: dict, rng: np.random.Generator) -> list[list[float]]:

@@ -16,31 +16,47 @@ from app.stats.survey_plan import SurveyDesign, attenuation
 
 
 def direct_simulation(design, theta, k, added, tau, reps, seed, level=0.95):
-    """P(certified) and E(certified items) by simulating the survey answer by answer."""
+    """P(certified) and E(certified items) by simulating the survey answer by answer.
+
+    The new respondents arrive one by one; each copies a random current respondent's
+    profile and is served its pairs as ``next_pairs`` serves them (the least-answered
+    first, ties broken by a fresh uniform key per pair, never a pair twice: the first
+    ``size`` pairs of one ordering of all pairs). The replicates are independent
+    surveys, so each respondent's step is taken in all of them at once; everything
+    after the serving (random effects, answers, privatization, the fit, the intervals
+    and the top-K rule) runs survey by survey.
+    """
     rng = np.random.default_rng(seed)
     m = design.n_items
     a, b = np.triu_indices(m, 1)
-    index = {(int(x), int(y)): p for p, (x, y) in enumerate(zip(a, b, strict=True))}
+    index = np.full((m, m), -1)
+    index[a, b] = np.arange(a.size)
+    counts0 = np.bincount(
+        index[np.minimum(design.i, design.j), np.maximum(design.i, design.j)], minlength=a.size
+    )
     profiles = design.profiles()
+    sizes = np.array([p.size for p in profiles])
+    pick = rng.integers(len(profiles), size=(reps, added))  # the profile each new respondent copies
+    counts = np.tile(counts0.astype(float), (reps, 1))
+    rows = np.arange(reps)[:, None]
+    served = np.empty((added, reps, a.size), dtype=np.int64)  # each respondent's ordering of the pairs
+    for r in range(added):
+        order = np.argsort(counts + rng.random(counts.shape), axis=1)  # fewest answers first, random ties
+        served[r] = order
+        taken = np.arange(a.size)[None, :] < sizes[pick[:, r]][:, None]
+        counts[np.broadcast_to(rows, order.shape)[taken], order[taken]] += 1
+    flips = rng.random((reps, added, a.size)) < 0.5
     scale = attenuation(tau)
     certified, items = [], []
-    for _ in range(reps):
-        counts = np.zeros(a.size)
-        for x, y in zip(design.i, design.j, strict=True):
-            counts[index[(min(x, y), max(x, y))]] += 1
-        i, j, eps, resp = list(design.i), list(design.j), list(design.epsilon), list(design.respondent)
-        for r in range(added):
-            profile = profiles[rng.integers(len(profiles))]
-            keys = counts + rng.random(a.size)  # next_pairs: fewest answers first, random tie-break
-            chosen = np.argsort(keys)[: profile.size]
-            for p, e in zip(chosen, profile, strict=True):
-                flip = rng.random() < 0.5
-                i.append(b[p] if flip else a[p])
-                j.append(a[p] if flip else b[p])
-                eps.append(e)
-                resp.append(design.n_respondents + r)
-                counts[p] += 1
-        i, j, eps, resp = np.array(i), np.array(j), np.array(eps), np.array(resp)
+    for q in range(reps):
+        taken = np.arange(a.size)[None, :] < sizes[pick[q]][:, None]  # (added, pairs): respondent order
+        pair = served[:, q][taken]
+        flip = flips[q][taken]
+        i = np.concatenate((design.i, np.where(flip, b[pair], a[pair])))
+        j = np.concatenate((design.j, np.where(flip, a[pair], b[pair])))
+        eps = np.concatenate((design.epsilon, *(profiles[x] for x in pick[q])))
+        who = np.repeat(np.arange(added), sizes[pick[q]])
+        resp = np.concatenate((design.respondent, design.n_respondents + who))
         u = tau * rng.standard_normal((design.n_respondents + added, m))
         y = rng.random(i.size) < expit(scale * (theta[i] - theta[j]) + u[resp, i] - u[resp, j])
         y_t = privatize(y.astype(int), eps, rng).astype(float)

@@ -48,7 +48,9 @@ def discrete_laplace_variance(s: float) -> float:
 @pytest.mark.os_random
 @pytest.mark.parametrize("scale", [2.0, 8.0, 40.0])
 def test_discrete_laplace_from_opendp_has_the_stated_scale(scale):
-    n = 200_000
+    """50,000 draws check the variance to ±5.6 % (z = 5.5, kurtosis ≈ 6): a scale off by
+    a factor outside [0.97, 1.03] fails."""
+    n = 50_000
     x = discrete_laplace(scale, n)  # OpenDP, CSPRNG: unseeded by design
     var = discrete_laplace_variance(scale)
     assert x.dtype == np.int64
@@ -424,8 +426,9 @@ def test_B1_edge_errors_fall_with_n():
 
 def test_B2_B3_edge_errors_fall_with_p_and_epsilon():
     _less(_edge_run(80, 1.0, 1.0, seed=3), _edge_run(80, 0.2, 1.0, seed=4), 0, "in p")
-    _less(_edge_run(80, 0.5, 2.5, seed=5), _edge_run(80, 0.5, 0.25, seed=6), 0, "in ε")
-    _less(_edge_run(80, 0.5, 2.5, seed=5), _edge_run(80, 0.5, 0.25, seed=6), 2, "top-k in ε")
+    high, low = _edge_run(80, 0.5, 2.5, seed=5), _edge_run(80, 0.5, 0.25, seed=6)
+    _less(high, low, 0, "in ε")
+    _less(high, low, 2, "top-k in ε")
 
 
 def test_B4_counts_recover_the_top_set_at_least_as_well_as_the_mle():

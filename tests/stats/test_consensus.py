@@ -181,7 +181,24 @@ def test_debian_consensus_by_each_method(name):
     assert kendall_distance(kem.order, reference) <= 2
 
 
-@pytest.mark.slow
+def _completions(ballots):
+    """complete(rng): every voter's ballot completed as :func:`complete_ranking` completes
+    one (the ranked items first, in order, then the unranked in uniformly random order),
+    all voters at once: the ranked items keep keys 0, 1, …, the unranked get keys
+    m + U(0, 1), and each row is sorted by key."""
+    m = ballots.n_items
+    voters = ballots.expand()
+    key = np.full((len(voters), m), np.inf)
+    for v, order in enumerate(voters):
+        key[v, list(order)] = np.arange(len(order))
+    unranked = np.isinf(key)
+
+    def complete(rng):
+        return np.argsort(np.where(unranked, m + rng.random(key.shape), key), axis=1)
+
+    return voters, complete
+
+
 @pytest.mark.parametrize("name", ["00002-00000006.soi", "00002-00000008.soi"])
 def test_debian_privatized_consensus_approaches_the_non_private_one_as_epsilon_grows(name):
     """Each voter's (completed) ballot is replaced by its Mallows synthetic ranking at ε; the
@@ -191,13 +208,18 @@ def test_debian_privatized_consensus_approaches_the_non_private_one_as_epsilon_g
     m = ballots.n_items
     reference = _kemeny_brute(_expected_majority(ballots))
     rng = np.random.default_rng(5)
-    ballots_list = ballots.expand()
+    voters, complete = _completions(ballots)
+    first = complete(rng)
+    assert all(
+        row[: len(o)].tolist() == list(o) and sorted(row.tolist()) == list(range(m))
+        for row, o in zip(first, voters, strict=True)
+    )
     reps = 40
     out: dict[str, dict[float, tuple[float, float]]] = {"kemeny": {}, "borda": {}}
     for eps in (0.5, 2.0, 8.0, 32.0):
         dist = {"kemeny": [], "borda": []}
         for _ in range(reps):
-            orders = np.array([complete_ranking(np.array(o), m, rng) for o in ballots_list])
+            orders = complete(rng)
             stats = ranking_stats(mallows_privatize(orders, eps, rng))
             dist["kemeny"].append(kendall_distance(kemeny_consensus(stats, rng).order, reference))
             dist["borda"].append(kendall_distance(borda_aggregate(stats, rng), reference))

@@ -22,6 +22,7 @@ from app.stats.inference import (
     rank_confidence,
 )
 from tests.helpers.consistency import check_library
+from tests.helpers.stats import full_validation, size
 
 
 def _tiny_survey(rng):
@@ -111,16 +112,18 @@ def test_clusters_must_be_the_fits_data():
         confidence(fit, clusters=Clusters.from_answers(m, i, j, flipped, eps, resp))
 
 
-@pytest.mark.slow
+@pytest.mark.validation
 def test_centre_blow_up_regression_large_unbalanced_design():
-    # 100 items, respondents each rank 10 items drawn with unequal probabilities (some
-    # items rarely shown), every ranking split into its 45 pairs, ε = 0.5: the design
-    # whose interval centres came out off by up to 6,038 while θ̂ stayed within ±3.
-    # Now each seed either gives intervals that contain their scores with centres near
-    # the scores, or says the correction is unsafe.
+    """100 items, respondents each rank 10 items drawn with unequal probabilities (some
+    items rarely shown), every ranking split into its 45 pairs, ε = 0.5: a design where
+    interval centres can run off (up to 6,038 while θ̂ stays within ±3) unless the
+    corrections are bounded. Each seed either gives intervals that contain their scores
+    with centres near the scores, or says the correction is unsafe. 2 seeds in the
+    ordinary run, 6 at full size (PRIVRANK_VALIDATION=full), where at least 5 of the 6
+    must give cluster-robust intervals (a fixed count, checked at full size only)."""
     m, n_resp = 100, 5000
     outcomes = []
-    for seed in range(6):
+    for seed in range(size(2, 6)):
         rng = np.random.default_rng([100, seed])
         theta = rng.normal(0, 0.35, m)
         pop = rng.dirichlet(np.full(m, 0.7))  # unequal item exposure
@@ -148,4 +151,5 @@ def test_centre_blow_up_regression_large_unbalanced_design():
         assert conf.corrections["second_order_skipped_items"] <= 10
         ranks = rank_confidence(conf.estimate, conf.cov, k=10, point=conf.theta, rng=np.random.default_rng(0))
         check_library(conf, ranks, 10)
-    assert outcomes.count("cluster") >= 5, outcomes
+    if full_validation():
+        assert outcomes.count("cluster") >= 5, outcomes

@@ -18,6 +18,7 @@ from app.stats import SCHEMES, fit_btl, fit_debiased_mle_stats, fit_naive_mle_st
 from app.stats.mechanisms import rr_probability
 from app.stats.scenarios import SCENARIOS, run_scenario
 from app.stats.simulation import all_pairs, simulate_pair_stats, uniform_theta
+from tests.helpers.stats import full_validation, size
 
 Z = 3.0
 
@@ -32,6 +33,7 @@ def assert_smaller(result, metric, small: dict, large: dict, what=""):
 
 @pytest.fixture(scope="module")
 def scenario_one():
+    """Scenario I, the whole grid at 50 replicates (a few seconds: its tests are slow)."""
     return run_scenario("I", replications=50, seed=1)
 
 
@@ -43,6 +45,7 @@ def assert_no_significant_rise(result, metric, cells: list[dict], what=""):
         assert (b - a) / math.hypot(sa, sb) < Z, f"{what}: {metric} rises from {before} to {after}"
 
 
+@pytest.mark.slow
 def test_scenario_I_error_falls_with_L_at_each_epsilon_T7(scenario_one):
     # Power: from L = 100 to 800 the error drops by ~65%, ≥ 10 standard errors
     # here; between neighbouring L the drop is only ~3 se at 50 replicates, so
@@ -65,6 +68,7 @@ def test_scenario_I_error_falls_with_L_at_each_epsilon_T7(scenario_one):
                 )
 
 
+@pytest.mark.slow
 def test_scenario_I_error_falls_with_m_and_with_epsilon_T7_T8(scenario_one):
     for eps in (1.0, 2.0, 3.0):
         for L in (100, 800):
@@ -74,6 +78,7 @@ def test_scenario_I_error_falls_with_m_and_with_epsilon_T7_T8(scenario_one):
             assert_smaller(scenario_one, "l2", dict(epsilon=3.0, m=m, L=L), dict(epsilon=1.0, m=m, L=L))
 
 
+@pytest.mark.slow
 def test_scenario_I_rate_is_one_over_root_L(scenario_one):
     # Thm 2: error ≍ √(G/(mL)). Between L = 100 and 800 the mean error must shrink
     # by about √8 ≈ 2.83; anything from 2 to 4 (ridge bias is O(1/L)) is consistent,
@@ -105,14 +110,17 @@ def test_scheme_epsilons_follow_the_formulas():
         scheme_epsilon(4, 10, 100)
 
 
-@pytest.mark.slow
+@pytest.mark.validation
 def test_scenario_II_dividing_line_by_formula_T10():
     """ε ∝ log(mL)/√(mL) converges, ε ∝ 1/(√(mL) log mL) diverges (Cor. 1-2).
 
     The paper's narrative says the opposite with the scheme numbers swapped
     (docs/estimator.md §7, "Printed scheme labels"); the formulas and the theory agree with this test.
+    The ordinary run computes the 18 cells compared here at 50 replicates; at full size
+    (PRIVRANK_VALIDATION=full) the whole grid at 100.
     """
-    result = run_scenario("II", replications=100, seed=2)
+    cells = None if full_validation() else [dict(L=100), dict(L=1600)]
+    result = run_scenario("II", replications=size(50, 100), seed=2, cells=cells)
     for m in (10, 20, 30):
         assert_smaller(
             result,
@@ -137,9 +145,20 @@ def test_scenario_II_dividing_line_by_formula_T10():
         )
 
 
-@pytest.mark.slow
+#: The Scenario III cells the test compares: (m, Δ, L).
+_III_CELLS = [
+    *((m, d, L) for m in (10, 20, 30) for d in (0.05, 0.2) for L in (50, 100, 400)),
+    (10, 0.1, 200),
+    (30, 0.1, 200),
+]
+
+
+@pytest.mark.validation
 def test_scenario_III_ranking_errors_fall_with_L_m_delta_T11():
-    result = run_scenario("III", replications=60, seed=3)
+    """The ordinary run computes the 20 cells compared here at 40 replicates, the full
+    size (PRIVRANK_VALIDATION=full) the whole grid at 60."""
+    cells = None if full_validation() else [dict(m=m, delta=d, L=L) for m, d, L in _III_CELLS]
+    result = run_scenario("III", replications=size(40, 60), seed=3, cells=cells)
     for m in (10, 20, 30):
         for delta in (0.05, 0.2):
             assert_smaller(result, "K", dict(m=m, delta=delta, L=400), dict(m=m, delta=delta, L=50))
@@ -189,9 +208,12 @@ def test_scenario_V_classic_rr_stays_biased_while_debiased_converges_T9():
     assert np.abs(means[400] - limit).max() < 0.1 * np.abs(limit - theta).max()
 
 
-@pytest.mark.slow
+@pytest.mark.validation
 def test_scenario_V_debiased_beats_laplace_and_ties_classic_on_ranking_T12():
-    result = run_scenario("V", replications=100, seed=5)
+    """The ordinary run computes the 4 cells compared here at 50 replicates, the full
+    size (PRIVRANK_VALIDATION=full) the whole grid at 100."""
+    cells = None if full_validation() else [dict(m=m, L=L) for m in (10, 20) for L in (100, 400)]
+    result = run_scenario("V", replications=size(50, 100), seed=5, cells=cells)
     for m in (10, 20):
         for L in (100, 400):
             assert_smaller(
@@ -210,6 +232,11 @@ def test_scenario_results_are_reproducible_and_tabulated():
     assert len(a.rows) == 3 * 3 * 4
     table = a.format_table()
     assert "Figure 5" in table and "ε ∝ 1/√(mL)" in table
+    # Part of the grid: the cells asked for, with the numbers the whole grid gives them.
+    part = run_scenario("IV", replications=2, seed=9, cells=[dict(m=20), dict(scheme="inv_sqrt", L=400)])
+    assert part.rows == [r for r in a.rows if r["m"] == 20 or (r["scheme"] == "inv_sqrt" and r["L"] == 400)]
+    with pytest.raises(ValueError, match="no cell"):
+        run_scenario("IV", replications=2, cells=[dict(m=11)])
     with pytest.raises(ValueError, match="at least 2"):
         run_scenario("I", replications=1)
     assert set(SCENARIOS) == {"I", "II", "III", "IV", "V"}
