@@ -4,8 +4,23 @@ Chromium comes from the system (``/usr/bin/chromium``; ``.ci/run`` installs Debi
 package) — never from a download by the test tool. In CI a missing browser fails the
 run; on a developer machine without it the browser tests are skipped.
 
-Screenshots go to ``PRIVRANK_SCREENSHOT_DIR`` when set (the README's images are made
-with ``PRIVRANK_SCREENSHOT_DIR=docs/img pytest tests/browser``), else to a temp dir.
+One server for all the tests of a process (an xdist worker, or the whole run with
+``-n0``): ``server``. Every test therefore works on surveys it created itself and never
+assumes an empty database: it finds its survey by id (``#/survey/{id}``, a link's
+``href``), not by a title another test may use too. Tests that need other server
+settings (environment variables) share a server of their own with the tests needing
+the same settings (e.g. ``job_server`` in test_jobs.py).
+
+Randomness. Every browser context starts with ``crypto.getRandomValues`` — where
+privrank.js draws every random bit — replaced by a generator seeded by the test's id
+and the context's number (``tests.helpers.browser.seeded_random_script``), so what a
+page randomizes is the same on every run; ``random_values_calls(page)`` says how often
+the page called it. The live server draws from the OS CSPRNG (no test can seed it): a
+test whose assertion depends on what the server draws says how, and with what
+probability, it can fail by chance.
+
+Screenshots (``shots``) are taken only when ``PRIVRANK_SCREENSHOT_DIR`` is set (the
+README's images are made with ``PRIVRANK_SCREENSHOT_DIR=docs/img pytest tests/browser``).
 """
 
 from __future__ import annotations
@@ -16,7 +31,16 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.helpers.browser import ADMIN, ADMIN_KEY, CHROMIUM_ARGS, FAILED_LOAD, ITEMS, chromium_path, sign_in
+from tests.helpers.browser import (
+    ADMIN,
+    ADMIN_KEY,
+    CHROMIUM_ARGS,
+    FAILED_LOAD,
+    ITEMS,
+    chromium_path,
+    seeded_random_script,
+    signed_in_script,
+)
 from tests.helpers.live import LiveServer
 
 
@@ -35,19 +59,33 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def server(tmp_path):
-    srv = LiveServer({"DATABASE_URL": f"sqlite:///{tmp_path}/browser.db", "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The server every test of this process shares (its own SQLite database)."""
+    path = tmp_path_factory.mktemp("browser-server") / "browser.db"
+    srv = LiveServer({"DATABASE_URL": f"sqlite:///{path}", "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
     yield srv
     srv.stop()
 
 
+class Shots:
+    """``shots(target, "name.png", full_page=…)``: a screenshot of a page or locator into
+    ``PRIVRANK_SCREENSHOT_DIR``; nothing when it is unset (the pictures cost time and
+    nobody looks at them)."""
+
+    def __init__(self, directory: str | None) -> None:
+        self.dir = Path(directory) if directory else None
+        if self.dir is not None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, target, name: str, **options) -> None:
+        if self.dir is not None:
+            target.screenshot(path=str(self.dir / name), **options)
+
+
 @pytest.fixture
-def shots(tmp_path) -> Path:
-    target = os.environ.get("PRIVRANK_SCREENSHOT_DIR")
-    out = Path(target) if target else tmp_path / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def shots() -> Shots:
+    return Shots(os.environ.get("PRIVRANK_SCREENSHOT_DIR"))
 
 
 class Console:
@@ -87,32 +125,49 @@ def dialogs() -> list[str]:
 
 
 @pytest.fixture
-def new_page(browser, console, dialogs):
-    """Pages in fresh contexts (own sessionStorage), watched for console errors; confirm()
-    dialogs are accepted and recorded in ``dialogs``."""
-    contexts = []
+def contexts(browser, request):
+    """``contexts(**options)``: a fresh browser context (``browser.new_context`` options)
+    whose ``crypto.getRandomValues`` is seeded by the test's id and the context's number;
+    closed after the test."""
+    made = []
 
-    def make(width: int = 1280, height: int = 900):
-        ctx = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(ctx)
+    def make(**options):
+        ctx = browser.new_context(**options)
+        ctx.add_init_script(seeded_random_script(f"{request.node.nodeid}#{len(made)}"))
+        made.append(ctx)
+        return ctx
+
+    yield make
+    for ctx in made:
+        ctx.close()
+
+
+@pytest.fixture
+def new_page(contexts, console, dialogs):
+    """Pages in fresh contexts (own sessionStorage), watched for console errors; confirm()
+    dialogs are accepted and recorded in ``dialogs``. ``new_page(signed_in=base)``: a
+    page whose first visit to the dashboard at ``base`` is already signed in as the admin
+    (``tests.helpers.browser.sign_in`` sends the form)."""
+
+    def make(width: int = 1280, height: int = 900, signed_in: str | None = None):
+        ctx = contexts(viewport={"width": width, "height": height})
+        if signed_in:
+            ctx.add_init_script(signed_in_script(signed_in))
         page = ctx.new_page()
         console.watch(page)
         page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
         return page
 
-    yield make
-    for ctx in contexts:
-        ctx.close()
+    return make
 
 
 @pytest.fixture
 def survey_page(server, new_page):
-    """``survey_page(survey_id)``: a new page signed in to the dashboard as the admin,
-    showing the survey."""
+    """``survey_page(survey_id, **size)``: a new page of the dashboard, signed in as the
+    admin, showing the survey."""
 
-    def open_survey(survey_id: str):
-        page = new_page()
-        sign_in(page, server.base)
+    def open_survey(survey_id: str, **size):
+        page = new_page(signed_in=server.base, **size)
         page.goto(f"{server.base}/#/survey/{survey_id}")
         return page
 
@@ -133,6 +188,14 @@ def sign_in_as(server, new_page):
         return page
 
     return submit
+
+
+@pytest.fixture
+def api(server):
+    """An HTTP client of the server: one kept-alive connection for a test's many requests
+    (no credentials of its own: admin requests pass ``headers=ADMIN``)."""
+    with httpx2.Client(base_url=server.base, timeout=60) as client:
+        yield client
 
 
 @pytest.fixture

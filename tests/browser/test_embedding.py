@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx2
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, sign_in
+from tests.helpers.browser import ADMIN, ITEMS
 
 #: The page Chromium shows in a frame whose navigation it refused (a frame-ancestors block).
 BLOCKED_FRAME = "chrome-error://chromewebdata/"
@@ -129,12 +129,13 @@ def test_another_site_is_refused_the_frame(server, new_page, console):
         expect(page.frame_locator("#survey").get_by_role("heading", name="Your privacy")).to_be_visible()
 
 
-def _wait_for_frame(page, url: str, tries: int = 50):
-    for _ in range(tries):
+def _wait_for_frame(page, url: str, seconds: float = 5.0):
+    """The page's frame once it is at ``url`` (polled every 20 ms)."""
+    for _ in range(int(seconds / 0.02)):
         child = [f for f in page.frames if f is not page.main_frame]
         if child and child[0].url == url:
             return child[0]
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(20)
     raise AssertionError(f"the frame did not end at {url}: {[f.url for f in page.frames]}")
 
 
@@ -194,9 +195,8 @@ def test_redoc_renders_offline(server, new_page):
 def test_the_dashboard_edits_the_sites_and_gives_a_snippet_that_works(server, new_page, console):
     console.allow(422)  # the bad origin below
     sid = _survey(server, [])
-    admin = new_page()
+    admin = new_page(signed_in=server.base)
     admin.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base)
-    sign_in(admin, server.base)
     admin.goto(f"{server.base}/#/survey/{sid}")
     embed = admin.locator("#embed")
     expect(embed.get_by_role("heading", name="Embed")).to_be_visible()

@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, sign_in
+from tests.helpers.browser import ADMIN, ITEMS, signed_in_script
 
 #: The survey's item labels (ITEMS) in the other languages.
 TRANSLATIONS = {
@@ -92,21 +92,20 @@ def _survey(server, language: str = "en", title: str = TITLES["en"]) -> str:
 
 
 @pytest.fixture
-def page_in(browser, console):
+def page_in(contexts, console):
     """``page_in(locale)``: a page in a fresh context whose browser speaks ``locale``
-    (navigator.languages and Accept-Language), watched for console errors."""
-    contexts = []
+    (navigator.languages and Accept-Language), watched for console errors;
+    ``signed_in=base``: its first visit to the dashboard at ``base`` is signed in as the admin."""
 
-    def make(locale: str = "en-US", width: int = 420, height: int = 860):
-        ctx = browser.new_context(locale=locale, viewport={"width": width, "height": height})
-        contexts.append(ctx)
+    def make(locale: str = "en-US", width: int = 420, height: int = 860, signed_in: str | None = None):
+        ctx = contexts(locale=locale, viewport={"width": width, "height": height})
+        if signed_in:
+            ctx.add_init_script(signed_in_script(signed_in))
         page = ctx.new_page()
         console.watch(page)
         return page
 
-    yield make
-    for ctx in contexts:
-        ctx.close()
+    return make
 
 
 def _check_page(page, lang: str, shots=None) -> None:
@@ -116,7 +115,7 @@ def _check_page(page, lang: str, shots=None) -> None:
     assert page.evaluate("document.documentElement.lang") == lang
     assert said["meaning"] in _plain(page.locator("#epsilon-meaning").inner_text())
     if shots is not None:
-        page.screenshot(path=str(shots / f"respondent-intro-{lang}.png"), full_page=True)
+        shots(page, f"respondent-intro-{lang}.png", full_page=True)
     page.get_by_role("button", name=said["start"], exact=True).click()
     expect(page.locator("#choice-a")).to_be_visible()
     assert _plain(page.locator("#question").inner_text()) == said["question"]
@@ -124,7 +123,7 @@ def _check_page(page, lang: str, shots=None) -> None:
     shown = {page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()}
     assert shown <= set(LABELS[lang]), shown  # the item labels in the page's language
     if shots is not None:
-        page.screenshot(path=str(shots / f"respondent-pair-{lang}.png"), full_page=True)
+        shots(page, f"respondent-pair-{lang}.png", full_page=True)
     for k in range(2):
         expect(page.locator("#progress-text")).to_have_text(said["progress"].replace("1", str(k + 1), 1))
         page.locator("#choice-a").click()
@@ -208,8 +207,9 @@ def test_numbers_are_written_the_languages_way(server, page_in):
 
 
 def test_the_dashboard_sets_a_surveys_language(server, page_in):
-    admin = page_in("en-US", width=1280, height=900)
-    sign_in(admin, server.base)
+    admin = page_in("en-US", width=1280, height=900, signed_in=server.base)
+    admin.goto(server.base + "/")
+    expect(admin.get_by_role("heading", name="Surveys")).to_be_visible()
     assert admin.evaluate("document.documentElement.lang") == "en"
     expect(admin.get_by_role("navigation", name="Main")).to_contain_text("API documentation")
     admin.get_by_role("link", name="New survey").click()

@@ -1,4 +1,4 @@
-"""The dashboard's layout and wording (issue 18): charts whose text fits inside them, scores
+"""The dashboard's layout and wording: charts whose text fits inside them, scores
 explained in words, no sideways scrolling on a phone, and the respondent's privacy in plain
 words at the end."""
 
@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, TRUTH, answer_pairs, sign_in
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, answer_pairs, api_respondent
 
 PHONE = 375
 
@@ -47,25 +47,13 @@ def _survey(server, title: str, **settings) -> dict:
     return _post(server, "/v1/surveys", {"title": title, "items": ITEMS, **settings})
 
 
-def _respondent(server, sid: str, epsilon: float | None) -> dict:
-    reg = _post(server, f"/v1/surveys/{sid}/respondents", {} if epsilon is None else {"epsilon": epsilon}, {})
-    return {"Authorization": f"Bearer {reg['token']}"}
-
-
 def _answer_pairs(server, sid: str, respondents: int, epsilon: float | None = 8.0) -> None:
     """Respondents answering every pair in TRUTH's order through the API (randomized by the
-    server at ε = 8 in a local survey)."""
-    for _ in range(respondents):
-        headers = _respondent(server, sid, epsilon)
-        pairs = httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=6", headers=headers).json()["pairs"]
-        comparisons = [
-            {"a": p["a"], "b": p["b"], "winner": min(p["a"], p["b"], key=lambda x: TRUTH.index(label[x]))}
-            for p in pairs
-            for label in [{p["a"]: p["a_label"], p["b"]: p["b_label"]}]
-        ]
-        _post(
-            server, f"/v1/surveys/{sid}/responses", {"privatized": False, "comparisons": comparisons}, headers
-        )
+    server at ε = 8 in a local survey: what the charts show does not matter here, only
+    how they are laid out)."""
+    with httpx2.Client(base_url=server.base, timeout=60) as api:
+        for _ in range(respondents):
+            assert api_respondent(api, sid, count=6, epsilon=epsilon) == 6
 
 
 def _pairwise_with_answers(server) -> dict:
@@ -78,9 +66,9 @@ def _ranking_with_rankings(server, n: int = 30) -> dict:
     s = _survey(server, "A ranking survey", kind="ranking", privacy={"epsilon_max": 8.0})
     ids = {it["label"]: it["id"] for it in s["items"]}
     for _ in range(n):
-        headers = _respondent(server, s["id"], 8.0)
+        reg = _post(server, f"/v1/surveys/{s['id']}/respondents", {"epsilon": 8.0}, {})
         body = {"privatized": False, "ranking": [ids[x] for x in TRUTH]}
-        _post(server, f"/v1/surveys/{s['id']}/responses", body, headers)
+        _post(server, f"/v1/surveys/{s['id']}/responses", body, {"Authorization": f"Bearer {reg['token']}"})
     return s
 
 
@@ -96,26 +84,35 @@ def _central_with_a_release(server) -> dict:
     return s
 
 
+@pytest.fixture(scope="module")
+def surveys(server) -> dict[str, dict]:
+    """The surveys whose views the tests below look at (and leave as they are): a pairwise
+    survey with answers, a ranking survey with rankings, a central survey with a release."""
+    return {
+        "pairwise": _pairwise_with_answers(server),
+        "ranking": _ranking_with_rankings(server),
+        "central": _central_with_a_release(server),
+    }
+
+
 def _open_survey(page, server, sid: str, ready: str) -> None:
     page.goto(f"{server.base}/#/survey/{sid}")
     expect(page.locator(ready).first).to_be_visible()
 
 
-def test_chart_text_stays_inside_the_charts(server, new_page):
-    """The consensus chart of a ranking survey gave its notes ("rank 1, mean position 3.00")
-    150 px where they need about 160: they ran past the svg's right edge. Every text of every
-    chart (error bars, heat maps), each method, desktop and phone, lies inside its svg."""
-    ranking = _ranking_with_rankings(server)
-    pairwise = _pairwise_with_answers(server)
+def test_chart_text_stays_inside_the_charts(server, new_page, surveys):
+    """Every text of every chart (error bars, heat maps), each method, desktop and phone,
+    lies inside its svg — the consensus chart's notes ("rank 1, mean position 3.00") need
+    about 160 px."""
+    ranking, pairwise = surveys["ranking"], surveys["pairwise"]
     for width in (1280, PHONE):
-        page = new_page(width=width, height=900)
-        sign_in(page, server.base)
+        page = new_page(width=width, height=900, signed_in=server.base)
         _open_survey(page, server, ranking["id"], "#ranking-box svg")
         for method in ("borda", "kemeny", "btl", "lehmer"):
             page.get_by_label("Method").select_option(method)
             expect(page.locator("#ranking-box svg title").first).to_have_text(f"Consensus by {method}")
             assert page.evaluate(CLIPPED_TEXT) == [], (width, method)
-            assert "null" not in page.locator("#ranking-box").inner_text()  # it ended with "null"
+            assert "null" not in page.locator("#ranking-box").inner_text()  # no missing value shown
         notes = page.locator("#ranking-box svg g.row > text:last-child").all_text_contents()
         assert notes[0].startswith("rank 1, mean position")
         _open_survey(page, server, pairwise["id"], "#pairwise-box svg")
@@ -124,13 +121,11 @@ def test_chart_text_stays_inside_the_charts(server, new_page):
         assert page.evaluate(CLIPPED_TEXT) == [], width
 
 
-def test_scores_are_explained_in_words(server, new_page):
+def test_scores_are_explained_in_words(server, new_page, surveys):
     """The pairwise ranking says what a score gap means (Bradley–Terry odds); the consensus
     of a ranking survey says what its scores are for each method."""
-    pairwise = _pairwise_with_answers(server)
-    ranking = _ranking_with_rankings(server)
-    page = new_page()
-    sign_in(page, server.base)
+    pairwise, ranking = surveys["pairwise"], surveys["ranking"]
+    page = new_page(signed_in=server.base)
     _open_survey(page, server, pairwise["id"], "#ranking-table")
     expect(page.locator("#score-meaning")).to_have_text(
         "Scores are on the Bradley–Terry scale: a gap of 1 between two items means odds of about "
@@ -180,36 +175,29 @@ def test_scores_are_explained_in_words(server, new_page):
     expect(page.locator("#ledger tbody tr")).to_have_count(2)
     expect(page.locator("#release-score-meaning")).to_have_count(0)  # noisy counts: no scores
     for box in ("#ledger-box", "#release-box"):
-        assert "null" not in page.locator(box).inner_text()  # a left-out paragraph showed as "null"
+        assert "null" not in page.locator(box).inner_text()  # no left-out paragraph shown as "null"
 
 
 @pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking"])
-def test_no_sideways_scrolling_on_a_phone(server, new_page, view):
-    """At 375 px the page itself never scrolls sideways (a pairwise survey with answers
-    measured 898 px): wide tables and charts scroll inside their own box, which the keyboard
-    can reach and a screen reader names; the ranking table keeps its headers, labels and numbers
-    on one line each (it had "Rank" in 34 px and "Tran|sit")."""
-    surveys = {
-        "pairwise": _pairwise_with_answers,
-        "central": _central_with_a_release,
-        "ranking": _ranking_with_rankings,
-    }
-    s = surveys[view](server) if view != "list" else None
+def test_no_sideways_scrolling_on_a_phone(server, new_page, surveys, view):
+    """At 375 px the page itself never scrolls sideways: wide tables and charts scroll inside
+    their own box, which the keyboard can reach and a screen reader names; the ranking table
+    keeps its headers, labels and numbers on one line each (no "Rank" in 34 px, no "Tran|sit").
+    The list is of every survey the server has (the other tests' too), the three of this
+    module among them."""
+    page = new_page(width=PHONE, height=800, signed_in=server.base)
     if view == "list":
-        for make in surveys.values():
-            make(server)
-    page = new_page(width=PHONE, height=800)
-    sign_in(page, server.base)
-    if view == "list":
-        expect(page.locator("table tbody tr")).to_have_count(3)
+        page.goto(server.base + "/")
+        for s in surveys.values():
+            expect(page.locator(f'table a[href="#/survey/{s["id"]}"]')).to_have_count(1)
     elif view == "pairwise":
-        _open_survey(page, server, s["id"], "#pairwise-box svg")
+        _open_survey(page, server, surveys["pairwise"]["id"], "#pairwise-box svg")
         expect(page.locator("#coverage-box svg")).to_be_visible()
         expect(page.locator("#ranking-table")).to_be_visible()
     elif view == "central":
-        _open_survey(page, server, s["id"], "#ledger tbody tr")
+        _open_survey(page, server, surveys["central"]["id"], "#ledger tbody tr")
     else:
-        _open_survey(page, server, s["id"], "#ranking-box svg")
+        _open_survey(page, server, surveys["ranking"]["id"], "#ranking-box svg")
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= PHONE, f"the {view} view is {width} px wide"
     assert page.evaluate(UNWRAPPED) == []
@@ -231,8 +219,8 @@ def test_no_sideways_scrolling_on_a_phone(server, new_page, view):
 
 
 def test_the_thanks_say_in_words_what_the_answers_reveal(server, new_page):
-    """The end of the respondent page said only "Your total privacy spent is ε = 30": it now
-    says, with ε, how each answer was randomized and what all of them reveal together."""
+    """The end of the respondent page says in words, with ε, how each answer was randomized
+    and what all of them reveal together (not only "Your total privacy spent is ε = 30")."""
     local = _survey(server, "Pairs", privacy={"epsilon_default": 1.0})
     link = f"{server.base}/s/{local['id']}"
     page = new_page()

@@ -14,7 +14,8 @@ import json
 import httpx2
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, TRUTH, sign_in
+from app.stats import entropy
+from tests.helpers.browser import ADMIN, ITEMS, TRUTH, api_respondent, shown_pair
 
 
 def _survey(server, title: str = "Which policy matters most?", **settings) -> dict:
@@ -54,32 +55,17 @@ def _sign_in_with(page, base: str, key: str) -> None:
     expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
 
 
-def _truthful_answers(server, sid: str, respondents: int, epsilon: float | None = 8.0) -> None:
-    """Respondents answering every pair in TRUTH's order through the API (in a local survey
-    randomized by the server at ε = 8: truthful with probability 99.97%)."""
-    for _ in range(respondents):
-        body = {} if epsilon is None else {"epsilon": epsilon}
-        reg = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json=body).json()
-        headers = {"Authorization": f"Bearer {reg['token']}"}
-        pairs = httpx2.get(f"{server.base}/v1/surveys/{sid}/pairs?count=10", headers=headers).json()["pairs"]
-        comparisons = [
-            {
-                "a": p["a"],
-                "b": p["b"],
-                "winner": p["a"] if TRUTH.index(p["a_label"]) < TRUTH.index(p["b_label"]) else p["b"],
-            }
-            for p in pairs
-        ]
-        r = httpx2.post(
-            f"{server.base}/v1/surveys/{sid}/responses",
-            json={"privatized": False, "comparisons": comparisons},
-            headers=headers,
-        )
-        assert r.status_code == 201, r.text
+def _truthful_answers(server, sid: str, respondents: int, epsilon: float | None = 8.0, rng=None) -> None:
+    """Respondents answering every pair in TRUTH's order through the API: randomized at ε = 8
+    by ``rng`` (a seeded generator: the same answers on every run) in a local survey, true
+    answers in a central one."""
+    with httpx2.Client(base_url=server.base, timeout=60) as api:
+        for _ in range(respondents):
+            assert api_respondent(api, sid, epsilon=epsilon, rng=rng) > 0
 
 
 def _shown(page) -> tuple[str, str]:
-    return page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()
+    return shown_pair(page)
 
 
 def _start(page, link: str) -> None:
@@ -105,8 +91,8 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     flagged as the same text; it edits and approves one, rejects one with a reason and
     merges the duplicate into "Housing". The approved idea becomes a live item with source
     "suggested" that respondents are then asked about."""
-    admin = new_page()
-    sign_in(admin, server.base)
+    admin = new_page(signed_in=server.base)
+    admin.goto(server.base + "/")
     admin.get_by_role("link", name="New survey").click()
     admin.get_by_label("Title").fill("Which policy matters most?")
     admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
@@ -150,7 +136,7 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
         "Thank you — a moderator will review it. You can suggest 2 more ideas."
     )
     expect(resp.get_by_label("Your idea (at most 200 characters)")).to_have_value("")
-    resp.screenshot(path=str(shots / "participation-suggest.png"), full_page=True)
+    shots(resp, "participation-suggest.png", full_page=True)
     # The box stays (with its message) under the next pair.
     resp.locator("#choice-a").click()
     expect(resp.locator("#progress-text")).to_have_text("Question 2 of 3")
@@ -180,7 +166,9 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     mod = new_page()
     _sign_in_with(mod, server.base, _moderator_key(server))
     expect(mod.locator("#nav-new")).to_be_hidden()
-    row = mod.locator("tr").filter(has=mod.get_by_role("link", name="Which policy matters most?"))
+    # Its row in the list of every survey of the server (other tests' share the title).
+    row = mod.locator("tr").filter(has=mod.locator(f'a[href="#/survey/{sid}"]'))
+    expect(row.get_by_role("link")).to_have_text("Which policy matters most?")
     expect(row.locator("td.pending")).to_have_text("3 to review")
     row.get_by_role("link").click()
     expect(mod.locator("#moderation-summary")).to_contain_text("3 suggestions wait for a moderator")
@@ -192,7 +180,7 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     expect(dup.locator(".similar-one").first).to_contain_text("100% similar")
     expect(dup.locator(".badge.same-text")).to_have_text("same text")
     assert _card(mod, "Night buses").locator(".badge.same-text").count() == 0
-    mod.screenshot(path=str(shots / "participation-moderation.png"), full_page=True)
+    shots(mod, "participation-moderation.png", full_page=True)
 
     # Edit, then approve.
     bike = _card(mod, "Bike lanes")
@@ -285,11 +273,9 @@ def test_with_moderation_after_an_idea_is_an_item_at_once(server, new_page):
     assert seen == set(ITEMS)
 
 
-def test_cant_decide_moves_on_and_the_dashboard_counts_it(server, new_page, shots):
+def test_cant_decide_moves_on_and_the_dashboard_counts_it(server, new_page, survey_page, shots):
     s = _survey(server, suggestions={"enabled": True})
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{s['id']}")
+    admin = survey_page(s["id"])
     expect(admin.locator("#stat-undecided")).to_have_text("0")
     resp = new_page(width=420, height=900)
     _start(resp, f"{server.base}/s/{s['id']}?n=4")
@@ -303,14 +289,14 @@ def test_cant_decide_moves_on_and_the_dashboard_counts_it(server, new_page, shot
     resp.locator("#choice-b").focus()
     resp.keyboard.press("Tab")  # "Can't decide" with its keyboard focus ring, for the picture
     expect(resp.locator("#skip")).to_be_focused()
-    resp.screenshot(path=str(shots / "respondent-undecided.png"), full_page=True)
+    shots(resp, "respondent-undecided.png", full_page=True)
     assert _get(server, f"/v1/surveys/{s['id']}")["undecided"] == 2
     admin.get_by_role("button", name="Refresh").click()
     expect(admin.locator("#stat-undecided")).to_have_text("2")
     expect(admin.locator("#stat-comparisons")).to_have_text("0")
 
 
-def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page):
+def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page, survey_page):
     """Two respondents report "Parks", a participant's suggestion (threshold 2): after the
     first it is still live with one report, after the second it is under review, shown as
     such in the dashboard and not asked about any more; restoring it clears its reports.
@@ -355,9 +341,7 @@ def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page):
     parks = _item(server, sid, "Parks")
     assert parks["flags"] == 2 and parks["status"] == "review"
 
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{sid}")
+    admin = survey_page(sid)
     row = admin.locator("#review-table tbody tr").filter(has_text="Parks")
     expect(row).to_contain_text("under review")
     expect(row.locator("td.num")).to_have_text("2")
@@ -381,16 +365,21 @@ def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page):
     assert parks["status"] == "live" and parks["flags"] == 0
 
 
-def test_the_public_results_page(server, new_page, console, shots):
+def test_the_public_results_page(server, new_page, survey_page, console, shots):
     """/r/{id} shows a public survey's ranking in the API's order with each item's
     comparisons, interval strips and the note, and fits a phone; a survey that does not
     publish says so (404), until the admin publishes it from the dashboard; a survey
-    with results at the end shows them after the thanks."""
+    with results at the end shows them after the thanks.
+
+    The answers (30 respondents, every pair, in TRUTH's order) are randomized at ε = 8 by
+    the test's seeded generator, so the ranking is the same on every run: TRUTH, each item
+    winning about 30 comparisons more than the next (a flip at ε = 8 is a 1-in-3,000
+    event), which the respondent page's one answer more, on any pair, cannot reorder."""
     s = _survey(server, public_results=True, results_on_finish=True)
     sid = s["id"]
-    _truthful_answers(server, sid, 30)
+    _truthful_answers(server, sid, 30, rng=entropy.generator())  # seeded by the test's id
     api = httpx2.get(f"{server.base}/v1/surveys/{sid}/results").json()
-    assert [it["label"] for it in api["items"]] == TRUTH  # ε = 8: the truth, clearly
+    assert [it["label"] for it in api["items"]] == TRUTH
     page = new_page(width=375, height=800)
     page.goto(f"{server.base}/r/{sid}")
     expect(page.get_by_role("heading", level=1)).to_have_text("Which policy matters most?")
@@ -413,7 +402,7 @@ def test_the_public_results_page(server, new_page, console, shots):
         x0, w = float(bar.get_attribute("x")), float(bar.get_attribute("width"))
         assert x0 <= float(strip.locator("circle.score").get_attribute("cx")) <= x0 + w
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
-    page.screenshot(path=str(shots / "participation-results.png"), full_page=True)
+    shots(page, "participation-results.png", full_page=True)
     # Items added more than an hour after the first are marked new.
     marked = page.evaluate(
         """async () => {
@@ -441,11 +430,11 @@ def test_the_public_results_page(server, new_page, console, shots):
     other = new_page()
     other.goto(f"{server.base}/r/{hidden['id']}")
     expect(other.get_by_role("heading", name="These results are not public")).to_be_visible()
-    admin = new_page()
-    sign_in(admin, server.base)
-    admin.goto(f"{server.base}/#/survey/{hidden['id']}")
+    admin = survey_page(hidden["id"])
+    settings = admin.get_by_text("Participation settings")
+    expect(settings).to_be_visible()  # the survey's view is drawn
     expect(admin.locator("#public-results-link")).to_have_count(0)
-    admin.get_by_text("Participation settings").click()
+    settings.click()
     admin.get_by_label(f"Publish results at /r/{hidden['id']}").check()
     expect(admin.locator("#public-results-link")).to_have_text(f"{server.base}/r/{hidden['id']}")
     assert _get(server, f"/v1/surveys/{hidden['id']}")["public_results"] is True

@@ -57,7 +57,7 @@ def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
     assert "privrank site contribute" in command and tokens["schools-a"] in command
     assert f"--server {server.base}" in command
     expect(creds.get_by_role("button", name="Copy credential of clinic-c")).to_be_visible()
-    creds.screenshot(path=str(shots / "dashboard-round-credentials.png"))
+    shots(creds, "dashboard-round-credentials.png")
     card = admin.locator("article.round").first
     rid = card.get_attribute("id").removeprefix("round-")
     expect(card).to_contain_text(
@@ -83,7 +83,7 @@ def test_rounds_are_opened_watched_and_cancelled_from_the_dashboard(
         "the rankings of site schools-b were not privatized"
     )
     expect(card.locator(".round-privacy")).to_contain_text("cannot verify them")
-    admin.locator("#rounds").screenshot(path=str(shots / "dashboard-rounds.png"))
+    shots(admin.locator("#rounds"), "dashboard-rounds.png")
 
     sites["clinic-c"].contribute({"privatization": "mallows", "epsilon": 2.0})
     other = httpx2.post(

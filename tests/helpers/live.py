@@ -51,7 +51,7 @@ class LiveServer:
                     return
             except httpx2.HTTPError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"privrank serve did not become ready:\n{self.output()}")
 
