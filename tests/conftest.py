@@ -71,6 +71,16 @@ def redis_url() -> str:
     return redis_server_url()
 
 
+def pytest_configure(config) -> None:
+    if not hasattr(config, "workerinput"):
+        # Every live server, CLI process and xdist worker the run starts imports the
+        # service: compiled once here, they load its bytecode even where the environment
+        # sets PYTHONDONTWRITEBYTECODE (each would otherwise compile it again).
+        import compileall
+
+        compileall.compile_dir(str(_HERE.parent / "app"), quiet=1)
+
+
 def pytest_addoption(parser) -> None:
     parser.addoption(
         "--fast",
