@@ -97,7 +97,7 @@ BAD = [
     "https://example.org:0",
     "https://example.org:65536",
     "https://example.org:*",
-    "https://example.org:\u00b2",  # a superscript two: isdigit() but not int() (was a 500)
+    "https://example.org:\u00b2",  # a superscript two: isdigit() but not int() (a 500 if trusted)
     "https://example.org:\u2460",  # a circled one: the same
     "https://fa\u00df.example",  # IDNA 2003 makes it fass.example, browsers xn--fa-hia.example
     "https://\u03c2.example",  # final sigma: the same
@@ -174,8 +174,8 @@ def test_the_respondent_page_may_be_framed_only_by_the_surveys_origins(client):
 
 
 def test_a_head_request_gets_the_pages_headers(client):
-    """HEAD (link checkers, monitors) answers as GET does, without the body: it used to fall
-    through to the file server's 404, as if the survey's page did not exist."""
+    """HEAD (link checkers, monitors) answers as GET does, without the body, not the file
+    server's 404, as if the survey's page did not exist."""
     plain, s = create_survey(client), _survey_with(client, [SITE])
     for sid in (plain["id"], s["id"]):
         for page in ("s", "r"):
@@ -189,7 +189,7 @@ def test_a_head_request_gets_the_pages_headers(client):
 def test_a_patch_changes_the_frame_ancestors_at_once(client):
     s = _survey_with(client, [SITE])
     page = f"/s/{s['id']}"
-    assert SITE in client.get(page).headers["content-security-policy"]  # now cached
+    assert SITE in client.get(page).headers["content-security-policy"]  # and cached
     r = client.patch(
         f"/v1/surveys/{s['id']}", json={"embed_origins": ["https://other.example"]}, headers=ADMIN
     )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 
 from tests.helpers.api import ADMIN, analyst_headers, create_central_survey, create_survey, register
+from tests.helpers.stats import Z
 
 
 def fetch(client, sid, h, count):
@@ -50,17 +52,31 @@ def test_least_answered_pairs_come_first(client):
 
 
 def test_ties_are_broken_at_random_and_orientation_varies(client):
+    """60 new respondents each ask for one pair of 8 items, none answered: the 28 pairs
+    are equally least-answered, so the pair is uniform and its orientation a coin flip.
+    A fixed choice would give one pair 60 times (or one orientation). Bounds at Z
+    standard deviations: a pair's count is Binomial(60, 1/28), 2.1 ± Z·1.4, so at most
+    8; the pairs never served number 3.2 ± Z·1.4, so at least 19 distinct pairs are
+    served; each orientation is Binomial(60, 1/2), 30 ± Z·3.9, so at least 13. The
+    draws come from the test's seeded source: the outcome is the same on every run."""
     s = create_survey(client, items=[f"i{k}" for k in range(8)])
     firsts = Counter()
     orient = Counter()
-    for _ in range(60):
+    n, pairs = 60, 28
+    for _ in range(n):
         _, h = register(client, s["id"])
         ((a, b),) = fetch(client, s["id"], h, 1)
         firsts[frozenset((a, b))] += 1
         orient[a < b] += 1
-    # 28 equally unanswered pairs: a fixed choice would give one pair 60 times.
-    assert len(firsts) > 15 and max(firsts.values()) < 10
-    assert min(orient.values()) > 15
+    p = 1 / pairs
+    assert max(firsts.values()) <= n * p + Z * math.sqrt(n * p * (1 - p)), firsts
+    # Pairs never served: mean k·q₁, variance k·q₁(1 − q₁) + k(k − 1)(q₂ − q₁²), with
+    # q₁ = (1 − 1/k)ⁿ and q₂ = (1 − 2/k)ⁿ the chances that one, or two, are never drawn.
+    q1, q2 = (1 - p) ** n, (1 - 2 * p) ** n
+    unseen_mean = pairs * q1
+    unseen_sd = math.sqrt(pairs * q1 * (1 - q1) + pairs * (pairs - 1) * (q2 - q1 * q1))
+    assert pairs - len(firsts) <= unseen_mean + Z * unseen_sd, firsts
+    assert min(orient[True], orient[False]) >= n / 2 - Z * math.sqrt(n / 4), orient
 
 
 def test_pairs_respect_the_budget(client):
@@ -97,7 +113,7 @@ def _served(client, sid, h, count):
 
 def test_fewer_pairs_than_asked_come_with_the_reason(client):
     """A closed survey, a spent budget, the central answer limit and a respondent who
-    has answered everything each say why (they used to answer {"pairs": []} alone)."""
+    has answered everything each say why, not {"pairs": []} alone."""
     s = create_survey(client, items=("A", "B", "C"), epsilon_default=1.0, respondent_budget=2.0)
     sid = s["id"]
     _, h = register(client, sid)

@@ -144,7 +144,6 @@ def test_a_pair_answered_before_is_409(client, survey, unchanged):
     assert post(client, sid, h2, [{"a": a, "b": b, "winner": b}]).status_code == 201
 
 
-@pytest.mark.slow
 def test_budget_is_enforced_all_or_nothing(client, db, survey, unchanged):
     sid, (a, b, c, d) = survey  # budget 3.0
     rid, h = register(client, sid, 1.0)
@@ -203,7 +202,6 @@ def test_ranking_surveys_refuse_pairwise_answers(client, unchanged):
     assert r.status_code == 409 and "rankings" in r.text
 
 
-@pytest.mark.slow
 def test_idempotency_key_replays_the_first_answer(client, db, survey, unchanged):
     sid, (a, b, c, _) = survey
     rid, h = register(client, sid, 1.0)
