@@ -13,6 +13,7 @@ from ..services import jobs
 from ..services.surveys import get_survey, item_count, require_local, require_pairwise
 from .common import errors
 from .deps import ReaderDep, SessionDep
+from .schemas import ErrorOut
 from .schemas.jobs import DesignJobIn, JobIn, JobList, JobOut
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -82,14 +83,25 @@ def as_job_if_long(
     return _accepted(_submit(request, session, survey, kind, parameters, who))
 
 
-#: The 202 of synchronous endpoints that hand long work to a job.
+#: The 429 of a call that submits a job: the key's jobs in progress are capped.
+JOBS_429: dict[int | str, dict] = {
+    429: {
+        "model": ErrorOut,
+        "description": f"This key has {jobs.JOBS_PER_KEY} jobs queued or running; nothing was stored. "
+        "Retry after the Retry-After header's seconds.",
+    }
+}
+
+#: The answers of synchronous endpoints that hand long work to a job: 202, and the 429
+#: of a key with too many jobs in progress.
 AS_JOB_202: dict[int | str, dict] = {
     202: {
         "model": JobOut,
         "description": "Predicted to take longer than PRIVRANK_INLINE_SECONDS: submitted as a job "
         "instead (Location: /v1/jobs/{id}); poll it for the progress and, when done, this "
         "endpoint's answer as its result.",
-    }
+    },
+    **JOBS_429,
 }
 
 
@@ -97,7 +109,7 @@ AS_JOB_202: dict[int | str, dict] = {
     "/surveys/{survey_id}/jobs",
     status_code=202,
     response_model=JobOut,
-    responses=errors(401, 403, 404, 409, 422, 503),
+    responses={**errors(401, 403, 404, 409, 422, 503), **JOBS_429},
     summary="Run a ranking, a bootstrap or a plan as a job",
 )
 def submit(
@@ -121,7 +133,7 @@ def submit(
     "/jobs",
     status_code=202,
     response_model=JobOut,
-    responses=errors(401, 403, 422, 503),
+    responses={**errors(401, 403, 422, 503), **JOBS_429},
     summary="Run the planner of a survey not yet run (GET /v1/plan) as a job",
 )
 def submit_design(

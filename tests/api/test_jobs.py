@@ -407,3 +407,18 @@ def test_waiting_for_a_turn_is_not_progress():
     for _ in range(5):
         d.check()
     assert d.progress == 0.5
+
+
+def test_every_call_that_can_submit_a_job_documents_the_429_of_a_keys_cap(app):
+    """A key with JOBS_PER_KEY jobs in progress gets 429 from any call that submits one:
+    the job routes and the synchronous ones that hand long work to a job."""
+    paths = app.openapi()["paths"]
+    submitting = [
+        ("/v1/surveys/{survey_id}/jobs", "post"),
+        ("/v1/jobs", "post"),
+        ("/v1/plan", "get"),
+        ("/v1/surveys/{survey_id}/plan", "get"),
+        ("/v1/surveys/{survey_id}/ranking", "get"),
+    ]
+    for path, method in submitting:
+        assert "429" in paths[path][method]["responses"], (path, method)
