@@ -114,6 +114,7 @@ def test_admin_key_rotate_on_an_unusable_database_is_one_line(tmp_path):
     assert KEY_LINE.findall(done.stdout) == []
 
 
+@pytest.mark.slow
 def test_serve_revokes_the_generated_key_when_the_environment_key_is_configured(tmp_path):
     url = f"sqlite:///{tmp_path}/serve.db"
     server = LiveServer({"DATABASE_URL": url})

@@ -1,5 +1,5 @@
 """Soak: 200 concurrent virtual respondents against ``privrank serve --workers 2``, on
-SQLite and on PostgreSQL, for 20 s (``PRIVRANK_FAULT_SECONDS`` lengthens it).
+SQLite and on PostgreSQL, for 8 s (``PRIVRANK_FAULT_SECONDS`` lengthens it).
 
 Each virtual respondent registers, then loops: fetch 3 pairs, answer them in one
 request (server-side randomization, with an Idempotency-Key), and now and then read
@@ -8,7 +8,7 @@ That is every respondent-facing call, at 200 clients, against admission's queue 
 pool admits ~19 requests per worker at a time). The run must show no 5xx and no
 transport error (the client timeout is 60 s), and every comparison acknowledged with
 201 must be stored exactly once, with nothing stored beyond them. Latency
-percentiles per call are printed (``-s``) and recorded in the README."""
+percentiles per call are printed (``-s``)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def _check(name: str, server, url: str) -> None:
     try:
         survey = create_survey(server.base, ADMIN_KEY, n_items=20, title="soak")
         t0 = time.monotonic()
-        records, acknowledged = _in_own_thread(_soak(server.base, survey, phase_seconds(20)))
+        records, acknowledged = _in_own_thread(_soak(server.base, survey, phase_seconds(8)))
         wall = time.monotonic() - t0
     finally:
         log = server.stop()

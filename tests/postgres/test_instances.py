@@ -243,9 +243,10 @@ def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_work
 
         # A long job: the worker is stopped (SIGTERM, as by a redeploy) while it runs. It
         # gives the job back, uncounted, and a new worker finishes it.
-        large = _import(a.base, 40, 1500, 10)
+        # Seconds of work: still running when the worker is stopped right after it starts.
+        large = _import(a.base, 30, 800, 10)
         r = httpx2.post(
-            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
+            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 1000}, headers=ADMIN
         )
         job_id = r.json()["id"]
         running = _poll(a.base, job_id, lambda j: j["status"] != "queued", 60)
@@ -260,7 +261,7 @@ def test_jobs_run_on_a_worker_are_read_on_any_instance_and_survive_a_killed_work
         # The worker is killed (SIGKILL) while it runs the job: a new worker takes it up
         # once the heartbeat has been silent STALE_SECONDS.
         r = httpx2.post(
-            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 1999}, headers=ADMIN
+            f"{b.base}/v1/surveys/{large}/jobs", json={"kind": "bootstrap", "replicates": 999}, headers=ADMIN
         )
         assert r.status_code == 202, r.text
         job_id = r.json()["id"]
