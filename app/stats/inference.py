@@ -87,7 +87,7 @@ from scipy.special import expit, ndtri, stdtrit
 
 from . import entropy
 from .btl import BTLFit, fit_btl
-from .laplacian import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
+from .laplacian import MAX_ITEMS_COVARIANCE, SingularLaplacian, laplacian, laplacian_pinv
 from .mechanisms import (
     RandomSource,
     debias,
@@ -169,6 +169,15 @@ SECOND_ORDER_MAX_SHARE = 0.5
 #: Separated data (an item winning or losing "everything" once the noise is removed) are
 #: refused when the ridge removal multiplies some item's model-based se by more than this.
 SEPARATED_MAX_SE_RATIO = 10.0
+
+_NOT_IDENTIFIED = (
+    "The answers so far do not determine the scores without the ridge penalty: intervals would only "
+    "reflect the penalty. Collect more answers."
+)
+_SEPARATED = (
+    "Once the privacy noise is removed, some items win (or lose) every comparison with the rest: the "
+    "answers do not yet say how far apart they are, only the ridge penalty does. Collect more answers."
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -418,10 +427,20 @@ def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDA
     """One Newton step of the unpenalized objective from θ̂: θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂.
 
     Removes the ridge's pull towards 0 to first order. Returns θ̃ and L_W(θ̂)⁺.
+
+    Raises :class:`IntervalsUnavailable` ("not_identified") when L_W(θ̂) is singular
+    beyond its components (:class:`~app.stats.laplacian.SingularLaplacian`): θ̂ lies
+    where σ' has underflowed across some cut, so the step along that cut is unbounded.
+    Separated debiased data (mean z above 1 across a cut) take θ̂ there: only the ridge
+    holds θ̂ on that cut, and θ̂ grows linearly in the number of answers
+    (docs/estimator.md §4.3–4.4).
     """
     m = theta.size
     _, _, w, _ = _weights(theta, (data.i, data.j, data.n, data.v))
-    lw_pinv = laplacian_pinv(laplacian(m, data.i, data.j, w), component)
+    try:
+        lw_pinv = laplacian_pinv(laplacian(m, data.i, data.j, w), component)
+    except SingularLaplacian:
+        raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED) from None
     return theta + lw_pinv @ (2.0 * lam * theta), lw_pinv
 
 
@@ -546,14 +565,16 @@ def confidence(
     centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
     check()
     if not np.all(np.isfinite(centre)):
-        raise IntervalsUnavailable(
-            "not_identified",
-            "The answers so far do not determine the scores without the ridge penalty: intervals would "
-            "only reflect the penalty. Collect more answers.",
-        )
+        raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED)
     # 2. Sandwich at the corrected point.
     s, sp, w, v_model = _weights(centre, (i, j, n, data.v))
-    lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
+    try:
+        lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
+    except SingularLaplacian:
+        # The step went so far out that σ' underflowed across a cut: the model se there
+        # is unbounded, the limit of what _flattened measures (docs/uncertainty.md §5).
+        separated = _separated(fit.theta, data, comp)
+        raise IntervalsUnavailable("not_identified", _SEPARATED if separated else _NOT_IDENTIFIED) from None
     check()
     crit = float(ndtri(0.5 + level / 2.0))
     n_clusters = None
@@ -580,12 +601,7 @@ def confidence(
     if _separated(fit.theta, data, comp) and _flattened(
         lw_pinv_fit, lw_pinv, _weights(fit.theta, (i, j, n, data.v))[3], v_model, (m, i, j), identified
     ):
-        raise IntervalsUnavailable(
-            "not_identified",
-            "Once the privacy noise is removed, some items win (or lose) every comparison with the rest: "
-            "the answers do not yet say how far apart they are, only the ridge penalty does. Collect more "
-            "answers.",
-        )
+        raise IntervalsUnavailable("not_identified", _SEPARATED)
     ridge_shift = centre - fit.theta
     ridge_se = _largest_in_se(ridge_shift, se, identified)
     if ridge_se > RIDGE_MAX_SE:
@@ -692,6 +708,8 @@ def bootstrap_confidence(
 
     Work: ``n_boot`` × (comparisons + a refit + an m×m pseudo-inverse, O(m³));
     ``check`` is called before every replicate (it raises to stop the work).
+    Raises :class:`IntervalsUnavailable` when the ridge-removal step of the fit or of a
+    replicate is unbounded (see :func:`_unshrink`).
     """
     check = check or _no_check
     level = _check_level(level)

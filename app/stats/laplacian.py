@@ -7,7 +7,7 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import NDArray
 
-__all__ = ["MAX_ITEMS_COVARIANCE", "laplacian", "laplacian_pinv"]
+__all__ = ["MAX_ITEMS_COVARIANCE", "SingularLaplacian", "laplacian", "laplacian_pinv"]
 
 #: Dense m×m covariance is computed up to this many items (O(m³) time, O(m²) memory).
 MAX_ITEMS_COVARIANCE = 2000
@@ -22,15 +22,41 @@ def laplacian(n_items: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.fl
     return lap
 
 
+class SingularLaplacian(np.linalg.LinAlgError):
+    """A Laplacian whose null space is larger than its components' constant vectors.
+
+    Its weights (n σ'(d) for a BTL fit) vanish to working precision across some cut
+    inside a component, which happens once the scores on either side are far enough
+    apart (σ'(d) underflows; with debiased data whose mean z exceeds 1 the scores of
+    the ridge fit grow linearly in the number of answers, docs/estimator.md §4.3).
+    The data then carry no information on that cut: a variance along it is unbounded,
+    which no finite pseudo-inverse of the components' Laplacian can describe."""
+
+
 def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> NDArray[np.float64]:
     """Moore–Penrose inverse of a (possibly disconnected) Laplacian.
 
     With P = Σ_c 1_c1_cᵀ/|c| the projector on its null space and ρ > 0,
     (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization.
+
+    That identity needs L's null space to be exactly P's range, i.e. every component
+    connected by weights that are not negligible. When it is not, L + ρP is singular:
+    the factorization fails, or one of its pivots d_k has d_k² ≤ m·u·max_k a_kk (u the
+    unit roundoff; the tolerance of LAPACK's rank-revealing ``?pstrf``). Then
+    :class:`SingularLaplacian` is raised rather than an inverse of rounding errors.
     """
     m = lap.shape[0]
     sizes = np.bincount(component, minlength=int(component.max(initial=-1)) + 1).astype(float)
     proj = (component[:, None] == component[None, :]) / sizes[component][:, None]
     rho = max(float(np.mean(np.diag(lap))), 1.0)
-    factor = scipy.linalg.cho_factor(lap + rho * proj, lower=True, check_finite=False)
+    a = lap + rho * proj
+    tol = m * np.finfo(float).eps * float(np.max(np.diag(a), initial=0.0))
+    try:
+        factor = scipy.linalg.cho_factor(a, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        factor = None
+    if factor is None or float(np.min(np.diag(factor[0]) ** 2, initial=np.inf)) <= tol:
+        raise SingularLaplacian(
+            "L + ρP is singular: the Laplacian's weights vanish across a cut inside a component"
+        )
     return scipy.linalg.cho_solve(factor, np.eye(m), check_finite=False) - proj / rho
