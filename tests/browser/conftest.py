@@ -1,7 +1,8 @@
 """Browser tests: Playwright (Python) driving Debian's Chromium, headless, against a live server.
 
-Chromium comes from the system (``/usr/bin/chromium``; ``.ci/run`` installs Debian's
-package) — never from a download by the test tool. In CI a missing browser fails the
+Chromium comes from the system (Debian's ``chromium-headless-shell``, which ``.ci/run``
+installs, or ``chromium``; ``PRIVRANK_CHROMIUM`` names another) — never from a download
+by the test tool. In CI a missing browser fails the
 run; on a developer machine without it the browser tests are skipped.
 
 One server for all the tests of a process (an xdist worker, or the whole run with
@@ -49,8 +50,8 @@ def browser():
     path = chromium_path()
     if path is None:
         if os.environ.get("CI"):
-            pytest.fail("Chromium is required in CI (Debian package 'chromium'; .ci/run installs it)")
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
+            pytest.fail("Chromium is required in CI (Debian's chromium-headless-shell; .ci/run installs it)")
+        pytest.skip("Chromium is not installed (apt-get install chromium-headless-shell)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -32,8 +32,16 @@ CHROMIUM_ARGS = [
 FAILED_LOAD = re.compile(r"Failed to load resource: the server responded with a status of (\d+)")
 
 
+#: The browsers the tests drive, first found first: Chromium's headless shell (Debian's
+#: ``chromium-headless-shell``: the same Blink without the desktop browser around it, so
+#: each page costs less CPU), then the full browser.
+CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser")
+
+
 def chromium_path() -> str | None:
-    path = os.environ.get("PRIVRANK_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    """The Chromium to drive: ``PRIVRANK_CHROMIUM`` if set, else the first of
+    :data:`CHROMIUM_NAMES` on the PATH."""
+    path = os.environ.get("PRIVRANK_CHROMIUM") or next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
     return path if path and Path(path).exists() else None
 
 
