@@ -55,7 +55,11 @@ export async function thanks() {
   } catch {
     /* the summary is optional */
   }
+  // A notice the last answer left (a report's thanks) stays in sight on this screen too.
+  const notice = state.notice;
+  state.notice = null;
   show(
+    notice ? h("p", { class: "ok", id: "notice" }, notice) : null,
     h("h2", { id: "thanks" }, t("end.thanks")),
     me ? h("p", { id: "spent" }, central() ? tn("end.answered", me.comparisons) : spentText(me)) : null,
     central()
