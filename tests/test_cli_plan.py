@@ -154,6 +154,7 @@ def test_plan_shows_its_progress_on_the_terminal():
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+@pytest.mark.slow
 def test_plan_follows_a_job_when_the_server_hands_the_simulation_to_one(tmp_path):
     import httpx2
 

@@ -42,6 +42,7 @@ def test_serve_migrates_generates_an_admin_key_once_and_serves(tmp_path):
     assert "Traceback" not in out and "alembic" not in out.lower()
 
 
+@pytest.mark.slow
 def test_migrate_command(tmp_path):
     url = f"sqlite:///{tmp_path}/m.db"
     for _ in range(2):  # idempotent

@@ -210,6 +210,7 @@ def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
     assert '"winner"' not in output and "'winner'" not in output
 
 
+@pytest.mark.slow
 def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
     """Issue 17: after suggestions and flags from known respondents (debug level, access
     log on), no log line holds a respondent id or token, nor the suggestion's text; and
@@ -278,6 +279,7 @@ def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
             assert not any(x in dump for rid, token in known for x in (rid, token, token.partition(".")[2]))
 
 
+@pytest.mark.slow
 def test_no_external_id_reaches_the_logs_or_the_database(tmp_path):
     """Issue 18: an integration key registers people by their external ids — new, again
     (a new token), with a refused ε, too long, from an anonymous caller, over the key's
