@@ -31,8 +31,11 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, api, ne
     at the survey's ε = 2 (two on the respondent page, randomized there; five through the
     API, randomized by the test); the dashboard shows their answers, plans from them, and
     closes the survey under a respondent's feet. Both randomizations are seeded (the page's
-    by conftest.py, the test's by tests/conftest.py): the stored answers are the same on
-    every run."""
+    by conftest.py, the test's by tests/conftest.py), but which pairs their flips fall on
+    follows the order and orientation of the pairs the live server draws (OS CSPRNG): the
+    stored answers differ from run to run, and in about 1 run in 1,000 they leave an item
+    separated (e.g. Parks losing all its 21 comparisons) and the survey without intervals,
+    which the dashboard then says instead of drawing the win probabilities."""
     admin = new_page()
     sign_in(admin, server.base)
     admin.get_by_role("link", name="New survey").click()
@@ -103,7 +106,11 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, api, ne
     nice = admin.evaluate("async () => (await import('/static/charts.js')).niceTicks(-3.01, 0.23)")
     assert [t["text"] for t in nice["ticks"]] == ["−4", "−3", "−2", "−1", "0", "1"]
     expect(admin.locator("#coverage-box svg")).to_have_count(1)
-    expect(admin.locator("#pairwise-box svg")).to_have_count(1)
+    # The win probabilities when the answers give intervals, else why not (docstring).
+    if api.get(f"/v1/surveys/{sid}/pairwise", headers=ADMIN).json()["available"]:
+        expect(admin.locator("#pairwise-box svg")).to_have_count(1)
+    else:
+        expect(admin.locator("#pairwise-box")).to_contain_text("No intervals yet")
     expect(admin.locator("#top-k")).to_contain_text("Top 3:")
     shots(admin, "dashboard-survey.png", full_page=True)
 

@@ -191,7 +191,8 @@ def api_respondent(
     survey's server randomizes them (OS CSPRNG), a central survey keeps them. With
     ``rng`` (a seeded generator) they are randomized here, by randomized response at
     ``epsilon``, and sent as ``privatized: true``: what is stored is the same on every
-    run, given the pairs served (the pairs are randomized in the order of their labels).
+    run, given the pairs served (randomized in the order of their labels, whichever label
+    the server put first).
 
     ``client`` has the server's base URL. Returns the number of answers stored: 0 when
     the survey is closed or has no pair left for the respondent."""
@@ -203,7 +204,7 @@ def api_respondent(
     pairs = client.get(f"/v1/surveys/{sid}/pairs?count={count}", headers=headers).json()["pairs"]
     if not pairs:
         return 0
-    pairs.sort(key=lambda p: (p["a_label"], p["b_label"]))
+    pairs.sort(key=lambda p: sorted((p["a_label"], p["b_label"])))  # whichever way round they came
     winners = [truthful_winner(p) for p in pairs]
     body: dict = {"privatized": False}
     if rng is not None:
