@@ -33,6 +33,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from .csvcells import csv_cell
 from .keyed_http import RedirectRefused, open_keyed
 
 __all__ = ["ExportError", "export_survey"]
@@ -147,9 +148,7 @@ def _write_ranking(rows: list[dict], part: Path, fmt: str) -> list[str]:
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(columns)
             for r in rows:
-                writer.writerow(
-                    ["" if r[c] is None else repr(r[c]) if isinstance(r[c], float) else r[c] for c in columns]
-                )
+                writer.writerow([csv_cell(r[c]) for c in columns])
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -198,6 +197,15 @@ def _readme(
             "",
             "Split a ranking into item ids: rankings['ranking'].str.split('>') in pandas, "
             'strsplit(rankings$ranking, ">", fixed = TRUE) in R.',
+        ]
+    if fmt == "csv":
+        lines += [
+            "",
+            "A text cell that begins with = + - @ (or their full-width forms), a tab, a line break or an",
+            "apostrophe has an apostrophe put before it, so that a spreadsheet shows it instead of running",
+            "it as a formula. The text",
+            'as stored: drop that first apostrophe (items[\'label\'].str.replace("^\'", "", regex=True)',
+            'in pandas, sub("^\'", "", items$label) in R).',
         ]
     return "\n".join(lines) + "\n"
 

@@ -136,6 +136,38 @@ def test_csv_export_of_a_pairwise_survey(server, surveys, tmp_path):
     assert "winner (the privatized answer)" in readme and "debiased MLE" in readme
 
 
+def test_csv_cells_a_spreadsheet_would_run_are_escaped_in_every_file(server, tmp_path):
+    """Labels that begin like formulas are written with an apostrophe before them in
+    ranking.csv as in the service's items.csv; README.txt says so and how to undo it."""
+    import httpx2
+
+    from app.csvcells import spreadsheet_text
+
+    labels = ['=HYPERLINK("http://evil","x")', "@SUM(A1)", "-5 degrees", "Parks"]
+    s = httpx2.post(
+        f"{server.base}/v1/surveys", json={"title": "cells", "items": labels}, headers=ADMIN
+    ).json()
+    ids = [item["id"] for item in s["items"]]
+    rows = ["respondent,item_a,item_b,winner,epsilon"]
+    rows += [
+        f"r{k},{ids[a]},{ids[b]},{ids[a]},2.0" for k in range(5) for a in range(4) for b in range(a + 1, 4)
+    ]
+    r = httpx2.post(
+        f"{server.base}/v1/surveys/{s['id']}/comparisons/import?privatized=true",
+        content="\n".join(rows) + "\n",
+        headers={**ADMIN, "Content-Type": "text/csv"},
+    )
+    assert r.status_code == 201, r.text
+    out = tmp_path / "cells"
+    p = _export(s["id"], "--server", server.base, "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    escaped = {spreadsheet_text(label) for label in labels}
+    assert {row["label"] for row in _csv(out / "ranking.csv")} == escaped
+    assert {row["label"] for row in _csv(out / "items.csv")} == escaped
+    assert "'" + labels[0] in escaped and "Parks" in escaped
+    assert "has an apostrophe put before it" in (out / "README.txt").read_text()
+
+
 def test_parquet_export_of_a_ranking_survey(server, surveys, tmp_path):
     import httpx2
 

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
+from ..csvcells import csv_cell
 from ..db.models import Comparison, Item, Respondent
 from ..stats import debias
 
@@ -113,15 +114,9 @@ def iter_items_csv(session: Session, survey_id: str) -> Iterator[str]:
 
 
 def _csv_value(value) -> str | int:
-    """A typed export value as the CSV writes it: floats by ``repr`` (they round-trip exactly),
-    datetimes in UTC ISO 8601, None as an empty field."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, datetime):
-        return iso_utc(value)
-    return value
+    """A typed export value as the CSV writes it: datetimes in UTC ISO 8601, the rest by
+    :func:`app.csvcells.csv_cell` (floats exactly, text safe to open in a spreadsheet)."""
+    return iso_utc(value) if isinstance(value, datetime) else csv_cell(value)
 
 
 def csv_chunks(columns: Sequence[str], batches: Iterable[list[tuple]]) -> Iterator[str]:

@@ -195,6 +195,16 @@ def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
     return create_app(Settings(DATABASE_URL=url, **values))
 
 
+def import_comparisons(client: TestClient, survey_id: str, rows: list[str], privatized: bool = True) -> None:
+    """``POST …/comparisons/import`` of the CSV lines ``rows`` (header first); asserts 201."""
+    r = client.post(
+        f"/v1/surveys/{survey_id}/comparisons/import?privatized={str(privatized).lower()}",
+        content="\n".join(rows) + "\n",
+        headers={**ADMIN, "Content-Type": "text/csv"},
+    )
+    assert r.status_code == 201, r.text
+
+
 def import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
     """A survey whose respondents each answered ``per`` distinct random pairs (CSV import)."""
     s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
