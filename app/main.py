@@ -89,11 +89,21 @@ _INTERNAL = json.dumps({"detail": "internal error"}).encode()
 _FLAG_PATH = re.compile(r"(/v1/surveys/[^/]+/items/)[^/]+(/flag)")
 
 
+#: Characters that would end or rewrite a log line (C0 and C1 controls, Unicode line and
+#: paragraph separators): a percent-encoded newline in a path must not forge a line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def logged_path(path: str) -> str:
     """The path as the logs show it: a flagged item's id is not logged (with the time and,
     in uvicorn's access log, the client's address, it would tie a flag to a respondent's
-    other requests)."""
-    return _FLAG_PATH.sub(r"\1{item_id}\2", path)
+    other requests), and control characters are written as escapes (``\\x0a``)."""
+    return _CONTROL.sub(_escaped, _FLAG_PATH.sub(r"\1{item_id}\2", path))
 
 
 class _RedactAccessLog(logging.Filter):
@@ -158,7 +168,9 @@ class _HeadersAndLog:
             await self.app(scope, receive, send_with_headers)
         except Exception as exc:
             method = scope["method"]
-            log.error("unexpected %s during %s %s at %s", type(exc).__name__, method, path, where(exc))
+            log.error(
+                "unexpected %s during %s %s at %s", type(exc).__name__, method, logged_path(path), where(exc)
+            )
             if not started:
                 await send_with_headers(
                     {
