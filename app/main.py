@@ -37,7 +37,7 @@ from .api import (
 )
 from .api.admission import Admission, Slots, admitted
 from .api.downloads import Downloads
-from .api.errors import where
+from .api.errors import logged_path, where
 from .api.limits import BodyLimit
 from .api.ratelimit import RateLimiter
 from .config import Settings, get_settings
@@ -83,27 +83,6 @@ Errors are JSON `{"detail": …}`; a rejected request stores nothing.
 
 
 _INTERNAL = json.dumps({"detail": "internal error"}).encode()
-
-#: Paths whose item id would say what a respondent did (which item it flagged): logged
-#: with the id replaced by its name.
-_FLAG_PATH = re.compile(r"(/v1/surveys/[^/]+/items/)[^/]+(/flag)")
-
-
-#: Characters that would end or rewrite a log line (C0 and C1 controls, Unicode line and
-#: paragraph separators): a percent-encoded newline in a path must not forge a line.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _escaped(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def logged_path(path: str) -> str:
-    """The path as the logs show it: a flagged item's id is not logged (with the time and,
-    in uvicorn's access log, the client's address, it would tie a flag to a respondent's
-    other requests), and control characters are written as escapes (``\\x0a``)."""
-    return _CONTROL.sub(_escaped, _FLAG_PATH.sub(r"\1{item_id}\2", path))
 
 
 class _RedactAccessLog(logging.Filter):

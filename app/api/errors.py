@@ -32,6 +32,27 @@ from ..services.errors import (
 
 log = logging.getLogger("privrank.api")
 
+#: Paths whose item id would say what a respondent did (which item it flagged): logged
+#: with the id replaced by its name.
+_FLAG_PATH = re.compile(r"(/v1/surveys/[^/]+/items/)[^/]+(/flag)")
+
+
+#: Characters that would end or rewrite a log line (C0 and C1 controls, Unicode line and
+#: paragraph separators): a percent-encoded newline in a path must not forge a line.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def logged_path(path: str) -> str:
+    """The path as the logs show it: a flagged item's id is not logged (with the time and,
+    in uvicorn's access log, the client's address, it would tie a flag to a respondent's
+    other requests), and control characters are written as escapes (``\\x0a``)."""
+    return _CONTROL.sub(_escaped, _FLAG_PATH.sub(r"\1{item_id}\2", path))
+
 
 def _sanitize(errors: list[dict]) -> list[dict]:
     """Keep where and what; drop the input (and the name of an unexpected field,
@@ -124,7 +145,10 @@ def install(app: FastAPI) -> None:
         if _unavailable(exc):
             # The database is unreachable: fail fast so that clients retry.
             log.warning(
-                "database unavailable during %s %s: %s", request.method, request.url.path, type(exc).__name__
+                "database unavailable during %s %s: %s",
+                request.method,
+                logged_path(request.url.path),
+                type(exc).__name__,
             )
             return JSONResponse(
                 {"detail": "database unavailable, retry later"}, status_code=503, headers={"Retry-After": "1"}
@@ -132,7 +156,7 @@ def install(app: FastAPI) -> None:
         log.error(
             "database error during %s %s: %s at %s",
             request.method,
-            request.url.path,
+            logged_path(request.url.path),
             type(exc).__name__,
             where(exc),
         )
@@ -145,7 +169,7 @@ def install(app: FastAPI) -> None:
             "unexpected %s during %s %s at %s",
             type(exc).__name__,
             request.method,
-            request.url.path,
+            logged_path(request.url.path),
             where(exc),
         )
         return JSONResponse({"detail": "internal error"}, status_code=500)

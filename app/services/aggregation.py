@@ -302,8 +302,12 @@ def fold_soon(session: Session, survey_id: str) -> None:
         try:
             with Session(bind) as background:
                 fold_pending(background, survey_id, wait=False)
-        except Exception as exc:  # the data are randomized answers: the message names no answer
-            log.warning("survey %s: background fold failed (%s); the next request retries", survey_id, exc)
+        except Exception as exc:  # by type only: a database error's message carries its SQL parameters
+            log.warning(
+                "survey %s: background fold failed (%s); the next request retries",
+                survey_id,
+                type(exc).__name__,
+            )
         finally:
             with _FOLDING_LOCK:
                 _FOLDING.discard(survey_id)

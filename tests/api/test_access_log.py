@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.main import logged_path
+from app.api import participation
+from app.api.errors import logged_path
 from tests.helpers.api import ADMIN, create_survey, register
 
 
@@ -45,3 +48,32 @@ def test_a_flag_request_logs_no_item_id(client, caplog):
         client.post(f"/v1/surveys/{survey['id']}/items/{item}/flag", headers=headers)
     text = " ".join(rec.getMessage() for rec in caplog.records)
     assert "/items/{item_id}/flag" in text and item not in text
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (PoolTimeout("QueuePool limit reached"), 503),  # the database unavailable
+        (DBAPIError("UPDATE items SET flags = ?", ("itm_in_params",), Exception("boom")), 500),
+        (RuntimeError("itm_in_message"), 500),
+    ],
+    ids=["unavailable", "database error", "unexpected"],
+)
+def test_a_failed_flag_logs_no_item_id(client, caplog, monkeypatch, error, status):
+    """The error handlers' lines (database unavailable, database error, unexpected) name
+    the path as the access line does: without the flagged item's id."""
+    survey = create_survey(client)
+    item = survey["items"][0]["id"]
+    _, headers = register(client, survey["id"])
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(participation.svc, "flag_item", fail)
+    with caplog.at_level(logging.DEBUG):
+        r = client.post(f"/v1/surveys/{survey['id']}/items/{item}/flag", headers=headers)
+    assert r.status_code == status
+    service = [rec for rec in caplog.records if rec.name.startswith("privrank")]  # not the test's client
+    text = " ".join(f"{rec.getMessage()} {rec.exc_text or ''}" for rec in service)
+    assert text.count("/items/{item_id}/flag") == 2  # the error line and the access line
+    assert item not in text and "itm_in_" not in text
