@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db.models import Comparison, Release
-from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, import_comparisons, register
 
 CENTRAL = {"model": "central", "total_budget": 3.0, "max_comparisons_per_respondent": 3}
 
@@ -34,12 +34,7 @@ def filled(client):
     for r in range(40):
         for a, b in ((0, 1), (0, 2), ((r % 3) + 1, ((r + 1) % 3) + 1)):
             lines.append(f"p{r},{labels[a]},{labels[b]},{labels[a]}")
-    r = client.post(
-        f"/v1/surveys/{s['id']}/comparisons/import?privatized=false",
-        content="\n".join(lines) + "\n",
-        headers={**ADMIN, "Content-Type": "text/csv"},
-    )
-    assert r.status_code == 201 and r.json()["imported"] == 120, r.text
+    assert import_comparisons(client, s["id"], lines, privatized=False)["imported"] == 120
     return s["id"], ids
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.stats import fit_debiased_mle
 from app.stats.inference import Clusters, confidence, rank_confidence
-from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
+from tests.helpers.api import ADMIN, analyst_headers, create_survey, import_comparisons, register
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +43,7 @@ def _make_survey(client):
             if rng.random() >= math.exp(eps) / (1 + math.exp(eps)):  # reported flipped
                 won = not won
             lines.append(f"r{r},{labels[a]},{labels[b]},{labels[a] if won else labels[b]},{eps}")
-    r = client.post(
-        f"/v1/surveys/{s['id']}/comparisons/import?privatized=true",
-        content="\n".join(lines) + "\n",
-        headers={**ADMIN, "Content-Type": "text/csv"},
-    )
-    assert r.status_code == 201 and r.json()["imported"] == 1200, r.text
+    assert import_comparisons(client, s["id"], lines, privatized=True)["imported"] == 1200
     return s["id"], ids
 
 

@@ -195,14 +195,16 @@ def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
     return create_app(Settings(DATABASE_URL=url, **values))
 
 
-def import_comparisons(client: TestClient, survey_id: str, rows: list[str], privatized: bool = True) -> None:
-    """``POST …/comparisons/import`` of the CSV lines ``rows`` (header first); asserts 201."""
+def import_comparisons(client: TestClient, survey_id: str, rows: list[str], privatized: bool = True) -> dict:
+    """``POST …/comparisons/import`` of the CSV lines ``rows`` (header first); asserts 201
+    and returns the answer (``imported``: the rows stored)."""
     r = client.post(
         f"/v1/surveys/{survey_id}/comparisons/import?privatized={str(privatized).lower()}",
         content="\n".join(rows) + "\n",
         headers={**ADMIN, "Content-Type": "text/csv"},
     )
     assert r.status_code == 201, r.text
+    return r.json()
 
 
 def import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:

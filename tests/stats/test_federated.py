@@ -137,17 +137,6 @@ def test_exact_histogram_and_bit_split_agree_under_concentration():
 # -- secure aggregation ------------------------------------------------------------------------
 
 
-def _masked_round(scheme: FederatedScheme, messages, rng):
-    bits = scheme.bits
-    n = len(messages)
-    seeds = {(a, b): rng.bytes(32) for a in range(n) for b in range(a + 1, n)}
-    out = []
-    for a, msg in enumerate(messages):
-        peers = {b: seeds[min(a, b), max(a, b)] for b in range(n) if b != a}
-        out.append(mask_message(msg, pairwise_mask(a, peers, bits), bits))
-    return out
-
-
 @pytest.mark.parametrize("method", ["borda", "lehmer"])
 def test_masks_cancel_and_the_masked_sum_is_the_plain_sum(method):
     """D8: masks sum to 0 mod 2^b; the server's output from masked messages equals the
