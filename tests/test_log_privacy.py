@@ -1,4 +1,4 @@
-"""No raw answer, token or key in any log line (issue 8).
+"""No raw answer, token or key in any log line.
 
 A live ``privrank serve`` (two workers, most verbose log level, access log on via
 uvicorn's own logger) goes through every kind of call that carries a secret or an
@@ -212,7 +212,7 @@ def test_no_answer_token_or_key_reaches_the_logs(tmp_path):
 
 @pytest.mark.slow
 def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
-    """Issue 17: after suggestions and flags from known respondents (debug level, access
+    """After suggestions and flags from known respondents (debug level, access
     log on), no log line holds a respondent id or token, nor the suggestion's text; and
     the stored suggestions and flags hold neither."""
     import sqlite3
@@ -237,7 +237,7 @@ def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
             json={
                 "title": "ideas",
                 "items": ["A", "B", "C"],
-                "suggestions": {"per_respondent": 1, "moderation": "before", "flag_threshold": 2},
+                "suggestions": {"per_respondent": 1, "moderation": "before", "flag_threshold": 2, "batch": 2},
             },
             headers=admin,
         ).json()
@@ -281,7 +281,7 @@ def test_no_log_line_links_a_suggestion_or_a_flag_to_its_respondent(tmp_path):
 
 @pytest.mark.slow
 def test_no_external_id_reaches_the_logs_or_the_database(tmp_path):
-    """Issue 18: an integration key registers people by their external ids — new, again
+    """An integration key registers people by their external ids — new, again
     (a new token), with a refused ε, too long, from an anonymous caller, over the key's
     limit — and no log line (debug level, access log on) nor any stored row holds an id."""
     import sqlite3

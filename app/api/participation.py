@@ -9,7 +9,7 @@ from ..services import suggestions as svc
 from ..services.auth import ADMIN
 from ..services.errors import Forbidden, Invalid
 from ..services.languages import label_in, translations_of
-from ..services.surveys import UNSET, get_survey
+from ..services.surveys import BATCH_DEFAULT, UNSET, get_survey
 from .bounded import run_bounded
 from .common import Lang, Offset, errors, item_out, language_of
 from .deps import ModeratorDep, RespondentDep, SessionDep
@@ -66,13 +66,15 @@ def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
 def suggest(
     *, body: SuggestionIn, request: Request, ctx: RespondentDep, session: SessionDep
 ) -> SuggestionReceived:
-    """Propose an item. It is stored with no link to you: not your id, not your token,
-    and its time only to the hour; your record is not written at all (the survey's limit
-    is kept as slots keyed with your token, which the service does not keep). With
-    moderation "before" a moderator reviews it first.
+    """Propose an item. It is stored with no link to you: not your id, not your token;
+    your record is not written at all (the survey's limit is kept as slots keyed with your
+    token, which the service does not keep). It is held until respondents of ``batch``
+    different tokens have sent one, then published with theirs in random order and with
+    one time to the hour. With moderation "before" a moderator reviews it then.
     409: the survey takes no suggestions, is closed, or your suggestions are used up."""
     survey, _ = ctx
-    return SuggestionReceived(remaining=svc.submit(session, survey, _token(request), body.label))
+    remaining = svc.submit(session, survey, _token(request), body.label)
+    return SuggestionReceived(remaining=remaining, batch=int((survey.suggestions or {})["batch"]))
 
 
 @router.post(
@@ -82,9 +84,11 @@ def suggest(
     summary="Flag an item as inappropriate (respondent)",
 )
 def flag(*, item_id: str, request: Request, ctx: RespondentDep, session: SessionDep) -> Response:
-    """Counts once per respondent and item; at the survey's ``flag_threshold`` the item
-    goes back to review and is no longer served. Stored as a digest keyed with your token,
-    which the service does not keep: nobody can read back who flagged what."""
+    """Counts once per respondent and item, once published: flags are held and published
+    in batches from ``suggestions.batch`` different respondents, like suggestions. At the
+    survey's ``flag_threshold`` a suggested item goes back to review and is no longer
+    served. Stored as a digest keyed with your token, which the service does not keep:
+    nobody can read back who flagged what."""
     survey, _ = ctx
     svc.flag_item(session, survey, _token(request), item_id)
     return Response(status_code=204)
@@ -113,7 +117,15 @@ def list_suggestions(
     folded away, or trigram similarity ≥ 0.5. The text of a suggestion is visible here
     only (to moderators and admins) until it is approved and becomes an item."""
     rows, total = svc.list_suggestions(session, survey_id, status, limit, offset)
-    return SuggestionList(suggestions=[_out(r, s) for r, s in rows], total=total)
+    held = svc.held_counts(session, survey_id)
+    settings = get_survey(session, survey_id).suggestions or {}
+    return SuggestionList(
+        suggestions=[_out(r, s) for r, s in rows],
+        total=total,
+        held=held["suggestions"],
+        held_respondents=held["suggestion_respondents"],
+        batch=int(settings.get("batch", BATCH_DEFAULT)),
+    )
 
 
 @router.patch(

@@ -179,7 +179,9 @@ def _public_suggestions(survey) -> PublicSuggestions | None:
     s = survey.suggestions
     if not s or not s.get("enabled"):
         return None
-    return PublicSuggestions(enabled=True, per_respondent=s["per_respondent"], moderation=s["moderation"])
+    return PublicSuggestions(
+        enabled=True, per_respondent=s["per_respondent"], moderation=s["moderation"], batch=s["batch"]
+    )
 
 
 @router.get(

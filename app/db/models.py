@@ -44,6 +44,7 @@ __all__ = [
     "Base",
     "Comparison",
     "FederatedRound",
+    "HeldContribution",
     "IdempotencyRecord",
     "Item",
     "ItemFlag",
@@ -571,3 +572,29 @@ class ItemFlag(Base):
 
     item_id: Mapped[str] = mapped_column(ForeignKey("items.id", ondelete="CASCADE"), primary_key=True)
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
+class HeldContribution(Base):
+    """A suggestion or a flag waiting for its batch (:mod:`app.services.suggestions`):
+    published, in random order and with one time to the hour, once respondents of
+    ``batch`` different tokens have one waiting; then deleted. ``author`` is HMAC-SHA256
+    keyed with the respondent's bearer token (which the database does not hold), only to
+    count distinct respondents; no time is stored."""
+
+    __tablename__ = "held_contributions"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"))
+    #: "suggestion" or "flag".
+    kind: Mapped[str] = mapped_column(String(16))
+    author: Mapped[str] = mapped_column(String(64))
+    #: A suggestion's text.
+    label: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: A flag's item and its :class:`ItemFlag` digest.
+    item_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('suggestion', 'flag')", name="ck_held_contributions_kind"),
+        Index("ix_held_contributions_survey_kind", "survey_id", "kind"),
+    )

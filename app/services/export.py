@@ -4,8 +4,16 @@ Columns: ``respondent`` (the id returned at registration, or the pseudonym an
 import created), ``item_a``, ``item_b`` (item ids, in the stored orientation),
 ``winner`` (the reported — privatized — winner), ``epsilon``, ``z`` (the
 debiased value of eq. (1), oriented towards ``item_a``) and ``created_at``
-(UTC, ISO 8601). Floats are written with ``repr`` so they round-trip exactly.
-``app.stats.fit_debiased_mle`` on these rows reproduces the service's ranking.
+(UTC, ISO 8601, rounded down to the hour). Floats are written with ``repr`` so they
+round-trip exactly. ``app.stats.fit_debiased_mle`` on these rows reproduces the
+service's ranking.
+
+**No arrival order.** Answers are listed hour by hour and, within an hour, respondent by
+respondent (then by pair): neither their times nor their order says which respondent
+answered just before another, or just before an item was first served — the alignment
+that would otherwise narrow down who completed a batch of suggestions
+(:mod:`app.services.suggestions`). An hour with more than :data:`HOUR_BLOCK` answers is
+sorted in blocks of that many, so that the work per block stays bounded.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from ..stats import debias
 
 __all__ = [
     "CSV_COLUMNS",
+    "HOUR_BLOCK",
     "ITEM_COLUMNS",
     "csv_chunks",
     "iso_utc",
@@ -35,6 +44,9 @@ __all__ = [
 ]
 
 CSV_COLUMNS = ("respondent", "item_a", "item_b", "winner", "epsilon", "z", "created_at")
+#: Most answers sorted together (an hour's answers, or a block of them): bounds the memory
+#: of an export whatever the survey's rate of answers.
+HOUR_BLOCK = 50_000
 #: The items export: where each item came from and when, never who proposed it (an item
 #: suggested by a participant has no author anywhere: app.services.suggestions).
 ITEM_COLUMNS = ("item", "position", "label", "source", "status", "added_at", "approved_at")
@@ -48,7 +60,9 @@ def iso_utc(ts) -> str:
 
 def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[list[tuple]]:
     """The comparisons export's rows (:data:`CSV_COLUMNS`), typed — ``epsilon`` and ``z`` floats,
-    ``created_at`` a UTC datetime — in batches of at most ``chunk``, streaming from the database."""
+    ``created_at`` a UTC datetime rounded down to the hour — in batches of at most ``chunk``,
+    streaming from the database; within an hour (or a block of :data:`HOUR_BLOCK`), ordered
+    by respondent and pair, not by arrival."""
     item_a, item_b = aliased(Item), aliased(Item)
     query = (
         select(
@@ -68,21 +82,38 @@ def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) ->
         .order_by(Comparison.id)
         .execution_options(yield_per=chunk)
     )
+    block: list[tuple] = []
     for part in session.execute(query).partitions():
         rid, ext, a_ids, b_ids, y, eps, created = zip(*part, strict=True)
         z = debias(np.asarray(y), np.asarray(eps, dtype=float)).tolist()
-        yield [
-            (
-                ext[k] or rid[k],
-                a_ids[k],
-                b_ids[k],
-                a_ids[k] if y[k] == 1 else b_ids[k],
-                float(eps[k]),
-                z[k],
-                created[k],
+        for k in range(len(part)):
+            hour = _hour(created[k])
+            if block and (hour != block[-1][6] or len(block) >= HOUR_BLOCK):
+                yield from _sorted_chunks(block, chunk)
+                block = []
+            block.append(
+                (
+                    ext[k] or rid[k],
+                    a_ids[k],
+                    b_ids[k],
+                    a_ids[k] if y[k] == 1 else b_ids[k],
+                    float(eps[k]),
+                    z[k],
+                    hour,
+                )
             )
-            for k in range(len(part))
-        ]
+    if block:
+        yield from _sorted_chunks(block, chunk)
+
+
+def _hour(t: datetime) -> datetime:
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _sorted_chunks(rows: list[tuple], chunk: int) -> Iterator[list[tuple]]:
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    for start in range(0, len(rows), chunk):
+        yield rows[start : start + chunk]
 
 
 def iter_comparisons_csv(session: Session, survey_id: str, chunk: int = 5000) -> Iterator[str]:

@@ -1,40 +1,48 @@
 """Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
 
-**Unlinkable authorship.** A suggestion row holds its text, its moderation and the hour
-it arrived — nothing that names or points to its author. The respondent's own row is
-never written when it suggests or flags: its allowance (``per_respondent`` suggestions,
-:data:`FLAGS_PER_RESPONDENT` flags) is kept as *slots*, HMAC-SHA256 digests keyed with
-the respondent's bearer token over (survey, kind, k), of which the k-th free one is
-inserted in the same transaction as the suggestion. The database holds only a hash of
-the token's secret, so nobody holding it can recompute a respondent's slots, and no row
-is written to the respondent's record (in PostgreSQL every row a transaction writes
-carries that transaction's id: a counter on the respondent's row, even written in a
-transaction of its own, would have the id just before the suggestion's). Times that a
-respondent's request causes are kept to the hour (``received_at``; with moderation
-"after", the item's ``created_at``/``approved_at`` and the decision), and the survey's
-``updated_at`` is not touched by it.
+**Unlinkable authorship** (README, "Who suggested what cannot be told"). A suggestion or
+a flag is not written where it can be seen when it arrives: it is *held*
+(:class:`~app.db.models.HeldContribution`) until respondents of ``batch`` different
+tokens (the survey's ``suggestions.batch``, default 5) each have one held. The batch is
+then published in one transaction: one held contribution of each of those respondents,
+in an order drawn from the CSPRNG, all with the same time rounded down to the hour
+(suggestions' ``received_at``; with moderation "after", items' ``created_at`` and
+``approved_at`` and the positions that follow the drawn order), and the held rows are
+deleted. Everything stored afterwards — row order (SQLite's rowid, PostgreSQL's ctid),
+the writing transaction (PostgreSQL's xmin), the times, the item positions, when an item
+was first served and answered — is the same for the batch's k contributions, so which of
+the k respondents sent which is as good as a guess: 1/k. A respondent's further
+contributions wait for later batches. Fewer than k respondents: nothing is published.
 
-What the server still sees is the request itself: at the moment of submission the
-process holds the token and the text together in memory, and the request's arrival
-time. A reader of the database who also reads a quiet survey's answer rows could still
-line up commit order (a respondent who answers and then suggests commits both within a
-moment); privrank stores nothing that links them by itself.
+Nothing held or published names its author: the held row's ``author`` is an HMAC-SHA256
+keyed with the respondent's bearer token, of which the database holds only a hash (it
+counts distinct respondents, and goes with the batch). The allowance (``per_respondent``
+suggestions, :data:`FLAGS_PER_RESPONDENT` flags) is kept as *slots*, HMAC digests keyed
+with the token over (survey, kind, k), the k-th free one inserted in the same transaction
+as the held row. The respondent's own row is never written when it suggests or flags,
+and the survey's ``updated_at`` is not touched by it.
+
+What the server still sees is the request itself: the process holds the token and the
+text together in memory, and the request's time. A database administrator who reads the
+database *while* a contribution is held — or its write-ahead log, or row versions not yet
+vacuumed — sees the held row arrive next to the respondent's answers, as the server
+does; what stays once a batch is published does not tell the k authors apart.
 
 **Flags.** A respondent flags an item at most once: the flag is stored as
 HMAC-SHA256 keyed with the respondent's token over the item id; a repeat from the same
-token finds its digest. A *suggested* item whose distinct flags reach the survey's
-``flag_threshold`` goes back to review: it is withheld (no longer served) until a
-moderator restores or hides it. Seed and admin-added items collect flags for the
-moderators to see but stay live: otherwise a few throw-away registrations could take
-any item out of a survey. Closed surveys take no flags.
+token finds its digest (held or published). A *suggested* item whose distinct published
+flags reach the survey's ``flag_threshold`` goes back to review: it is withheld (no
+longer served) until a moderator restores or hides it. Seed and admin-added items
+collect flags for the moderators to see but stay live: otherwise a few throw-away
+registrations could take any item out of a survey. Closed surveys take no flags.
 
-**Moderation.** ``before``: suggestions wait (pending) for a moderator, who approves
-(optionally editing the text), rejects with a reason, or merges one into an existing
-item. ``after``: a suggestion becomes a live item at once, unless an item has the same
-text (then it is merged into that item); moderators hide what should not stay.
-"The same text" means equal after Unicode NFC, case folding and collapsing white space
-(:func:`same_key`). Near-duplicates are pointed out to moderators as hints only
-(:func:`similar_labels`): the same text once accents and punctuation are also folded
+**Moderation.** ``before``: published suggestions wait (pending) for a moderator, who
+approves (optionally editing the text), rejects with a reason, or merges one into an
+existing item. ``after``: a published suggestion becomes a live item at once, unless an
+item has the same text (then it is merged into that item); moderators hide what should
+not stay. "The same text" means equal after Unicode NFC, case folding and collapsing
+white space (:func:`same_key`). Near-duplicates are pointed out to moderators as hints
+only (:func:`similar_labels`): the same text once accents and punctuation are also folded
 away (so "C#" and "C++" are a hint, never merged), or a high similarity of character
 trigrams.
 """
@@ -54,8 +62,18 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, ItemFlag, ParticipationSlot, Suggestion, Survey, new_id, utcnow
+from ..db.models import (
+    HeldContribution,
+    Item,
+    ItemFlag,
+    ParticipationSlot,
+    Suggestion,
+    Survey,
+    new_id,
+    utcnow,
+)
 from ..db.session import begin_write
+from ..stats import entropy
 from .errors import Conflict, Invalid, NotFound
 from .surveys import UNSET, append_items, current_item_index, get_survey, normalize_label, set_translations
 
@@ -68,6 +86,7 @@ __all__ = [
     "edit",
     "flag_item",
     "fold_text",
+    "held_counts",
     "list_suggestions",
     "merge",
     "pending_count",
@@ -239,9 +258,10 @@ def _take_slot(session: Session, survey_id: str, token: str, kind: str, limit: i
 
 
 def submit(session: Session, survey: Survey, token: str, label: str) -> int:
-    """Store a respondent's suggestion; returns how many more they may make. One
-    transaction: the respondent's next free slot (the limit) and the suggestion — with
-    moderation ``after``, its item — with nothing pointing back to the respondent."""
+    """Hold a respondent's suggestion, and publish its batch if it completes one; returns
+    how many more the respondent may make. One transaction: the respondent's next free
+    slot (the limit), the held suggestion, and the batch it completes — with nothing
+    pointing back to the respondent."""
     settings = _settings(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed", code="survey_closed")
@@ -249,13 +269,17 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
     limit = int(settings["per_respondent"])
     begin_write(session)
     try:
+        survey = get_survey(session, survey.id, lock=True)  # one batch is published at a time
+        if survey.status != "open":
+            raise Conflict("this survey is closed", code="survey_closed")
         k = _take_slot(session, survey.id, token, "suggestion", limit)
         if k is None:
             made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
             raise Conflict(
                 f"you have made {made} a respondent may make in this survey", code="suggestion_limit"
             )
-        _store(session, survey.id, text, settings["moderation"])
+        _hold(session, survey.id, token, "suggestion", label=text)
+        _publish(session, survey, "suggestion")
         session.commit()
     except BaseException:
         session.rollback()
@@ -263,15 +287,84 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
     return limit - k - 1
 
 
-def _store(session: Session, survey_id: str, text: str, moderation: str) -> None:
-    """The suggestion (and with moderation ``after`` its item), in the caller's transaction."""
+def _author(token: str, survey_id: str, kind: str) -> str:
+    message = f"privrank author v1:{survey_id}:{kind}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
+
+
+def _hold(session: Session, survey_id: str, token: str, kind: str, **payload: str) -> None:
+    session.add(
+        HeldContribution(
+            id=new_id("held"),
+            survey_id=survey_id,
+            kind=kind,
+            author=_author(token, survey_id, kind),
+            **payload,
+        )
+    )
+    session.flush()
+
+
+def _shuffled(rows: list) -> list:
+    """``rows`` in an order drawn from :mod:`app.stats.entropy` (Fisher–Yates)."""
+    out = list(rows)
+    for k in range(len(out) - 1, 0, -1):
+        j = entropy.randbelow(k + 1)
+        out[k], out[j] = out[j], out[k]
+    return out
+
+
+def held_counts(session: Session, survey_id: str) -> dict[str, int]:
+    """Held suggestions and flags of a survey, and the distinct respondents behind each kind."""
+    rows = session.execute(
+        select(HeldContribution.kind, func.count(), func.count(func.distinct(HeldContribution.author)))
+        .where(HeldContribution.survey_id == survey_id)
+        .group_by(HeldContribution.kind)
+    ).all()
+    out = {"suggestions": 0, "suggestion_respondents": 0, "flags": 0, "flag_respondents": 0}
+    for kind, n, authors in rows:
+        out[f"{kind}s"], out[f"{kind}_respondents"] = int(n), int(authors)
+    return out
+
+
+def _publish(session: Session, survey: Survey, kind: str) -> None:
+    """Publish a batch of ``kind`` if respondents of ``batch`` different tokens have one
+    held: one of each (drawn at random among a respondent's), in random order, with one
+    time to the hour; their held rows are deleted. In the caller's transaction, which
+    holds the survey's lock. At most ``batch`` − 1 respondents wait between batches, each
+    with at most its allowance, so the rows read here are bounded."""
+    settings = _settings(survey)
+    held = list(
+        session.scalars(
+            select(HeldContribution).where(
+                HeldContribution.survey_id == survey.id, HeldContribution.kind == kind
+            )
+        )
+    )
+    by_author: dict[str, list[HeldContribution]] = {}
+    for row in held:
+        by_author.setdefault(row.author, []).append(row)
+    if len(by_author) < int(settings["batch"]):
+        return
+    batch = _shuffled([rows[entropy.randbelow(len(rows))] for rows in by_author.values()])
     hour = _hour(utcnow())
-    row = Suggestion(id=new_id("sug"), survey_id=survey_id, label=text, status="pending", received_at=hour)
+    for row in batch:
+        if kind == "suggestion":
+            assert row.label is not None
+            _store(session, survey, row.label, settings["moderation"], hour)
+        else:
+            assert row.item_id is not None
+            assert row.digest is not None
+            _count_flag(session, survey, settings, row.item_id, row.digest)
+        session.delete(row)
+    session.flush()
+
+
+def _store(session: Session, survey: Survey, text: str, moderation: str, hour: datetime) -> None:
+    """A published suggestion (and with moderation ``after`` its item), in the caller's transaction."""
+    row = Suggestion(id=new_id("sug"), survey_id=survey.id, label=text, status="pending", received_at=hour)
     if moderation == "after":
-        survey = get_survey(session, survey_id, lock=True)
-        if survey.status != "open":
-            raise Conflict("this survey is closed", code="survey_closed")
-        same = _same_item(session, survey_id, text)
+        same = _same_item(session, survey.id, text)
         if same is not None:
             row.status, row.item_id = "merged", same.id
         else:
@@ -306,51 +399,66 @@ def _flag_digest(token: str, item_id: str) -> str:
 
 
 def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> None:
-    """Record a respondent's flag on an item (a repeat counts once; at most
-    :data:`FLAGS_PER_RESPONDENT` items each); a suggested item at the survey's threshold
-    goes back to review and stops being served. One transaction, which writes the flag,
-    the respondent's slot and the item — never the respondent's row."""
-    settings = _settings(survey)
+    """Hold a respondent's flag on an item (a repeat counts once; at most
+    :data:`FLAGS_PER_RESPONDENT` items each), and publish its batch if it completes one.
+    One transaction, which writes the respondent's slot, the held flag and the batch —
+    never the respondent's row."""
+    _settings(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed", code="survey_closed")
     item = session.get(Item, item_id)
     if item is None or item.survey_id != survey.id:
         raise NotFound(f"no item {item_id!r} in this survey")
     digest = _flag_digest(token, item_id)
-    if session.get(ItemFlag, (item_id, digest)) is not None:
+    if _flagged(session, survey.id, item_id, digest):
         return  # flagged before: counted once
     begin_write(session)
     try:
-        insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-        added = session.execute(
-            insert(ItemFlag)
-            .values(item_id=item_id, digest=digest)
-            .on_conflict_do_nothing()
-            .returning(ItemFlag.digest)
-        ).scalar_one_or_none()
-        if added is None:  # a concurrent repeat was first
+        survey = get_survey(session, survey.id, lock=True)  # one batch is published at a time
+        if survey.status != "open":
+            raise Conflict("this survey is closed", code="survey_closed")
+        if _flagged(session, survey.id, item_id, digest):  # a concurrent repeat was first
             session.rollback()
             return
         if _take_slot(session, survey.id, token, "flag", FLAGS_PER_RESPONDENT) is None:
             raise Conflict(
                 f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
             )
-        survey = get_survey(session, survey.id, lock=True)
-        item = session.get(Item, item_id, populate_existing=True)
-        if item is None:  # pragma: no cover - items are never deleted
-            raise NotFound(f"no item {item_id!r} in this survey")
-        item.flags += 1
-        if (
-            item.source == "suggested"
-            and item.status == "live"
-            and item.flags >= int(settings["flag_threshold"])
-        ):
-            item.status = "review"
-            _withhold(survey, item.position, True, touch=False)
+        _hold(session, survey.id, token, "flag", item_id=item_id, digest=digest)
+        _publish(session, survey, "flag")
         session.commit()
     except BaseException:
         session.rollback()
         raise
+
+
+def _flagged(session: Session, survey_id: str, item_id: str, digest: str) -> bool:
+    """Whether this respondent's flag on the item is published or held."""
+    if session.get(ItemFlag, (item_id, digest)) is not None:
+        return True
+    return (
+        session.scalar(
+            select(HeldContribution.id).where(
+                HeldContribution.survey_id == survey_id,
+                HeldContribution.kind == "flag",
+                HeldContribution.digest == digest,
+            )
+        )
+        is not None
+    )
+
+
+def _count_flag(session: Session, survey: Survey, settings: dict, item_id: str, digest: str) -> None:
+    """A published flag: its digest, the item's count, and review at the threshold."""
+    session.add(ItemFlag(item_id=item_id, digest=digest))
+    item = session.get(Item, item_id, populate_existing=True)
+    if item is None:  # pragma: no cover - items are never deleted
+        raise NotFound(f"no item {item_id!r} in this survey")
+    item.flags += 1
+    if item.source == "suggested" and item.status == "live" and item.flags >= int(settings["flag_threshold"]):
+        item.status = "review"
+        _withhold(survey, item.position, True, touch=False)
+    session.flush()  # a batch may count several flags on one item: each reads the last
 
 
 # -- moderators ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from .results.surveys import CoverageItem, CoverageOut
 _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
 
 __all__ = [
+    "BATCH_DEFAULT",
     "MAX_EPSILON",
     "MAX_ITEMS",
     "MAX_RANKING_ITEMS",
@@ -484,6 +485,12 @@ def current_item_index(session: Session, survey_id: str, n: int | None = None) -
 MAX_PER_RESPONDENT = 20
 #: Largest flag threshold a survey may set.
 MAX_FLAG_THRESHOLD = 100
+#: Suggestions (and flags) are published in batches from this many different respondents
+#: by default: an author is then one of five, as likely as any other (README,
+#: "Who suggested what cannot be told").
+BATCH_DEFAULT = 5
+#: The smallest and largest batch a survey may set.
+BATCH_MIN, BATCH_MAX = 2, 50
 
 
 def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
@@ -494,6 +501,7 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
     per = raw.get("per_respondent", 3)
     moderation = raw.get("moderation", "before")
     threshold = raw.get("flag_threshold", 3)
+    batch = raw.get("batch", BATCH_DEFAULT)
     if enabled and kind != "pairwise":
         raise Invalid("suggestions are for pairwise surveys (a ranking survey's items are fixed)")
     if not isinstance(per, int) or not 1 <= per <= MAX_PER_RESPONDENT:
@@ -502,7 +510,15 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
         raise Invalid("suggestions.moderation must be 'before' or 'after'")
     if not isinstance(threshold, int) or not 1 <= threshold <= MAX_FLAG_THRESHOLD:
         raise Invalid(f"suggestions.flag_threshold must be an integer in [1, {MAX_FLAG_THRESHOLD}]")
-    return {"enabled": enabled, "per_respondent": per, "moderation": moderation, "flag_threshold": threshold}
+    if not isinstance(batch, int) or isinstance(batch, bool) or not BATCH_MIN <= batch <= BATCH_MAX:
+        raise Invalid(f"suggestions.batch must be an integer in [{BATCH_MIN}, {BATCH_MAX}]")
+    return {
+        "enabled": enabled,
+        "per_respondent": per,
+        "moderation": moderation,
+        "flag_threshold": threshold,
+        "batch": batch,
+    }
 
 
 _NO_SUGGESTIONS_WITH_GOAL = (

@@ -18,7 +18,8 @@ const MAX_IDEA = 200;
 function thanksText(remaining) {
   const after = state.survey.suggestions.moderation === "after";
   const more = remaining > 0 ? tn("suggest.remaining", remaining) : t("suggest.last");
-  return `${t(after ? "suggest.thanks.after" : "suggest.thanks.before")} ${more}`;
+  const k = state.survey.suggestions.batch;
+  return `${t(after ? "suggest.thanks.after" : "suggest.thanks.before", { k })} ${more}`;
 }
 
 // A 409 means the survey stopped taking suggestions (closed, or switched off) or this
@@ -48,7 +49,11 @@ export function suggestBox() {
       h("label", { for: "suggest-label" }, t("suggest.label", { max: MAX_IDEA })),
       input,
     ),
-    h("p", { class: "hint", id: "suggest-privacy" }, tn("suggest.privacy", per)),
+    h(
+      "p",
+      { class: "hint", id: "suggest-privacy" },
+      `${tn("suggest.privacy", per)} ${t("suggest.batch", { k: state.survey.suggestions.batch })}`,
+    ),
     h("div", { class: "actions" }, send),
     message,
   );

@@ -72,6 +72,8 @@ export function newSurveyView() {
       ),
     ),
     numberField("flag-threshold", t("new.flag_threshold"), 3, { min: 1, max: 100, step: 1 }),
+    numberField("batch", t("new.batch"), 5, { min: 2, max: 50, step: 1 }),
+    h("p", { class: "hint", id: "batch-hint" }, t("new.batch_hint")),
   );
   const participation = h(
     "fieldset",
@@ -213,6 +215,7 @@ export function newSurveyView() {
         per_respondent: Number(val("per-respondent")),
         moderation: form.querySelector('input[name="moderation"]:checked').value,
         flag_threshold: Number(val("flag-threshold")),
+        batch: Number(val("batch")),
       };
     }
     if (form.querySelector("#public-results").checked) body.public_results = true;

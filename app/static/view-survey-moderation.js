@@ -333,7 +333,11 @@ export function moderationSection(s, onChange = async () => {}) {
           ? `No ${what}suggestions.`
           : `${data.total} ${what}${data.total === 1 ? "suggestion" : "suggestions"}` +
             (data.total > data.suggestions.length ? ` (showing ${data.suggestions.length})` : "") +
-            ".";
+            "." +
+            (data.held > 0
+              ? ` ${data.held} more ${data.held === 1 ? "waits" : "wait"} for a batch: ` +
+                `${data.held_respondents} of the ${data.batch} respondents whose suggestions are published together.`
+              : "");
       list.replaceChildren(...data.suggestions.map(card));
     } catch (e) {
       showError(listError, e);
@@ -347,7 +351,9 @@ export function moderationSection(s, onChange = async () => {}) {
     h(
       "p",
       { class: "hint" },
-      "Respondents' suggestions are stored without any link to who sent them; their times are rounded to the hour.",
+      "Respondents' suggestions and reports are stored without any link to who sent them: each is held " +
+        "until enough different respondents have sent one, then published with theirs in random order, " +
+        "all with the same time rounded to the hour.",
     ),
     h("h4", {}, "Suggestions"),
     h("div", { class: "field" }, h("label", { for: "suggestion-filter" }, "Show"), filter),

@@ -108,7 +108,8 @@ function participationSettings(s) {
         { id: "suggestions-settings" },
         `Participants may suggest items (up to ${s.suggestions.per_respondent} each; ` +
           `${s.suggestions.moderation === "after" ? "shown at once, reviewed after" : "approved by a moderator first"}; ` +
-          `${s.suggestions.flag_threshold} reports send an item to review). Pending suggestions: ${s.pending_suggestions ?? 0}.`,
+          `${s.suggestions.flag_threshold} reports send an item to review; published in batches from ` +
+          `${s.suggestions.batch} respondents). Pending suggestions: ${s.pending_suggestions ?? 0}.`,
       ),
     );
   }

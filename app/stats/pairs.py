@@ -6,7 +6,7 @@ through, for each observed pair i < j,
 * ``n``      — the number of comparisons n_ij,
 * ``sum_z``  — S_ij = Σ z over them (oriented "i beat j"),
 
-and the uncertainty summaries of issue 4 additionally need Σz², the privacy part
+and the uncertainty summaries additionally need Σz², the privacy part
 of Var(z) (Σ e^ε/(e^ε−1)², Lemma 2) and, for the classic-RR baseline, Σỹ.
 :class:`PairStats` holds all of these for the observed pairs only (sparse), so
 memory is O(pairs observed) whatever the number of items, and two batches'

@@ -45,13 +45,16 @@ def _bound(c0: float, m: int) -> float:
 )
 def test_an_approved_item_reaches_the_median_count_within_the_bound(client, m, respondents, per, label):
     sid = import_survey(client, n_items=m, n_respondents=respondents, per=per, seed=m)
-    client.patch(f"/v1/surveys/{sid}", json={"suggestions": {"moderation": "before"}}, headers=ADMIN)
-    _, h = register(client, sid)
-    assert (
-        client.post(f"/v1/surveys/{sid}/suggestions", json={"label": "A late idea"}, headers=h).status_code
-        == 202
+    client.patch(
+        f"/v1/surveys/{sid}", json={"suggestions": {"moderation": "before", "batch": 2}}, headers=ADMIN
     )
-    (pending,) = client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["suggestions"]
+    for label in ("A late idea", "Another late idea"):  # a batch of two respondents'
+        _, h = register(client, sid)
+        assert (
+            client.post(f"/v1/surveys/{sid}/suggestions", json={"label": label}, headers=h).status_code == 202
+        )
+    queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["suggestions"]
+    (pending,) = [q for q in queue if q["label"] == "A late idea"]
     new = client.post(f"/v1/surveys/{sid}/suggestions/{pending['id']}/approve", headers=ADMIN).json()[
         "item_id"
     ]

@@ -1,4 +1,4 @@
-"""Integration keys (issue 18): server-to-server registration with an ``external_id``.
+"""Integration keys: server-to-server registration with an ``external_id``.
 
 An integration key registers respondents without the per-address limit (its own
 per-key limit instead) and may name the person by its own ``external_id``: the same

@@ -1,6 +1,6 @@
 """Rankings say when each item joined the survey and how many comparisons it has, so
 that an item added late — with few comparisons and a wide interval — reads as young,
-not as uncertain for no reason (issue 17)."""
+not as uncertain for no reason."""
 
 from __future__ import annotations
 

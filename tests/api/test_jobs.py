@@ -1,4 +1,4 @@
-"""Jobs (app.services.jobs, issue 16): a ranking, a bootstrap or a plan submitted now
+"""Jobs (app.services.jobs): a ranking, a bootstrap or a plan submitted now
 (202) and read later; the result equals the synchronous endpoint's; cancelling;
 bad submissions store nothing; a lost runner's job is retried once, then fails —
 never left running."""

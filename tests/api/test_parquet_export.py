@@ -98,8 +98,14 @@ def test_comparisons_parquet_equals_the_csv(client):
     rows = get_csv(client, f"/v1/surveys/{sid}/comparisons.csv", analyst)
     assert len(rows) == 7 and table.num_rows == 7
     assert_same_rows(table, rows)
-    assert table.column("respondent").to_pylist()[-1] == "ext-1"
-    assert table.column("epsilon").to_pylist() == [0.5, 0.5, 1.0, 1.0, 3.0, 3.0, 1.25]
+    # Within the hour, respondent by respondent (not in order of arrival).
+    respondents = table.column("respondent").to_pylist()
+    assert respondents == sorted(respondents) and respondents[0] == "ext-1"
+    eps = dict(zip(respondents, table.column("epsilon").to_pylist(), strict=True))
+    assert sorted(eps.values()) == [0.5, 1.0, 1.25, 3.0]
+    assert {(t.minute, t.second, t.microsecond) for t in table.column("created_at").to_pylist()} == {
+        (0, 0, 0)
+    }
 
 
 def test_rankings_parquet_equals_the_csv(client):

@@ -4,12 +4,13 @@ moderation, flags, roles and limits, unlinkable authorship, and the public resul
 from __future__ import annotations
 
 from datetime import datetime
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
 from sqlalchemy import inspect, select, text
 
-from app.db.models import Item, ItemFlag, ParticipationSlot, Respondent, Suggestion
+from app.db.models import HeldContribution, Item, ItemFlag, ParticipationSlot, Respondent, Suggestion
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
 
@@ -33,16 +34,19 @@ def _served_items(client, sid, headers, rounds=30) -> set[str]:
 
 
 def test_the_moderation_flow_before(client):
-    s = _survey(client, suggestions={"enabled": True, "per_respondent": 3, "moderation": "before"})
+    s = _survey(
+        client, suggestions={"enabled": True, "per_respondent": 3, "moderation": "before", "batch": 2}
+    )
     sid = s["id"]
     assert s["suggestions"] == {
         "enabled": True,
         "per_respondent": 3,
         "moderation": "before",
         "flag_threshold": 3,
+        "batch": 2,
     }
     public = client.get(f"/v1/surveys/{sid}/public").json()
-    assert public["suggestions"] == {"enabled": True, "per_respondent": 3, "moderation": "before"}
+    assert public["suggestions"] == {"enabled": True, "per_respondent": 3, "moderation": "before", "batch": 2}
     _, h = register(client, sid)
     remaining = [
         _suggest(client, sid, h, label) for label in ("parks!", "Community gardens", "Safer crossings")
@@ -52,14 +56,26 @@ def test_the_moderation_flow_before(client):
     over = _suggest(client, sid, h, "One more")
     assert over.status_code == 409 and "3 suggestions" in over.json()["detail"]
     assert over.json()["code"] == "suggestion_limit"
+    # Held until a second respondent suggests: moderators see how many wait, not what.
+    moderator = analyst_headers(client, role="moderator")
+    queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()
+    assert (queue["total"], queue["held"], queue["held_respondents"], queue["batch"]) == (0, 3, 1, 2)
+    # Each batch takes one suggestion of each of two respondents: three from another
+    # respondent publish all six.
+    _, other = register(client, sid)
+    for label in ("Tree planting", "Public toilets", "Street lights"):
+        assert _suggest(client, sid, other, label).json() == {"received": True, "remaining": ANY, "batch": 2}
+    queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()
+    assert (queue["total"], queue["held"]) == (6, 0)
     # Pending suggestions are not items: nothing new is served, the survey still has 4 items.
     assert client.get(f"/v1/surveys/{sid}/public").json()["n_items"] == 4
-    moderator = analyst_headers(client, role="moderator")
-    assert client.get(f"/v1/surveys/{sid}", headers=moderator).json()["pending_suggestions"] == 3
+    assert client.get(f"/v1/surveys/{sid}", headers=moderator).json()["pending_suggestions"] == 6
     listed = client.get("/v1/surveys?limit=1000", headers=moderator).json()["surveys"]
-    assert next(x for x in listed if x["id"] == sid)["pending_suggestions"] == 3
+    assert next(x for x in listed if x["id"] == sid)["pending_suggestions"] == 6
     queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()
-    assert queue["total"] == 3
+    assert queue["total"] == 6
+    # One batch, one time: the hour it was published.
+    assert len({q["received_at"] for q in queue["suggestions"]}) == 1
     by_label = {q["label"]: q for q in queue["suggestions"]}
     # "parks!" is the seed item "Parks" once case and punctuation are folded.
     dup = by_label["parks!"]["similar"][0]
@@ -118,9 +134,11 @@ def test_the_moderation_flow_before(client):
     assert rejected.json()["status"] == "rejected" and rejected.json()["reason"] == "Not a city matter"
     again = client.post(f"/v1/surveys/{sid}/suggestions/{sid3}/approve", headers=moderator)
     assert again.status_code == 409
-    assert client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()["total"] == 0
+    assert client.get(f"/v1/surveys/{sid}/suggestions", headers=moderator).json()["total"] == 3
     everything = client.get(f"/v1/surveys/{sid}/suggestions?status=all", headers=moderator).json()
-    assert sorted(q["status"] for q in everything["suggestions"]) == ["approved", "merged", "rejected"]
+    assert sorted(q["status"] for q in everything["suggestions"]) == ["approved", "merged"] + [
+        "pending"
+    ] * 3 + ["rejected"]
     # A moderator reads surveys and moderates, nothing else.
     assert client.get(f"/v1/surveys/{sid}/ranking", headers=moderator).status_code == 403
     assert client.get(f"/v1/surveys/{sid}/comparisons.csv", headers=moderator).status_code == 403
@@ -130,25 +148,29 @@ def test_the_moderation_flow_before(client):
 
 
 def test_moderation_after_is_live_at_once_and_can_be_hidden(client):
-    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2})
+    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2, "batch": 2})
     sid = s["id"]
     _, h = register(client, sid)
     assert _suggest(client, sid, h, "Free water fountains").status_code == 202
     assert _suggest(client, sid, h, "  NIGHT buses ").status_code == 202  # the seed item, folded
+    assert len(client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]) == 4  # held
+    _, other = register(client, sid)
+    assert _suggest(client, sid, other, "Cleaner streets").status_code == 202
+    assert _suggest(client, sid, other, "More benches").status_code == 202
     survey = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()
-    assert len(survey["items"]) == 5
-    new = survey["items"][-1]
-    assert new["label"] == "Free water fountains" and new["source"] == "suggested" and new["approved_at"]
+    assert len(survey["items"]) == 7
+    new = next(i for i in survey["items"] if i["label"] == "Free water fountains")
+    assert new["source"] == "suggested" and new["approved_at"]
     decided = client.get(f"/v1/surveys/{sid}/suggestions?status=all", headers=ADMIN).json()["suggestions"]
-    assert sorted(q["status"] for q in decided) == ["approved", "merged"]
-    assert {q["item_id"] for q in decided} == {new["id"], survey["items"][3]["id"]}
+    assert sorted(q["status"] for q in decided) == ["approved"] * 3 + ["merged"]
+    assert survey["items"][3]["id"] in {q["item_id"] for q in decided}
     _, h2 = register(client, sid)
     assert new["id"] in _served_items(client, sid, h2, rounds=2)
     hidden = client.patch(f"/v1/surveys/{sid}/items/{new['id']}", json={"status": "hidden"}, headers=ADMIN)
     assert hidden.status_code == 200 and hidden.json()["status"] == "hidden"
     _, h3 = register(client, sid)
     seen = _served_items(client, sid, h3, rounds=5)
-    assert new["id"] not in seen and len(seen) == 4  # every other item still served
+    assert new["id"] not in seen and len(seen) == 6  # every other item still served
     assert (
         client.patch(f"/v1/surveys/{sid}/items/{new['id']}", json={"status": "live"}, headers=ADMIN).json()[
             "status"
@@ -162,13 +184,20 @@ def test_moderation_after_is_live_at_once_and_can_be_hidden(client):
 def test_flags_count_once_per_respondent_and_send_a_suggested_item_to_review(client):
     items = [f"idea {k}" for k in range(12)]
     s = _survey(
-        client, items=items, suggestions={"enabled": True, "flag_threshold": 2, "moderation": "after"}
+        client,
+        items=items,
+        suggestions={"enabled": True, "flag_threshold": 2, "moderation": "after", "batch": 2},
     )
     sid = s["id"]
     _, a = register(client, sid)
     _, b = register(client, sid)
     assert _suggest(client, sid, a, "A suggested idea").status_code == 202
-    target = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][-1]["id"]
+    assert _suggest(client, sid, b, "Another suggested idea").status_code == 202
+    target = next(
+        i["id"]
+        for i in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]
+        if i["label"] == "A suggested idea"
+    )
 
     def item(item_id):
         return next(
@@ -177,7 +206,7 @@ def test_flags_count_once_per_respondent_and_send_a_suggested_item_to_review(cli
 
     for _ in range(3):
         assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=a).status_code == 204
-    assert (item(target)["flags"], item(target)["status"]) == (1, "live")
+    assert (item(target)["flags"], item(target)["status"]) == (0, "live")  # held for its batch
     assert client.post(f"/v1/surveys/{sid}/items/{target}/flag", headers=b).status_code == 204
     assert (item(target)["flags"], item(target)["status"]) == (2, "review")
     _, c = register(client, sid)
@@ -194,9 +223,10 @@ def test_flags_count_once_per_respondent_and_send_a_suggested_item_to_review(cli
     assert client.post(f"/v1/surveys/{sid}/responses", json=crafted, headers=c).status_code in (200, 201)
     # A seed item collects flags for the moderators but stays live: a few throw-away
     # registrations cannot take the organisers' items out of the survey.
-    for h in (a, b, c):
+    _, d = register(client, sid)
+    for h in (a, b, c, d):
         assert client.post(f"/v1/surveys/{sid}/items/{seed}/flag", headers=h).status_code == 204
-    assert (item(seed)["flags"], item(seed)["status"]) == (3, "live")
+    assert (item(seed)["flags"], item(seed)["status"]) == (4, "live")
     # At most 10 flags per respondent.
     codes = [
         client.post(f"/v1/surveys/{sid}/items/{i['id']}/flag", headers=c).status_code for i in s["items"][1:]
@@ -223,6 +253,9 @@ def test_settings_are_checked(client):
     assert create(suggestions={"per_respondent": 21}).status_code == 422
     assert create(suggestions={"moderation": "never"}).status_code == 422
     assert create(suggestions={"flag_threshold": 0}).status_code == 422
+    assert create(suggestions={"batch": 1}).status_code == 422  # a batch of one links its author
+    assert create(suggestions={"batch": 51}).status_code == 422
+    assert create(suggestions={"batch": True}).status_code == 422
     assert create(results_on_finish=True).status_code == 422
     assert create(kind="ranking", suggestions={}).status_code == 422
     assert create(suggestions={"per_respondent": True}).status_code == 422  # no coercion
@@ -248,7 +281,7 @@ def test_settings_are_checked(client):
 def test_authorship_is_not_stored(client, app):
     """After suggestions and flags from known respondents, no stored row holds a respondent id
     or token next to a suggestion or a flag, and the respondents' rows hold counts only."""
-    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "flag_threshold": 5})
+    s = _survey(client, suggestions={"enabled": True, "moderation": "after", "flag_threshold": 5, "batch": 3})
     sid = s["id"]
     known = []
     for k in range(3):
@@ -294,7 +327,7 @@ def test_authorship_is_not_stored(client, app):
             "epsilon_spent",
             "n_comparisons",
             "external_ref",
-            "external_key",  # an integration's digest of its own id (issue 18), set at registration
+            "external_key",  # an integration's digest of its own id, set at registration
             "created_at",
         }
         flags = session.scalars(select(ItemFlag.digest).where(ItemFlag.item_id == s["items"][0]["id"])).all()
@@ -303,6 +336,8 @@ def test_authorship_is_not_stored(client, app):
             select(Item.label).where(Item.survey_id == sid, Item.source == "suggested")
         ).all()
         assert sorted(items) == texts
+        # Both batches were published: nothing is held any more.
+        assert session.scalars(select(HeldContribution).where(HeldContribution.survey_id == sid)).all() == []
 
 
 def test_public_results(client, app, monkeypatch):
@@ -434,9 +469,12 @@ def test_one_token_racing_itself_gets_exactly_its_limit(app):
             t.join()
         assert sorted(codes) == [202] * 3 + [409] * 5
         assert flags == [204] * 8
-        assert client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["total"] == 3
-        assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"][0]["flags"] == 1
+        assert client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()["held"] == 3
         with app.state.session_factory() as session:
+            held = session.scalars(
+                select(HeldContribution.kind).where(HeldContribution.survey_id == sid)
+            ).all()
+            assert sorted(held) == ["flag"] + ["suggestion"] * 3
             slots = session.scalars(
                 select(ParticipationSlot.digest).where(ParticipationSlot.survey_id == sid)
             ).all()
@@ -455,14 +493,14 @@ def test_a_failed_suggestion_gives_its_count_back(client, app, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(suggestions, "_store", broken)
+    monkeypatch.setattr(suggestions, "_hold", broken)
     assert _suggest(client, sid, h, "lost idea").status_code == 500
     monkeypatch.undo()
     with app.state.session_factory() as session:
         assert (
             session.scalars(select(ParticipationSlot).where(ParticipationSlot.survey_id == sid)).all() == []
         )
-        assert session.scalars(select(Suggestion).where(Suggestion.survey_id == sid)).all() == []
+        assert session.scalars(select(HeldContribution).where(HeldContribution.survey_id == sid)).all() == []
     assert _suggest(client, sid, h, "kept idea").status_code == 202
 
 

@@ -27,7 +27,7 @@ across the estimated boundary, ``--rule`` least-answered first or width-weighted
 needs with adaptive pairs, its saving against balanced Borda and its false
 certifications (the targets are still judged on the Borda columns).
 
-Targets (issue 15): at least 2× fewer answers where the top-K is separated, never
+Targets: at least 2× fewer answers where the top-K is separated, never
 more than 10% more where it is not, false certification ≤ 5%.
 """
 

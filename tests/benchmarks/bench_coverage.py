@@ -1,4 +1,4 @@
-"""Coverage study of the confidence intervals (issue 4), printed as a table.
+"""Coverage study of the confidence intervals, printed as a table.
 
     python -m tests.benchmarks.bench_coverage               # 1,000 replicates per cell (a few minutes)
     python -m tests.benchmarks.bench_coverage -r 4000       # tighter

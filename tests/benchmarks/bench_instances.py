@@ -1,6 +1,6 @@
 """Throughput of one against two ``privrank serve`` instances on this machine, with the
 CPU each component spends per answer: the figures behind the README's sizing and
-capacity model (issue 16).
+capacity model.
 
     python -m tests.benchmarks.bench_instances            # 15 s per configuration
     python -m tests.benchmarks.bench_instances --quick    # 4 s (CI smoke run)

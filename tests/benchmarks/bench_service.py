@@ -1,4 +1,4 @@
-"""Benchmark of the service on PostgreSQL (issue 8 targets), printed as one table.
+"""Benchmark of the service on PostgreSQL, printed as one table.
 
     python -m tests.benchmarks.bench_service          # full sizes (about five minutes)
     python -m tests.benchmarks.bench_service --quick  # small sizes, a smoke run (CI)

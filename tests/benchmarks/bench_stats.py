@@ -1,4 +1,4 @@
-"""Benchmark of the statistical core (issue 2 targets), printed as one table.
+"""Benchmark of the statistical core, printed as one table.
 
     python -m tests.benchmarks.bench_stats          # full sizes (about a minute)
     python -m tests.benchmarks.bench_stats --quick  # small sizes, a smoke run (CI)

@@ -40,6 +40,12 @@ def _item(server, sid: str, label: str) -> dict:
     return next(it for it in _get(server, f"/v1/surveys/{sid}")["items"] if it["label"] == label)
 
 
+def _respondent(server, sid: str) -> dict:
+    """The headers of a new respondent, registered through the API."""
+    token = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={}).json()["token"]
+    return {"Authorization": f"Bearer {token}"}
+
+
 def _moderator_key(server) -> str:
     r = httpx2.post(
         f"{server.base}/v1/keys", json={"role": "moderator", "label": "moderation"}, headers=ADMIN
@@ -102,6 +108,7 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     expect(admin.locator("#suggestion-fields")).to_be_visible()
     admin.get_by_label("Ideas one participant may suggest").fill("3")
     admin.get_by_label("Reports that send an item to review").fill("2")
+    admin.get_by_label("Publish suggestions and reports in batches of (respondents)").fill("2")
     expect(admin.get_by_label("Show results at the end of the respondent page")).to_be_disabled()
     admin.get_by_label("Publish results at /r/{id}", exact=False).check()
     expect(admin.get_by_label("Show results at the end of the respondent page")).to_be_enabled()
@@ -111,6 +118,7 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     s = _get(server, f"/v1/surveys/{sid}")
     assert s["suggestions"]["enabled"] is True and s["suggestions"]["per_respondent"] == 3
     assert s["suggestions"]["flag_threshold"] == 2 and s["suggestions"]["moderation"] == "before"
+    assert s["suggestions"]["batch"] == 2
     assert s["public_results"] is True and s["results_on_finish"] is False
     expect(admin.locator("#public-results-link")).to_have_text(f"{server.base}/r/{sid}")
     assert {it["source"] for it in s["items"]} == {"seed"}
@@ -131,9 +139,10 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     expect(resp.locator("#suggest-privacy")).to_contain_text(
         "Your suggestion is stored without any link to you or your answers."
     )
+    expect(resp.locator("#suggest-privacy")).to_contain_text("published in groups from 2 different people")
     _suggest(resp, "Bike lanes")
     expect(resp.locator("#suggest-msg")).to_have_text(
-        "Thank you — a moderator will review it. You can suggest 2 more ideas."
+        "Thank you — a moderator will review it once 2 people have sent ideas. You can suggest 2 more ideas."
     )
     expect(resp.get_by_label("Your idea (at most 200 characters)")).to_have_value("")
     shots(resp, "participation-suggest.png", full_page=True)
@@ -155,11 +164,23 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     _suggest(resp, "Trams")
     expect(resp.locator("#suggest-msg")).to_contain_text("you have sent all the ideas this survey takes")
     expect(resp.locator("#suggest-send")).to_be_disabled()
+    # Held until another respondent suggests: three more publish all six, in batches of two.
     pending = _get(server, f"/v1/surveys/{sid}/suggestions")
-    assert pending["total"] == 3 and {x["label"] for x in pending["suggestions"]} == {
+    assert (pending["total"], pending["held"], pending["held_respondents"]) == (0, 3, 1)
+    other = _respondent(server, sid)
+    for label in ("Tree planting", "Street lights", "Public toilets"):
+        sent = httpx2.post(
+            f"{server.base}/v1/surveys/{sid}/suggestions", json={"label": label}, headers=other
+        )
+        assert sent.status_code == 202, sent.text
+    pending = _get(server, f"/v1/surveys/{sid}/suggestions")
+    assert pending["total"] == 6 and {x["label"] for x in pending["suggestions"]} == {
         "Bike lanes",
         "Night buses",
         "housing!",
+        "Tree planting",
+        "Street lights",
+        "Public toilets",
     }
 
     # A moderator: the survey list, then the survey's moderation and nothing else.
@@ -169,11 +190,11 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     # Its row in the list of every survey of the server (other tests' share the title).
     row = mod.locator("tr").filter(has=mod.locator(f'a[href="#/survey/{sid}"]'))
     expect(row.get_by_role("link")).to_have_text("Which policy matters most?")
-    expect(row.locator("td.pending")).to_have_text("3 to review")
+    expect(row.locator("td.pending")).to_have_text("6 to review")
     row.get_by_role("link").click()
-    expect(mod.locator("#moderation-summary")).to_contain_text("3 suggestions wait for a moderator")
+    expect(mod.locator("#moderation-summary")).to_contain_text("6 suggestions wait for a moderator")
     expect(mod.get_by_role("heading", name="Moderation")).to_be_visible()
-    expect(mod.locator("li.suggestion")).to_have_count(3)
+    expect(mod.locator("li.suggestion")).to_have_count(6)
     assert mod.locator("#ranking, #progress, #export, #toggle-status, #items").count() == 0
     dup = _card(mod, "housing!")
     expect(dup.locator(".similar-one").first).to_contain_text("“Housing”")
@@ -190,8 +211,8 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     bike = _card(mod, "Bike lanes on main streets")
     expect(bike).to_have_count(1)
     bike.get_by_role("button", name="Approve").click()
-    expect(mod.locator("li.suggestion")).to_have_count(2)
-    expect(mod.locator("#suggestions-count")).to_have_text("2 pending suggestions.")
+    expect(mod.locator("li.suggestion")).to_have_count(5)
+    expect(mod.locator("#suggestions-count")).to_have_text("5 pending suggestions.")
     # Reject with a reason (asked for first).
     night = _card(mod, "Night buses")
     night.get_by_role("button", name="Reject").click()
@@ -199,14 +220,14 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     expect(night.locator(".card-error")).to_contain_text("Give a reason")
     mod.get_by_label("Why reject “Night buses”?").fill("Out of the council's remit")
     night.get_by_role("button", name="Reject suggestion").click()
-    expect(mod.locator("li.suggestion")).to_have_count(1)
+    expect(mod.locator("li.suggestion")).to_have_count(4)
     # Merge the duplicate: the select starts on the most similar item.
     dup.get_by_role("button", name="Merge into…").click()
     expect(mod.get_by_label("Merge “housing!” into")).to_have_value(_item(server, sid, "Housing")["id"])
     dup.get_by_role("button", name="Merge", exact=True).click()
-    expect(mod.locator("#suggestions-count")).to_have_text("No pending suggestions.")
+    expect(mod.locator("#suggestions-count")).to_have_text("3 pending suggestions.")
     mod.get_by_label("Show").select_option("all")
-    expect(mod.locator("li.suggestion")).to_have_count(3)
+    expect(mod.locator("li.suggestion")).to_have_count(6)
     expect(_card(mod, "Night buses")).to_contain_text("reason: Out of the council's remit")
     expect(_card(mod, "housing!").locator(".badge")).to_have_text("merged")
 
@@ -245,12 +266,27 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
 def test_with_moderation_after_an_idea_is_an_item_at_once(server, new_page):
     """Moderation "after": the respondent is thanked (no review promised), the idea is a
     live item at once, and a moderator finds it among the items to watch and hides it."""
-    s = _survey(server, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2})
+    s = _survey(server, suggestions={"enabled": True, "moderation": "after", "per_respondent": 2, "batch": 2})
     resp = new_page(width=420, height=900)
     _start(resp, f"{server.base}/s/{s['id']}?n=3")
     resp.get_by_text("Suggest an idea").click()
     _suggest(resp, "Night buses")
-    expect(resp.locator("#suggest-msg")).to_have_text("Thank you for your idea! You can suggest 1 more idea.")
+    expect(resp.locator("#suggest-msg")).to_have_text(
+        "Thank you for your idea! It appears in the survey once 2 people have sent ideas. "
+        "You can suggest 1 more idea."
+    )
+    assert len(_get(server, f"/v1/surveys/{s['id']}")["items"]) == len(ITEMS)  # held
+    # A second respondent's idea completes the batch; the admin hides it (not watched here).
+    other = _respondent(server, s["id"])
+    sent = httpx2.post(
+        f"{server.base}/v1/surveys/{s['id']}/suggestions", json={"label": "Trams"}, headers=other
+    )
+    assert sent.status_code == 202, sent.text
+    trams = _item(server, s["id"], "Trams")["id"]
+    hidden = httpx2.patch(
+        f"{server.base}/v1/surveys/{s['id']}/items/{trams}", json={"status": "hidden"}, headers=ADMIN
+    )
+    assert hidden.status_code == 200, hidden.text
     item = _item(server, s["id"], "Night buses")
     assert item["source"] == "suggested" and item["status"] == "live"
     mod = new_page()
@@ -297,8 +333,9 @@ def test_cant_decide_moves_on_and_the_dashboard_counts_it(server, new_page, surv
 
 
 def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page, survey_page):
-    """Two respondents report "Parks", a participant's suggestion (threshold 2): after the
-    first it is still live with one report, after the second it is under review, shown as
+    """Two respondents report "Parks", a participant's suggestion (threshold 2, batches of
+    two): after the first it is still live, its report held; after the second both are
+    published and it is under review, shown as
     such in the dashboard and not asked about any more; restoring it clears its reports.
     (Seed items collect reports but stay live: tests/api/test_participation.py.)"""
     seeds = [label for label in ITEMS if label != "Parks"]
@@ -306,18 +343,21 @@ def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page, su
         "title": "Which policy matters most?",
         "items": seeds,
         "privacy": {"epsilon_default": 2.0, "epsilon_max": 8.0},
-        "suggestions": {"enabled": True, "flag_threshold": 2, "moderation": "after"},
+        "suggestions": {"enabled": True, "flag_threshold": 2, "moderation": "after", "batch": 2},
     }
     s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
     sid = s["id"]
-    token = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={}).json()["token"]
-    suggested = httpx2.post(
-        f"{server.base}/v1/surveys/{sid}/suggestions",
-        json={"label": "Parks"},
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert suggested.status_code == 202, suggested.text
+    # "Parks", and a seed item's label from another respondent (merged): a batch of two.
+    for label in ("Parks", seeds[0].upper()):
+        token = httpx2.post(f"{server.base}/v1/surveys/{sid}/respondents", json={}).json()["token"]
+        suggested = httpx2.post(
+            f"{server.base}/v1/surveys/{sid}/suggestions",
+            json={"label": label},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert suggested.status_code == 202, suggested.text
     assert _item(server, sid, "Parks")["source"] == "suggested"
+    assert len(_get(server, f"/v1/surveys/{sid}")["items"]) == len(seeds) + 1
 
     def report_parks(page) -> None:
         _start(page, f"{server.base}/s/{sid}?n=6")
@@ -340,7 +380,7 @@ def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page, su
 
     report_parks(new_page(width=420, height=900))
     parks = _item(server, sid, "Parks")
-    assert parks["flags"] == 1 and parks["status"] == "live"
+    assert parks["flags"] == 0 and parks["status"] == "live"  # held until a second report
     report_parks(new_page(width=420, height=900))
     parks = _item(server, sid, "Parks")
     assert parks["flags"] == 2 and parks["status"] == "review"

@@ -36,6 +36,10 @@ class SuggestionIn(StrictModel):
 class SuggestionReceived(BaseModel):
     received: bool = True
     remaining: int = Field(description="Suggestions the respondent may still make here.")
+    batch: int = Field(
+        description="It is published together with the suggestions of this many respondents, in random "
+        "order, once they have arrived."
+    )
 
 
 class SimilarOut(BaseModel):
@@ -62,6 +66,11 @@ class SuggestionOut(BaseModel):
 class SuggestionList(BaseModel):
     suggestions: list[SuggestionOut]
     total: int
+    held: int = Field(
+        description="Suggestions held until their batch is complete (not listed: nobody reads them before)."
+    )
+    held_respondents: int = Field(description="The different respondents who sent the held suggestions.")
+    batch: int = Field(description="Respondents whose suggestions are published together.")
 
 
 class SuggestionEdit(StrictModel):

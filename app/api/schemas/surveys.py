@@ -149,6 +149,13 @@ class SuggestionSettings(StrictModel):
         strict=True,
         description="Distinct respondents' flags that send a suggested item back to review (1 … 100).",
     )
+    batch: int = Field(
+        5,
+        strict=True,
+        description="Suggestions and flags are held until this many different respondents have sent one, "
+        "then published together in random order with one time to the hour, so that none can be told "
+        "apart from the others of its batch (2 … 50).",
+    )
 
 
 class SurveyUpdate(StrictModel):
@@ -335,6 +342,7 @@ class PublicSuggestions(BaseModel):
     enabled: bool
     per_respondent: int
     moderation: Literal["before", "after"]
+    batch: int = Field(description="Suggestions are published together with those of this many respondents.")
 
 
 class PublicSurveyOut(BaseModel):

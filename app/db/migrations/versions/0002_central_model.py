@@ -1,6 +1,6 @@
 """central model: releases, nullable epsilon bounds
 
-Central-model surveys (issue 5) have a total privacy budget and a per-respondent
+Central-model surveys have a total privacy budget and a per-respondent
 contribution bound instead of respondents' ε bounds; their stored comparisons are
 true answers without ε. Downgrading deletes central surveys (their rows cannot
 satisfy the old constraints).

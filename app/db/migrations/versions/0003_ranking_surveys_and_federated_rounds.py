@@ -1,6 +1,6 @@
 """ranking surveys and federated rounds
 
-Ranking surveys (issue 6) store one synthetic (Mallows-privatized) ranking per
+Ranking surveys store one synthetic (Mallows-privatized) ranking per
 respondent and fold their sufficient statistics into ``ranking_stats``;
 federated rounds hold the sites' public keys and masked messages. Downgrading
 drops these tables (and with them every stored ranking and round).
