@@ -59,7 +59,8 @@ _DESCRIBE = {
     "items": "item (id), position (int), label, source (seed, added, suggested), status (live, hidden, "
     "review), added_at, approved_at (UTC; empty if never approved)",
     "comparisons": "respondent, item_a, item_b (item ids), winner (the privatized answer), epsilon, "
-    "z (the debiased value towards item_a), created_at (UTC)",
+    "z (the debiased value towards item_a), created_at (UTC, rounded down to the hour; within an hour "
+    "the rows are listed by respondent, not in order of arrival)",
     "rankings": "respondent, epsilon, source (server, client or import: who privatized), ranking "
     "(item ids best to worst joined by '>'; the Mallows mechanism's output, never the given ranking), "
     "created_at (UTC)",
