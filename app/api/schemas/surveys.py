@@ -244,6 +244,10 @@ class ItemOut(BaseModel):
     )
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class PrivacyOut(BaseModel):
     model: str
     epsilon_default: float | None
@@ -255,10 +259,12 @@ class PrivacyOut(BaseModel):
     max_comparisons_per_respondent: int | None = None
     accounting: str | None = Field(
         None,
-        description="Central: pure (the budget sums ε) or zcdp (it sums ρ, shown as (ε, δ)); null if local.",
+        description="Central: pure (the budget sums ε) or zcdp (it sums ρ, shown as (ε, δ)); absent for "
+        "local surveys.",
+        exclude_if=_absent,
     )
     delta: float | None = Field(
-        None, description="Central, zcdp: the δ of the budget's (ε, δ); null otherwise."
+        None, description="Central, zcdp: the δ of the budget's (ε, δ); absent otherwise.", exclude_if=_absent
     )
 
 
