@@ -127,6 +127,14 @@ def _fits(survey: Survey, ledger: Budget, cost: float) -> bool:
     return ledger.rho_spent + cost <= ledger.rho_total * (1.0 + RHO_SLACK)
 
 
+def _spent(survey: Survey, ledger: Budget) -> float:
+    """What the ledger has summed: ε (pure) or ρ (zcdp)."""
+    if not _zcdp(survey):
+        return ledger.spent
+    assert ledger.rho_spent is not None
+    return ledger.rho_spent
+
+
 def budget(session: Session, survey: Survey) -> Budget:
     spent = float(
         session.scalar(
@@ -448,7 +456,7 @@ def create_release(
         )
         session.add(row)
         session.flush()
-        ledger = _ledger(survey, (ledger.rho_spent if _zcdp(survey) else ledger.spent) + cost)  # type: ignore[operator]
+        ledger = _ledger(survey, _spent(survey, ledger) + cost)
         session.commit()
     except IntegrityError:
         session.rollback()
@@ -517,8 +525,7 @@ def list_releases(session: Session, survey_id: str, limit: int = 100, offset: in
         )
         column = skipped.c.cost_rho if _zcdp(survey) else skipped.c.cost
         newer = float(session.scalar(select(func.coalesce(func.sum(column), 0.0))) or 0.0)
-    spent = ledger.rho_spent if _zcdp(survey) else ledger.spent
-    assert spent is not None
+    spent = _spent(survey, ledger)
     after: list[float] = []
     for r in rows:
         after.append(_remaining_after(survey, spent - newer))

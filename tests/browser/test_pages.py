@@ -483,3 +483,21 @@ def test_a_zcdp_survey_shows_its_budget_in_epsilon_delta_and_releases_by_rho(api
     admin.get_by_role("button", name="Make release").click()
     expect(admin.locator("#ledger tbody tr")).to_have_count(2)
     expect(admin.locator("#ledger tbody tr").first.locator("td").nth(4)).to_have_text("0.005")  # 0.1²/2
+
+
+def test_the_new_survey_form_chooses_zcdp_accounting(server, new_page):
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("Weekly priorities")
+    admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
+    admin.locator("#model-central").check()
+    accounting = admin.get_by_label("Privacy accounting")
+    assert accounting.input_value() == "pure"  # the default
+    accounting.select_option("zcdp")
+    admin.get_by_role("button", name="Create survey").click()
+    expect(admin.get_by_role("heading", name="Weekly priorities")).to_be_visible()
+    expect(admin.locator("#budget-text")).to_contain_text("zCDP accounting")
+    listed = httpx2.get(f"{server.base}/v1/surveys?limit=1", headers=ADMIN).json()["surveys"][0]
+    assert listed["title"] == "Weekly priorities"
+    assert (listed["privacy"]["accounting"], listed["privacy"]["delta"]) == ("zcdp", 1e-10)
