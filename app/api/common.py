@@ -64,6 +64,8 @@ def privacy_out(survey: Survey) -> PrivacyOut:
         else float(flip_probability(survey.epsilon_default)),
         total_budget=survey.total_budget,
         max_comparisons_per_respondent=survey.max_comparisons,
+        accounting=survey.accounting if survey.privacy_model == "central" else None,
+        delta=survey.delta,
     )
 
 

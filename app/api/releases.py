@@ -46,7 +46,10 @@ async def create_release(
 
     Costs ``epsilon`` of the survey's person-level budget for ``unit=individual``
     and ``L·epsilon`` for ``unit=edge`` (a person's L answers, by group privacy).
-    409 when that exceeds what remains — nothing is spent then. The stored release
+    A survey with ``zcdp`` accounting sums ρ instead: ``rho`` (noisy counts with
+    discrete Gaussian noise) costs ρ (individual) or L²ρ (edge), and an ``epsilon``
+    release costs (person-level ε)²/2; ``rho`` in a pure survey is 409
+    ``pure_accounting``. 409 when the cost exceeds what remains — nothing is spent then. The stored release
     can be read again for free (``GET …/releases/{id}``). The mechanism takes a turn
     with the worker's other long computations, within ``PRIVRANK_ANALYSIS_SECONDS``
     (503 beyond, nothing spent)."""
@@ -64,6 +67,7 @@ async def create_release(
         work=request.app.state.fit_cache.work,
         seconds=request.app.state.settings.analysis_seconds,
         what="the release",
+        rho=body.rho,
     )
     headers = {"Idempotent-Replayed": "true"} if replayed else None
     return JSONResponse(jsonable_encoder(out), status_code=200 if replayed else 201, headers=headers)

@@ -49,6 +49,8 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
             p.respondent_budget,
             p.total_budget,
             p.max_comparisons_per_respondent,
+            p.accounting,
+            p.delta,
         ),
         body.assignment,
         None if body.goal is None else body.goal.model_dump(),
@@ -97,7 +99,7 @@ def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
 @router.patch(
     "/{survey_id}",
     response_model=SurveyOut,
-    responses=errors(401, 403, 404, 422),
+    responses=errors(401, 403, 404, 409, 422),
     dependencies=[Depends(admin)],
     summary="Open or close a survey, rename it, or change its participation settings",
 )
@@ -105,8 +107,10 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
     """A closed survey answers 409 to new respondents and responses; reopening is allowed.
     ``suggestions``: new settings, or null to stop taking suggestions (absent: unchanged).
     ``embed_origins``: the sites that may frame the survey's pages, replacing the list; null or
-    [] for none (absent: unchanged). Every other field, absent or null, is unchanged (the
-    survey's ``language`` is never empty: send ``"en"`` for the default)."""
+    [] for none (absent: unchanged). ``privacy``: a central survey's ``accounting`` (pure or
+    zcdp) and ``delta``, until its first release (then 409 with code ``accounting_locked``).
+    Every other field, absent or null, is unchanged (the survey's ``language`` is never
+    empty: send ``"en"`` for the default)."""
     suggestions: dict | None = svc.UNSET
     if "suggestions" in body.model_fields_set:
         suggestions = None if body.suggestions is None else body.suggestions.model_dump()
@@ -120,6 +124,8 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
         body.results_on_finish,
         body.language,
         embed_origins=body.embed_origins if "embed_origins" in body.model_fields_set else svc.UNSET,
+        accounting=None if body.privacy is None else body.privacy.accounting,
+        delta=None if body.privacy is None else body.privacy.delta,
     )
     request.app.state.embed_origins.forget(survey.id)  # this process's pages see the change at once
     return survey_out(session, survey)

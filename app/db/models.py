@@ -119,6 +119,11 @@ class Survey(Base):
     #: one respondent may contribute (L of individual DP). NULL for local surveys.
     total_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_comparisons: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: Central model: how releases are charged, "pure" (sum of person-level ε) or "zcdp"
+    #: (sum of person-level ρ, shown as (ε, δ) at ``delta``); docs/mechanisms.md §2.6.
+    #: Fixed once the survey has a release.
+    accounting: Mapped[str] = mapped_column(String(8), default="pure", server_default="pure")
+    delta: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: How ``GET …/pairs`` picks pairs: "balanced" (least-answered first) or "adaptive"
     #: (pairs touching the items still in doubt; needs a goal). See app.services.goals.
     assignment: Mapped[str] = mapped_column(String(16), default="balanced", server_default="balanced")
@@ -155,6 +160,11 @@ class Survey(Base):
             "AND epsilon_default <= epsilon_max) OR "
             "(privacy_model = 'central' AND total_budget > 0 AND max_comparisons >= 1)",
             name="ck_surveys_privacy",
+        ),
+        CheckConstraint(
+            "(accounting = 'pure' AND delta IS NULL) OR "
+            "(accounting = 'zcdp' AND privacy_model = 'central' AND delta > 0 AND delta < 1)",
+            name="ck_surveys_accounting",
         ),
     )
 
@@ -401,8 +411,13 @@ class Release(Base):
     method: Mapped[str] = mapped_column(String(32))
     unit: Mapped[str] = mapped_column(String(16))
     epsilon: Mapped[float] = mapped_column(Float)
-    #: What the release charged to the survey's budget (person-level ε).
+    #: The person-level ε the release guarantees on its own (at the survey's δ for a zCDP
+    #: release); what a pure survey's budget is charged.
     cost: Mapped[float] = mapped_column(Float)
+    #: zCDP releases (discrete Gaussian noisy counts): their ρ in ``unit``; NULL otherwise.
+    rho: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: zCDP surveys: the person-level ρ the release was charged; NULL in pure surveys.
+    cost_rho: Mapped[float | None] = mapped_column(Float, nullable=True)
     k: Mapped[int | None] = mapped_column(Integer, nullable=True)
     data_version: Mapped[int] = mapped_column(BigInteger)
     parameters: Mapped[dict] = mapped_column(JSON)
@@ -419,6 +434,9 @@ class Release(Base):
         CheckConstraint("method IN ('perturbed_mle', 'noisy_counts')", name="ck_releases_method"),
         CheckConstraint("unit IN ('edge', 'individual')", name="ck_releases_unit"),
         CheckConstraint("epsilon > 0 AND cost > 0", name="ck_releases_epsilon"),
+        CheckConstraint(
+            "(rho IS NULL OR rho > 0) AND (cost_rho IS NULL OR cost_rho > 0)", name="ck_releases_rho"
+        ),
     )
 
 

@@ -176,6 +176,11 @@ def public_results(
     )
 
 
+def _delta_text(release: Release, survey: Survey) -> str:
+    """ ", δ = …" for a zCDP (discrete Gaussian) release, whose ε holds at the survey's δ."""
+    return "" if release.rho is None or survey.delta is None else f", δ = {survey.delta:g}"
+
+
 def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dict, hidden_note: str):
     release = session.scalars(
         select(Release).where(Release.survey_id == survey.id).order_by(Release.created_at.desc()).limit(1)
@@ -205,6 +210,6 @@ def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dic
         ],
         release=ReleaseRef(id=release.id, created_at=created, epsilon=release.epsilon, method=release.method),
         note=f"The latest differentially private release ({release.method.replace('_', ' ')}, ε = "
-        f"{release.epsilon:g}): noise was added so that no one's answers can be inferred. Later answers "
-        "appear with the next release." + hidden_note,
+        f"{release.epsilon:g}{_delta_text(release, survey)}): noise was added so that no one's answers can "
+        "be inferred. Later answers appear with the next release." + hidden_note,
     )

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
+from ..stats.accounting import DEFAULT_DELTA
 from .cache import OBJECT_BYTES, ByteLRU
 from .embedding import clean_origins
 from .errors import Conflict, Invalid, NotFound
@@ -31,10 +32,12 @@ _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
 
 __all__ = [
     "BATCH_DEFAULT",
+    "MAX_DELTA",
     "MAX_EPSILON",
     "MAX_ITEMS",
     "MAX_RANKING_ITEMS",
     "MAX_TOTAL_BUDGET",
+    "MIN_DELTA",
     "MIN_EPSILON",
     "UNSET",
     "ItemIndex",
@@ -57,6 +60,7 @@ __all__ = [
     "normalize_label",
     "require_local",
     "require_pairwise",
+    "resolve_accounting",
     "resolve_suggestions",
     "survey_items",
     "update_survey",
@@ -82,6 +86,9 @@ class PrivacyPolicy:
     respondent_budget: float | None = None
     total_budget: float | None = None
     max_comparisons_per_respondent: int | None = None
+    #: Central: "pure" (default) or "zcdp" (docs/mechanisms.md §2.6), and zCDP's δ.
+    accounting: str | None = None
+    delta: float | None = None
 
 
 #: Largest total budget a central survey may hold (beyond it releases protect nothing).
@@ -203,6 +210,32 @@ def check_shown_labels(session: Session, survey_id: str) -> None:
                 )
 
 
+#: The δ range a zCDP survey may state its (ε, δ) at: δ must be far below 1/population.
+MIN_DELTA = 1e-20
+MAX_DELTA = 1e-6
+
+
+def resolve_accounting(accounting: str | None, delta: float | None) -> tuple[str, float | None]:
+    """A central survey's ``(accounting, delta)``, checked: "pure" takes no δ; "zcdp" takes
+    δ in [:data:`MIN_DELTA`, :data:`MAX_DELTA`], by default
+    :data:`~app.stats.accounting.DEFAULT_DELTA` (docs/mechanisms.md §2.6)."""
+    accounting = accounting or "pure"
+    if accounting not in ("pure", "zcdp"):
+        raise Invalid("privacy.accounting must be 'pure' or 'zcdp'")
+    if accounting == "pure":
+        if delta is not None:
+            raise Invalid("privacy.delta belongs to zcdp accounting (pure ε-DP has δ = 0)")
+        return "pure", None
+    if delta is None:
+        return "zcdp", DEFAULT_DELTA
+    if not (math.isfinite(delta) and MIN_DELTA <= delta <= MAX_DELTA):
+        raise Invalid(
+            f"privacy.delta must be in [{MIN_DELTA:g}, {MAX_DELTA:g}]: far below one over the number of "
+            "people the survey could reach"
+        )
+    return "zcdp", float(delta)
+
+
 def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
     if any(v is not None for v in (p.epsilon_default, p.epsilon_min, p.epsilon_max, p.respondent_budget)):
         raise Invalid(
@@ -227,6 +260,10 @@ def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None
         raise Invalid("privacy.model must be 'local' or 'central'")
     if p.total_budget is not None or p.max_comparisons_per_respondent is not None:
         raise Invalid("total_budget and max_comparisons_per_respondent belong to central surveys")
+    if p.accounting is not None or p.delta is not None:
+        raise Invalid(
+            "accounting and delta belong to central surveys (a local survey's answers are randomized)"
+        )
     default = 1.0 if p.epsilon_default is None else p.epsilon_default
     lo = p.epsilon_min if p.epsilon_min is not None else min(0.1, default)
     hi = p.epsilon_max if p.epsilon_max is not None else max(5.0, default)
@@ -271,12 +308,13 @@ def create_survey(
         raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
     if kind == "ranking" and len(cleaned) > MAX_RANKING_ITEMS:
         raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
-    fields: dict[str, float | int | None]
+    fields: dict[str, str | float | int | None]
     if policy.model == "central":
         if kind != "pairwise":
             raise Invalid("central-model surveys are pairwise")
         total, cap = _resolve_central(policy, len(cleaned))
-        fields = {"total_budget": total, "max_comparisons": cap}
+        accounting, delta = resolve_accounting(policy.accounting, policy.delta)
+        fields = {"total_budget": total, "max_comparisons": cap, "accounting": accounting, "delta": delta}
     else:
         default, lo, hi, budget = _resolve_policy(policy)
         fields = {
@@ -536,6 +574,33 @@ def _check_results(public_results: bool, results_on_finish: bool) -> None:
 UNSET: dict = {}
 
 
+def _set_accounting(session: Session, survey: Survey, accounting: str | None, delta: float | None) -> None:
+    """Change a central survey's accounting (and δ) inside the caller's write transaction,
+    which holds the survey's row lock: a release stores under the same lock, so no release
+    is charged in one accounting and the survey's later ones in another. A survey with a
+    release keeps its accounting (409 ``accounting_locked``); asking for what it has is
+    no change."""
+    from ..db.models import Release
+
+    if survey.privacy_model != "central":
+        raise Invalid(
+            "accounting and delta belong to central surveys (a local survey's answers are randomized)"
+        )
+    wanted = accounting or survey.accounting
+    if delta is None and wanted == survey.accounting:
+        delta = survey.delta
+    new = resolve_accounting(wanted, delta)
+    if new == (survey.accounting, survey.delta):
+        return
+    if session.scalar(select(Release.id).where(Release.survey_id == survey.id).limit(1)) is not None:
+        raise Conflict(
+            f"this survey has made releases under {survey.accounting} accounting; its accounting and δ are "
+            "fixed at its first release (create a new survey to account otherwise)",
+            code="accounting_locked",
+        )
+    survey.accounting, survey.delta = new
+
+
 def update_survey(
     session: Session,
     survey_id: str,
@@ -546,9 +611,12 @@ def update_survey(
     results_on_finish: bool | None = None,
     language: str | None = None,
     embed_origins: list[str] | dict | None = UNSET,
+    accounting: str | None = None,
+    delta: float | None = None,
 ) -> Survey:
     """Change a survey's status, title, suggestions settings (None: off), results
-    settings or default language; arguments left at their defaults are unchanged."""
+    settings, default language or (central surveys, before their first release) privacy
+    accounting and δ; arguments left at their defaults are unchanged."""
     if language is not None:
         check_language(language)
     # embed_origins: the sites that may frame its pages (None or []: none; UNSET: unchanged).
@@ -556,6 +624,8 @@ def update_survey(
     origins = clean_origins(embed_origins) if new_origins else None  # type: ignore[arg-type]
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
+    if accounting is not None or delta is not None:
+        _set_accounting(session, survey, accounting, delta)
     if new_origins:
         survey.embed_origins = origins
     if suggestions is not UNSET:

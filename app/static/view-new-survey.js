@@ -39,6 +39,18 @@ export function newSurveyView() {
     h("legend", {}, t("new.central.legend")),
     numberField("total-budget", t("new.total_budget"), 3, { min: 0.001, max: 100 }),
     numberField("max-comparisons", t("new.max_comparisons"), 5, { min: 1, step: 1 }),
+    h(
+      "div",
+      { class: "field" },
+      h("label", { for: "accounting" }, t("new.accounting")),
+      h(
+        "select",
+        { id: "accounting", "aria-describedby": "accounting-hint" },
+        h("option", { value: "pure", selected: true }, t("new.accounting.pure")),
+        h("option", { value: "zcdp" }, t("new.accounting.zcdp")),
+      ),
+      h("p", { id: "accounting-hint", class: "hint" }, t("new.accounting_hint")),
+    ),
   );
   const checkbox = (id, text, attrs = {}) =>
     h(
@@ -199,6 +211,7 @@ export function newSurveyView() {
             model: "central",
             total_budget: Number(val("total-budget")),
             max_comparisons_per_respondent: Number(val("max-comparisons")),
+            accounting: val("accounting"),
           }
         : {
             model: "local",

@@ -81,6 +81,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import expit
 
 from .mechanisms import debias, privatize, validate_epsilon
 
@@ -362,7 +363,7 @@ def simulated_answers(
     if tau > 0:
         own = rng.normal(0.0, tau, size=(respondents, theta.size))  # each respondent's own scores
         d = d + own[who, i] - own[who, j]
-    y = (rng.random(i.size) < 1.0 / (1.0 + np.exp(-d))).astype(np.int8)
+    y = (rng.random(i.size) < expit(d)).astype(np.int8)  # no overflow for a large score spread
     return debias(privatize(y, epsilon, rng), epsilon)
 
 

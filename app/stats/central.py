@@ -10,13 +10,18 @@ one of two units of privacy:
 * **individual** — neighbouring datasets differ in all of one person's at most L
   comparisons (§3.1). L is a public contribution bound the service enforces.
 
-Mechanisms (all pure ε-DP):
+Mechanisms (pure ε-DP unless said otherwise):
 
 * :func:`noisy_counts` — Algorithm 2 (edge) / Algorithm 3 (individual): each
   item's number of comparisons won plus Laplace noise of scale 2/ε (edge: one
   comparison moves one win, ℓ1 sensitivity 2) or **2L/ε** (individual: ℓ1
   sensitivity 2L). The paper prints L/ε for Algorithm 3, which is only 2ε-DP
   (docs/mechanisms.md §2.2; paper §3.3, Algorithm 3); the corrected scale is used.
+* :func:`gaussian_noisy_counts` — the same counts plus **discrete Gaussian** noise
+  of standard deviation σ = L/√ρ, for surveys that account in zCDP
+  (docs/mechanisms.md §2.6): the ℓ₂ sensitivity of the counts is √2 (edge) and
+  √2·L (individual), so the release is ρ-zCDP in its unit [Bun & Steinke 2016,
+  Prop. 1.6; Canonne, Kamath & Steinke 2020, Theorem 4].
 * :func:`perturbed_mle` — Algorithm 1 (edge) / estimator (3.2) (individual):
   θ̃ = argmin 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ with w ~ Laplace(λ)ⁿ, for the logistic
   (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
@@ -36,6 +41,8 @@ Noise. ``rng=None`` (the service) draws from OpenDP's Laplace samplers, which
 sample the discrete Laplace exactly from a CSPRNG and so resist floating-point
 attacks (Mironov 2012): integer noise for integer counts, and for the real-valued
 perturbation vector OpenDP's float Laplace (discrete sampling on a fine grid).
+Discrete Gaussian noise comes from OpenDP's exact integer Gaussian sampler
+(Canonne, Kamath & Steinke 2020, Algorithm 3, on a CSPRNG).
 A NumPy ``Generator`` may be passed for reproducible simulations only.
 """
 
@@ -55,8 +62,13 @@ __all__ = [
     "KAPPA1",
     "KAPPA2",
     "Release",
+    "add_discrete_gaussian",
     "add_discrete_laplace",
+    "discrete_gaussian",
+    "discrete_gaussian_variance",
     "discrete_laplace",
+    "gaussian_noisy_counts",
+    "gaussian_noisy_counts_sigma",
     "laplace",
     "noisy_counts",
     "noisy_counts_scale",
@@ -137,6 +149,71 @@ def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = 
     return add_discrete_laplace(np.zeros(size, dtype=np.int64), scale, rng)
 
 
+def _integer_gaussian(sigma: float):
+    dp = _opendp()
+    return dp.m.make_gaussian(
+        dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=float(sigma)
+    )
+
+
+def add_discrete_gaussian(
+    values: ArrayLike, sigma: float, rng: np.random.Generator | None = None
+) -> NDArray[np.int64]:
+    """``values`` + discrete Gaussian noise, P(k) ∝ exp(−k²/(2σ²)), as one OpenDP measurement.
+
+    The discrete Gaussian N_ℤ(0, σ²) [Canonne, Kamath & Steinke 2020, Definition 1]
+    added to integer statistics of ℓ₂ sensitivity Δ₂ is Δ₂²/(2σ²)-zCDP [ibid.,
+    Theorem 4]. As in :func:`add_discrete_laplace`, the integers are handed to OpenDP's
+    64-bit mechanism, so any clamping applies to the noisy sum. σ ≤ 2⁵⁰.
+
+    ``rng``: CKS Algorithm 3 (a discrete Laplace of scale t = ⌊σ⌋ + 1, kept with
+    probability exp(−(|Y| − σ²/t)²/(2σ²))) on NumPy draws, for reproducible
+    simulations only (its floating-point acceptance test is not hardened).
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if not 0 < sigma <= MAX_INTEGER_SCALE:
+        raise ValueError(f"sigma must be in (0, {MAX_INTEGER_SCALE:g}]")
+    if v.size == 0:
+        return v.copy()
+    if rng is not None:
+        return v + _cks_discrete_gaussian(sigma, v.size, rng)
+    return np.asarray(_integer_gaussian(sigma)(v.tolist()), dtype=np.int64)
+
+
+def _cks_discrete_gaussian(sigma: float, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    t = math.floor(sigma) + 1
+    q = -math.expm1(-1.0 / t)
+    out = np.empty(size, dtype=np.int64)
+    filled = 0
+    while filled < size:
+        need = size - filled
+        batch = max(2 * need, 16)
+        y = rng.geometric(q, batch) - rng.geometric(q, batch)
+        keep = rng.random(batch) < np.exp(-((np.abs(y) - sigma * sigma / t) ** 2) / (2.0 * sigma * sigma))
+        got = y[keep][:need]
+        out[filled : filled + got.size] = got
+        filled += got.size
+    return out
+
+
+def discrete_gaussian(sigma: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
+    """Integer noise with P(k) ∝ exp(−k²/(2σ²)) (:func:`add_discrete_gaussian` on zeros).
+    Its variance is :func:`discrete_gaussian_variance`: below σ² [Canonne, Kamath &
+    Steinke 2020, §2], and within 10⁻⁶·σ² of it once σ ≥ 1."""
+    return add_discrete_gaussian(np.zeros(size, dtype=np.int64), sigma, rng)
+
+
+def discrete_gaussian_variance(sigma: float) -> float:
+    """Var N_ℤ(0, σ²) = Σ k² e^{−k²/(2σ²)} / Σ e^{−k²/(2σ²)}, summed over |k| ≤ 40σ + 40
+    (the terms left out are below e^{−800} of the largest)."""
+    if not sigma > 0:
+        raise ValueError("sigma must be positive")
+    k = np.arange(0, math.ceil(40 * sigma) + 41, dtype=np.float64)
+    w = np.exp(-(k * k) / (2.0 * sigma * sigma))
+    w[1:] *= 2.0  # ±k
+    return float(np.sum(k * k * w) / np.sum(w))
+
+
 def laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
     """Real noise ~ Laplace(0, scale). ``rng=None``: OpenDP's float Laplace sampler
     (exact discrete sampling on a fine grid, CSPRNG), immune to the floating-point
@@ -184,6 +261,15 @@ def noisy_counts_scale(epsilon: float, unit: str, L: int | None = None) -> float
     return _up(2.0 * _check(epsilon, unit, L) / epsilon)
 
 
+def gaussian_noisy_counts_sigma(rho: float, unit: str, L: int | None = None) -> float:
+    """σ of the discrete Gaussian noisy counts at ρ-zCDP in ``unit``: Δ₂/√(2ρ) with
+    Δ₂ = √2 (edge) or √2·L (individual), i.e. L/√ρ (L = 1 for edge), rounded up."""
+    if not (math.isfinite(rho) and rho > 0):
+        raise ValueError("rho must be a positive number")
+    L_ = _check(1.0, unit, L)
+    return _up(L_ / math.sqrt(rho))
+
+
 @dataclass(frozen=True)
 class Release:
     """A differentially private release: per-item values, their order, and how."""
@@ -192,10 +278,13 @@ class Release:
     order: NDArray[np.int64]  # item indices, best first
     method: str
     unit: str
-    epsilon: float
+    #: Pure ε-DP releases: their ε in ``unit``; None for a ρ-zCDP release.
+    epsilon: float | None
     parameters: dict
     #: Perturbed MLE: the exact minimizer before centring (for verification; not released).
     minimizer: NDArray[np.float64] | None = None
+    #: zCDP releases (:func:`gaussian_noisy_counts`): their ρ in ``unit``.
+    rho: float | None = None
 
     def ranks(self) -> NDArray[np.int64]:
         r = np.empty(self.order.size, dtype=np.int64)
@@ -252,6 +341,44 @@ def noisy_counts(
             "sensitivity_l1": 2.0 * _check(epsilon, unit, L),  # 1 per edge, L per person
             "noise": "discrete Laplace",
         },
+    )
+
+
+def gaussian_noisy_counts(
+    wins: ArrayLike,
+    rho: float,
+    unit: str = "edge",
+    L: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> Release:
+    """Win counts plus discrete Gaussian noise: ρ-zCDP in ``unit`` (docs/mechanisms.md §2.6).
+
+    One comparison replaced moves at most one win from one item to another (ℓ₂
+    sensitivity √2); one person's ≤ L comparisons replaced move at most L wins off
+    and L wins on, ‖Δ‖₂² ≤ ‖Δ⁺‖₁² + ‖Δ⁻‖₁² ≤ 2L² (ℓ₂ sensitivity √2·L). σ = Δ₂/√(2ρ)
+    makes Δ₂²/(2σ²) = ρ [Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke
+    2020, Theorem 4]. The order is by noisy count, ties broken uniformly at random.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.central import gaussian_noisy_counts
+    >>> r = gaussian_noisy_counts([30, 12, 3], 0.5, unit='individual', L=2, rng=np.random.default_rng(0))
+    >>> r.parameters['sigma'], r.parameters['sensitivity_l2'], r.parameters['noise']
+    (2.8284271247461907, 2.8284271247461903, 'discrete Gaussian')
+    """
+    counts = np.asarray(wins, dtype=np.int64)
+    sigma = gaussian_noisy_counts_sigma(rho, unit, L)
+    L_ = _check(1.0, unit, L)
+    noisy = add_discrete_gaussian(counts, sigma, rng)
+    return Release(
+        noisy.astype(np.float64),
+        _order(noisy, _tiebreak(counts.size, rng)),
+        "noisy_counts",
+        unit,
+        None,
+        {"sigma": sigma, "sensitivity_l2": math.sqrt(2.0) * L_, "noise": "discrete Gaussian"},
+        rho=float(rho),
     )
 
 

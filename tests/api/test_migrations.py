@@ -252,3 +252,53 @@ def test_releases_stored_before_0004_get_their_ledger_items(tmp_path):
         top = conn.execute(text("SELECT top FROM releases")).scalar_one()
     engine.dispose()
     assert json.loads(top) == items[:10]
+
+
+def test_0010_keeps_existing_surveys_pure_and_downgrades_without_returning_budget(tmp_path):
+    """0010: a central survey stored before it accounts in pure ε (its ledger unchanged);
+    going back down keeps a zCDP survey's releases, whose ``cost`` (the person-level ε each
+    guarantees alone) the pure ledger then charges, so no budget comes back."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/accounting.db"
+    command.upgrade(alembic_config(url), "0009")
+    engine = make_engine(url)
+    survey = (
+        "INSERT INTO surveys (id, title, kind, privacy_model, status, total_budget, max_comparisons, "
+        "created_at, updated_at) VALUES (:id, 't', 'pairwise', 'central', 'open', 3.0, 2, '2026-01-01', "
+        "'2026-01-01')"
+    )
+    release = (
+        "INSERT INTO releases (id, survey_id, method, unit, epsilon, cost, data_version, parameters, result, "
+        "top, created_by, created_at) VALUES (:id, :sid, 'noisy_counts', 'individual', :eps, :cost, 0, '{}', "
+        "'{\"items\": [], \"top_k\": null}', '[]', 'x', '2026-01-01')"
+    )
+    with engine.begin() as conn:
+        conn.execute(text(survey), {"id": "srv_pppppppppppppppp"})
+        conn.execute(
+            text(release),
+            {"id": "rel_pppppppppppppppp", "sid": "srv_pppppppppppppppp", "eps": 1.0, "cost": 1.0},
+        )
+    upgrade(url)
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT accounting, delta FROM surveys")).one() == ("pure", None)
+        assert conn.execute(text("SELECT rho, cost_rho, cost FROM releases")).one() == (None, None, 1.0)
+        conn.execute(text(survey), {"id": "srv_zzzzzzzzzzzzzzzz"})
+        conn.execute(
+            text("UPDATE surveys SET accounting = 'zcdp', delta = 1e-10 WHERE id = 'srv_zzzzzzzzzzzzzzzz'")
+        )
+        conn.execute(
+            text(release),
+            {"id": "rel_zzzzzzzzzzzzzzzz", "sid": "srv_zzzzzzzzzzzzzzzz", "eps": 0.6, "cost": 0.6},
+        )
+        conn.execute(
+            text("UPDATE releases SET rho = 0.002, cost_rho = 0.002 WHERE id = 'rel_zzzzzzzzzzzzzzzz'")
+        )
+    command.downgrade(alembic_config(url), "0009")
+    with engine.connect() as conn:
+        kept = conn.execute(text("SELECT survey_id, cost FROM releases ORDER BY id")).all()
+    engine.dispose()
+    assert kept == [("srv_pppppppppppppppp", 1.0), ("srv_zzzzzzzzzzzzzzzz", 0.6)]

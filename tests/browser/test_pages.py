@@ -440,3 +440,64 @@ def test_the_dashboard_says_when_there_is_not_enough_data_for_intervals(server, 
     expect(admin.locator("#ranking-table tbody tr")).to_have_count(4)
     expect(admin.locator("#pairwise-box")).to_contain_text("No intervals yet")
     shots(admin, "dashboard-not-enough-data.png", full_page=True)
+
+
+def test_a_zcdp_survey_shows_its_budget_in_epsilon_delta_and_releases_by_rho(api, survey_page):
+    """A survey with zCDP accounting: the dashboard states the budget as (ε, δ) with the ρ
+    behind it, offers releases by ρ (discrete Gaussian counts; the perturbed MLE is pure ε
+    only), and the ledger lists the ρ each release was charged."""
+    r = api.post(
+        "/v1/surveys",
+        json={
+            "title": "Weekly",
+            "items": ITEMS,
+            "privacy": {
+                "model": "central",
+                "total_budget": 2.0,
+                "max_comparisons_per_respondent": 3,
+                "accounting": "zcdp",
+            },
+        },
+        headers=ADMIN,
+    ).json()
+    for _ in range(3):
+        assert api_respondent(api, r["id"]) == 3
+    admin = survey_page(r["id"])
+    expect(admin.locator("#budget-text")).to_contain_text(
+        "zCDP accounting: spent (ε, δ) = (0.00, 1e-10) of ε = 2.00"
+    )
+    expect(admin.locator('#rel-method option[value="perturbed_mle"]')).to_be_disabled()
+    admin.get_by_label("ρ of this release").fill("0.02")
+    admin.get_by_role("button", name="Make release").click()
+    expect(admin.locator("#release-box")).to_contain_text("cost ρ = 0.02")
+    expect(admin.locator("#ledger tbody tr")).to_have_count(1)
+    expect(admin.locator("#ledger tbody tr td").nth(4)).to_have_text("0.02")  # ρ charged
+    ledger = api.get(f"/v1/surveys/{r['id']}/releases", headers=ADMIN).json()
+    spent = ledger["budget"]["spent"]
+    assert ledger["budget"]["rho_spent"] == 0.02 and 0 < spent < 2
+    expect(admin.locator("#budget-text")).to_contain_text(f"spent (ε, δ) = ({spent:.2f}, 1e-10)")
+    expect(admin.locator("#ledger thead")).to_contain_text("ρ charged")
+    # By ε: a pure ε-DP release, charged ε²/2.
+    admin.get_by_label("Noise").select_option("epsilon")
+    admin.get_by_label("ε of this release").fill("0.1")
+    admin.get_by_role("button", name="Make release").click()
+    expect(admin.locator("#ledger tbody tr")).to_have_count(2)
+    expect(admin.locator("#ledger tbody tr").first.locator("td").nth(4)).to_have_text("0.005")  # 0.1²/2
+
+
+def test_the_new_survey_form_chooses_zcdp_accounting(server, new_page):
+    admin = new_page()
+    sign_in(admin, server.base)
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("Weekly priorities")
+    admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
+    admin.locator("#model-central").check()
+    accounting = admin.get_by_label("Privacy accounting")
+    assert accounting.input_value() == "pure"  # the default
+    accounting.select_option("zcdp")
+    admin.get_by_role("button", name="Create survey").click()
+    expect(admin.get_by_role("heading", name="Weekly priorities")).to_be_visible()
+    expect(admin.locator("#budget-text")).to_contain_text("zCDP accounting")
+    listed = httpx2.get(f"{server.base}/v1/surveys?limit=1", headers=ADMIN).json()["surveys"][0]
+    assert listed["title"] == "Weekly priorities"
+    assert (listed["privacy"]["accounting"], listed["privacy"]["delta"]) == ("zcdp", 1e-10)

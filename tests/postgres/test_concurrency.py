@@ -9,6 +9,7 @@ from collections import Counter
 
 import httpx2
 import numpy as np
+import pytest
 from sqlalchemy import create_engine, func, select, text
 
 from app.db.models import Comparison, PairStat, PendingBatch
@@ -199,7 +200,15 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
         app.state.engine.dispose()
 
 
-def test_concurrent_releases_never_overspend_the_budget(postgres_url):
+@pytest.mark.parametrize(
+    ("accounting", "size", "spent"),
+    [
+        ({}, {"epsilon": 1.5}, ("spent", 3.0)),  # 2 × 1.5 ≤ 4 < 3 × 1.5
+        # ρ budget of ε = 4 at δ = 1e-10: 0.1853; 2 × 0.07 fits, 3 × 0.07 does not.
+        ({"accounting": "zcdp"}, {"rho": 0.07}, ("rho_spent", 0.14)),
+    ],
+)
+def test_concurrent_releases_never_overspend_the_budget(postgres_url, accounting, size, spent):
     from fastapi.testclient import TestClient
 
     from app.db.migrate import upgrade
@@ -214,7 +223,12 @@ def test_concurrent_releases_never_overspend_the_budget(postgres_url):
                 json={
                     "title": "t",
                     "items": ["A", "B", "C"],
-                    "privacy": {"model": "central", "total_budget": 4.0, "max_comparisons_per_respondent": 3},
+                    "privacy": {
+                        "model": "central",
+                        "total_budget": 4.0,
+                        "max_comparisons_per_respondent": 3,
+                        **accounting,
+                    },
                 },
                 headers=admin,
             ).json()
@@ -236,7 +250,7 @@ def test_concurrent_releases_never_overspend_the_budget(postgres_url):
                     c.post(
                         f"/v1/surveys/{s['id']}/releases",
                         headers=admin,
-                        json={"method": "noisy_counts", "unit": "individual", "epsilon": 1.5},
+                        json={"method": "noisy_counts", "unit": "individual", **size},
                     ).status_code
                 )
 
@@ -245,8 +259,11 @@ def test_concurrent_releases_never_overspend_the_budget(postgres_url):
             t.start()
         for t in threads:
             t.join()
-        assert sorted(codes) == [201, 201, 409, 409, 409]  # 2 × 1.5 ≤ 4 < 3 × 1.5
+        assert sorted(codes) == [201, 201, 409, 409, 409]
         with TestClient(app) as c:
-            assert c.get(f"/v1/surveys/{s['id']}/releases", headers=admin).json()["budget"]["spent"] == 3.0
+            key, value = spent
+            assert c.get(f"/v1/surveys/{s['id']}/releases", headers=admin).json()["budget"][
+                key
+            ] == pytest.approx(value)
     finally:
         app.state.engine.dispose()

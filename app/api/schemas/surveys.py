@@ -42,6 +42,25 @@ class PrivacyIn(StrictModel):
     max_comparisons_per_respondent: int | None = Field(
         None, description="Central: the most comparisons one respondent may contribute (L of individual DP)."
     )
+    accounting: Literal["pure", "zcdp"] | None = Field(
+        None,
+        description="Central: how releases are charged. pure (default): the sum of their ε, and "
+        "total_budget is a pure ε. zcdp: the sum of their ρ (zero-concentrated DP; noisy counts may use "
+        "discrete Gaussian noise), and total_budget is the ε of an (ε, δ) guarantee at delta. Changeable "
+        "(PATCH) until the first release.",
+    )
+    delta: float | None = Field(
+        None,
+        description="Central, zcdp accounting: the δ of the (ε, δ) the budget is stated in, in [1e-20, 1e-6] "
+        "(default 1e-10, below one over the world's population).",
+    )
+
+
+class PrivacyUpdate(StrictModel):
+    accounting: Literal["pure", "zcdp"] | None = Field(
+        None, description="Central: pure or zcdp accounting; 409 accounting_locked after the first release."
+    )
+    delta: float | None = Field(None, description="Central, zcdp: the δ the budget is stated at.")
 
 
 class GoalIn(StrictModel):
@@ -131,6 +150,18 @@ class SurveyCreate(StrictModel):
                     "items": ["Hiring", "Tooling", "Training"],
                     "privacy": {"model": "central", "total_budget": 5.0, "max_comparisons_per_respondent": 3},
                 },
+                {
+                    "title": "Weekly priorities (trusted operator, zCDP accounting)",
+                    "kind": "pairwise",
+                    "items": ["Hiring", "Tooling", "Training"],
+                    "privacy": {
+                        "model": "central",
+                        "total_budget": 10.0,
+                        "max_comparisons_per_respondent": 3,
+                        "accounting": "zcdp",
+                        "delta": 1e-10,
+                    },
+                },
             ]
         },
     )
@@ -177,8 +208,18 @@ class SurveyUpdate(StrictModel):
         max_length=20,
         description="The sites that may frame the survey's pages (replaces the list); null or []: none.",
     )
+    privacy: PrivacyUpdate | None = Field(
+        None,
+        description="Central surveys, before their first release: the accounting (pure or zcdp) and its δ "
+        "(absent: unchanged).",
+    )
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"status": "closed"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"status": "closed"}, {"privacy": {"accounting": "zcdp", "delta": 1e-10}}]
+        },
+    )
 
 
 class ItemsAdd(StrictModel):
@@ -210,6 +251,10 @@ class ItemOut(BaseModel):
     )
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class PrivacyOut(BaseModel):
     model: str
     epsilon_default: float | None
@@ -219,6 +264,15 @@ class PrivacyOut(BaseModel):
     flip_probability_default: float | None = Field(description="Local: 1/(1+e^ε) at epsilon_default.")
     total_budget: float | None = None
     max_comparisons_per_respondent: int | None = None
+    accounting: str | None = Field(
+        None,
+        description="Central: pure (the budget sums ε) or zcdp (it sums ρ, shown as (ε, δ)); absent for "
+        "local surveys.",
+        exclude_if=_absent,
+    )
+    delta: float | None = Field(
+        None, description="Central, zcdp: the δ of the budget's (ε, δ); absent otherwise.", exclude_if=_absent
+    )
 
 
 class GoalSpecOut(BaseModel):

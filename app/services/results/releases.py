@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def ZcdpOnly(description: str) -> Any:
+    """A field of zCDP surveys only, left out of the answer when null: a pure-ε survey's
+    releases and budget read exactly as they do where zCDP does not exist."""
+    return Field(None, description=description, exclude_if=_is_none)
 
 
 class ReleasedScore(BaseModel):
@@ -20,7 +31,9 @@ class ReleasedWins(BaseModel):
     item_id: str
     label: str
     rank: int
-    noisy_wins: int = Field(description="noisy_counts: comparisons won plus discrete Laplace noise.")
+    noisy_wins: int = Field(
+        description="noisy_counts: comparisons won plus discrete Laplace (ε) or discrete Gaussian (ρ) noise."
+    )
 
     model_config = ConfigDict(extra="forbid")
 
@@ -31,9 +44,16 @@ class ReleaseResult(BaseModel):
 
 
 class Budget(BaseModel):
-    total: float
-    spent: float
-    remaining: float
+    total: float = Field(description="The survey's person-level ε (zcdp: the ε of an (ε, δ) at delta).")
+    spent: float = Field(description="ε spent so far (zcdp: the ε at delta of the ρ spent).")
+    remaining: float = Field(description="total − spent.")
+    accounting: str | None = ZcdpOnly(description='zcdp surveys only: "zcdp".')
+    delta: float | None = ZcdpOnly(description="zcdp surveys only: the δ of total and spent.")
+    rho_total: float | None = ZcdpOnly(description="zcdp surveys only: the ρ total allows at delta.")
+    rho_spent: float | None = ZcdpOnly(description="zcdp surveys only: the sum of the releases' ρ.")
+    rho_remaining: float | None = ZcdpOnly(
+        description="zcdp surveys only: the ρ the next releases may still spend together."
+    )
 
 
 class ReleaseFields(BaseModel):
@@ -41,8 +61,18 @@ class ReleaseFields(BaseModel):
     survey_id: str
     method: str
     unit: str
-    epsilon: float
-    cost: float = Field(description="Charged to the survey's budget: ε (individual) or L·ε (edge).")
+    epsilon: float = Field(
+        description="The release's ε in its unit (a ρ release: the ε of its (ε, δ) at the survey's delta)."
+    )
+    cost: float = Field(
+        description="The person-level ε the release guarantees alone: ε (individual) or L·ε (edge); a ρ "
+        "release's at the survey's delta. What a pure survey's budget is charged."
+    )
+    rho: float | None = ZcdpOnly(description="zcdp releases only (discrete Gaussian): ρ in the unit.")
+    cost_rho: float | None = ZcdpOnly(
+        description="zcdp surveys only: the person-level ρ charged (ρ or L²ρ; ε²/2 for a pure-ε release)."
+    )
+    delta: float | None = ZcdpOnly(description="zcdp surveys only: the δ of epsilon, cost and budget_after.")
     cost_explanation: str = Field(description="Why the release costs what it does, in a sentence.")
     budget_after: float = Field(description="What remained of the survey's budget right after this release.")
     k: int | None

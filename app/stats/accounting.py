@@ -1,0 +1,164 @@
+"""Privacy accounting in zero-concentrated differential privacy (zCDP), shown as (ε, δ).
+
+A central-model survey either sums pure ε (basic composition) or, with zCDP
+accounting, sums ρ (docs/mechanisms.md §2.6). This module holds the arithmetic of the
+second:
+
+* a mechanism is ρ-zCDP when the Rényi divergence of its output distributions on
+  neighbouring inputs is at most ρα for every order α > 1 [Bun & Steinke 2016,
+  Definition 1.1]; ρ-zCDP mechanisms compose by adding ρ [Prop. 1.7];
+* the Gaussian mechanism with ℓ₂ sensitivity Δ₂ and standard deviation σ is
+  Δ₂²/(2σ²)-zCDP [Prop. 1.6], and so is the discrete Gaussian on integer statistics
+  [Canonne, Kamath & Steinke 2020, Theorem 4, one coordinate; the Rényi divergences of
+  independent coordinates add, which gives Δ₂²/(2σ²) for a vector] (:func:`gaussian_rho`);
+* a pure ε-DP mechanism is ε²/2-zCDP [Bun & Steinke 2016, Prop. 1.4]
+  (:func:`pure_rho`);
+* ρ-zCDP implies (ε, δ)-DP for every δ > 0 with
+
+      δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α
+
+  [Canonne, Kamath & Steinke 2020, Corollary 13], the conversion OpenDP's
+  ``make_zCDP_to_approxDP`` implements. Solved for ε, every α > 1 gives a valid ε:
+
+      ε(α) = αρ + (log(1/δ) + (α − 1)·log(1 − 1/α) − log α) / (α − 1)
+
+  :func:`zcdp_epsilon` returns the smallest over α it finds (a numerical search, so
+  at worst slightly above the infimum: conservative), and :func:`zcdp_rho_for` the
+  largest ρ whose ε at δ stays within a budget (again attained at one α, so the
+  guarantee holds exactly for that α). It is tighter than the classical
+  ε = ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3] (:func:`zcdp_epsilon_classical`).
+
+Pure NumPy/SciPy; no randomness.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+__all__ = [
+    "DEFAULT_DELTA",
+    "gaussian_rho",
+    "pure_rho",
+    "zcdp_epsilon",
+    "zcdp_epsilon_classical",
+    "zcdp_rho_for",
+]
+
+#: The δ a zCDP survey states its (ε, δ) at unless it chooses one: below 1/(8.2·10⁹),
+#: one over the world's population, so no survey's population reaches 1/δ
+#: (docs/mechanisms.md §2.6).
+DEFAULT_DELTA = 1e-10
+
+# The search runs over t = log(α − 1): α − 1 from e^-12 to e^40 covers every ρ and δ a
+# survey can hold (the best α is near 1 + √(log(1/δ)/ρ)).
+_T_LO, _T_HI = -12.0, 40.0
+_GRID = np.linspace(_T_LO, _T_HI, 1041)
+
+
+def _check_delta(delta: float) -> float:
+    if not (math.isfinite(delta) and 0.0 < delta < 1.0):
+        raise ValueError("delta must be in (0, 1)")
+    return float(delta)
+
+
+def _penalty(t: np.ndarray | float, delta: float):
+    """(log(1/δ) + (α − 1)·log(1 − 1/α) − log α)/(α − 1) at α = 1 + e^t."""
+    am1 = np.exp(t)
+    alpha = 1.0 + am1
+    return (-math.log(delta) + am1 * np.log1p(-1.0 / alpha) - np.log(alpha)) / am1
+
+
+def _eps_at(t, rho: float, delta: float):
+    return (1.0 + np.exp(t)) * rho + _penalty(t, delta)
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """The ε at which ρ-zCDP is (ε, δ)-DP [Canonne, Kamath & Steinke 2020, Corollary 13].
+
+    Parameters
+    ----------
+    rho : float
+        The zCDP parameter (≥ 0); 0 gives ε = 0.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        min over α > 1 of αρ + (log(1/δ) + (α − 1)log(1 − 1/α) − log α)/(α − 1), at
+        least 0: every α gives a valid ε, so a numerical minimum is conservative.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import zcdp_epsilon
+    >>> round(zcdp_epsilon(0.5, 1e-6), 4)  # classical ρ + 2√(ρ log(1/δ)) gives 5.7565
+    5.2215
+    """
+    delta = _check_delta(delta)
+    if not (math.isfinite(rho) and rho >= 0.0):
+        raise ValueError("rho must be a finite number >= 0")
+    if rho == 0.0:
+        return 0.0
+    values = _eps_at(_GRID, rho, delta)
+    k = int(np.argmin(values))
+    lo, hi = _GRID[max(k - 1, 0)], _GRID[min(k + 1, _GRID.size - 1)]
+    res = minimize_scalar(lambda t: float(_eps_at(t, rho, delta)), bounds=(lo, hi), method="bounded")
+    best = min(float(values[k]), float(res.fun))
+    return max(0.0, best)
+
+
+def zcdp_rho_for(epsilon: float, delta: float) -> float:
+    """The largest ρ whose (ε, δ) conversion stays within ``epsilon`` at ``delta``.
+
+    For each α, ρ ≤ (ε − penalty(α))/α keeps ε(α) ≤ ε; this returns the maximum over
+    the α searched, so ``zcdp_epsilon(zcdp_rho_for(ε, δ), δ) ≤ ε`` (up to rounding).
+
+    Examples
+    --------
+    >>> from app.stats.accounting import zcdp_epsilon, zcdp_rho_for
+    >>> rho = zcdp_rho_for(4.0, 1e-10)
+    >>> zcdp_epsilon(rho, 1e-10) <= 4.0 + 1e-9
+    True
+    """
+    delta = _check_delta(delta)
+    if not (math.isfinite(epsilon) and epsilon > 0.0):
+        raise ValueError("epsilon must be a positive number")
+
+    def rho_at(t):
+        return (epsilon - _penalty(t, delta)) / (1.0 + np.exp(t))
+
+    values = rho_at(_GRID)
+    k = int(np.argmax(values))
+    lo, hi = _GRID[max(k - 1, 0)], _GRID[min(k + 1, _GRID.size - 1)]
+    res = minimize_scalar(lambda t: -float(rho_at(t)), bounds=(lo, hi), method="bounded")
+    best = max(float(values[k]), -float(res.fun))
+    if not best > 0.0:  # pragma: no cover - ρ > 0 for every ε > 0 at a large enough α
+        raise ValueError("no positive rho meets this (epsilon, delta)")
+    # One ulp down: the sum and quotient above may round a hair above the exact bound.
+    return float(np.nextafter(best, 0.0))
+
+
+def zcdp_epsilon_classical(rho: float, delta: float) -> float:
+    """ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3]: valid, looser than
+    :func:`zcdp_epsilon`; for comparison only."""
+    delta = _check_delta(delta)
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
+    """Δ₂²/(2σ²): the zCDP of (discrete) Gaussian noise of scale σ on a statistic of ℓ₂
+    sensitivity Δ₂ [Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020,
+    Theorem 4]."""
+    if not (sigma > 0 and sensitivity_l2 >= 0):
+        raise ValueError("sigma must be positive and the sensitivity non-negative")
+    return sensitivity_l2**2 / (2.0 * sigma**2)
+
+
+def pure_rho(epsilon: float) -> float:
+    """ε²/2: what a pure ε-DP mechanism costs in zCDP [Bun & Steinke 2016, Prop. 1.4]."""
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError("epsilon must be a finite number >= 0")
+    return epsilon * epsilon / 2.0
