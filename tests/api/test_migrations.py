@@ -302,3 +302,36 @@ def test_0010_keeps_existing_surveys_pure_and_downgrades_without_returning_budge
         kept = conn.execute(text("SELECT survey_id, cost FROM releases ORDER BY id")).all()
     engine.dispose()
     assert kept == [("srv_pppppppppppppppp", 1.0), ("srv_zzzzzzzzzzzzzzzz", 0.6)]
+
+
+def test_0011_gives_surveys_taking_suggestions_the_default_batch(tmp_path):
+    """0011: a survey that takes suggestions gets ``batch`` 5, its other settings kept; a
+    survey without suggestions is left alone; the held table comes and goes."""
+    import json
+
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/batches.db"
+    command.upgrade(alembic_config(url), "0010")
+    engine = make_engine(url)
+    survey = (
+        "INSERT INTO surveys (id, title, kind, privacy_model, status, suggestions, created_at, updated_at) "
+        "VALUES (:id, 't', 'pairwise', 'local', 'open', :s, '2026-01-01', '2026-01-01')"
+    )
+    settings = {"enabled": True, "per_respondent": 2, "moderation": "after", "flag_threshold": 4}
+    with engine.begin() as conn:
+        conn.execute(text(survey), {"id": "srv_ssssssssssssssss", "s": json.dumps(settings)})
+        conn.execute(text(survey), {"id": "srv_nnnnnnnnnnnnnnnn", "s": None})
+    upgrade(url)
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, suggestions FROM surveys")).all())
+        assert "held_contributions" in inspect(conn).get_table_names()
+    assert json.loads(rows["srv_ssssssssssssssss"]) == {**settings, "batch": 5}
+    assert rows["srv_nnnnnnnnnnnnnnnn"] is None
+    command.downgrade(alembic_config(url), "0010")
+    with engine.connect() as conn:
+        assert "held_contributions" not in inspect(conn).get_table_names()
+    engine.dispose()
