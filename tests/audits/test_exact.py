@@ -1,0 +1,223 @@
+"""Exact privacy audits by enumeration (docs/audits.md §2): randomized response and the
+Mallows mechanism for every m ≤ 5, at the edges of the ε the product accepts.
+
+Two laws per mechanism and ε:
+
+* the **defining** law — the functions the sampler's probabilities come from
+  (``flip_probability``; ``mallows_log_pmf``) — whose largest log ratio over
+  neighbouring inputs must equal ε to floating-point rounding, :data:`FLOAT_TOL`;
+* the **shipped sampler's** law — ``privatize`` / ``mallows_privatize`` evaluated on
+  the 53-bit uniforms it draws (``tests.helpers.audit.grid_law``: exact counts of the
+  2⁵³ grid points per output) and, for rankings, ``insertion_decode`` of every stage
+  vector — whose largest log ratio may differ from ε only by the grid's resolution:
+  each count is within :data:`GRID_POINTS` of its exact value 2⁵³·P, so each log
+  probability within log(1 + d/min(count, 2⁵³·P)), and the ratio within twice the sum
+  of that over the stages. At ε = 30 a flip of probability 9.4·10⁻¹⁴ is 843 grid
+  points; that is where the resolution shows.
+
+Neighbours: randomized response protects one answer (y vs 1 − y,
+docs/mechanisms.md §1.1); the Mallows mechanism protects a single-item move
+(docs/mechanisms.md §3.1): every ordering's (m − 1)² neighbours.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from app.services.surveys import MAX_EPSILON, MIN_EPSILON
+from app.stats import mechanisms as mech
+from app.stats import rankings as rk
+from app.stats.mechanisms import EPSILON_FLOOR, flip_probability, privatize
+from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize, positions_from_orders
+from tests.helpers.audit import (
+    GRID,
+    FixedUniforms,
+    check_grid_law,
+    grid_law,
+    log_grid_probabilities,
+    max_log_ratio,
+)
+
+#: The ε the library accepts at its floor, the survey bounds (app.services.surveys), and 1.
+EPSILONS = (EPSILON_FLOOR, MIN_EPSILON, 1.0, MAX_EPSILON)
+#: |ε̂ − ε| ≤ FLOAT_TOL·max(1, ε) for the defining law: each log probability is one
+#: rounding (≈ 1e-16) off; 1e-12 leaves a factor 10⁴ and still catches a dispersion off
+#: by any factor (at ε = 10⁻⁶ a factor (m−1)/m is 2·10⁻⁷ off).
+FLOAT_TOL = 1e-12
+#: How far (in grid points) a count of the sampler's law may be from 2⁵³·P: P(u < p) is
+#: ⌈2⁵³p⌉/2⁵³ for randomized response (1 point); the floating-point inverse CDF of a
+#: Mallows stage puts each boundary within a couple of points (2 measured; 4 allowed).
+GRID_POINTS = {"rr": 1, "mallows": 4}
+
+
+def _resolution(counts: np.ndarray, exact: np.ndarray, d: int) -> float:
+    """max over outputs of |log(count/2⁵³) − log P| allowed when |count − 2⁵³P| ≤ d."""
+    scaled = np.asarray(exact, dtype=np.float64) * GRID
+    assert np.all(np.abs(counts - scaled) <= d), np.max(np.abs(counts - scaled))
+    return float(np.max(np.log1p(d / np.minimum(counts, scaled))))
+
+
+# -- randomized response ---------------------------------------------------------------------
+
+
+def rr_sampler_law(epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """log P(ỹ | y) of ``privatize`` on the 53-bit grid ([y, ỹ]) and the counts of y = 1."""
+    log_p = np.empty((2, 2))
+    counts = {}
+    for y in (0, 1):
+
+        def kept(u, y=y):  # 0: flipped (u < p), 1: kept — nondecreasing in u
+            return (privatize(np.full(u.size, y, np.int8), epsilon, FixedUniforms(u)) == y).astype(int)
+
+        c = grid_law(kept, 2)
+        check_grid_law(kept, c, np.random.default_rng(7))
+        log_p[y, y], log_p[y, 1 - y] = log_grid_probabilities(c[::-1])
+        counts[y] = c
+    assert np.array_equal(counts[0], counts[1])  # the flip does not depend on the answer
+    return log_p, counts[1]
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_randomized_response_loses_exactly_epsilon(eps):
+    """Defining law: log((1 − p_ε)/p_ε) = ε. Sampler: its flip probability is ⌈2⁵³p_ε⌉/2⁵³,
+    so its loss is never above ε and below it by at most the grid's resolution."""
+    p = float(flip_probability(eps))
+    defining = np.log([[1 - p, p], [p, 1 - p]])
+    assert max_log_ratio(defining, [(0, 1)]) == pytest.approx(eps, rel=0, abs=FLOAT_TOL * max(1, eps))
+
+    log_p, counts = rr_sampler_law(eps)
+    assert counts[0] == math.ceil(p * GRID)  # P(u < p): every grid point below p flips
+    shipped = max_log_ratio(log_p, [(0, 1)])
+    slack = 2 * _resolution(counts, np.array([p, 1 - p]), GRID_POINTS["rr"])
+    assert shipped <= eps + FLOAT_TOL * max(1, eps)
+    assert eps - shipped <= slack + FLOAT_TOL * max(1, eps), (shipped, slack)
+
+
+@pytest.mark.parametrize(("factor", "eps"), [(2.0, 1.0), (0.5, 1.0), (2.0, MAX_EPSILON)])
+def test_the_exact_audit_rejects_a_flip_rate_off_by_a_factor(monkeypatch, factor, eps):
+    """A flip probability doubled (more noise, wrong debiasing) or halved (less privacy)
+    moves the shipped sampler's loss far outside the grid's resolution."""
+    real = flip_probability
+    monkeypatch.setattr(mech, "flip_probability", lambda e: factor * real(e))
+    log_p, counts = rr_sampler_law(eps)
+    shipped = max_log_ratio(log_p, [(0, 1)])
+    p = float(real(eps))
+    slack = 2 * float(np.max(np.log1p(1 / np.minimum(counts, np.array([p, 1 - p]) * GRID))))
+    assert abs(shipped - eps) > slack + 0.1, shipped
+
+
+# -- the Mallows mechanism --------------------------------------------------------------------
+
+
+def orderings(m: int) -> np.ndarray:
+    return np.array(list(itertools.permutations(range(m))), dtype=np.int64)
+
+
+def single_moves(order: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """The orderings one item's move away (docs/mechanisms.md §3.1): (m − 1)² of them."""
+    out = set()
+    for i, j in itertools.product(range(len(order)), repeat=2):
+        if i != j:
+            rest = list(order[:i] + order[i + 1 :])
+            rest.insert(j, order[i])
+            out.add(tuple(rest))
+    return out
+
+
+def neighbour_pairs(perms: np.ndarray) -> np.ndarray:
+    index = {tuple(p): k for k, p in enumerate(perms)}
+    m = perms.shape[1]
+    pairs = []
+    for k, p in enumerate(perms):
+        nb = single_moves(tuple(p))
+        assert len(nb) == (m - 1) ** 2
+        pairs.extend((k, index[q]) for q in nb)
+    return np.array(pairs, dtype=np.int64)
+
+
+def stages_of(out: np.ndarray) -> np.ndarray:
+    """V^(t), t = 2..m, of outputs for the identity input: how many of the items 0..t−2
+    item t − 1 was placed after (docs/mechanisms.md §3.2)."""
+    pos = positions_from_orders(out)
+    m = out.shape[1]
+    return np.stack([np.sum(pos[:, : t - 1] < pos[:, t - 1 : t], axis=1) for t in range(2, m + 1)], axis=1)
+
+
+def mallows_stage_laws(m: int, eps: float) -> list[np.ndarray]:
+    """Grid counts of J = t − 1 − V^(t) (nondecreasing in u) for t = 2..m, read off
+    ``mallows_privatize`` of the identity with every stage drawing the same u."""
+    identity = np.arange(m)
+    laws = []
+    for t in range(2, m + 1):
+
+        def j_of(u, t=t):
+            out = mallows_privatize(np.tile(identity, (u.size, 1)), eps, FixedUniforms(u))
+            return (t - 1) - stages_of(out)[:, t - 2]
+
+        c = grid_law(j_of, t)
+        check_grid_law(j_of, c, np.random.default_rng(t), size=20_000)
+        laws.append(c[::-1])  # indexed by V = t − 1 − J
+    return laws
+
+
+def mallows_sampler_law(m: int, eps: float, perms: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """log P(σ̃ | σ) of the shipped sampler for every input and output ([σ, σ̃], rows and
+    columns in the order of ``perms``): the stage laws on the grid, mapped through
+    ``insertion_decode`` of every stage vector (a bijection onto the orderings)."""
+    laws = mallows_stage_laws(m, eps)
+    vs = np.array(list(itertools.product(*[range(t) for t in range(2, m + 1)])), dtype=np.int64)
+    log_v = sum(log_grid_probabilities(law)[vs[:, k]] for k, law in enumerate(laws))
+    index = {tuple(p): k for k, p in enumerate(perms)}
+    log_p = np.full((len(perms), len(perms)), -np.inf)
+    for x, order in enumerate(perms):
+        cols = [index[tuple(o)] for o in insertion_decode(np.tile(order, (len(vs), 1)), vs)]
+        assert sorted(cols) == list(range(len(perms)))  # every output once
+        log_p[x, cols] = log_v
+    return log_p, laws
+
+
+def test_mallows_privatize_is_insertion_decode_of_its_stages():
+    """The stage laws are read off the identity; for every other input the sampler is
+    insertion_decode of the same stages — checked on random inputs and uniforms."""
+    rng = np.random.default_rng(5)
+    m, n = 5, 20_000
+    inputs = np.array([rng.permutation(m) for _ in range(n)])
+    u = rng.random((n, m - 1))
+    eps = rng.choice(EPSILONS, n)
+    v = stages_of(mallows_privatize(np.tile(np.arange(m), (n, 1)), eps, FixedUniforms(u)))
+    assert np.array_equal(mallows_privatize(inputs, eps, FixedUniforms(u)), insertion_decode(inputs, v))
+
+
+@pytest.mark.parametrize("m", [2, 3, 4, 5])
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_mallows_loses_exactly_epsilon_over_single_item_moves(m, eps):
+    """Defining law (mallows_log_pmf): max log ratio over all (m − 1)²·m! neighbour pairs
+    and m! outputs = ε to FLOAT_TOL. Shipped sampler: = ε to the grid's resolution."""
+    perms = orderings(m)
+    pairs = neighbour_pairs(perms)
+    defining = np.array([mallows_log_pmf(perms, p, eps) for p in perms])
+    assert max_log_ratio(defining, pairs) == pytest.approx(eps, rel=0, abs=FLOAT_TOL * max(1, eps))
+
+    log_p, laws = mallows_sampler_law(m, eps, perms)
+    b = eps / (m - 1)
+    slack = 2 * sum(
+        _resolution(law, rk.stage_pmf(t, b), GRID_POINTS["mallows"]) for t, law in enumerate(laws, start=2)
+    )
+    shipped = max_log_ratio(log_p, pairs)
+    assert abs(shipped - eps) <= slack + FLOAT_TOL * max(1, eps), (shipped, slack)
+
+
+@pytest.mark.parametrize("factor", [2.0, 0.5])
+def test_the_exact_audit_rejects_a_dispersion_off_by_a_factor(monkeypatch, factor):
+    """b = 2ε/(m − 1) (half the noise: 2ε-ranking DP) or ε/(2(m − 1)) (twice the noise)
+    in the shipped sampler: its loss is 2ε or ε/2, far outside the grid's resolution."""
+    real = rk.mallows_dispersion
+    monkeypatch.setattr(rk, "mallows_dispersion", lambda m, e: factor * real(m, e))
+    m, eps = 4, 1.0
+    perms = orderings(m)
+    log_p, _ = mallows_sampler_law(m, eps, perms)
+    assert max_log_ratio(log_p, neighbour_pairs(perms)) == pytest.approx(factor * eps, abs=1e-9)

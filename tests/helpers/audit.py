@@ -1,0 +1,250 @@
+"""Privacy audits: the exact ε of a mechanism by enumeration, and statistical bounds on ε
+from a sampler's draws (the method and every audit's figures: docs/audits.md).
+
+Exact audits (:func:`grid_law`, :func:`max_log_ratio`). A sampler that turns one
+uniform u = k·2⁻⁵³ (k uniform on 0 … 2⁵³ − 1, what :func:`app.stats.mechanisms.system_uniform`
+draws) into an output through a nondecreasing step function has an output law that is
+a ratio of integers: :func:`grid_law` finds each step by bisection over k, calling the
+sampler itself, so the law is the shipped code's, not a formula's. The privacy loss of
+a mechanism with output law P(o | x) is max over neighbouring inputs x, x' and outputs o
+of |log P(o | x) − log P(o | x')| [Dwork et al. 2006]; :func:`max_log_ratio` computes it.
+
+Statistical audits (:func:`epsilon_bounds`, :func:`audit`) [Jagielski, Ullman & Oprea
+2020; Nasr et al. 2021]. Fix neighbouring inputs D₁, D₀ and an event S; draw n₁ outputs
+of M(D₁) and n₀ of M(D₀), of which k₁ and k₀ fall in S. An (ε, δ)-DP mechanism has
+P₁ ≤ e^ε·P₀ + δ for P_b = P(M(D_b) ∈ S), so with one-sided Clopper–Pearson bounds
+[Clopper & Pearson 1934] at level α/2 each,
+
+  ε_lower = log((P₁⁻ − δ)/P₀⁺)  is below the mechanism's ε with probability ≥ 1 − α;
+  ε_upper = log(P₁⁺/P₀⁻)        is above log(P₁/P₀) with probability ≥ 1 − α.
+
+(Union bound over the two Clopper–Pearson bounds: it needs no independence between the
+samples.) :func:`audit` asserts ε_lower ≤ ε (the mechanism is no less private than
+claimed) and ε_upper ≥ log(P₁/P₀) of the claimed mechanism (it is not noisier than
+claimed — its debiasing assumes the claimed noise); for an event S on which the
+likelihood ratio is e^ε throughout (the Neyman–Pearson event), log(P₁/P₀) = ε, so a
+correct mechanism passes both and a doubled flip rate or a halved noise scale fails one.
+
+False alarms. Each bound is at :data:`ALPHA` = 10⁻⁸; the suite runs fewer than
+:data:`MAX_AUDITS` audits of two bounds each, so a correct implementation fails any of
+them with probability below 10⁻⁶ per run (seeded tests: over seeds; tests marked
+``os_random``: per run).
+
+References: C. J. Clopper, E. S. Pearson, *The use of confidence or fiducial limits
+illustrated in the case of the binomial*, Biometrika 26(4), 1934. M. Jagielski,
+J. Ullman, A. Oprea, *Auditing differentially private machine learning: how private
+is private SGD?*, NeurIPS 2020. M. Nasr, S. Song, A. Thakurta, N. Papernot,
+N. Carlini, *Adversary instantiation: lower bounds for differentially private machine
+learning*, IEEE S&P 2021. C. Dwork, F. McSherry, K. Nissim, A. Smith, *Calibrating
+noise to sensitivity in private data analysis*, TCC 2006.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats as sps
+
+__all__ = [
+    "ALPHA",
+    "GRID",
+    "MAX_AUDITS",
+    "AuditError",
+    "EpsilonBounds",
+    "FixedUniforms",
+    "audit",
+    "audit_events",
+    "check_grid_law",
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "epsilon_bounds",
+    "grid_law",
+    "log_grid_probabilities",
+    "max_log_ratio",
+]
+
+#: Level of each one-sided ε bound (ε_lower, ε_upper) of an audit.
+ALPHA = 1e-8
+#: Audits the suite may run within its false-alarm budget: 2·ALPHA·MAX_AUDITS = 10⁻⁶.
+MAX_AUDITS = 50
+#: Grid points of a 53-bit uniform: u = k / GRID, k = 0 … GRID − 1.
+GRID = 2**53
+
+
+# -- Clopper–Pearson and ε bounds -----------------------------------------------------------
+
+
+def clopper_pearson_lower(k: int, n: int, alpha: float) -> float:
+    """One-sided (1 − α) Clopper–Pearson lower bound on a binomial p from k successes in n:
+    the α quantile of Beta(k, n − k + 1); 0 when k = 0."""
+    _check_counts(k, n)
+    return 0.0 if k == 0 else float(sps.beta.ppf(alpha, k, n - k + 1))
+
+
+def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
+    """One-sided (1 − α) Clopper–Pearson upper bound: the 1 − α quantile of
+    Beta(k + 1, n − k); 1 when k = n."""
+    _check_counts(k, n)
+    return 1.0 if k == n else float(sps.beta.isf(alpha, k + 1, n - k))
+
+
+def _check_counts(k: int, n: int) -> None:
+    if not (0 <= k <= n and n > 0):
+        raise ValueError("need 0 <= k <= n and n > 0")
+
+
+@dataclass(frozen=True)
+class EpsilonBounds:
+    """Two one-sided (1 − α) bounds on log(P₁/P₀) for an event S (module docstring):
+    ``lower`` on the mechanism's ε (after δ), ``upper`` on the event's log ratio."""
+
+    lower: float
+    upper: float
+    k1: int
+    n1: int
+    k0: int
+    n0: int
+    alpha: float
+    delta: float = 0.0
+
+    def __str__(self) -> str:
+        return (
+            f"ε ∈ [{self.lower:.4f}, {self.upper:.4f}] (k₁ = {self.k1:,} of {self.n1:,}, "
+            f"k₀ = {self.k0:,} of {self.n0:,}; α = {self.alpha:g} per side, δ = {self.delta:g})"
+        )
+
+
+def epsilon_bounds(
+    k1: int, n1: int, k0: int, n0: int, alpha: float = ALPHA, delta: float = 0.0
+) -> EpsilonBounds:
+    """ε_lower = log((P₁⁻ − δ)/P₀⁺) and ε_upper = log(P₁⁺/P₀⁻), each Clopper–Pearson bound
+    at α/2 (module docstring). ε_lower is −∞ when P₁⁻ ≤ δ (no evidence), ε_upper +∞ when
+    P₀⁻ = 0."""
+    p1_lo = clopper_pearson_lower(k1, n1, alpha / 2)
+    p1_hi = clopper_pearson_upper(k1, n1, alpha / 2)
+    p0_lo = clopper_pearson_lower(k0, n0, alpha / 2)
+    p0_hi = clopper_pearson_upper(k0, n0, alpha / 2)
+    lower = math.log((p1_lo - delta) / p0_hi) if p1_lo > delta else -math.inf
+    upper = math.log(p1_hi / p0_lo) if p0_lo > 0 else math.inf
+    return EpsilonBounds(lower, upper, int(k1), int(n1), int(k0), int(n0), alpha, delta)
+
+
+class AuditError(AssertionError):
+    """An audit rejected the mechanism: more privacy loss than claimed, or more noise."""
+
+
+def audit(
+    k1: int,
+    n1: int,
+    k0: int,
+    n0: int,
+    epsilon: float,
+    *,
+    event_epsilon: float | None = None,
+    alpha: float = ALPHA,
+    delta: float = 0.0,
+) -> EpsilonBounds:
+    """Assert ε_lower ≤ ``epsilon`` and ε_upper ≥ ``event_epsilon`` (the claimed
+    mechanism's exact log(P₁/P₀) for the event; default ``epsilon``, right for a
+    Neyman–Pearson event of a mechanism that attains its ε). Returns the bounds;
+    raises :class:`AuditError` naming the side that failed."""
+    b = epsilon_bounds(k1, n1, k0, n0, alpha, delta)
+    target = epsilon if event_epsilon is None else event_epsilon
+    if b.lower > epsilon:
+        raise AuditError(f"privacy loss exceeds the claimed ε = {epsilon:g}: {b}")
+    if b.upper < target:
+        raise AuditError(f"noisier than the claimed mechanism (log ratio {target:g} expected): {b}")
+    return b
+
+
+def audit_events(in_s_1: ArrayLike, in_s_0: ArrayLike, epsilon: float, **options) -> EpsilonBounds:
+    """:func:`audit` from boolean arrays: draw k of M(D₁) (resp. M(D₀)) is in S."""
+    s1, s0 = np.asarray(in_s_1, dtype=bool), np.asarray(in_s_0, dtype=bool)
+    return audit(int(s1.sum()), s1.size, int(s0.sum()), s0.size, epsilon, **options)
+
+
+# -- exact audits ---------------------------------------------------------------------------
+
+
+class FixedUniforms:
+    """A :class:`app.stats.mechanisms.RandomSource` returning given uniforms: a 1-d array
+    fills each row (one uniform per call row, repeated across columns), a 2-d array is
+    returned as it is. It lets a test evaluate the shipped sampler at chosen u."""
+
+    def __init__(self, u: ArrayLike) -> None:
+        self.u = np.asarray(u, dtype=np.float64)
+
+    def random(self, size: int | tuple[int, ...]) -> NDArray[np.float64]:
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+        u = self.u if self.u.ndim > 1 else self.u.reshape((-1,) + (1,) * (len(shape) - 1))
+        return np.broadcast_to(u, shape).copy()
+
+
+def grid_law(category_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: int) -> NDArray[np.int64]:
+    """Exact law of a sampler on the 53-bit uniform grid: how many of the 2⁵³ values
+    u = k·2⁻⁵³ it maps to each category 0 … C − 1.
+
+    ``category_of(u)`` evaluates the sampler at an array of uniforms and must be
+    nondecreasing in u (an inverse-CDF sampler is; :func:`check_grid_law` checks it at
+    random points). The first k of each category c ≥ 1 is found by bisection (53 steps,
+    every category at once); the counts are the gaps between them.
+    """
+    c = np.arange(1, n_categories, dtype=np.int64)
+    lo = np.full(c.size, -1, dtype=np.int64)  # category_of(lo) < c (k = −1: below the grid)
+    hi = np.full(c.size, GRID, dtype=np.int64)  # category_of(hi) ≥ c (k = 2⁵³: above it)
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        # k < 2⁵³, so k·2⁻⁵³ is exact in float64.
+        at_least = np.asarray(category_of(mid.astype(np.float64) * 2.0**-53)) >= c
+        hi, lo = np.where(at_least, mid, hi), np.where(at_least, lo, mid)
+    first = np.concatenate(([0], hi, [GRID]))
+    counts = np.diff(first)
+    if np.any(counts < 0):
+        raise AssertionError("the sampler is not monotone in u: a category starts before the one below it")
+    return counts
+
+
+def check_grid_law(
+    category_of: Callable[[NDArray[np.float64]], ArrayLike],
+    counts: NDArray[np.int64],
+    rng: np.random.Generator,
+    size: int = 100_000,
+) -> None:
+    """Assert the sampler at ``size`` random grid points, and at both sides of every
+    boundary, gives the category the table ``counts`` (from :func:`grid_law`) says."""
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    edges = np.concatenate((first[1:], first[1:] - 1))
+    k = np.concatenate((rng.integers(0, GRID, size, dtype=np.int64), edges[(edges >= 0) & (edges < GRID)]))
+    expected = np.searchsorted(first, k, side="right") - 1
+    got = np.asarray(category_of(k.astype(np.float64) * 2.0**-53))
+    bad = np.flatnonzero(got != expected)
+    if bad.size:
+        raise AssertionError(f"the sampler disagrees with its grid law at k = {int(k[bad[0]])}")
+
+
+def log_grid_probabilities(counts: ArrayLike) -> NDArray[np.float64]:
+    """log(count/2⁵³), −∞ for a count of 0 (exact counts, one rounding in the log)."""
+    c = np.asarray(counts, dtype=np.float64)  # counts ≤ 2⁵³: exact in float64
+    with np.errstate(divide="ignore"):
+        return np.log(c) - 53 * math.log(2.0)
+
+
+def max_log_ratio(log_p: ArrayLike, neighbours: ArrayLike) -> float:
+    """max over neighbouring inputs (a, b) and outputs o of |log P(o | a) − log P(o | b)|.
+
+    ``log_p[x, o]`` = log P(o | x) for every input x and output o (−∞ for an impossible
+    output); ``neighbours`` is an array of index pairs. An output possible for one input
+    and impossible for its neighbour gives ∞ (no finite ε); outputs impossible for both
+    are skipped.
+    """
+    lp = np.asarray(log_p, dtype=np.float64)
+    pairs = np.asarray(neighbours, dtype=np.int64).reshape(-1, 2)
+    a, b = lp[pairs[:, 0]], lp[pairs[:, 1]]
+    both_impossible = np.isneginf(a) & np.isneginf(b)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(np.where(both_impossible, 0.0, a - b))
+    return float(np.max(diff))
