@@ -22,7 +22,6 @@ docs/mechanisms.md §1.1); the Mallows mechanism protects a single-item move
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -32,14 +31,19 @@ from app.services.surveys import MAX_EPSILON, MIN_EPSILON
 from app.stats import mechanisms as mech
 from app.stats import rankings as rk
 from app.stats.mechanisms import EPSILON_FLOOR, flip_probability, privatize
-from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize, positions_from_orders
+from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize
 from tests.helpers.audit import (
     GRID,
     FixedUniforms,
     check_grid_law,
     grid_law,
+    grid_resolution,
+    identity_stages,
     log_grid_probabilities,
+    mallows_law,
     max_log_ratio,
+    neighbour_pairs,
+    orderings,
 )
 
 #: The ε the library accepts at its floor, the survey bounds (app.services.surveys), and 1.
@@ -52,13 +56,6 @@ FLOAT_TOL = 1e-12
 #: ⌈2⁵³p⌉/2⁵³ for randomized response (1 point); the floating-point inverse CDF of a
 #: Mallows stage puts each boundary within a couple of points (2 measured; 4 allowed).
 GRID_POINTS = {"rr": 1, "mallows": 4}
-
-
-def _resolution(counts: np.ndarray, exact: np.ndarray, d: int) -> float:
-    """max over outputs of |log(count/2⁵³) − log P| allowed when |count − 2⁵³P| ≤ d."""
-    scaled = np.asarray(exact, dtype=np.float64) * GRID
-    assert np.all(np.abs(counts - scaled) <= d), np.max(np.abs(counts - scaled))
-    return float(np.max(np.log1p(d / np.minimum(counts, scaled))))
 
 
 # -- randomized response ---------------------------------------------------------------------
@@ -92,7 +89,7 @@ def test_randomized_response_loses_exactly_epsilon(eps):
     log_p, counts = rr_sampler_law(eps)
     assert counts[0] == math.ceil(p * GRID)  # P(u < p): every grid point below p flips
     shipped = max_log_ratio(log_p, [(0, 1)])
-    slack = 2 * _resolution(counts, np.array([p, 1 - p]), GRID_POINTS["rr"])
+    slack = 2 * grid_resolution(counts, np.array([p, 1 - p]), GRID_POINTS["rr"])
     assert shipped <= eps + FLOAT_TOL * max(1, eps)
     assert eps - shipped <= slack + FLOAT_TOL * max(1, eps), (shipped, slack)
 
@@ -113,40 +110,6 @@ def test_the_exact_audit_rejects_a_flip_rate_off_by_a_factor(monkeypatch, factor
 # -- the Mallows mechanism --------------------------------------------------------------------
 
 
-def orderings(m: int) -> np.ndarray:
-    return np.array(list(itertools.permutations(range(m))), dtype=np.int64)
-
-
-def single_moves(order: tuple[int, ...]) -> set[tuple[int, ...]]:
-    """The orderings one item's move away (docs/mechanisms.md §3.1): (m − 1)² of them."""
-    out = set()
-    for i, j in itertools.product(range(len(order)), repeat=2):
-        if i != j:
-            rest = list(order[:i] + order[i + 1 :])
-            rest.insert(j, order[i])
-            out.add(tuple(rest))
-    return out
-
-
-def neighbour_pairs(perms: np.ndarray) -> np.ndarray:
-    index = {tuple(p): k for k, p in enumerate(perms)}
-    m = perms.shape[1]
-    pairs = []
-    for k, p in enumerate(perms):
-        nb = single_moves(tuple(p))
-        assert len(nb) == (m - 1) ** 2
-        pairs.extend((k, index[q]) for q in nb)
-    return np.array(pairs, dtype=np.int64)
-
-
-def stages_of(out: np.ndarray) -> np.ndarray:
-    """V^(t), t = 2..m, of outputs for the identity input: how many of the items 0..t−2
-    item t − 1 was placed after (docs/mechanisms.md §3.2)."""
-    pos = positions_from_orders(out)
-    m = out.shape[1]
-    return np.stack([np.sum(pos[:, : t - 1] < pos[:, t - 1 : t], axis=1) for t in range(2, m + 1)], axis=1)
-
-
 def mallows_stage_laws(m: int, eps: float) -> list[np.ndarray]:
     """Grid counts of J = t − 1 − V^(t) (nondecreasing in u) for t = 2..m, read off
     ``mallows_privatize`` of the identity with every stage drawing the same u."""
@@ -156,7 +119,7 @@ def mallows_stage_laws(m: int, eps: float) -> list[np.ndarray]:
 
         def j_of(u, t=t):
             out = mallows_privatize(np.tile(identity, (u.size, 1)), eps, FixedUniforms(u))
-            return (t - 1) - stages_of(out)[:, t - 2]
+            return (t - 1) - identity_stages(out)[:, t - 2]
 
         c = grid_law(j_of, t)
         check_grid_law(j_of, c, np.random.default_rng(t), size=20_000)
@@ -165,19 +128,14 @@ def mallows_stage_laws(m: int, eps: float) -> list[np.ndarray]:
 
 
 def mallows_sampler_law(m: int, eps: float, perms: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """log P(σ̃ | σ) of the shipped sampler for every input and output ([σ, σ̃], rows and
-    columns in the order of ``perms``): the stage laws on the grid, mapped through
-    ``insertion_decode`` of every stage vector (a bijection onto the orderings)."""
+    """log P(σ̃ | σ) of the shipped sampler for every input and output: the stage laws on
+    the grid, mapped through ``insertion_decode`` of every stage vector."""
     laws = mallows_stage_laws(m, eps)
-    vs = np.array(list(itertools.product(*[range(t) for t in range(2, m + 1)])), dtype=np.int64)
-    log_v = sum(log_grid_probabilities(law)[vs[:, k]] for k, law in enumerate(laws))
-    index = {tuple(p): k for k, p in enumerate(perms)}
-    log_p = np.full((len(perms), len(perms)), -np.inf)
-    for x, order in enumerate(perms):
-        cols = [index[tuple(o)] for o in insertion_decode(np.tile(order, (len(vs), 1)), vs)]
-        assert sorted(cols) == list(range(len(perms)))  # every output once
-        log_p[x, cols] = log_v
-    return log_p, laws
+
+    def decode(inputs, vs):
+        return np.stack([insertion_decode(np.tile(order, (len(vs), 1)), vs) for order in inputs])
+
+    return mallows_law(perms, laws, decode), laws
 
 
 def test_mallows_privatize_is_insertion_decode_of_its_stages():
@@ -188,7 +146,7 @@ def test_mallows_privatize_is_insertion_decode_of_its_stages():
     inputs = np.array([rng.permutation(m) for _ in range(n)])
     u = rng.random((n, m - 1))
     eps = rng.choice(EPSILONS, n)
-    v = stages_of(mallows_privatize(np.tile(np.arange(m), (n, 1)), eps, FixedUniforms(u)))
+    v = identity_stages(mallows_privatize(np.tile(np.arange(m), (n, 1)), eps, FixedUniforms(u)))
     assert np.array_equal(mallows_privatize(inputs, eps, FixedUniforms(u)), insertion_decode(inputs, v))
 
 
@@ -205,7 +163,8 @@ def test_mallows_loses_exactly_epsilon_over_single_item_moves(m, eps):
     log_p, laws = mallows_sampler_law(m, eps, perms)
     b = eps / (m - 1)
     slack = 2 * sum(
-        _resolution(law, rk.stage_pmf(t, b), GRID_POINTS["mallows"]) for t, law in enumerate(laws, start=2)
+        grid_resolution(law, rk.stage_pmf(t, b), GRID_POINTS["mallows"])
+        for t, law in enumerate(laws, start=2)
     )
     shipped = max_log_ratio(log_p, pairs)
     assert abs(shipped - eps) <= slack + FLOAT_TOL * max(1, eps), (shipped, slack)

@@ -41,6 +41,7 @@ noise to sensitivity in private data analysis*, TCC 2006.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,12 +60,20 @@ __all__ = [
     "audit",
     "audit_events",
     "check_grid_law",
+    "check_grid_laws",
     "clopper_pearson_lower",
     "clopper_pearson_upper",
     "epsilon_bounds",
     "grid_law",
+    "grid_laws",
+    "grid_resolution",
+    "identity_stages",
     "log_grid_probabilities",
+    "mallows_law",
     "max_log_ratio",
+    "neighbour_pairs",
+    "orderings",
+    "single_item_moves",
 ]
 
 #: Level of each one-sided ε bound (ε_lower, ε_upper) of an audit.
@@ -193,19 +202,34 @@ def grid_law(category_of: Callable[[NDArray[np.float64]], ArrayLike], n_categori
     random points). The first k of each category c ≥ 1 is found by bisection (53 steps,
     every category at once); the counts are the gaps between them.
     """
-    c = np.arange(1, n_categories, dtype=np.int64)
-    lo = np.full(c.size, -1, dtype=np.int64)  # category_of(lo) < c (k = −1: below the grid)
-    hi = np.full(c.size, GRID, dtype=np.int64)  # category_of(hi) ≥ c (k = 2⁵³: above it)
+    (counts,) = grid_laws(lambda u: np.asarray(category_of(u))[:, None], [n_categories])
+    return counts
+
+
+def grid_laws(
+    categories_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: list[int]
+) -> list[NDArray[np.int64]]:
+    """:func:`grid_law` of S samplers at once: ``categories_of(u)`` returns, for each
+    uniform, the category of each sampler (shape (len(u), S)); sampler s has
+    ``n_categories[s]`` categories. One call of ``categories_of`` per bisection step
+    serves them all (for samplers that are costly to call, e.g. in a browser page)."""
+    which = np.concatenate([np.full(n - 1, s, dtype=np.int64) for s, n in enumerate(n_categories)])
+    c = np.concatenate([np.arange(1, n, dtype=np.int64) for n in n_categories])
+    lo = np.full(c.size, -1, dtype=np.int64)  # below category c at lo (k = −1: below the grid)
+    hi = np.full(c.size, GRID, dtype=np.int64)  # category ≥ c at hi (k = 2⁵³: above it)
     while np.any(hi - lo > 1):
         mid = (lo + hi) // 2
         # k < 2⁵³, so k·2⁻⁵³ is exact in float64.
-        at_least = np.asarray(category_of(mid.astype(np.float64) * 2.0**-53)) >= c
+        got = np.asarray(categories_of(mid.astype(np.float64) * 2.0**-53)).reshape(c.size, -1)
+        at_least = got[np.arange(c.size), which] >= c
         hi, lo = np.where(at_least, mid, hi), np.where(at_least, lo, mid)
-    first = np.concatenate(([0], hi, [GRID]))
-    counts = np.diff(first)
-    if np.any(counts < 0):
-        raise AssertionError("the sampler is not monotone in u: a category starts before the one below it")
-    return counts
+    out = []
+    for s in range(len(n_categories)):
+        counts = np.diff(np.concatenate(([0], hi[which == s], [GRID])))
+        if np.any(counts < 0):
+            raise AssertionError("a sampler is not monotone in u: a category starts before the one below it")
+        out.append(counts)
+    return out
 
 
 def check_grid_law(
@@ -216,14 +240,24 @@ def check_grid_law(
 ) -> None:
     """Assert the sampler at ``size`` random grid points, and at both sides of every
     boundary, gives the category the table ``counts`` (from :func:`grid_law`) says."""
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    edges = np.concatenate((first[1:], first[1:] - 1))
+    check_grid_laws(lambda u: np.asarray(category_of(u))[:, None], [counts], rng, size)
+
+
+def check_grid_laws(
+    categories_of: Callable[[NDArray[np.float64]], ArrayLike],
+    laws: list[NDArray[np.int64]],
+    rng: np.random.Generator,
+    size: int = 100_000,
+) -> None:
+    """:func:`check_grid_law` for the S samplers of :func:`grid_laws`, at the same points."""
+    firsts = [np.concatenate(([0], np.cumsum(counts)[:-1])) for counts in laws]
+    edges = np.concatenate([np.concatenate((f[1:], f[1:] - 1)) for f in firsts])
     k = np.concatenate((rng.integers(0, GRID, size, dtype=np.int64), edges[(edges >= 0) & (edges < GRID)]))
-    expected = np.searchsorted(first, k, side="right") - 1
-    got = np.asarray(category_of(k.astype(np.float64) * 2.0**-53))
-    bad = np.flatnonzero(got != expected)
-    if bad.size:
-        raise AssertionError(f"the sampler disagrees with its grid law at k = {int(k[bad[0]])}")
+    got = np.asarray(categories_of(k.astype(np.float64) * 2.0**-53)).reshape(k.size, -1)
+    for s, first in enumerate(firsts):
+        bad = np.flatnonzero(got[:, s] != np.searchsorted(first, k, side="right") - 1)
+        if bad.size:
+            raise AssertionError(f"sampler {s} disagrees with its grid law at k = {int(k[bad[0]])}")
 
 
 def log_grid_probabilities(counts: ArrayLike) -> NDArray[np.float64]:
@@ -248,3 +282,81 @@ def max_log_ratio(log_p: ArrayLike, neighbours: ArrayLike) -> float:
     with np.errstate(invalid="ignore"):
         diff = np.abs(np.where(both_impossible, 0.0, a - b))
     return float(np.max(diff))
+
+
+def grid_resolution(counts: ArrayLike, exact: ArrayLike, d: int) -> float:
+    """max over outputs of |log(count/2⁵³) − log P|, given (and asserted) |count − 2⁵³P| ≤ d:
+    log(1 + d/min(count, 2⁵³P)) bounds it, as |log x − log y| = log(1 + |x − y|/min(x, y))."""
+    c = np.asarray(counts, dtype=np.float64)
+    scaled = np.asarray(exact, dtype=np.float64) * GRID
+    assert np.all(np.abs(c - scaled) <= d), f"a count is {np.max(np.abs(c - scaled)):g} grid points off"
+    return float(np.max(np.log1p(d / np.minimum(c, scaled))))
+
+
+# -- rankings: single-item moves and the Mallows sampler's stages ------------------------------
+
+
+def orderings(m: int) -> NDArray[np.int64]:
+    """All m! orderings of 0..m−1, in lexicographic order."""
+    return np.array(list(itertools.permutations(range(m))), dtype=np.int64).reshape(-1, m)
+
+
+def single_item_moves(order: tuple[int, ...]) -> set[tuple[int, ...]]:
+    """The orderings one item's move away (docs/mechanisms.md §3.1): (m − 1)² of them."""
+    out = set()
+    for i, j in itertools.product(range(len(order)), repeat=2):
+        if i != j:
+            rest = list(order[:i] + order[i + 1 :])
+            rest.insert(j, order[i])
+            out.add(tuple(rest))
+    return out
+
+
+def neighbour_pairs(perms: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Index pairs (x, x′) of ``perms`` one single-item move apart (both orders)."""
+    index = {tuple(p): k for k, p in enumerate(perms)}
+    m = perms.shape[1]
+    pairs = []
+    for k, p in enumerate(perms):
+        nb = single_item_moves(tuple(p))
+        assert len(nb) == (m - 1) ** 2
+        pairs.extend((k, index[q]) for q in nb)
+    return np.array(pairs, dtype=np.int64)
+
+
+def identity_stages(out: ArrayLike) -> NDArray[np.int64]:
+    """V⁽ᵗ⁾, t = 2..m, of outputs of the Mallows sampler for the identity input: how many of
+    the items 0..t−2 item t − 1 was placed after (docs/mechanisms.md §3.2)."""
+    arr = np.asarray(out, dtype=np.int64)
+    pos = np.argsort(arr, axis=1)
+    m = arr.shape[1]
+    return np.stack([np.sum(pos[:, : t - 1] < pos[:, t - 1 : t], axis=1) for t in range(2, m + 1)], axis=1)
+
+
+def mallows_law(
+    perms: NDArray[np.int64],
+    stage_counts: list[NDArray[np.int64]],
+    decode: Callable[[NDArray[np.int64], NDArray[np.int64]], ArrayLike],
+) -> NDArray[np.float64]:
+    """log P(σ̃ | σ) of a repeated-insertion sampler for every input and output (rows and
+    columns in the order of ``perms``).
+
+    ``stage_counts[t − 2][v]``: grid counts of V⁽ᵗ⁾ = v; ``decode(perms, vs)``: the
+    sampler's outputs, shape (inputs, stage vectors, m), for every input and every stage
+    vector (Π t = m! of them). The map from stage vectors to outputs must be a
+    bijection for each input (asserted).
+    """
+    m = perms.shape[1]
+    vs = np.array(list(itertools.product(*[range(t) for t in range(2, m + 1)])), dtype=np.int64)
+    vs = vs.reshape(-1, m - 1)
+    log_v = np.zeros(len(vs))
+    for k, counts in enumerate(stage_counts):
+        log_v += log_grid_probabilities(counts)[vs[:, k]]
+    outputs = np.asarray(decode(perms, vs), dtype=np.int64)
+    index = {tuple(p): k for k, p in enumerate(perms)}
+    log_p = np.full((len(perms), len(perms)), -np.inf)
+    for x in range(len(perms)):
+        cols = [index[tuple(o)] for o in outputs[x]]
+        assert sorted(cols) == list(range(len(perms))), "the sampler misses an output"
+        log_p[x, cols] = log_v
+    return log_p
