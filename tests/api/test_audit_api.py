@@ -97,7 +97,9 @@ def test_exported_answers_are_the_audited_samplers_output(client, monkeypatch):
         assert (r["winner"] != truth[key]) == flipped[key]
         assert float(r["epsilon"]) == EPS
     bounds = _audit_export(truth, rows)
-    assert bounds.lower > 0.5 and bounds.upper < 1.5  # 4,000 answers: informative either way
+    # About 2,000 answers per input put the bounds ≈ 0.28 below and ≈ 0.31 above ε; the
+    # log-ratio estimate has standard error 0.04, so 0.5 and 1.5 are ≥ 5 of them away.
+    assert bounds.lower > 0.5 and bounds.upper < 1.5
 
 
 @pytest.mark.parametrize(("factor", "side"), [(2.0, "noisier"), (0.5, "exceeds")])
