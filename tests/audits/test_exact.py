@@ -7,13 +7,17 @@ Two laws per mechanism and ε:
   (``flip_probability``; ``mallows_log_pmf``) — whose largest log ratio over
   neighbouring inputs must equal ε to floating-point rounding, :data:`FLOAT_TOL`;
 * the **shipped sampler's** law — ``privatize`` / ``mallows_privatize`` evaluated on
-  the 53-bit uniforms it draws (``tests.helpers.audit.grid_law``: exact counts of the
-  2⁵³ grid points per output) and, for rankings, ``insertion_decode`` of every stage
-  vector — whose largest log ratio may differ from ε only by the grid's resolution:
-  each count is within :data:`GRID_POINTS` of its exact value 2⁵³·P, so each log
-  probability within log(1 + d/min(count, 2⁵³·P)), and the ratio within twice the sum
-  of that over the stages. At ε = 30 a flip of probability 9.4·10⁻¹⁴ is 843 grid
-  points; that is where the resolution shows.
+  the uniforms it draws (``tests.helpers.audit.grid_law``: exact counts of the grid
+  points per output; 2⁵³ points for randomized response, 2¹⁰⁶ for a Mallows stage, which
+  draws two uniforms) and, for rankings, ``insertion_decode`` of every stage vector —
+  whose largest log ratio may differ from ε only by the law's resolution: each count is
+  within d of its exact value G·P, so each log probability within
+  log(1 + d/min(count, G·P)), and the ratio within twice the sum of that over the
+  stages. For randomized response d is one grid point, and at ε = 30 its flip of
+  probability 9.4·10⁻¹⁴ is 843 points: there the resolution shows (the grid rounds the
+  flip up, so the loss stays below ε). A Mallows stage's boundaries are exact to a
+  relative rounding error (:func:`mallows_stage_bounds`), so its loss equals ε to
+  :data:`FLOAT_TOL` at every ε.
 
 Neighbours: randomized response protects one answer (y vs 1 − y,
 docs/mechanisms.md §1.1); the Mallows mechanism protects a single-item move
@@ -52,10 +56,31 @@ EPSILONS = (EPSILON_FLOOR, MIN_EPSILON, 1.0, MAX_EPSILON)
 #: rounding (≈ 1e-16) off; 1e-12 leaves a factor 10⁴ and still catches a dispersion off
 #: by any factor (at ε = 10⁻⁶ a factor (m−1)/m is 2·10⁻⁷ off).
 FLOAT_TOL = 1e-12
-#: How far (in grid points) a count of the sampler's law may be from 2⁵³·P: P(u < p) is
-#: ⌈2⁵³p⌉/2⁵³ for randomized response (1 point); the floating-point inverse CDF of a
-#: Mallows stage puts each boundary within a couple of points (2 measured; 4 allowed).
-GRID_POINTS = {"rr": 1, "mallows": 4}
+#: How far (in grid points) a count of randomized response's law may be from 2⁵³·P:
+#: P(u < p) is ⌈2⁵³p⌉/2⁵³ (1 point).
+GRID_POINTS = {"rr": 1}
+#: Unit roundoff of float64.
+UNIT_ROUNDOFF = 2.0**-53
+
+
+def mallows_stage_bounds(t: int, b: float) -> np.ndarray:
+    """How far (in points of the 2¹⁰⁶ grid) the count of each V⁽ᵗ⁾ = k may be from
+    2¹⁰⁶·P(V⁽ᵗ⁾ = k) for the shipped stage sampler, from its rounding errors.
+
+    The sampler (app.stats.rankings._sample_stages) decides V⁽ᵗ⁾ ≥ k by
+    log1p(V·expm1(bt))/b > k, whose exact boundary is V = S_(t−k) = expm1(bk)/expm1(bt).
+    Relative errors, in units u = 2⁻⁵³: V = fl(K + U₂)·2⁻⁵³ moves a boundary by at most one
+    step of its cell (2); expm1(bt) and log1p are within one ulp (2 each) and the products
+    b·t, V·Q and the quotient by b one rounding each; the ulp of log1p and the quotient's
+    rounding move the boundary in V·Q by a factor 1 + bk ≤ 1 + bt more, and b·t moves
+    expm1(bt) by the same factor: 2 + 2 + 1 + 4(1 + bt). The reference
+    ``stage_pmf`` is off by e^(−b(t−1−k)) (2 + bt) and its sum (t + 1). So each boundary is
+    within ρ·S of S, ρ = (12 + t + 5bt)·u, and the count of V⁽ᵗ⁾ = k, the grid points in
+    (S_(t−k), S_(t−k−1)], within ρ·2¹⁰⁶·(S_(t−k) + S_(t−k−1)) + 2 points.
+    """
+    rho = (12 + t + 5 * b * t) * UNIT_ROUNDOFF
+    below = np.concatenate(([0.0], np.cumsum(rk.stage_pmf(t, b))))  # P(V⁽ᵗ⁾ < k) = S_(t−k), k = 0..t
+    return rho * float(GRID**2) * (below[:-1] + below[1:]) + 2
 
 
 # -- randomized response ---------------------------------------------------------------------
@@ -111,19 +136,20 @@ def test_the_exact_audit_rejects_a_flip_rate_off_by_a_factor(monkeypatch, factor
 
 
 def mallows_stage_laws(m: int, eps: float) -> list[np.ndarray]:
-    """Grid counts of J = t − 1 − V^(t) (nondecreasing in u) for t = 2..m, read off
-    ``mallows_privatize`` of the identity with every stage drawing the same u."""
+    """Grid counts (out of 2¹⁰⁶) of V^(t) (nondecreasing in the pair of uniforms) for
+    t = 2..m, read off ``mallows_privatize`` of the identity with every stage drawing the
+    same pair (u₁, u₂)."""
     identity = np.arange(m)
     laws = []
     for t in range(2, m + 1):
 
-        def j_of(u, t=t):
-            out = mallows_privatize(np.tile(identity, (u.size, 1)), eps, FixedUniforms(u))
-            return (t - 1) - identity_stages(out)[:, t - 2]
+        def v_of(u, t=t):
+            out = mallows_privatize(np.tile(identity, (len(u), 1)), eps, FixedUniforms(u))
+            return identity_stages(out)[:, t - 2]
 
-        c = grid_law(j_of, t)
-        check_grid_law(j_of, c, np.random.default_rng(t), size=20_000)
-        laws.append(c[::-1])  # indexed by V = t − 1 − J
+        c = grid_law(v_of, t, uniforms=2)
+        check_grid_law(v_of, c, np.random.default_rng(t), size=20_000, uniforms=2)
+        laws.append(c)
     return laws
 
 
@@ -144,7 +170,7 @@ def test_mallows_privatize_is_insertion_decode_of_its_stages():
     rng = np.random.default_rng(5)
     m, n = 5, 20_000
     inputs = np.array([rng.permutation(m) for _ in range(n)])
-    u = rng.random((n, m - 1))
+    u = rng.random((n, m - 1, 2))
     eps = rng.choice(EPSILONS, n)
     v = identity_stages(mallows_privatize(np.tile(np.arange(m), (n, 1)), eps, FixedUniforms(u)))
     assert np.array_equal(mallows_privatize(inputs, eps, FixedUniforms(u)), insertion_decode(inputs, v))
@@ -154,7 +180,8 @@ def test_mallows_privatize_is_insertion_decode_of_its_stages():
 @pytest.mark.parametrize("eps", EPSILONS)
 def test_mallows_loses_exactly_epsilon_over_single_item_moves(m, eps):
     """Defining law (mallows_log_pmf): max log ratio over all (m − 1)²·m! neighbour pairs
-    and m! outputs = ε to FLOAT_TOL. Shipped sampler: = ε to the grid's resolution."""
+    and m! outputs = ε to FLOAT_TOL. Shipped sampler: every stage's law within its rounding
+    bound of the truncated geometric, and its loss = ε to FLOAT_TOL plus that bound."""
     perms = orderings(m)
     pairs = neighbour_pairs(perms)
     defining = np.array([mallows_log_pmf(perms, p, eps) for p in perms])
@@ -163,9 +190,10 @@ def test_mallows_loses_exactly_epsilon_over_single_item_moves(m, eps):
     log_p, laws = mallows_sampler_law(m, eps, perms)
     b = eps / (m - 1)
     slack = 2 * sum(
-        grid_resolution(law, rk.stage_pmf(t, b), GRID_POINTS["mallows"])
+        grid_resolution(law, rk.stage_pmf(t, b), mallows_stage_bounds(t, b), GRID**2)
         for t, law in enumerate(laws, start=2)
     )
+    assert slack <= 1e-12  # exact to rounding at every ε, including the rarest outcome at ε = 30
     shipped = max_log_ratio(log_p, pairs)
     assert abs(shipped - eps) <= slack + FLOAT_TOL * max(1, eps), (shipped, slack)
 

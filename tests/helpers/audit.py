@@ -5,7 +5,9 @@ Exact audits (:func:`grid_law`, :func:`max_log_ratio`). A sampler that turns one
 uniform u = k·2⁻⁵³ (k uniform on 0 … 2⁵³ − 1, what :func:`app.stats.mechanisms.system_uniform`
 draws) into an output through a nondecreasing step function has an output law that is
 a ratio of integers: :func:`grid_law` finds each step by bisection over k, calling the
-sampler itself, so the law is the shipped code's, not a formula's. The privacy loss of
+sampler itself, so the law is the shipped code's, not a formula's. A sampler of two
+uniforms a draw (the Mallows stages: u₁ + u₂·2⁻⁵³) is a step function of the index
+k₁·2⁵³ + k₂ of a 2¹⁰⁶-point grid, bisected the same way. The privacy loss of
 a mechanism with output law P(o | x) is max over neighbouring inputs x, x' and outputs o
 of |log P(o | x) − log P(o | x')| [Dwork et al. 2006]; :func:`max_log_ratio` computes it.
 
@@ -41,6 +43,7 @@ noise to sensitivity in private data analysis*, TCC 2006.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Callable
@@ -180,91 +183,131 @@ def audit_events(in_s_1: ArrayLike, in_s_0: ArrayLike, epsilon: float, **options
 
 
 class FixedUniforms:
-    """A :class:`app.stats.mechanisms.RandomSource` returning given uniforms: a 1-d array
-    fills each row (one uniform per call row, repeated across columns), a 2-d array is
-    returned as it is. It lets a test evaluate the shipped sampler at chosen u."""
+    """A :class:`app.stats.mechanisms.RandomSource` returning given uniforms, one row of
+    ``u`` per call row: axes missing from ``u`` are inserted after its first and the
+    result broadcast to the shape asked for. A 1-d ``u`` gives every uniform of a row
+    the same value; ``u`` of shape (n, 2) gives every stage of the Mallows sampler (shape
+    (n, m − 1, 2)) the same pair. It lets a test evaluate the shipped sampler at chosen u."""
 
     def __init__(self, u: ArrayLike) -> None:
         self.u = np.asarray(u, dtype=np.float64)
 
     def random(self, size: int | tuple[int, ...]) -> NDArray[np.float64]:
         shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
-        u = self.u if self.u.ndim > 1 else self.u.reshape((-1,) + (1,) * (len(shape) - 1))
+        u = self.u.reshape(self.u.shape[:1] + (1,) * (len(shape) - self.u.ndim) + self.u.shape[1:])
         return np.broadcast_to(u, shape).copy()
 
 
-def grid_law(category_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: int) -> NDArray[np.int64]:
+def grid_law(
+    category_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: int, uniforms: int = 1
+) -> NDArray:
     """Exact law of a sampler on the 53-bit uniform grid: how many of the 2⁵³ values
     u = k·2⁻⁵³ it maps to each category 0 … C − 1.
 
     ``category_of(u)`` evaluates the sampler at an array of uniforms and must be
     nondecreasing in u (an inverse-CDF sampler is; :func:`check_grid_law` checks it at
     random points). The first k of each category c ≥ 1 is found by bisection (53 steps,
-    every category at once); the counts are the gaps between them.
+    every category at once); the counts are the gaps between them. ``uniforms=2``: a
+    sampler of two uniforms a draw, on the 2¹⁰⁶-point grid (:func:`grid_laws`).
     """
-    (counts,) = grid_laws(lambda u: np.asarray(category_of(u))[:, None], [n_categories])
+    (counts,) = grid_laws(lambda u: np.asarray(category_of(u))[:, None], [n_categories], uniforms)
     return counts
 
 
 def grid_laws(
-    categories_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: list[int]
-) -> list[NDArray[np.int64]]:
+    categories_of: Callable[[NDArray[np.float64]], ArrayLike], n_categories: list[int], uniforms: int = 1
+) -> list[NDArray]:
     """:func:`grid_law` of S samplers at once: ``categories_of(u)`` returns, for each
     uniform, the category of each sampler (shape (len(u), S)); sampler s has
     ``n_categories[s]`` categories. One call of ``categories_of`` per bisection step
-    serves them all (for samplers that are costly to call, e.g. in a browser page)."""
+    serves them all (for samplers that are costly to call, e.g. in a browser page).
+
+    ``uniforms=2``: each draw takes two 53-bit uniforms (u₁, u₂) (``categories_of``
+    gets shape (N, 2)) and the sampler must be nondecreasing in the index
+    N = k₁·2⁵³ + k₂ of the 2¹⁰⁶-point grid (lexicographic order). The first N of each
+    category is found in two bisections of 53 steps: over k₁ with k₂ at its largest (the
+    boundary cell: the first k₁ whose last point reaches the category), then over k₂
+    inside that cell. The counts are then Python integers out of :data:`GRID`².
+    """
+    if uniforms not in (1, 2):
+        raise ValueError("uniforms must be 1 or 2")
     which = np.concatenate([np.full(n - 1, s, dtype=np.int64) for s, n in enumerate(n_categories)])
     c = np.concatenate([np.arange(1, n, dtype=np.int64) for n in n_categories])
-    lo = np.full(c.size, -1, dtype=np.int64)  # below category c at lo (k = −1: below the grid)
-    hi = np.full(c.size, GRID, dtype=np.int64)  # category ≥ c at hi (k = 2⁵³: above it)
-    while np.any(hi - lo > 1):
-        mid = (lo + hi) // 2
-        # k < 2⁵³, so k·2⁻⁵³ is exact in float64.
-        got = np.asarray(categories_of(mid.astype(np.float64) * 2.0**-53)).reshape(c.size, -1)
-        at_least = got[np.arange(c.size), which] >= c
-        hi, lo = np.where(at_least, mid, hi), np.where(at_least, lo, mid)
+
+    def first_at_least(point: Callable[[NDArray[np.int64]], NDArray[np.float64]]) -> NDArray[np.int64]:
+        lo = np.full(c.size, -1, dtype=np.int64)  # below category c at lo (k = −1: below the grid)
+        hi = np.full(c.size, GRID, dtype=np.int64)  # category ≥ c at hi (k = 2⁵³: above it)
+        while np.any(hi - lo > 1):
+            mid = (lo + hi) // 2
+            got = np.asarray(categories_of(point(mid))).reshape(c.size, -1)
+            at_least = got[np.arange(c.size), which] >= c
+            hi, lo = np.where(at_least, mid, hi), np.where(at_least, lo, mid)
+        return hi
+
+    # k < 2⁵³, so k·2⁻⁵³ is exact in float64.
+    if uniforms == 1:
+        firsts = [int(k) for k in first_at_least(lambda k: k.astype(np.float64) * 2.0**-53)]
+        total = GRID
+    else:
+        last = (GRID - 1) * 2.0**-53
+        cell = first_at_least(lambda k: np.stack((k * 2.0**-53, np.full(k.size, last)), axis=1))
+        inside = np.minimum(cell, GRID - 1)  # a category no point reaches starts at the grid's end
+        k2 = first_at_least(lambda k: np.stack((inside * 2.0**-53, k * 2.0**-53), axis=1))
+        firsts = [int(a) * GRID + int(b) if a < GRID else GRID * GRID for a, b in zip(cell, k2, strict=True)]
+        total = GRID * GRID
     out = []
     for s in range(len(n_categories)):
-        counts = np.diff(np.concatenate(([0], hi[which == s], [GRID])))
-        if np.any(counts < 0):
+        starts = [0] + [f for f, w in zip(firsts, which, strict=True) if w == s] + [total]
+        counts = [b - a for a, b in itertools.pairwise(starts)]
+        if any(x < 0 for x in counts):
             raise AssertionError("a sampler is not monotone in u: a category starts before the one below it")
-        out.append(counts)
+        out.append(np.array(counts, dtype=np.int64 if uniforms == 1 else object))
     return out
 
 
 def check_grid_law(
     category_of: Callable[[NDArray[np.float64]], ArrayLike],
-    counts: NDArray[np.int64],
+    counts: NDArray,
     rng: np.random.Generator,
     size: int = 100_000,
+    uniforms: int = 1,
 ) -> None:
     """Assert the sampler at ``size`` random grid points, and at both sides of every
     boundary, gives the category the table ``counts`` (from :func:`grid_law`) says."""
-    check_grid_laws(lambda u: np.asarray(category_of(u))[:, None], [counts], rng, size)
+    check_grid_laws(lambda u: np.asarray(category_of(u))[:, None], [counts], rng, size, uniforms)
 
 
 def check_grid_laws(
     categories_of: Callable[[NDArray[np.float64]], ArrayLike],
-    laws: list[NDArray[np.int64]],
+    laws: list[NDArray],
     rng: np.random.Generator,
     size: int = 100_000,
+    uniforms: int = 1,
 ) -> None:
-    """:func:`check_grid_law` for the S samplers of :func:`grid_laws`, at the same points."""
-    firsts = [np.concatenate(([0], np.cumsum(counts)[:-1])) for counts in laws]
-    edges = np.concatenate([np.concatenate((f[1:], f[1:] - 1)) for f in firsts])
-    k = np.concatenate((rng.integers(0, GRID, size, dtype=np.int64), edges[(edges >= 0) & (edges < GRID)]))
-    got = np.asarray(categories_of(k.astype(np.float64) * 2.0**-53)).reshape(k.size, -1)
+    """:func:`check_grid_law` for the S samplers of :func:`grid_laws` (with the same
+    ``uniforms``), at the same points: random grid points and both sides of every
+    category's first point."""
+    firsts = [list(itertools.accumulate(counts[:-1], initial=0)) for counts in laws]
+    total = GRID**uniforms
+    edges = sorted({e for f in firsts for x in f[1:] for e in (x - 1, x) if 0 <= e < total})
+    draws = rng.integers(0, GRID, (size, uniforms), dtype=np.int64).tolist()
+    index = [sum(int(x) * GRID ** (uniforms - 1 - i) for i, x in enumerate(row)) for row in draws] + edges
+    k = np.array([divmod(x, GRID) if uniforms == 2 else (x,) for x in index], dtype=np.int64)
+    u = k.astype(np.float64) * 2.0**-53
+    got = np.asarray(categories_of(u[:, 0] if uniforms == 1 else u)).reshape(len(index), -1)
     for s, first in enumerate(firsts):
-        bad = np.flatnonzero(got[:, s] != np.searchsorted(first, k, side="right") - 1)
+        expected = [bisect.bisect_right(first, x) - 1 for x in index]
+        bad = np.flatnonzero(got[:, s] != np.array(expected))
         if bad.size:
-            raise AssertionError(f"sampler {s} disagrees with its grid law at k = {int(k[bad[0]])}")
+            raise AssertionError(f"sampler {s} disagrees with its grid law at index {index[bad[0]]}")
 
 
 def log_grid_probabilities(counts: ArrayLike) -> NDArray[np.float64]:
-    """log(count/2⁵³), −∞ for a count of 0 (exact counts, one rounding in the log)."""
-    c = np.asarray(counts, dtype=np.float64)  # counts ≤ 2⁵³: exact in float64
-    with np.errstate(divide="ignore"):
-        return np.log(c) - 53 * math.log(2.0)
+    """log(count/total), the total being the law's grid (2⁵³, or 2¹⁰⁶ for two uniforms a
+    draw); −∞ for a count of 0. The counts are exact integers: one rounding in the log."""
+    ints = [int(c) for c in np.asarray(counts, dtype=object).ravel()]
+    log_total = math.log(sum(ints))
+    return np.array([math.log(c) - log_total if c else -math.inf for c in ints])
 
 
 def max_log_ratio(log_p: ArrayLike, neighbours: ArrayLike) -> float:
@@ -284,13 +327,16 @@ def max_log_ratio(log_p: ArrayLike, neighbours: ArrayLike) -> float:
     return float(np.max(diff))
 
 
-def grid_resolution(counts: ArrayLike, exact: ArrayLike, d: int) -> float:
-    """max over outputs of |log(count/2⁵³) − log P|, given (and asserted) |count − 2⁵³P| ≤ d:
-    log(1 + d/min(count, 2⁵³P)) bounds it, as |log x − log y| = log(1 + |x − y|/min(x, y))."""
-    c = np.asarray(counts, dtype=np.float64)
-    scaled = np.asarray(exact, dtype=np.float64) * GRID
-    assert np.all(np.abs(c - scaled) <= d), f"a count is {np.max(np.abs(c - scaled)):g} grid points off"
-    return float(np.max(np.log1p(d / np.minimum(c, scaled))))
+def grid_resolution(counts: ArrayLike, exact: ArrayLike, d: ArrayLike, total: int = GRID) -> float:
+    """max over outputs of |log(count/total) − log P|, given (and asserted) |count − total·P| ≤ d
+    (grid points; one bound, or one per output): log(1 + d/min(count, total·P)) bounds it, as
+    |log x − log y| = log(1 + |x − y|/min(x, y))."""
+    c = np.array([float(x) for x in np.asarray(counts, dtype=object).ravel()])
+    scaled = np.asarray(exact, dtype=np.float64) * float(total)
+    dd = np.broadcast_to(np.asarray(d, dtype=np.float64), c.shape)
+    off = np.abs(c - scaled)
+    assert np.all(off <= dd), f"a count is {float(np.max(off / dd)):g} times its bound off"
+    return float(np.max(np.log1p(dd / np.minimum(c, scaled))))
 
 
 # -- rankings: single-item moves and the Mallows sampler's stages ------------------------------
