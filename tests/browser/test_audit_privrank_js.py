@@ -2,7 +2,8 @@
 
 Exact: privrank.js's own randomizeComparison and mallowsPrivatize, evaluated in the page
 at chosen 53-bit uniforms (``crypto.getRandomValues`` answering with the words of a given
-k), give their laws on the 2⁵³-point grid (``tests.helpers.audit.grid_law``); their
+k), give their laws on the 2⁵³-point grid (randomized response) and the 2¹⁰⁶-point grid
+of a Mallows stage's two uniforms (``tests.helpers.audit.grid_law``); their
 largest log ratio over neighbouring inputs equals ε to the grid's resolution, as the
 server's samplers' (tests/audits/test_exact.py), for randomized response and the Mallows
 mechanism with every m ≤ 5, at the edges of the accepted ε.
@@ -24,6 +25,7 @@ module: the mutation is made on the shipped source text.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import httpx2
@@ -32,7 +34,7 @@ import pytest
 
 from app.stats.mechanisms import flip_probability
 from app.stats.rankings import stage_pmf
-from tests.audits.test_exact import EPSILONS, FLOAT_TOL, GRID_POINTS
+from tests.audits.test_exact import EPSILONS, FLOAT_TOL, GRID_POINTS, mallows_stage_bounds
 from tests.helpers.audit import (
     GRID,
     AuditError,
@@ -83,8 +85,10 @@ CONTROLLED = """async ([kind, epsilons, inputs, ks]) => {
 
 
 def _ks(u, per_row: int = 1) -> list[list[int]]:
-    k = np.asarray(u, dtype=np.float64) * GRID  # exact: u is on the grid
-    return [[int(x)] * per_row for x in k]
+    """Each row's uniforms as integers k (exact: u is on the grid), its pair (or single
+    uniform) repeated ``per_row`` times."""
+    k = (np.asarray(u, dtype=np.float64) * GRID).reshape(len(u), -1)
+    return [[int(x) for x in row] * per_row for row in k]
 
 
 def _rr_laws(page) -> list[np.ndarray]:
@@ -100,25 +104,27 @@ def _rr_laws(page) -> list[np.ndarray]:
 
 
 def _mallows_stage_laws(page, m: int) -> list[list[np.ndarray]]:
-    """Grid counts of V⁽ᵗ⁾, t = 2..m, for every ε of EPSILONS (every stage drawing the same u)."""
+    """Grid counts (out of 2¹⁰⁶) of V⁽ᵗ⁾, t = 2..m, for every ε of EPSILONS (every stage
+    drawing the same pair of uniforms)."""
     identity = list(range(m))
 
-    def j_of(u):
+    def v_of(u):
         out = page.evaluate(CONTROLLED, ["mallows", list(EPSILONS), [identity], _ks(u, m - 1)])
         v = np.stack([identity_stages(per_eps[0]) for per_eps in out], axis=1)  # [u, ε, stage]
-        return (np.arange(1, m) - v).reshape(u.size, -1)  # J = t − 1 − V, columns (ε, t)
+        return v.reshape(len(u), -1)  # columns (ε, t)
 
     sizes = [t for _ in EPSILONS for t in range(2, m + 1)]
-    laws = grid_laws(j_of, sizes)
-    check_grid_laws(j_of, laws, np.random.default_rng(m), size=2_000)
-    return [[law[::-1] for law in laws[e * (m - 1) : (e + 1) * (m - 1)]] for e in range(len(EPSILONS))]
+    laws = grid_laws(v_of, sizes, uniforms=2)
+    check_grid_laws(v_of, laws, np.random.default_rng(m), size=2_000, uniforms=2)
+    return [laws[e * (m - 1) : (e + 1) * (m - 1)] for e in range(len(EPSILONS))]
 
 
 def _mallows_shipped(page, m: int, eps: float, laws: list[np.ndarray]) -> float:
     def decode(inputs, vs):
-        # For V⁽ᵗ⁾ = v, the first uniform of its grid interval: k = Σ counts of larger V.
-        first = [np.concatenate((np.cumsum(law[::-1])[::-1][1:], [0])) for law in laws]
-        rows = [[int(first[c][v]) for c, v in enumerate(vec)] for vec in vs]
+        # For V⁽ᵗ⁾ = v, the first point of its interval of the 2¹⁰⁶ grid: Σ counts of smaller V,
+        # as the pair (k₁, k₂).
+        first = [list(itertools.accumulate(law[:-1], initial=0)) for law in laws]
+        rows = [[k for c, v in enumerate(vec) for k in divmod(first[c][v], GRID)] for vec in vs]
         (out,) = page.evaluate(CONTROLLED, ["mallows", [eps], inputs.tolist(), rows])
         return out
 
@@ -129,8 +135,8 @@ def _mallows_shipped(page, m: int, eps: float, laws: list[np.ndarray]) -> float:
 def test_privrank_js_exact_audit(server, new_page):
     """Randomized response: privrank.js flips with probability ⌈2⁵³p_ε⌉/2⁵³, as the server
     does, and so loses at most ε, short of it only by the grid's resolution. Mallows,
-    m = 2..5: ε to the grid's resolution (docs/audits.md §2: the same figures as the
-    server's sampler)."""
+    m = 2..5: every stage's law within its rounding bound and the loss ε to FLOAT_TOL
+    (docs/audits.md §2: the same figures as the server's sampler)."""
     page = new_page()
     page.goto(server.base + "/")
     rr = _rr_laws(page)
@@ -147,9 +153,10 @@ def test_privrank_js_exact_audit(server, new_page):
         for eps, laws in zip(EPSILONS, _mallows_stage_laws(page, m), strict=True):
             b = eps / (m - 1)
             slack = 2 * sum(
-                grid_resolution(law, stage_pmf(t, b), GRID_POINTS["mallows"])
+                grid_resolution(law, stage_pmf(t, b), mallows_stage_bounds(t, b), GRID**2)
                 for t, law in enumerate(laws, start=2)
             )
+            assert slack <= 1e-12
             shipped = _mallows_shipped(page, m, eps, laws)
             assert abs(shipped - eps) <= slack + FLOAT_TOL * max(1, eps), (m, eps, shipped, slack)
 
@@ -177,8 +184,8 @@ EPS, M = 1.0, 5
 def _draw(page, url: str, n: int) -> dict:
     before = random_values_calls(page)
     counts = page.evaluate(DRAW, [url, n, EPS, M])
-    # One crypto.getRandomValues call per uniform: 2n for the answers, 2n(m − 1) for rankings.
-    assert random_values_calls(page) - before == 2 * n + 2 * n * (M - 1)
+    # One crypto.getRandomValues call per uniform: 2n for the answers, 2n·2(m − 1) for rankings.
+    assert random_values_calls(page) - before == 2 * n + 4 * n * (M - 1)
     return counts
 
 
