@@ -107,8 +107,12 @@ export function completeRanking(partial, allItems) {
  * The Mallows mechanism (Algorithm 1 of "Ranking Differential Privacy" as the
  * repeated-insertion model): returns a synthetic ordering distributed as
  * P(σ̃) ∝ exp(−b·d_K(order, σ̃)), b = ε/(m−1). Stage t inserts the t-th best item
- * after V^(t) of the items already placed, V^(t) a truncated geometric drawn by
- * inverting its CDF with expm1/log1p (stable for every ε; ε = ∞ keeps the order).
+ * after V^(t) of the items already placed, P(V^(t) = k) ∝ e^{bk}, k = 0..t−1. The same
+ * algorithm as the server's (app/stats/rankings.py, docs/mechanisms.md §3.2,
+ * "Sampling"): V = U₁ + U₂·2⁻⁵³ from two uniforms, exact to a relative rounding near
+ * 0, and V^(t) ≥ k ⇔ V > expm1(bk)/expm1(bt), i.e. V^(t) = ⌈log1p(V·expm1(bt))/b⌉ − 1:
+ * the rarest outcome is the event next to V = 0, so every outcome gets its exact share.
+ * b = ∞ keeps the order; b = 0 is uniform.
  */
 export function mallowsPrivatize(order, epsilon) {
   if (!(epsilon > 0)) throw new RangeError("epsilon must be > 0");
@@ -117,12 +121,16 @@ export function mallowsPrivatize(order, epsilon) {
   const b = epsilon / (m - 1);
   const out = [order[0]];
   for (let t = 2; t <= m; t++) {
-    let j = 0; // discordant pairs the new item creates: P(J = j) ∝ e^{−bj}, j = 0..t−1
-    if (b !== Infinity) {
-      j = Math.floor(-Math.log1p(uniform() * Math.expm1(-b * t)) / b);
-      j = Math.min(t - 1, Math.max(0, j));
+    const v = uniform() + uniform() * 2 ** -53; // V on [0, 1], resolution 2⁻¹⁰⁶ near 0
+    let k = t - 1; // concordant pairs the new item forms with the items placed (b = ∞: all)
+    if (b === 0) k = Math.ceil(v * t) - 1;
+    else if (b * t <= 700) k = Math.ceil(Math.log1p(v * Math.expm1(b * t)) / b) - 1;
+    else if (b !== Infinity) {
+      // expm1(bt) would overflow: the same function, t − 1 − ⌊−log(e^{−bt} + V·(1 − e^{−bt}))/b⌋.
+      k = t - 1 - Math.floor(-Math.log(Math.exp(-b * t) - v * Math.expm1(-b * t)) / b);
     }
-    out.splice(t - 1 - j, 0, order[t - 1]);
+    k = Math.min(t - 1, Math.max(0, k));
+    out.splice(k, 0, order[t - 1]);
   }
   return out;
 }

@@ -34,6 +34,11 @@ from numpy.typing import ArrayLike, NDArray
 from . import entropy
 from .mechanisms import RandomSource, uniform_draws
 
+#: 2⁻⁵³: one step of a 53-bit uniform.
+_TWO_POW_MINUS_53 = 2.0**-53
+#: Largest b·t for which a Mallows stage is drawn through expm1(bt) (it overflows at 709.78).
+_LOG1P_FORM_MAX = 700.0
+
 __all__ = [
     "KEMENY_EXACT_MAX_ITEMS",
     "KemenyResult",
@@ -345,19 +350,49 @@ def mallows_log_pmf(sample: ArrayLike, center: ArrayLike, epsilon: float) -> NDA
     return float(out) if out.ndim == 0 else out
 
 
+def _survival_uniform(u: NDArray[np.float64]) -> NDArray[np.float64]:
+    """V = U₁ + U₂·2⁻⁵³ on [0, 1] from two 53-bit uniforms (last axis): with U₁ = K·2⁻⁵³,
+    V = fl(K + U₂)·2⁻⁵³, nondecreasing in (K, U₂) taken in lexicographic order. Near 0
+    its resolution is 2⁻¹⁰⁶ (K = 0) or one unit in the last place of V (K ≥ 1), so
+    P(V ≤ s) = s to a relative 2⁻⁵² for every s ≥ 2⁻⁵³: a stage outcome of probability
+    e^(−30) ≈ 10⁻¹³ gets its exact share, where one uniform would give it a whole number of
+    2⁻⁵³ steps (docs/mechanisms.md §3.2, "Sampling")."""
+    return u[..., 0] + u[..., 1] * _TWO_POW_MINUS_53
+
+
 def _sample_stages(b: NDArray[np.float64], m: int, rng: RandomSource | None) -> NDArray[np.int64]:
-    """V^(t), t = 2..m, for each row's dispersion b (inverse-CDF of the truncated geometric)."""
+    """V^(t), t = 2..m, for each row's dispersion b: the truncated geometric
+    P(V^(t) = k) ∝ e^(bk), k = 0..t−1 (Algorithm 1 of *Ranking Differential Privacy* as
+    the repeated-insertion model; docs/mechanisms.md §3.2, "Sampling"), two uniforms per
+    stage.
+
+    With J = t − 1 − V^(t) (discordant pairs) and V uniform on [0, 1],
+    J ≥ j ⇔ V ≤ S_j = P(J ≥ j) = (e^(−bj) − e^(−bt))/(1 − e^(−bt)), so that the rarest
+    outcome, J = t − 1, is the event V ≤ S_(t−1) ≈ e^(−b(t−1)) next to V = 0, where
+    :func:`_survival_uniform` has full relative precision. Solved for V^(t):
+    V^(t) ≥ k ⇔ V > S_(t−k) = expm1(bk)/expm1(bt) ⇔ log1p(V·expm1(bt)) > bk, i.e.
+
+      V^(t) = ⌈log1p(V·expm1(bt))/b⌉ − 1,
+
+    each operation exact to a relative rounding, so every boundary S_j is hit to a
+    relative error of order (1 + bt)·2⁻⁵³ for every b (no cancellation for small b,
+    none near V = 0 for large b). Where expm1(bt) would overflow (bt > 700, beyond the
+    service's ε) the same function is V^(t) = t − 1 − ⌊−log(e^(−bt) + V·(1 − e^(−bt)))/b⌋.
+    Limits: b = 0 gives ⌈V·t⌉ − 1 (uniform), b = ∞ gives t − 1 (the input order); V = 0
+    (probability 2⁻¹⁰⁶) falls in the rarest outcome, V = 1 in the likeliest.
+    """
     n = b.size
     t = np.arange(2, m + 1, dtype=np.float64)[None, :]
-    u = uniform_draws(rng, (n, m - 1))
+    v = _survival_uniform(uniform_draws(rng, (n, m - 1, 2)))
     bb = b[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # J = t−1−V, P(J = j) ∝ e^{−bj}: J = ⌊−log1p(U·expm1(−bt))/b⌋ (docs/mechanisms.md §3.2, "Sampling").
-        j = np.floor(-np.log1p(u * np.expm1(-bb * t)) / bb)
-    j = np.where(np.isinf(bb), 0.0, j)  # ε = ∞: no discordance
-    j = np.where(bb == 0, np.floor(u * t), j)  # b = 0: uniform
-    j = np.clip(j, 0, t - 1).astype(np.int64)
-    return (t.astype(np.int64) - 1) - j
+    bt = bb * t
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        k = np.ceil(np.log1p(v * np.expm1(np.minimum(bt, _LOG1P_FORM_MAX))) / bb) - 1
+        far = (t - 1) - np.floor(-np.log(np.exp(-bt) - v * np.expm1(-bt)) / bb)
+    k = np.where(bt > _LOG1P_FORM_MAX, far, k)
+    k = np.where(bb == 0, np.ceil(v * t) - 1, k)  # b = 0: uniform
+    k = np.where(np.isinf(bb), t - 1, k)  # ε = ∞: the input order
+    return np.clip(k, 0, t - 1).astype(np.int64)
 
 
 def mallows_privatize(order: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None) -> NDArray:

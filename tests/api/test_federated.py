@@ -216,7 +216,9 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
     s = ranking_survey(client)
     rnd = open_round(client, s["id"], "lehmer", phi=0.5)
     scheme = FederatedScheme.from_parameters(rnd["parameters"])
-    data = _site_data(np.array([2, 0, 4, 1, 5, 3]), 0.5, (30, 30, 30), seed=3)
+    data = _site_data(
+        np.array([2, 0, 4, 1, 5, 3]), 0.5, (30, 30, 30), seed=9
+    )  # three distinct plain messages (asserted below)
     sites = [Site(client, x["token"], d) for x, d in zip(rnd["sites"], data, strict=True)]
     for site in sites:
         site.join()

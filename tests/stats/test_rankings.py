@@ -152,15 +152,17 @@ def test_insertion_sampler_law_equals_mallows_pmf(m, eps):
 
 
 class _GridUniform:
-    """A 'generator' whose uniforms are the midpoints of a regular grid, per stage column."""
+    """A 'generator' whose draws put each stage's V = U₁ + U₂·2⁻⁵³ at the midpoints of a
+    regular grid (U₂ = 0), the same for every stage column."""
 
     def __init__(self, g: int):
         self.g = g
 
     def random(self, shape):
-        n, cols = shape
-        u = (np.arange(n) + 0.5) / n
-        return np.repeat(u[:, None], cols, axis=1)
+        n = shape[0]
+        u = np.zeros(shape)
+        u[..., 0] = ((np.arange(n) + 0.5) / n)[:, None]
+        return u
 
 
 @pytest.mark.parametrize("eps", [0.01, 1.0, 8.0, 30.0])
@@ -173,6 +175,40 @@ def test_inverse_cdf_stage_sampler_reproduces_the_truncated_geometric(eps):
     for col, t in enumerate(range(2, m + 1)):
         freq = np.bincount(v[:, col], minlength=t) / g
         assert np.max(np.abs(freq - stage_pmf(t, b[0]))) <= 2.0 / g
+
+
+class _PairUniform:
+    """A 'generator' giving every stage of every row the same pair (U₁, U₂)."""
+
+    def __init__(self, u1: float, u2: float = 0.0):
+        self.pair = (u1, u2)
+
+    def random(self, shape):
+        u = np.empty(shape)
+        u[..., 0], u[..., 1] = self.pair
+        return u
+
+
+def test_stage_sampler_boundaries_in_both_forms_and_its_limits():
+    """V⁽ᵗ⁾ ≥ k exactly when V > S_(t−k) = P(J ≥ t − k) (docs/mechanisms.md §3.2,
+    "Sampling"), in the expm1 form (b·t ≤ 700) and the form used beyond it (b = 1,
+    t = 750); b = 0 is ⌈V·t⌉ − 1, b = ∞ the input order; V = 0 and V = 1 stay in 0..t−1."""
+    b, m = 1.0, 751
+    for t in (600, 750):
+        for j in range(1, 6):  # S_j = (e^(−bj) − e^(−bt))/(1 − e^(−bt))
+            s = (math.exp(-b * j) - math.exp(-b * t)) / -math.expm1(-b * t)
+            above = rk._sample_stages(np.array([b]), m, _PairUniform(s * (1 + 1e-9)))[0, t - 2]
+            below = rk._sample_stages(np.array([b]), m, _PairUniform(s * (1 - 1e-9)))[0, t - 2]
+            assert (above, below) == (t - j, t - j - 1)
+    for v, expected in [(0.0, 0), (0.3, 1), (1.0, 3)]:
+        assert rk._sample_stages(np.array([0.0]), 5, _PairUniform(v))[0, 2] == expected  # t = 4
+    for v in (0.0, 0.5, 1.0):
+        assert rk._sample_stages(np.array([np.inf]), 5, _PairUniform(v)).tolist() == [[1, 2, 3, 4]]
+        for bb in (1e-6, 1.0, 30.0, 800.0):
+            got = rk._sample_stages(np.array([bb]), 5, _PairUniform(v))[0]
+            assert np.all((got >= 0) & (got <= np.arange(1, 5)))
+            if v == 0:  # V = 0 (probability 2⁻¹⁰⁶) falls in the rarest outcome
+                assert np.all(got == 0)
 
 
 @pytest.mark.parametrize(("m", "eps"), [(4, 2.0), (5, 1.0)])
@@ -203,7 +239,7 @@ def test_default_randomness_comes_from_the_os(monkeypatch):
     monkeypatch.setattr(os, "urandom", spy)
     out = mallows_privatize(CENTER5, 1.0)
     assert sorted(out.tolist()) == list(range(5))
-    assert sum(calls) == 8 * 4  # one 64-bit word per stage t = 2..5
+    assert sum(calls) == 8 * 2 * 4  # two 64-bit words per stage t = 2..5
 
 
 def test_privacy_loss_over_neighbours_equals_epsilon_exactly():
