@@ -193,7 +193,8 @@ def test_the_ranking_question_gives_labels_in_the_chosen_language(client):
 
 
 def test_public_results_give_labels_in_the_chosen_language(client):
-    sid = _survey(client, public_results=True, item_translations={"es": SPANISH})["id"]
+    privacy = {"respondent_budget": 6.0}  # the 3 pairs at ε = 2
+    sid = _survey(client, public_results=True, item_translations={"es": SPANISH}, privacy=privacy)["id"]
     _, h = register(client, sid, epsilon=2.0)
     answers = [{"a": a, "b": b, "winner": a} for a, b in _ids_pairs(client, sid)]
     r = client.post(
