@@ -1,17 +1,19 @@
 """What a survey's privacy settings and a respondent's stored answers guarantee, in numbers:
 the survey's privacy summary (shown in words on the dashboard and the respondent page) and
-the respondent's privacy receipt (``GET …/respondents/me``). See docs/privacy.md.
+the respondent's privacy receipt (``GET …/respondents/me``). See docs/privacy.md §3–4.
 
 The one conversion into everyday terms is the guess bound. An ε-differentially private
 report of a yes-or-no fact makes either answer at most e^ε times likelier than the other
 (randomized response: Warner 1965; ε-LDP, docs/mechanisms.md §1.1), so someone who sees the
 report and starts from a coin toss guesses the fact right at most e^ε/(1+e^ε) of the time.
-Reports compose by summing ε (basic composition, Dwork & Roth 2014, Theorem 3.14): the
-bound for any one fact about all of a respondent's answers together — one answer included,
-when the answers are related, as one person's preferences are — is e^Σε/(1+e^Σε).
+Reports compose by summing ε (basic composition: Dwork & Roth 2014, Theorem 3.14;
+docs/privacy.md §1): the bound for any one fact about all of a respondent's answers
+together — one answer included, when the answers are related, as one person's preferences
+are — is e^Σε/(1+e^Σε).
 
 Rankings: the Mallows mechanism is ε-ranking DP between rankings that differ by moving one
-item and εm/2 between any two (Xu, Sun & Cheng, Theorem 1; docs/mechanisms.md §3).
+item and εm/2 between any two (Xu, Sun & Cheng, *Ranking Differential Privacy*, §3.1
+Theorem 1; docs/mechanisms.md §3.3).
 
 Central surveys: true answers are stored; the guarantee is that of the releases, pure ε-DP
 summed against ``total_budget`` (``accounting = "pure"``). Another accounting (e.g. zCDP,

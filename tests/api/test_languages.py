@@ -391,9 +391,22 @@ def test_there_is_a_catalog_per_language_and_no_other():
 STATIC = CATALOGS.parent
 #: The pages' scripts and markup, by the catalog their words come from.
 USERS = {
-    "respond": ["respond.html", "respond.js", *(p.name for p in STATIC.glob("respond-*.js"))],
+    "respond": [
+        "respond.html",
+        "respond.js",
+        "privacy-summary.js",
+        *(p.name for p in STATIC.glob("respond-*.js")),
+    ],
     "results": ["results.html", "results.js", "results-view.js"],
-    "dashboard": ["index.html", "dashboard.js", "view-surveys.js", "view-new-survey.js", "view-plan.js"],
+    "dashboard": [
+        "index.html",
+        "dashboard.js",
+        "view-surveys.js",
+        "view-new-survey.js",
+        "view-plan.js",
+        "view-survey.js",
+        "privacy-summary.js",
+    ],
 }
 #: A message a script asks for by a literal key: t("key" …), tn("key" …) (with .one and .other), or
 #: data-i18n="key" / data-i18n-label="key" in the markup.

@@ -3,12 +3,16 @@ survey's privacy summary, and each respondent's privacy receipt (``GET …/respo
 
 from __future__ import annotations
 
+import json
 import math
+import typing
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 
 from app.db.models import Survey
+from app.services.results.privacy import BudgetPolicy, PrivacySummary, ReceiptAnswer
 from tests.helpers.api import (
     ADMIN,
     create_central_survey,
@@ -243,3 +247,23 @@ def test_a_central_receipt_counts_answers_and_the_releases_spent(client):
     assert receipt["release_budget"] == 3.0 and receipt["release_epsilon_spent"] == pytest.approx(1.0)
     assert receipt["guess_bound_total"] == pytest.approx(_bound(1.0))
     assert receipt["comparisons_remaining"] == 1 and receipt["epsilon_total"] is None
+
+
+CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+
+
+@pytest.mark.parametrize("catalog", ["respond.en", "respond.es", "respond.de", "respond.fr", "dashboard.en"])
+def test_every_value_the_pages_put_in_words_has_its_message(catalog):
+    """The pages build some keys from the API's values (summary.budget.<policy>,
+    summary.central.<accounting>; receipt.on.<where>, receipt.mechanism.<mechanism>): each
+    value the API can send has its message."""
+    messages = json.loads((CATALOGS / f"{catalog}.json").read_text(encoding="utf-8"))
+    accounting = typing.get_args(typing.get_args(PrivacySummary.model_fields["accounting"].annotation)[0])
+    wanted = {f"summary.budget.{p}" for p in typing.get_args(BudgetPolicy)}
+    wanted |= {f"summary.central.{a}" for a in accounting}
+    if catalog.startswith("respond"):
+        where = typing.get_args(ReceiptAnswer.model_fields["randomized_on"].annotation)
+        mechanisms = typing.get_args(ReceiptAnswer.model_fields["mechanism"].annotation)
+        wanted |= {f"receipt.on.{w}" for w in where} | {f"receipt.mechanism.{m}" for m in mechanisms}
+    assert {"summary.budget.unset", "summary.central.pure"} <= wanted  # the values were found
+    assert wanted - set(messages) == set()
