@@ -32,20 +32,25 @@ export function newSurveyView() {
     numberField("eps-min", t("new.eps_min"), 0.1, { min: 0.001, max: 30 }),
     numberField("eps-max", t("new.eps_max"), 2, { min: 0.001, max: 30 }),
     // The service's defaults, filled in: a finite cap unless the admin ticks the opt-out.
-    numberField("budget", t("new.budget"), 5, { min: 0.001, "aria-describedby": "budget-hint" }),
-    h(
-      "p",
-      { id: "budget-hint", class: "hint" },
-      t("new.budget_hint", { guess: percent(truthProbability(5)) }),
-    ),
+    // Ranking surveys take one ranking each: their cap is the largest ε (the service's default).
     h(
       "div",
-      { class: "field" },
+      { id: "budget-fields" },
+      numberField("budget", t("new.budget"), 5, { min: 0.001, "aria-describedby": "budget-hint" }),
       h(
-        "label",
-        { class: "check" },
-        h("input", { type: "checkbox", id: "budget-unlimited" }),
-        t("new.budget_unlimited"),
+        "p",
+        { id: "budget-hint", class: "hint" },
+        t("new.budget_hint", { guess: percent(truthProbability(5)) }),
+      ),
+      h(
+        "div",
+        { class: "field" },
+        h(
+          "label",
+          { class: "check" },
+          h("input", { type: "checkbox", id: "budget-unlimited" }),
+          t("new.budget_unlimited"),
+        ),
       ),
     ),
   );
@@ -197,6 +202,7 @@ export function newSurveyView() {
     form.querySelector("#suggestion-choice").hidden = ranking;
     if (ranking) suggest.checked = false;
     suggestFields.hidden = !suggest.checked;
+    form.querySelector("#budget-fields").hidden = ranking;
     form.querySelector("#budget").disabled = form.querySelector("#budget-unlimited").checked;
     const finish = form.querySelector("#results-on-finish");
     finish.disabled = !form.querySelector("#public-results").checked;
@@ -220,12 +226,16 @@ export function newSurveyView() {
             epsilon_default: Number(val("eps-default")),
             epsilon_min: Number(val("eps-min")),
             epsilon_max: Number(val("eps-max")),
-            // An empty cap is the service's default cap; no cap is only ever the explicit opt-out.
-            respondent_budget: form.querySelector("#budget-unlimited").checked
-              ? "unlimited"
-              : val("budget") === ""
+            // An empty cap (or a ranking survey) is the service's default cap; no cap is only
+            // ever the explicit opt-out.
+            respondent_budget:
+              kind() === "ranking"
                 ? null
-                : Number(val("budget")),
+                : form.querySelector("#budget-unlimited").checked
+                  ? "unlimited"
+                  : val("budget") === ""
+                    ? null
+                    : Number(val("budget")),
           };
     const body = { title: val("title"), kind: kind(), items: items(), privacy, language: val("language") };
     // Participation settings only when chosen (the defaults are the API's own).

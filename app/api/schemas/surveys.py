@@ -303,6 +303,7 @@ class SurveyOut(SurveyFields):
                         "epsilon_min": 0.5,
                         "epsilon_max": 3.0,
                         "respondent_budget": 20.0,
+                        "respondent_budget_policy": "capped",
                         "flip_probability_default": 0.2689,
                     },
                     "assignment": "adaptive",
