@@ -41,8 +41,11 @@ def surveys(server):
     import httpx2
 
     base = server.base
+    privacy = {"respondent_budget": 12.0}  # every respondent answers the 6 pairs at ε = 2
     pairwise = httpx2.post(
-        f"{base}/v1/surveys", json={"title": "Pairs", "items": ["A", "B", "C", "D"]}, headers=ADMIN
+        f"{base}/v1/surveys",
+        json={"title": "Pairs", "items": ["A", "B", "C", "D"], "privacy": privacy},
+        headers=ADMIN,
     ).json()
     rows = ["respondent,item_a,item_b,winner,epsilon"]
     rng = np.random.default_rng(5)
@@ -62,7 +65,12 @@ def surveys(server):
     ballots = read_preflib(DEBIAN)
     ranking = httpx2.post(
         f"{base}/v1/surveys",
-        json={"title": "Debian 2010", "kind": "ranking", "items": ballots.names},
+        json={
+            "title": "Debian 2010",
+            "kind": "ranking",
+            "items": ballots.names,
+            "privacy": {"epsilon_max": 4.0},
+        },
         headers=ADMIN,
     ).json()
     body = "respondent,ranking,epsilon\n" + "".join(
@@ -144,9 +152,8 @@ def test_csv_cells_a_spreadsheet_would_run_are_escaped_in_every_file(server, tmp
     from app.csvcells import spreadsheet_text
 
     labels = ['=HYPERLINK("http://evil","x")', "@SUM(A1)", "-5 degrees", "Parks"]
-    s = httpx2.post(
-        f"{server.base}/v1/surveys", json={"title": "cells", "items": labels}, headers=ADMIN
-    ).json()
+    body = {"title": "cells", "items": labels, "privacy": {"respondent_budget": 12.0}}  # 6 pairs at ε = 2
+    s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
     ids = [item["id"] for item in s["items"]]
     rows = ["respondent,item_a,item_b,winner,epsilon"]
     rows += [

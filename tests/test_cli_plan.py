@@ -86,7 +86,8 @@ def server(tmp_path_factory):
 def survey(server):
     import httpx2
 
-    s = httpx2.post(f"{server.base}/v1/surveys", json={"title": "P", "items": LABELS}, headers=ADMIN).json()
+    body = {"title": "P", "items": LABELS, "privacy": {"respondent_budget": 8.0}}  # 4 pairs at ε = 2
+    s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
     rng = np.random.default_rng(3)
     theta = np.array([1.5, 0.7, 0.0, -0.7, -1.5])
     a, b = np.triu_indices(5, 1)

@@ -9,10 +9,11 @@ from fastapi import Query, Request, Response
 from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
 from ..services.goals import GoalSpec, goal_report
+from ..services.guarantees import privacy_summary
 from ..services.languages import choose_language
 from ..services.respondents import respondent_totals
 from ..services.suggestions import pending_count
-from ..services.surveys import survey_items
+from ..services.surveys import budget_policy, survey_items
 from ..services.undecided import undecided_count
 from ..stats import flip_probability
 from .schemas import ErrorOut, GoalOut, GoalSpecOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
@@ -52,13 +53,15 @@ def errors(*codes: int) -> dict:
     return {c: {"model": ErrorOut, "description": text[c]} for c in codes}
 
 
-def privacy_out(survey: Survey) -> PrivacyOut:
+def privacy_out(survey: Survey, n_items: int) -> PrivacyOut:
+    """The survey's privacy settings, with the numbers of its summary (``n_items`` items)."""
     return PrivacyOut(
         model=survey.privacy_model,
         epsilon_default=survey.epsilon_default,
         epsilon_min=survey.epsilon_min,
         epsilon_max=survey.epsilon_max,
         respondent_budget=survey.respondent_budget,
+        respondent_budget_policy=budget_policy(survey),
         flip_probability_default=None
         if survey.epsilon_default is None
         else float(flip_probability(survey.epsilon_default)),
@@ -66,16 +69,17 @@ def privacy_out(survey: Survey) -> PrivacyOut:
         max_comparisons_per_respondent=survey.max_comparisons,
         accounting=survey.accounting if survey.privacy_model == "central" else None,
         delta=survey.delta,
+        summary=privacy_summary(survey, n_items),
     )
 
 
-def _survey_fields(survey: Survey) -> dict:
+def _survey_fields(survey: Survey, n_items: int) -> dict:
     return {
         "id": survey.id,
         "title": survey.title,
         "kind": survey.kind,
         "status": survey.status,
-        "privacy": privacy_out(survey),
+        "privacy": privacy_out(survey, n_items),
         "assignment": survey.assignment,
         "suggestions": survey.suggestions,
         "public_results": bool(survey.public_results),
@@ -117,7 +121,7 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
             n_items=report.n_items,
         )
     return SurveyOut(
-        **_survey_fields(survey),
+        **_survey_fields(survey, len(items)),
         items=[item_out(i) for i in items],
         goal=goal,
         undecided=undecided_count(session, survey.id),
@@ -151,7 +155,7 @@ def item_out(item: Item) -> ItemOut:
 def survey_summary(survey: Survey, n_items: int, pending: int = 0) -> SurveySummary:
     goal = GoalSpec.of(survey)
     return SurveySummary(
-        **_survey_fields(survey),
+        **_survey_fields(survey, n_items),
         n_items=n_items,
         goal=None if goal is None else GoalSpecOut(**_goal_spec(goal)),
         pending_suggestions=pending,

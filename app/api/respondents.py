@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from ..services import ingestion, ranking_surveys
 from ..services.assignment import next_pairs
 from ..services.errors import Conflict, Forbidden, Invalid
+from ..services.guarantees import MAX_RECEIPT_ANSWERS, receipt
 from ..services.idempotency import Stored
 from ..services.languages import label_in, translations_of
 from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
@@ -107,11 +108,40 @@ def undecided(*, ctx: RespondentDep, session: SessionDep) -> Response:
     "/respondents/me",
     response_model=RespondentStatus,
     responses=errors(401, 403, 404),
-    summary="The calling respondent's own privacy account",
+    summary="The calling respondent's own privacy account and receipt",
 )
-def me(*, ctx: RespondentDep, session: SessionDep) -> RespondentStatus:
+def me(
+    *,
+    request: Request,
+    response: Response,
+    limit: int = Query(
+        MAX_RECEIPT_ANSWERS,
+        ge=0,
+        le=MAX_RECEIPT_ANSWERS,
+        description="Answers the receipt lists (at most 1,000).",
+    ),
+    offset: int = Query(0, ge=0, le=10**9, description="Answers the receipt skips (in the order given)."),
+    lang: Lang = None,
+    ctx: RespondentDep,
+    session: SessionDep,
+) -> RespondentStatus:
+    """The respondent's account (answers, ε spent, budget left) and its privacy receipt:
+    every stored answer — which pair (labels in the respondent's language), or its ranking —
+    with its mechanism, where it was randomized and its ε; the total ε under basic
+    composition, what remains of the cap, and what each means as a guess bound e^ε/(1+e^ε)
+    (README, "Privacy receipts"). The receipt names what the respondent already knows, never
+    a stored (randomized) answer; only the respondent's own token reads it. A receipt lists
+    at most 1,000 answers (``limit``, ``offset``); its totals cover them all."""
     survey, respondent = ctx
-    return RespondentStatus(**asdict(account(session, survey, respondent)))
+    out = receipt(session, survey, respondent, limit, offset)
+    language = language_of(request, response, lang, survey)
+    found = translations_of(session, [i for a in out.answers for i in a.items])
+    if found:
+        for a in out.answers:
+            a.labels = [
+                label_in(label, found.get(i), language) for i, label in zip(a.items, a.labels, strict=True)
+            ]
+    return RespondentStatus(**asdict(account(session, survey, respondent)), receipt=out)
 
 
 @router.get(

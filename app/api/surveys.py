@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from ..services import surveys as svc
 from ..services.goals import goal_met
+from ..services.guarantees import privacy_summary
 from ..services.languages import LANGUAGES
 from ..services.suggestions import pending_counts
 from .common import Lang, Limit, Offset, errors, item_out, language_of, survey_out, survey_summary
@@ -34,7 +35,10 @@ router = APIRouter(prefix="/v1/surveys", tags=["surveys"])
     summary="Create a survey",
 )
 def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
-    """Create a survey with its items and privacy policy. It starts open."""
+    """Create a survey with its items and privacy policy. It starts open. A local survey
+    without ``respondent_budget`` gets the default cap on each respondent's total ε (5 for
+    pairwise surveys, epsilon_max for ranking surveys); ``"respondent_budget": "unlimited"``
+    opts out, and the survey's privacy summary says so (README, "Privacy by default")."""
     p = body.privacy
     survey = svc.create_survey(
         session,
@@ -171,7 +175,9 @@ def public_survey(
         epsilon_min=survey.epsilon_min,
         epsilon_max=survey.epsilon_max,
         respondent_budget=survey.respondent_budget,
+        respondent_budget_policy=svc.budget_policy(survey),
         max_comparisons_per_respondent=survey.max_comparisons,
+        privacy_summary=privacy_summary(survey, n),
         goal_met=None if survey.goal is None else goal_met(session, survey.id),
         suggestions=_public_suggestions(survey),
         public_results=bool(survey.public_results),

@@ -114,7 +114,13 @@ class Survey(Base):
     epsilon_default: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_min: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Local model: the cap on each respondent's total ε (basic composition); NULL: none.
     respondent_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: Local model: the admin opted out of the cap (``"respondent_budget": "unlimited"``).
+    #: A local survey with neither a cap nor this has no cap either ("unset" in the API).
+    respondent_budget_unlimited: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=sa_false()
+    )
     #: Central model: the total ε all releases may spend, and the most comparisons
     #: one respondent may contribute (L of individual DP). NULL for local surveys.
     total_budget: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -32,6 +32,10 @@ _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
 
 __all__ = [
     "BATCH_DEFAULT",
+    "DEFAULT_EPSILON",
+    "DEFAULT_EPSILON_MAX",
+    "DEFAULT_EPSILON_MIN",
+    "DEFAULT_RESPONDENT_BUDGET",
     "MAX_DELTA",
     "MAX_EPSILON",
     "MAX_ITEMS",
@@ -39,11 +43,14 @@ __all__ = [
     "MAX_TOTAL_BUDGET",
     "MIN_DELTA",
     "MIN_EPSILON",
+    "UNLIMITED",
     "UNSET",
     "ItemIndex",
+    "LocalPolicy",
     "PrivacyPolicy",
     "add_items",
     "append_items",
+    "budget_policy",
     "central_limits",
     "clean_label",
     "coverage",
@@ -72,6 +79,20 @@ MAX_EPSILON = 30.0
 #: 0.00025 of a coin toss); it also keeps every stored ε far above the
 #: statistics core's numerical floor.
 MIN_EPSILON = 0.001
+#: The defaults of a local survey's privacy (docs/privacy.md, "Privacy by default").
+#: ε of one answer when neither the survey nor the respondent chooses: an observer of the
+#: stored answer guesses the true one right at most e/(1+e) = 73% of the time.
+DEFAULT_EPSILON = 1.0
+#: Smallest ε a respondent may choose (below the default).
+DEFAULT_EPSILON_MIN = 0.1
+#: Largest ε a respondent may choose (above the default): 88% at most for one answer.
+DEFAULT_EPSILON_MAX = 2.0
+#: A pairwise survey's cap on each respondent's total ε (basic composition) when the admin
+#: gives none: five answers at the default ε. A ranking survey's default cap is its
+#: epsilon_max (one ranking per respondent). ``"unlimited"`` opts out, explicitly.
+DEFAULT_RESPONDENT_BUDGET = 5.0
+#: The value of ``respondent_budget`` that opts a survey out of a per-respondent cap.
+UNLIMITED = "unlimited"
 # MAX_ITEMS and MAX_RANKING_ITEMS (app.limits): a ranking survey is short because a
 # person ranks the whole list, the Mallows mechanism's per-pair privacy weakens as
 # ε/(m−1), and its folded statistics are O(m²).
@@ -83,7 +104,8 @@ class PrivacyPolicy:
     epsilon_default: float | None = None
     epsilon_min: float | None = None
     epsilon_max: float | None = None
-    respondent_budget: float | None = None
+    #: A cap (a number), ``"unlimited"`` (the explicit opt-out), or None: the default cap.
+    respondent_budget: float | str | None = None
     total_budget: float | None = None
     max_comparisons_per_respondent: int | None = None
     #: Central: "pure" (default) or "zcdp" (docs/mechanisms.md §2.6), and zCDP's δ.
@@ -255,7 +277,23 @@ def _resolve_central(p: PrivacyPolicy, n_items: int) -> tuple[float, int]:
     return float(budget), int(cap)
 
 
-def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None]:
+@dataclass(frozen=True)
+class LocalPolicy:
+    """A local survey's resolved privacy settings, as stored."""
+
+    epsilon_default: float
+    epsilon_min: float
+    epsilon_max: float
+    #: The cap on a respondent's total ε; None only with ``unlimited``.
+    respondent_budget: float | None
+    #: The admin opted out of a cap (``"respondent_budget": "unlimited"``).
+    unlimited: bool
+
+
+def _resolve_policy(p: PrivacyPolicy, kind: str) -> LocalPolicy:
+    """A local survey's settings with the defaults filled in (docs/privacy.md, "Privacy by
+    default"): ε 1 in [0.1, 2]; a finite cap on each respondent's total ε unless the admin
+    sends ``"respondent_budget": "unlimited"``."""
     if p.model != "local":
         raise Invalid("privacy.model must be 'local' or 'central'")
     if p.total_budget is not None or p.max_comparisons_per_respondent is not None:
@@ -264,18 +302,47 @@ def _resolve_policy(p: PrivacyPolicy) -> tuple[float, float, float, float | None
         raise Invalid(
             "accounting and delta belong to central surveys (a local survey's answers are randomized)"
         )
-    default = 1.0 if p.epsilon_default is None else p.epsilon_default
-    lo = p.epsilon_min if p.epsilon_min is not None else min(0.1, default)
-    hi = p.epsilon_max if p.epsilon_max is not None else max(5.0, default)
+    default = DEFAULT_EPSILON if p.epsilon_default is None else p.epsilon_default
+    lo = p.epsilon_min if p.epsilon_min is not None else min(DEFAULT_EPSILON_MIN, default)
+    hi = p.epsilon_max if p.epsilon_max is not None else max(DEFAULT_EPSILON_MAX, default)
     for name, value in (("epsilon_default", default), ("epsilon_min", lo), ("epsilon_max", hi)):
         if not (math.isfinite(value) and MIN_EPSILON <= value <= MAX_EPSILON):
             raise Invalid(f"privacy.{name} must be a number in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]")
     if not lo <= default <= hi:
         raise Invalid("privacy bounds must satisfy epsilon_min <= epsilon_default <= epsilon_max")
     budget = p.respondent_budget
-    if budget is not None and not (math.isfinite(budget) and budget >= lo):
-        raise Invalid("privacy.respondent_budget must be at least epsilon_min (or null for no cap)")
-    return default, lo, hi, budget
+    if budget == UNLIMITED:
+        return LocalPolicy(default, lo, hi, None, unlimited=True)
+    if isinstance(budget, str):
+        raise Invalid(f"privacy.respondent_budget must be a number or {UNLIMITED!r}")
+    if budget is None:
+        if kind == "ranking":
+            budget = hi  # one ranking per respondent: the cap is the largest ε it may have
+        elif hi > DEFAULT_RESPONDENT_BUDGET:
+            raise Invalid(
+                f"privacy.epsilon_max {hi:g} is above the default respondent budget "
+                f"{DEFAULT_RESPONDENT_BUDGET:g}: give privacy.respondent_budget (a total ε per respondent), "
+                f"or {UNLIMITED!r} to allow each respondent to spend without limit"
+            )
+        else:
+            budget = DEFAULT_RESPONDENT_BUDGET
+    if not (math.isfinite(budget) and budget >= lo):
+        raise Invalid(
+            f"privacy.respondent_budget must be a number at least epsilon_min, or {UNLIMITED!r} for no cap "
+            f"(absent or null: the default, {DEFAULT_RESPONDENT_BUDGET:g} for pairwise surveys)"
+        )
+    return LocalPolicy(default, lo, hi, float(budget), unlimited=False)
+
+
+def budget_policy(survey: Survey) -> str | None:
+    """How a local survey caps each respondent's total ε: ``"capped"`` (a finite cap),
+    ``"unlimited"`` (the admin opted out) or ``"unset"`` (stored without a cap and without an
+    opt-out: no cap applies; such surveys keep their settings). None for central surveys."""
+    if survey.privacy_model != "local":
+        return None
+    if survey.respondent_budget is not None:
+        return "capped"
+    return "unlimited" if survey.respondent_budget_unlimited else "unset"
 
 
 def create_survey(
@@ -308,7 +375,7 @@ def create_survey(
         raise Invalid(f"a survey needs between 2 and {MAX_ITEMS} items")
     if kind == "ranking" and len(cleaned) > MAX_RANKING_ITEMS:
         raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")
-    fields: dict[str, str | float | int | None]
+    fields: dict[str, str | float | int | bool | None]
     if policy.model == "central":
         if kind != "pairwise":
             raise Invalid("central-model surveys are pairwise")
@@ -316,12 +383,13 @@ def create_survey(
         accounting, delta = resolve_accounting(policy.accounting, policy.delta)
         fields = {"total_budget": total, "max_comparisons": cap, "accounting": accounting, "delta": delta}
     else:
-        default, lo, hi, budget = _resolve_policy(policy)
+        local = _resolve_policy(policy, kind)
         fields = {
-            "epsilon_default": default,
-            "epsilon_min": lo,
-            "epsilon_max": hi,
-            "respondent_budget": budget,
+            "epsilon_default": local.epsilon_default,
+            "epsilon_min": local.epsilon_min,
+            "epsilon_max": local.epsilon_max,
+            "respondent_budget": local.respondent_budget,
+            "respondent_budget_unlimited": local.unlimited,
         }
     g = goal or {}
     spec = resolve_goal(

@@ -5,6 +5,7 @@
 import { h } from "/static/dom.js";
 import { percent, sig, t, tn } from "/static/i18n.js";
 import { PrivrankError, truthProbability } from "/static/privrank.js";
+import { summaryParagraph } from "/static/respond-intro.js";
 import { central, client, main, show, state } from "/static/respond-state.js";
 import { resultsContent } from "/static/results-view.js";
 
@@ -47,6 +48,108 @@ function spentText(me) {
   });
 }
 
+/**
+ * The privacy receipt (GET …/respondents/me, `receipt`): each stored answer — the pair, or
+ * "your ranking" — with where it was randomized, its mechanism, its ε and the guess bound
+ * e^ε/(1+e^ε); then the total under composition, what remains, and what the total means.
+ * It names only what the respondent knows (never the stored, randomized answer).
+ */
+function receiptSection(r) {
+  if (!r?.answers_total) return null;
+  const cell = (text) => h("td", {}, text);
+  const rows = r.answers.map((a) => {
+    const what =
+      a.kind === "ranking"
+        ? t("receipt.ranking", { n: a.n_items })
+        : t("receipt.pair", { a: a.labels[0], b: a.labels[1] });
+    const mechanism = t(`receipt.mechanism.${a.mechanism}`, {
+      flip: percent(a.flip_probability ?? 0),
+      swap: percent(a.swap_probability ?? 0),
+    });
+    const guess =
+      a.guess_bound === null
+        ? "–"
+        : a.kind === "ranking"
+          ? t("receipt.guess.ranking", {
+              guess: percent(a.guess_bound),
+              guess_whole: percent(a.guess_bound_whole_ranking),
+            })
+          : t("receipt.guess", { guess: percent(a.guess_bound) });
+    return h(
+      "tr",
+      {},
+      h("th", { scope: "row" }, what),
+      cell(t(`receipt.on.${a.randomized_on}`)),
+      cell(mechanism),
+      cell(a.epsilon === null ? "–" : sig(a.epsilon, 3)),
+      cell(guess),
+    );
+  });
+  const cols = ["answer", "randomized", "mechanism", "epsilon", "guess"];
+  const table = h(
+    "table",
+    { id: "receipt-table" },
+    h("caption", {}, t("receipt.caption")),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        cols.map((c) => h("th", { scope: "col" }, t(`receipt.col.${c}`))),
+      ),
+    ),
+    h("tbody", {}, rows),
+  );
+  const chance = percent(0.5);
+  const totals =
+    r.model === "central"
+      ? [
+          h(
+            "p",
+            { id: "receipt-total" },
+            t("receipt.central", {
+              spent: sig(r.release_epsilon_spent, 3),
+              total: sig(r.release_budget, 3),
+              guess: percent(r.guess_bound_total),
+              chance,
+            }),
+          ),
+        ]
+      : [
+          h(
+            "p",
+            { id: "receipt-total" },
+            tn("receipt.total", r.answers_total, {
+              total: sig(r.epsilon_total, 3),
+              guess: percent(r.guess_bound_total),
+              chance,
+            }),
+          ),
+          h(
+            "p",
+            { id: "receipt-remaining" },
+            r.respondent_budget === null
+              ? t("receipt.no_cap")
+              : t("receipt.remaining", {
+                  budget: sig(r.respondent_budget, 3),
+                  remaining: sig(r.budget_remaining, 3),
+                }),
+          ),
+        ];
+  return h(
+    "section",
+    { id: "receipt", "aria-labelledby": "receipt-h" },
+    h("h3", { id: "receipt-h" }, t("receipt.title")),
+    h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-labelledby": "receipt-h" }, table),
+    r.answers.length < r.answers_total
+      ? h("p", { class: "hint" }, t("receipt.more", { shown: r.answers.length, n: r.answers_total }))
+      : null,
+    ...totals,
+    summaryParagraph(),
+  );
+}
+
 export async function thanks() {
   const { survey } = state;
   let me = null;
@@ -67,6 +170,7 @@ export async function thanks() {
       : me
         ? null // the summary says how the answers were randomized
         : h("p", { class: "hint" }, t("end.local.hint")),
+    me ? receiptSection(me.receipt) : null,
   );
   main.querySelector("#thanks").setAttribute("tabindex", "-1");
   main.querySelector("#thanks").focus();

@@ -4,6 +4,7 @@
  */
 import { announce, h } from "/static/dom.js";
 import { percent, sig, t, tn } from "/static/i18n.js";
+import { privacySummaryText } from "/static/privacy-summary.js";
 import { truthProbability } from "/static/privrank.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
@@ -46,6 +47,12 @@ function answersAt(eps) {
   return tn("intro.budget", n, { budget: sig(survey.respondent_budget) });
 }
 
+/** The survey's privacy settings in plain words (the same numbers as the dashboard's). */
+export function summaryParagraph() {
+  const s = state.survey.privacy_summary;
+  return s ? h("p", { id: "privacy-summary" }, privacySummaryText(s)) : null;
+}
+
 /** The intro's form: `body` above the Start button; submitting registers (with `options`), then `registered()`. */
 function introForm(body, options, registered) {
   const form = h(
@@ -83,6 +90,7 @@ function centralIntro() {
         { class: "privacy-box" },
         h("h3", {}, t("intro.privacy")),
         h("p", { id: "epsilon-meaning" }, t("intro.central.privacy")),
+        summaryParagraph(),
       ),
     ],
     () => undefined,
@@ -124,7 +132,15 @@ export function intro() {
         {},
         survey.kind === "ranking" ? t("intro.ranking.text", { n: survey.n_items }) : t("intro.pairwise.text"),
       ),
-      h("div", { class: "privacy-box" }, h("h3", {}, t("intro.privacy")), meaning, budget),
+      h(
+        "div",
+        { class: "privacy-box" },
+        h("h3", {}, t("intro.privacy")),
+        meaning,
+        budget,
+        h("h4", {}, t("summary.title")),
+        summaryParagraph(),
+      ),
       h("div", { class: "field" }, h("label", { for: "epsilon" }, t("intro.level")), select),
     ],
     () => ({ epsilon: Number(select.value) }),

@@ -29,9 +29,30 @@ export function newSurveyView() {
     h("legend", {}, t("new.local.legend")),
     numberField("eps-default", t("new.eps_default"), 1, { min: 0.001, max: 30 }),
     meaning,
-    numberField("eps-min", t("new.eps_min"), 0.5, { min: 0.001, max: 30 }),
-    numberField("eps-max", t("new.eps_max"), 3, { min: 0.001, max: 30 }),
-    numberField("budget", t("new.budget"), "", { min: 0.001 }),
+    numberField("eps-min", t("new.eps_min"), 0.1, { min: 0.001, max: 30 }),
+    numberField("eps-max", t("new.eps_max"), 2, { min: 0.001, max: 30 }),
+    // The service's defaults, filled in: a finite cap unless the admin ticks the opt-out.
+    // Ranking surveys take one ranking each: their cap is the largest ε (the service's default).
+    h(
+      "div",
+      { id: "budget-fields" },
+      numberField("budget", t("new.budget"), 5, { min: 0.001, "aria-describedby": "budget-hint" }),
+      h(
+        "p",
+        { id: "budget-hint", class: "hint" },
+        t("new.budget_hint", { guess: percent(truthProbability(5)) }),
+      ),
+      h(
+        "div",
+        { class: "field" },
+        h(
+          "label",
+          { class: "check" },
+          h("input", { type: "checkbox", id: "budget-unlimited" }),
+          t("new.budget_unlimited"),
+        ),
+      ),
+    ),
   );
   const central = h(
     "fieldset",
@@ -195,6 +216,8 @@ export function newSurveyView() {
     form.querySelector("#suggestion-choice").hidden = ranking;
     if (ranking) suggest.checked = false;
     suggestFields.hidden = !suggest.checked;
+    form.querySelector("#budget-fields").hidden = ranking;
+    form.querySelector("#budget").disabled = form.querySelector("#budget-unlimited").checked;
     const finish = form.querySelector("#results-on-finish");
     finish.disabled = !form.querySelector("#public-results").checked;
     if (finish.disabled) finish.checked = false;
@@ -218,7 +241,16 @@ export function newSurveyView() {
             epsilon_default: Number(val("eps-default")),
             epsilon_min: Number(val("eps-min")),
             epsilon_max: Number(val("eps-max")),
-            respondent_budget: val("budget") === "" ? null : Number(val("budget")),
+            // An empty cap (or a ranking survey) is the service's default cap; no cap is only
+            // ever the explicit opt-out.
+            respondent_budget:
+              kind() === "ranking"
+                ? null
+                : form.querySelector("#budget-unlimited").checked
+                  ? "unlimited"
+                  : val("budget") === ""
+                    ? null
+                    : Number(val("budget")),
           };
     const body = { title: val("title"), kind: kind(), items: items(), privacy, language: val("language") };
     // Participation settings only when chosen (the defaults are the API's own).

@@ -5,29 +5,15 @@
  * items with their source and status. A moderator sees the heading and the moderation only.
  */
 import { api, download, showError } from "/static/api.js";
-import { announce, h, pct } from "/static/dom.js";
-import { truthProbability } from "/static/privrank.js";
+import { announce, h } from "/static/dom.js";
+import { t } from "/static/i18n.js";
+import { privacySummaryText } from "/static/privacy-summary.js";
 import { app, session } from "/static/session.js";
 import { centralSections } from "/static/view-survey-central.js";
 import { embedSection } from "/static/view-survey-embed.js";
 import { hasModeration, itemsSection, moderationSection } from "/static/view-survey-moderation.js";
 import { pairwiseSections } from "/static/view-survey-pairwise.js";
 import { rankingSurveySections } from "/static/view-survey-ranking.js";
-
-function privacyText(s) {
-  const p = s.privacy;
-  const m = s.items.length;
-  if (p.model === "central") {
-    return `Central model: true answers stored; releases spend a total budget of ε = ${p.total_budget}; each respondent gives at most ${p.max_comparisons_per_respondent} comparisons.`;
-  }
-  if (s.kind === "ranking") {
-    return `Local model: each ranking replaced by a Mallows copy at the respondent's ε in [${p.epsilon_min}, ${p.epsilon_max}] (default ${p.epsilon_default}: adjacent items swapped with probability ${pct(1 / (1 + Math.exp(p.epsilon_default / (m - 1))))}; ε·m/2 = ${(p.epsilon_default * m) / 2} between arbitrary rankings).`;
-  }
-  return (
-    `Local model: each answer randomized with the respondent's ε in [${p.epsilon_min}, ${p.epsilon_max}] (default ${p.epsilon_default}: truthful with probability ${pct(truthProbability(p.epsilon_default))})` +
-    (p.respondent_budget ? `; each respondent spends at most ε = ${p.respondent_budget} in all.` : ".")
-  );
-}
 
 /** The survey's title with its status badge: the heading of every view of a survey. */
 function surveyTitle(s) {
@@ -163,7 +149,13 @@ export async function surveyView(id) {
     h(
       "p",
       {},
-      `${s.kind === "ranking" ? "Ranking question" : "Pairwise questions"} over ${s.items.length} items. ${privacyText(s)}`,
+      `${s.kind === "ranking" ? "Ranking question" : "Pairwise questions"} over ${s.items.length} items, ${s.privacy.model} privacy model.`,
+    ),
+    h(
+      "div",
+      { class: "privacy-box", id: "privacy-summary" },
+      h("h3", {}, t("summary.title")),
+      h("p", {}, privacySummaryText(s.privacy.summary)),
     ),
     h("p", {}, "Respondent link: ", h("a", { href: link, class: "mono", id: "respondent-link" }, link)),
     participationSettings(s),

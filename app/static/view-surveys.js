@@ -38,7 +38,14 @@ export async function listView() {
       h("td", {}, h("a", { href: `#/survey/${s.id}` }, s.title)),
       h("td", {}, t(`kind.${s.kind}`)),
       h("td", {}, h("span", { class: `badge ${s.status}` }, t(`status.${s.status}`))),
-      h("td", {}, t(`model.${s.privacy.model}`)),
+      h(
+        "td",
+        {},
+        t(`model.${s.privacy.model}`) +
+          (["unlimited", "unset"].includes(s.privacy.respondent_budget_policy)
+            ? ` · ${t("list.no_cap")}`
+            : ""),
+      ),
       h("td", { class: "num" }, num(s.n_items)),
       h("td", {}, dateTime(s.created_at)),
       participatory

@@ -35,7 +35,9 @@ def _survey_with_answers(c: httpx2.Client, n_respondents: int, per: int) -> tupl
     """A 60-item survey with ``n_respondents × per`` comparisons, imported as CSV; the
     respondents' 150-character pseudonyms make an exported row ~260 bytes."""
     items = [f"item {k}" for k in range(60)]
-    sid = c.post("/v1/surveys", json={"title": "export", "items": items}, headers=ADMIN).json()["id"]
+    privacy = {"respondent_budget": float(per)}  # ``per`` answers at ε = 1
+    body = {"title": "export", "items": items, "privacy": privacy}
+    sid = c.post("/v1/surveys", json=body, headers=ADMIN).json()["id"]
     rng = np.random.default_rng(7)
     a, b = np.triu_indices(60, 1)
     lines = ["respondent,item_a,item_b,winner,epsilon"]

@@ -33,7 +33,12 @@ def test_complete_survey_ranking_equals_the_library_fit_of_its_export(client):
     m, n_resp, per = 10, 40, 15
     theta = uniform_theta(m, rng)
     s = create_survey(
-        client, items=[f"option {k}" for k in range(m)], epsilon_default=1.0, epsilon_min=0.5, epsilon_max=2.0
+        client,
+        items=[f"option {k}" for k in range(m)],
+        epsilon_default=1.0,
+        epsilon_min=0.5,
+        epsilon_max=2.0,
+        respondent_budget=per * 2.0,  # every respondent answers its 15 pairs, at ε up to 2
     )
     sid = s["id"]
     pos = {it["id"]: it["position"] for it in s["items"]}
@@ -94,8 +99,14 @@ def test_server_side_answers_flip_at_the_rr_rate_of_the_respondents_epsilon(clie
     rng = np.random.default_rng(2026)
     m, n = 46, 1000  # 1,035 pairs; 1,000 comparisons is one batch (PRIVRANK_MAX_BATCH)
     levels = (0.5, 1.0, 2.0)
+    # A thousand answers from each respondent: the flip rate needs them, so no cap (explicitly).
     s = create_survey(
-        client, items=[f"option {k}" for k in range(m)], epsilon_default=1.0, epsilon_min=0.5, epsilon_max=2.0
+        client,
+        items=[f"option {k}" for k in range(m)],
+        epsilon_default=1.0,
+        epsilon_min=0.5,
+        epsilon_max=2.0,
+        respondent_budget="unlimited",
     )
     sid = s["id"]
     ids = [it["id"] for it in s["items"]]

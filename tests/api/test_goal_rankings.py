@@ -34,7 +34,9 @@ SURVEYS = {
 
 
 def _create(client, kind: str) -> tuple[str, dict[str, str]]:
-    body = {"title": kind, "items": list(ORDER), "privacy": {"epsilon_default": EPSILON}, **SURVEYS[kind]}
+    # Each respondent answers all 6 pairs at ε = 2: a cap of 12.
+    privacy = {"epsilon_default": EPSILON, "respondent_budget": len(PAIRS) * EPSILON}
+    body = {"title": kind, "items": list(ORDER), "privacy": privacy, **SURVEYS[kind]}
     r = client.post("/v1/surveys", json=body, headers=ADMIN)
     assert r.status_code == 201, r.text
     survey = r.json()

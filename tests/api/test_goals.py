@@ -22,7 +22,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _create(client, items, epsilon=2.0, **extra) -> dict:
-    body = {"title": "goal", "items": list(items), "privacy": {"epsilon_default": epsilon}, **extra}
+    # A cap that pays for every pair at the survey's ε: these tests are about the goal.
+    m = len(items)
+    privacy = {"epsilon_default": epsilon, "respondent_budget": m * (m - 1) / 2 * epsilon}
+    body = {"title": "goal", "items": list(items), "privacy": privacy, **extra}
     r = client.post("/v1/surveys", json=body, headers=ADMIN)
     assert r.status_code == 201, r.text
     return r.json()

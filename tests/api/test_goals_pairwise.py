@@ -27,7 +27,11 @@ def _create(client, items, goal, assignment="adaptive", epsilon=2.0) -> dict:
     body = {
         "title": "pairwise goal",
         "items": list(items),
-        "privacy": {"epsilon_default": epsilon},
+        # A cap that pays for every pair at the survey's ε: these tests are about the goal.
+        "privacy": {
+            "epsilon_default": epsilon,
+            "respondent_budget": len(items) * (len(items) - 1) / 2 * epsilon,
+        },
         "assignment": assignment,
         "goal": goal,
     }

@@ -257,7 +257,7 @@ def test_server_side_randomization_draws_from_the_os_csprng(client, monkeypatch)
 
 def test_least_answered_pairs_first_with_many_items(client):
     m = 8
-    s = create_survey(client, items=[f"i{k}" for k in range(m)])
+    s = create_survey(client, items=[f"i{k}" for k in range(m)], respondent_budget="unlimited")
     ids = [it["id"] for it in s["items"]]
     pairs = list(itertools.combinations(ids, 2))
     answered, fresh = pairs[:20], pairs[20:]  # 8 pairs stay unanswered

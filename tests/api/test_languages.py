@@ -193,7 +193,8 @@ def test_the_ranking_question_gives_labels_in_the_chosen_language(client):
 
 
 def test_public_results_give_labels_in_the_chosen_language(client):
-    sid = _survey(client, public_results=True, item_translations={"es": SPANISH})["id"]
+    privacy = {"respondent_budget": 6.0}  # the 3 pairs at ε = 2
+    sid = _survey(client, public_results=True, item_translations={"es": SPANISH}, privacy=privacy)["id"]
     _, h = register(client, sid, epsilon=2.0)
     answers = [{"a": a, "b": b, "winner": a} for a, b in _ids_pairs(client, sid)]
     r = client.post(
@@ -390,9 +391,22 @@ def test_there_is_a_catalog_per_language_and_no_other():
 STATIC = CATALOGS.parent
 #: The pages' scripts and markup, by the catalog their words come from.
 USERS = {
-    "respond": ["respond.html", "respond.js", *(p.name for p in STATIC.glob("respond-*.js"))],
+    "respond": [
+        "respond.html",
+        "respond.js",
+        "privacy-summary.js",
+        *(p.name for p in STATIC.glob("respond-*.js")),
+    ],
     "results": ["results.html", "results.js", "results-view.js"],
-    "dashboard": ["index.html", "dashboard.js", "view-surveys.js", "view-new-survey.js", "view-plan.js"],
+    "dashboard": [
+        "index.html",
+        "dashboard.js",
+        "view-surveys.js",
+        "view-new-survey.js",
+        "view-plan.js",
+        "view-survey.js",
+        "privacy-summary.js",
+    ],
 }
 #: A message a script asks for by a literal key: t("key" …), tn("key" …) (with .one and .other), or
 #: data-i18n="key" / data-i18n-label="key" in the markup.

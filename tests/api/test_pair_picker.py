@@ -110,7 +110,7 @@ def _no(name):
 def test_a_sparse_survey_serves_never_answered_pairs_by_key_lookups(client, monkeypatch):
     """50 items (1,225 pairs), 300 answered: the look-up branch (the counts are never
     read) serves only never-answered pairs, and never the respondent's own."""
-    s = create_survey(client, items=[f"i{k}" for k in range(50)])
+    s = create_survey(client, items=[f"i{k}" for k in range(50)], respondent_budget="unlimited")
     ids = [it["id"] for it in s["items"]]
     pairs = list(itertools.combinations(ids, 2))
     rng = np.random.default_rng(4)
@@ -128,7 +128,7 @@ def test_a_sparse_survey_serves_never_answered_pairs_by_key_lookups(client, monk
 def test_a_dense_survey_serves_the_least_answered_pairs_from_the_counts(client, monkeypatch):
     """Every pair answered once and 600 twice: the counts branch serves only once-answered
     pairs, never the respondent's own, and caches the counts once per data version."""
-    s = create_survey(client, items=[f"i{k}" for k in range(50)])
+    s = create_survey(client, items=[f"i{k}" for k in range(50)], respondent_budget="unlimited")
     ids = [it["id"] for it in s["items"]]
     pairs = list(itertools.combinations(ids, 2))
     _, h1 = register(client, s["id"])
@@ -223,7 +223,7 @@ def test_a_respondent_gets_every_pair_once_across_both_branches(client):
     """One respondent on 50 items answers what it is served, 100 at a time: the survey
     crosses from key look-ups to counts on the way, and the respondent sees each of the
     1,225 pairs exactly once, then nothing."""
-    s = create_survey(client, items=[f"i{k}" for k in range(50)])
+    s = create_survey(client, items=[f"i{k}" for k in range(50)], respondent_budget="unlimited")
     _, h = register(client, s["id"])
     seen: list[frozenset] = []
     for _ in range(20):
@@ -247,7 +247,7 @@ def test_public_counts_items_without_loading_them(client):
 
 def test_items_added_later_are_served(client):
     """The cached item index is checked against the item count: a new item is served."""
-    s = create_survey(client, items=("A", "B", "C"))
+    s = create_survey(client, items=("A", "B", "C"), respondent_budget=6.0)  # all 6 pairs of 4 items
     _, h = register(client, s["id"])
     answer(client, s["id"], h, [tuple(p) for p in fetch(client, s["id"], h, 3)])
     new = client.post(f"/v1/surveys/{s['id']}/items", json={"items": ["D"]}, headers=ADMIN).json()[0]["id"]
@@ -270,7 +270,9 @@ def test_a_request_on_10000_items_allocates_a_few_mb(client, db, monkeypatch):
     from app.db.models import Item, new_id, utcnow
 
     m = 10_000
-    sid = create_survey(client, items=["item 0", "item 1"])["id"]
+    sid = create_survey(client, items=["item 0", "item 1"], respondent_budget="unlimited")[
+        "id"
+    ]  # 1,000 answers
     now = utcnow()
     db.execute(
         insert(Item),
@@ -312,7 +314,7 @@ def test_a_burst_on_a_dense_survey_reads_the_counts_once_per_data_version(client
     from app.services.aggregation import fold_pending
 
     m = 200
-    s = create_survey(client, items=[f"item {k}" for k in range(m)])
+    s = create_survey(client, items=[f"item {k}" for k in range(m)], respondent_budget="unlimited")
     sid, ids = s["id"], [it["id"] for it in s["items"]]
     db.execute(
         text(

@@ -23,7 +23,7 @@ def answer(client, sid, h, pairs):
 
 
 def test_pairs_are_distinct_unanswered_and_labelled(client):
-    s = create_survey(client, items=("A", "B", "C", "D", "E"))
+    s = create_survey(client, items=("A", "B", "C", "D", "E"), respondent_budget=10.0)  # all 10 pairs at ε 1
     labels = {i["id"]: i["label"] for i in s["items"]}
     _, h = register(client, s["id"])
     r = client.get(f"/v1/surveys/{s['id']}/pairs?count=4", headers=h).json()["pairs"]

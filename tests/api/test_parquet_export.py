@@ -63,7 +63,8 @@ def assert_same_rows(table: pa.Table, rows: list[dict]) -> None:
 
 
 def test_comparisons_parquet_equals_the_csv(client):
-    s = create_survey(client, items=("A", "B", "C"), epsilon_min=0.5, epsilon_max=3.0)
+    # All 3 pairs at ε up to 3: a cap of 9.
+    s = create_survey(client, items=("A", "B", "C"), epsilon_min=0.5, epsilon_max=3.0, respondent_budget=9.0)
     sid, ids = s["id"], [it["id"] for it in s["items"]]
     for eps in (0.5, 1.0, 3.0):
         _, h = register(client, sid, eps)

@@ -342,7 +342,10 @@ def test_authorship_is_not_stored(client, app):
 
 def test_public_results(client, app, monkeypatch):
     monkeypatch.setattr(app.state.public_results, "seconds", 0.0)  # caching: its own test
-    s = _survey(client, suggestions={"enabled": True}, public_results=True)
+    # Each respondent answers the 6 pairs at ε = 2: a cap of 12.
+    s = _survey(
+        client, suggestions={"enabled": True}, public_results=True, privacy={"respondent_budget": 12.0}
+    )
     sid = s["id"]
     private = _survey(client)
     assert client.get(f"/v1/surveys/{private['id']}/results").status_code == 404
@@ -511,7 +514,12 @@ def test_with_most_items_hidden_every_live_pair_is_still_served(client, monkeypa
     from app.services import assignment
 
     monkeypatch.setattr(assignment, "_EXCLUDE_KEYS", 0)
-    s = _survey(client, items=[f"item {k}" for k in range(40)], suggestions={"enabled": True})
+    s = _survey(
+        client,
+        items=[f"item {k}" for k in range(40)],
+        suggestions={"enabled": True},
+        privacy={"respondent_budget": "unlimited"},  # one respondent answers every live pair
+    )
     sid = s["id"]
     for it in s["items"][10:]:
         client.patch(f"/v1/surveys/{sid}/items/{it['id']}", json={"status": "hidden"}, headers=ADMIN)

@@ -40,7 +40,10 @@ def refit(rows, ids, method=fit_debiased_mle, lam=None):
 
 @pytest.fixture
 def small_survey(client):
-    s = create_survey(client, items=("A", "B", "C", "D"), epsilon_min=0.5, epsilon_max=3.0)
+    # Every respondent answers all 6 pairs at ε up to 3: a cap of 18.
+    s = create_survey(
+        client, items=("A", "B", "C", "D"), epsilon_min=0.5, epsilon_max=3.0, respondent_budget=18.0
+    )
     ids = [i["id"] for i in s["items"]]
     rng = np.random.default_rng(0)
     for _ in range(12):
@@ -156,7 +159,9 @@ def test_csv_columns_and_values(client, db):
 def test_import_privatized_round_trip_and_raw(client, db, small_survey, unchanged):
     sid, ids = small_survey
     rows = export(client, sid)
-    target = create_survey(client, items=("A", "B", "C", "D"), epsilon_min=0.5, epsilon_max=3.0)
+    target = create_survey(
+        client, items=("A", "B", "C", "D"), epsilon_min=0.5, epsilon_max=3.0, respondent_budget=18.0
+    )  # the source survey's cap
     # Items by label in the target survey: map the source's ids to labels.
     labels = dict(zip(ids, ["A", "B", "C", "D"], strict=True))
     out = io.StringIO()

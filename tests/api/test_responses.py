@@ -166,7 +166,7 @@ def test_budget_is_enforced_all_or_nothing(client, db, survey, unchanged):
 
 def test_batch_size_limit(client, unchanged):
     labels = [f"item {k}" for k in range(50)]
-    s = create_survey(client, items=labels)
+    s = create_survey(client, items=labels, respondent_budget="unlimited")  # a batch beyond any cap
     ids = [i["id"] for i in s["items"]]
     _, h = register(client, s["id"], 1.0)
     pairs = [{"a": ids[x], "b": ids[y], "winner": ids[x]} for x in range(50) for y in range(x + 1, 50)]

@@ -38,7 +38,8 @@ def _import(client, sid, n_respondents, pairs_each, epsilon, seed):
 
 @pytest.fixture
 def running(client):
-    s = create_survey(client, items=LABELS, epsilon_min=0.5, epsilon_max=3.0)
+    # 5 pairs each at ε 2: a cap of 10.
+    s = create_survey(client, items=LABELS, epsilon_min=0.5, epsilon_max=3.0, respondent_budget=10.0)
     _import(client, s["id"], 40, 5, 2.0, seed=1)
     return s
 

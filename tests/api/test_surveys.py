@@ -43,17 +43,19 @@ def test_create_survey_returns_items_and_privacy(client):
 def test_privacy_defaults(client):
     s = create_survey(client, items=("x", "y"))
     p = s["privacy"]
+    assert p.pop("summary")["budget_policy"] == "capped"  # tests/api/test_privacy_by_default.py
     assert p == {
         "model": "local",
         "epsilon_default": 1.0,
         "epsilon_min": 0.1,
-        "epsilon_max": 5.0,
-        "respondent_budget": None,
+        "epsilon_max": 2.0,
+        "respondent_budget": 5.0,
+        "respondent_budget_policy": "capped",
         "flip_probability_default": pytest.approx(0.2689414),
         "total_budget": None,
         "max_comparisons_per_respondent": None,
     }
-    s = create_survey(client, items=("x", "y"), epsilon_default=8.0)
+    s = create_survey(client, items=("x", "y"), epsilon_default=8.0, respondent_budget=16.0)
     assert (s["privacy"]["epsilon_min"], s["privacy"]["epsilon_max"]) == (0.1, 8.0)
 
 
@@ -215,7 +217,9 @@ def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
     with unchanged():
         r = client.get(f"/v1/surveys/{s['id']}/public")  # no credentials
     assert r.status_code == 200
-    assert r.json() == {
+    public = r.json()
+    assert public.pop("privacy_summary") == s["privacy"]["summary"]  # the dashboard's numbers
+    assert public == {
         "id": s["id"],
         "title": s["title"],
         "kind": "pairwise",
@@ -226,6 +230,7 @@ def test_public_survey_facts_and_the_coverage_matrix(client, unchanged):
         "epsilon_min": 0.5,
         "epsilon_max": 3.0,
         "respondent_budget": 10.0,
+        "respondent_budget_policy": "capped",
         "max_comparisons_per_respondent": None,
         "goal_met": None,
         "suggestions": None,

@@ -24,7 +24,12 @@ def survey(app):
 
 def _make_survey(client):
     s = create_survey(
-        client, items=[f"opt {k}" for k in range(6)], epsilon_default=1.0, epsilon_min=0.5, epsilon_max=2.0
+        client,
+        items=[f"opt {k}" for k in range(6)],
+        epsilon_default=1.0,
+        epsilon_min=0.5,
+        epsilon_max=2.0,
+        respondent_budget=20.0,  # 10 pairs each at ε up to 2
     )
     ids = [it["id"] for it in s["items"]]
     labels = [it["label"] for it in s["items"]]

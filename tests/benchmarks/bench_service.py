@@ -305,6 +305,8 @@ def pairs_latency(
         json={
             "title": f"{'adaptive' if adaptive else 'balanced'} {n_items}",
             "items": [f"item {k}" for k in range(n_items)],
+            # The fill's respondents answer 100 pairs each: no cap on their total, explicitly.
+            "privacy": {"respondent_budget": "unlimited"},
             **({"assignment": "adaptive", "goal": goal} if adaptive else {}),
         },
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},

@@ -88,7 +88,12 @@ def percentiles(x: np.ndarray) -> dict[str, float]:
 def create_survey(base: str, admin_key: str, n_items: int = 50, title: str = "load") -> dict:
     r = httpx2.post(
         f"{base}/v1/surveys",
-        json={"title": title, "items": [f"item {k}" for k in range(n_items)]},
+        # Load users answer batch after batch: no cap on a respondent's total, explicitly.
+        json={
+            "title": title,
+            "items": [f"item {k}" for k in range(n_items)],
+            "privacy": {"respondent_budget": "unlimited"},
+        },
         headers={"Authorization": f"Bearer {admin_key}"},
         timeout=30,
     )

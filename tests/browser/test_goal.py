@@ -34,7 +34,7 @@ def _goal_survey(api, title: str, goal: dict) -> dict:
     body = {
         "title": title,
         "items": ITEMS,
-        "privacy": {"epsilon_default": 2},
+        "privacy": {"epsilon_default": 2, "respondent_budget": 12},  # all 6 pairs at ε = 2
         "assignment": "adaptive",
         "goal": {"top_k": 1, "level": 0.9, **goal},
     }

@@ -31,7 +31,8 @@ def _survey_with_answers(base: str) -> str:
     """12 respondents' answers to all 6 pairs, randomized by the server (what is planned
     from them does not matter here: only that the plan runs as a job)."""
     with httpx2.Client(base_url=base, timeout=30) as api:
-        s = api.post("/v1/surveys", json={"title": "Plan me", "items": ITEMS}, headers=ADMIN).json()
+        body = {"title": "Plan me", "items": ITEMS, "privacy": {"respondent_budget": 6.0}}  # 6 pairs at ε 1
+        s = api.post("/v1/surveys", json=body, headers=ADMIN).json()
         for _ in range(12):
             assert api_respondent(api, s["id"], count=6) == 6
     return s["id"]

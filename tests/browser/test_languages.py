@@ -82,7 +82,7 @@ def _survey(server, language: str = "en", title: str = TITLES["en"]) -> str:
     body = {
         "title": title,
         "items": ITEMS,
-        "privacy": {"epsilon_default": 2.0},
+        "privacy": {"epsilon_default": 2.0, "respondent_budget": 6.0},  # up to 3 pairs at ε = 2
         "language": language,
         "item_translations": TRANSLATIONS,
     }

@@ -57,7 +57,9 @@ def _answer_pairs(server, sid: str, respondents: int, epsilon: float | None = 8.
 
 
 def _pairwise_with_answers(server) -> dict:
-    s = _survey(server, "A pairwise survey", privacy={"epsilon_default": 2.0, "epsilon_max": 8.0})
+    # 6 pairs each at ε up to 8: a cap of 48.
+    privacy = {"epsilon_default": 2.0, "epsilon_max": 8.0, "respondent_budget": 48.0}
+    s = _survey(server, "A pairwise survey", privacy=privacy)
     _answer_pairs(server, s["id"], 12)
     return s
 

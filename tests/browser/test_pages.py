@@ -45,7 +45,9 @@ def test_a_survey_from_the_dashboard_to_the_respondents_and_back(server, api, ne
     expect(admin.locator("#eps-meaning")).to_contain_text("truthful with probability e^ε/(1+e^ε) = 88%")
     admin.get_by_label("Smallest ε a respondent may choose").fill("0.5")
     admin.get_by_label("Largest ε a respondent may choose").fill("4")
-    admin.get_by_label("Total ε one respondent may spend (empty: no cap)").fill("20")
+    total = admin.get_by_label("Total ε one respondent may spend (the sum over its answers)")
+    expect(total).to_have_value("5")  # the service's default cap, filled in
+    total.fill("20")
     admin.get_by_role("button", name="Preview accuracy").click()
     # A simulation on the server: seconds, more than expect's default 5 on a busy machine.
     expect(admin.locator("#plan-out")).to_contain_text("P(exact top-3 found)", timeout=60_000)

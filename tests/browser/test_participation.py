@@ -22,7 +22,11 @@ def _survey(server, title: str = "Which policy matters most?", **settings) -> di
     body = {
         "title": title,
         "items": ITEMS,
-        "privacy": {"epsilon_default": 2.0, "epsilon_max": 8.0},
+        "privacy": {
+            "epsilon_default": 2.0,
+            "epsilon_max": 8.0,
+            "respondent_budget": 48.0,
+        },  # 6 pairs at ε ≤ 8
         **settings,
     }
     r = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN)
@@ -103,6 +107,7 @@ def test_suggestions_from_the_respondent_page_through_moderation(server, new_pag
     admin.get_by_label("Title").fill("Which policy matters most?")
     admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
     admin.get_by_label("ε given to respondents who do not choose").fill("2")
+    admin.get_by_label("Total ε one respondent may spend (the sum over its answers)").fill("20")  # 10 pairs
     expect(admin.locator("#suggestion-fields")).to_be_hidden()
     admin.get_by_label("Participants may suggest items (and report items)").check()
     expect(admin.locator("#suggestion-fields")).to_be_visible()
@@ -342,7 +347,7 @@ def test_reports_up_to_the_threshold_send_an_item_to_review(server, new_page, su
     body = {
         "title": "Which policy matters most?",
         "items": seeds,
-        "privacy": {"epsilon_default": 2.0, "epsilon_max": 8.0},
+        "privacy": {"epsilon_default": 2.0, "epsilon_max": 8.0, "respondent_budget": 48.0},
         "suggestions": {"enabled": True, "flag_threshold": 2, "moderation": "after", "batch": 2},
     }
     s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()

@@ -70,7 +70,9 @@ def test_the_page_sends_only_randomized_answers_at_the_chosen_epsilon(server, ne
     (conftest.py): the outcome is the same on every run; over seeds the three checks at
     z = 4.5 fail with probability < 2.1e-5."""
     items = [f"item {k:03d}" for k in range(100)]
-    body = {"title": "Privacy", "items": items, "privacy": {"epsilon_min": 0.5, "epsilon_max": 3.0}}
+    # 300 answers from one respondent, for the flip rate: no cap on its total, explicitly.
+    privacy = {"epsilon_min": 0.5, "epsilon_max": 3.0, "respondent_budget": "unlimited"}
+    body = {"title": "Privacy", "items": items, "privacy": privacy}
     s = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()
     ids = [it["id"] for it in s["items"]]
     n, firsts = 300, 280
@@ -377,7 +379,7 @@ def test_dashboard_charts_show_the_api_numbers_and_the_analyst_view(server, api,
     the server's 4,000 draws for the simultaneous critical value: the page and the API get
     the same set for the same answers, and Transit and Schools, about 5 standard errors
     above Parks, are in it on every run."""
-    s = _survey(server, epsilon_max=8.0)
+    s = _survey(server, epsilon_max=8.0, respondent_budget=48.0)  # 6 pairs each at ε = 8
     rng = entropy.generator()  # seeded by the test's id (tests/conftest.py)
     for _ in range(40):  # strong, consistent preferences at ε = 8
         assert api_respondent(api, s["id"], count=6, epsilon=8.0, rng=rng) == 6

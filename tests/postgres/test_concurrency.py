@@ -24,7 +24,9 @@ def test_every_acknowledged_comparison_is_stored_exactly_once(postgres_url):
     try:
         with httpx2.Client(base_url=server.base, timeout=30) as c:
             labels = [f"item {k}" for k in range(30)]
-            s = c.post("/v1/surveys", json={"title": "load", "items": labels}, headers=ADMIN).json()
+            privacy = {"respondent_budget": 40.0}  # each respondent: two batches of 20 at ε = 1
+            body = {"title": "load", "items": labels, "privacy": privacy}
+            s = c.post("/v1/surveys", json=body, headers=ADMIN).json()
         sid = s["id"]
         ids = [it["id"] for it in s["items"]]
         all_pairs = [(a, b) for x, a in enumerate(ids) for b in ids[x + 1 :]]

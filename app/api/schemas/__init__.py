@@ -33,6 +33,11 @@ from ...services.results.plan import (
     SurveyPlanItem,
     SurveyPlanOut,
 )
+from ...services.results.privacy import (
+    PrivacySummary,
+    Receipt,
+    ReceiptAnswer,
+)
 from ...services.results.releases import (
     Budget,
     ReleasedScore,
@@ -141,6 +146,7 @@ __all__ = [
     "PrivacyIn",
     "PrivacyOut",
     "PrivacyRegime",
+    "PrivacySummary",
     "PublicResults",
     "PublicSuggestions",
     "PublicSurveyOut",
@@ -148,6 +154,8 @@ __all__ = [
     "QuestionOut",
     "RankedItem",
     "RankingOut",
+    "Receipt",
+    "ReceiptAnswer",
     "ReleaseCreate",
     "ReleaseFields",
     "ReleaseList",

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...limits import MAX_BATCH_CEILING, MAX_RANKING_ITEMS
+from ...services.results.privacy import Receipt
 from .common import ItemId, StrictModel, Text
 
 # -- respondents ---------------------------------------------------------------
@@ -69,6 +70,11 @@ class RespondentStatus(BaseModel):
     budget_remaining: float | None
     comparisons_remaining: int | None = None
     ranked: bool | None = Field(None, description="Ranking surveys: whether the respondent has submitted.")
+    receipt: Receipt | None = Field(
+        None,
+        description="The privacy receipt: each stored answer (which pair, or the ranking) with its mechanism "
+        "and ε, the total under basic composition, what remains, and the guess bounds e^ε/(1+e^ε).",
+    )
 
     # -- pairs and responses ---------------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...limits import MAX_ITEMS
+from ...services.results.privacy import BudgetPolicy, PrivacySummary
 from .common import Label, StrictModel, Text
 
 # -- surveys -------------------------------------------------------------------
@@ -31,10 +32,14 @@ class PrivacyIn(StrictModel):
         description="Local: smallest ε a respondent may choose (default min(0.1, default); at least 0.001).",
     )
     epsilon_max: float | None = Field(
-        None, description="Local: largest ε (default max(5, default); at most 30)."
+        None, description="Local: largest ε (default max(2, default); at most 30)."
     )
-    respondent_budget: float | None = Field(
-        None, gt=0, description="Local: cap on a respondent's total ε over all answers (basic composition)."
+    respondent_budget: Annotated[float, Field(gt=0)] | Literal["unlimited"] | None = Field(
+        None,
+        description="Local: cap on a respondent's total ε over all answers (basic composition). Absent or "
+        "null: the default — 5 for pairwise surveys (422 if epsilon_max is above it: choose a cap), "
+        'epsilon_max for ranking surveys (one ranking each). "unlimited": no cap, as an explicit choice '
+        "that the survey's privacy summary shows.",
     )
     total_budget: float | None = Field(
         None, description="Central: the total ε all releases together may spend (person-level)."
@@ -260,7 +265,14 @@ class PrivacyOut(BaseModel):
     epsilon_default: float | None
     epsilon_min: float | None
     epsilon_max: float | None
-    respondent_budget: float | None
+    respondent_budget: float | None = Field(
+        description="Local: the cap on a respondent's total ε; null: none."
+    )
+    respondent_budget_policy: BudgetPolicy | None = Field(
+        None,
+        description="Local: capped; unlimited (the admin opted out of a cap); unset (stored without a cap or "
+        "an opt-out: no cap applies). Central: null.",
+    )
     flip_probability_default: float | None = Field(description="Local: 1/(1+e^ε) at epsilon_default.")
     total_budget: float | None = None
     max_comparisons_per_respondent: int | None = None
@@ -272,6 +284,10 @@ class PrivacyOut(BaseModel):
     )
     delta: float | None = Field(
         None, description="Central, zcdp: the δ of the budget's (ε, δ); absent otherwise.", exclude_if=_absent
+    )
+    summary: PrivacySummary | None = Field(
+        None,
+        description="The numbers of the privacy summary the dashboard and respondent page show in words.",
     )
 
 
@@ -348,6 +364,7 @@ class SurveyOut(SurveyFields):
                         "epsilon_min": 0.5,
                         "epsilon_max": 3.0,
                         "respondent_budget": 20.0,
+                        "respondent_budget_policy": "capped",
                         "flip_probability_default": 0.2689,
                     },
                     "assignment": "adaptive",
@@ -410,7 +427,14 @@ class PublicSurveyOut(BaseModel):
     epsilon_min: float | None
     epsilon_max: float | None
     respondent_budget: float | None
+    respondent_budget_policy: BudgetPolicy | None = Field(
+        None, description="Local: capped, unlimited (the admin opted out) or unset (no cap applies)."
+    )
     max_comparisons_per_respondent: int | None
+    privacy_summary: PrivacySummary | None = Field(
+        None,
+        description="The numbers of the survey's privacy summary (the respondent page says it in words).",
+    )
     goal_met: bool | None = Field(
         None, description="Goal surveys: whether the goal is met (the survey needs no more answers)."
     )

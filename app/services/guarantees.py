@@ -1,0 +1,230 @@
+"""What a survey's privacy settings and a respondent's stored answers guarantee, in numbers:
+the survey's privacy summary (shown in words on the dashboard and the respondent page) and
+the respondent's privacy receipt (``GET …/respondents/me``). See docs/privacy.md §3–4.
+
+The one conversion into everyday terms is the guess bound. An ε-differentially private
+report of a yes-or-no fact makes either answer at most e^ε times likelier than the other
+(randomized response: Warner 1965; ε-LDP, docs/mechanisms.md §1.1), so someone who sees the
+report and starts from a coin toss guesses the fact right at most e^ε/(1+e^ε) of the time.
+Reports compose by summing ε (basic composition: Dwork & Roth 2014, Theorem 3.14;
+docs/privacy.md §1): the bound for any one fact about all of a respondent's answers
+together — one answer included, when the answers are related, as one person's preferences
+are — is e^Σε/(1+e^Σε).
+
+Rankings: the Mallows mechanism is ε-ranking DP between rankings that differ by moving one
+item and εm/2 between any two (Xu, Sun & Cheng, *Ranking Differential Privacy*, §3.1
+Theorem 1; docs/mechanisms.md §3.3).
+
+Central surveys: true answers are stored; the guarantee is that of the releases, pure ε-DP
+summed against ``total_budget`` (``accounting = "pure"``). Another accounting (e.g. zCDP,
+with ρ and the ε it implies at some δ) adds its own ``accounting`` value and fields to
+:class:`~.results.privacy.PrivacySummary`; the pages pick their sentence by ``accounting``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ..db.models import Comparison, Ranking, Respondent, Survey
+from .releases import budget as release_budget
+from .respondents import budget_remaining, comparisons_remaining
+from .results.privacy import PrivacySummary, Receipt, ReceiptAnswer
+from .surveys import budget_policy, current_item_index
+
+__all__ = ["MAX_RECEIPT_ANSWERS", "guess_bound", "privacy_summary", "receipt"]
+
+#: Most answers one receipt lists (a page; ``offset`` reaches the rest).
+MAX_RECEIPT_ANSWERS = 1000
+
+
+def guess_bound(epsilon: float) -> float:
+    """e^ε/(1+e^ε), computed without overflow: the highest share of right guesses of one
+    yes-or-no fact an ε-DP report allows, starting from a coin toss (0.5 at ε = 0)."""
+    return 1.0 / (1.0 + math.exp(-epsilon))
+
+
+def _swap(epsilon: float, m: int) -> float:
+    """Mallows: the chance that two adjacent items appear swapped, 1/(1+e^{ε/(m−1)})."""
+    return 1.0 / (1.0 + math.exp(epsilon / max(1, m - 1)))
+
+
+def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
+    """The numbers of ``survey``'s privacy settings (it has ``n_items`` items)."""
+    kind = "ranking" if survey.kind == "ranking" else "pairwise"
+    if survey.privacy_model == "central":
+        total = float(survey.total_budget or 0.0)
+        return PrivacySummary(
+            model="central",
+            kind=kind,
+            items=n_items,
+            accounting="pure",
+            total_budget=total,
+            guess_bound_total=guess_bound(total),
+            max_comparisons_per_respondent=survey.max_comparisons,
+        )
+    eps, lo, hi = (
+        float(survey.epsilon_default or 0),
+        float(survey.epsilon_min or 0),
+        float(survey.epsilon_max or 0),
+    )
+    cap = survey.respondent_budget
+    out = PrivacySummary(
+        model="local",
+        kind=kind,
+        items=n_items,
+        epsilon_default=eps,
+        epsilon_min=lo,
+        epsilon_max=hi,
+        guess_bound_default=guess_bound(eps),
+        guess_bound_max=guess_bound(hi),
+        budget_policy=budget_policy(survey),
+        respondent_budget=cap,
+        guess_bound_budget=None if cap is None else guess_bound(cap),
+    )
+    if kind == "pairwise":
+        pairs = n_items * (n_items - 1) // 2
+        out.pairs = pairs
+        out.answers_at_default = pairs if cap is None else min(pairs, int((cap + 1e-9) // eps))
+    else:
+        whole = eps * n_items / 2
+        out.swap_probability_default = _swap(eps, n_items)
+        out.epsilon_whole_ranking_default = whole
+        out.guess_bound_whole_ranking_default = guess_bound(whole)
+    return out
+
+
+def receipt(
+    session: Session,
+    survey: Survey,
+    respondent: Respondent,
+    limit: int = MAX_RECEIPT_ANSWERS,
+    offset: int = 0,
+) -> Receipt:
+    """``respondent``'s privacy receipt: its stored answers (at most ``limit`` from
+    ``offset``, in the order given) with their mechanism and ε, and the totals over all of
+    them. Reads only this respondent's rows (two indexed queries, one per page)."""
+    limit = max(0, min(limit, MAX_RECEIPT_ANSWERS))
+    if survey.kind == "ranking":
+        return _ranking_receipt(session, survey, respondent)
+    where = Comparison.respondent_id == respondent.id
+    count, total = session.execute(
+        select(func.count(), func.coalesce(func.sum(Comparison.epsilon), 0.0)).where(where)
+    ).one()
+    rows = session.execute(
+        select(Comparison.i, Comparison.j, Comparison.epsilon, Comparison.source)
+        .where(where)
+        .order_by(Comparison.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    top = max((row.j for row in rows), default=-1)
+    index = current_item_index(session, survey.id) if rows else None
+    if index is not None and len(index) <= top:  # pragma: no cover - positions are 0..m−1
+        raise RuntimeError(f"survey {survey.id}: an answer names an item beyond the survey's")
+    answers = []
+    for row in rows:
+        ids = [index.ids[row.i], index.ids[row.j]] if index else []
+        labels = [index.labels[row.i], index.labels[row.j]] if index else []
+        if row.epsilon is None:  # central: a true answer, protected by the releases
+            answers.append(
+                ReceiptAnswer(
+                    kind="pair",
+                    items=ids,
+                    labels=labels,
+                    n_items=2,
+                    mechanism="none",
+                    randomized_on="none",
+                    epsilon=None,
+                    guess_bound=None,
+                )
+            )
+            continue
+        e = float(row.epsilon)
+        answers.append(
+            ReceiptAnswer(
+                kind="pair",
+                items=ids,
+                labels=labels,
+                n_items=2,
+                mechanism="randomized_response",
+                randomized_on=_where(row.source),
+                epsilon=e,
+                guess_bound=guess_bound(e),
+                flip_probability=1.0 - guess_bound(e),
+            )
+        )
+    if survey.privacy_model == "central":
+        ledger = release_budget(session, survey)
+        return Receipt(
+            model="central",
+            answers=answers,
+            answers_total=int(count),
+            offset=offset,
+            epsilon_total=None,
+            guess_bound_total=guess_bound(ledger.spent),
+            respondent_budget=None,
+            budget_remaining=None,
+            guess_bound_budget=None,
+            comparisons_remaining=comparisons_remaining(survey, respondent),
+            release_budget=ledger.total,
+            release_epsilon_spent=ledger.spent,
+        )
+    return _local(survey, respondent, answers, int(count), offset, float(total or 0.0))
+
+
+def _ranking_receipt(session: Session, survey: Survey, respondent: Respondent) -> Receipt:
+    row = session.execute(
+        select(Ranking.epsilon, Ranking.source, Ranking.ordering).where(
+            Ranking.respondent_id == respondent.id
+        )
+    ).one_or_none()
+    answers = []
+    if row is not None:  # the ordering (at most 256 positions) is only counted, never returned
+        e, m = float(row[0]), len(row[2])
+        answers.append(
+            ReceiptAnswer(
+                kind="ranking",
+                items=[],
+                labels=[],
+                n_items=m,
+                mechanism="mallows",
+                randomized_on=_where(row[1]),
+                epsilon=e,
+                guess_bound=guess_bound(e),
+                swap_probability=_swap(e, m),
+                epsilon_whole_ranking=e * m / 2,
+                guess_bound_whole_ranking=guess_bound(e * m / 2),
+            )
+        )
+    total = sum(a.epsilon or 0.0 for a in answers)
+    return _local(survey, respondent, answers, len(answers), 0, total)
+
+
+def _local(
+    survey: Survey,
+    respondent: Respondent,
+    answers: list[ReceiptAnswer],
+    count: int,
+    offset: int,
+    total: float,
+) -> Receipt:
+    cap = survey.respondent_budget
+    return Receipt(
+        model="local",
+        answers=answers,
+        answers_total=count,
+        offset=offset,
+        epsilon_total=total,
+        guess_bound_total=guess_bound(total),
+        budget_policy=budget_policy(survey),
+        respondent_budget=cap,
+        budget_remaining=budget_remaining(survey, respondent),
+        guess_bound_budget=None if cap is None else guess_bound(cap),
+    )
+
+
+def _where(source: str) -> str:
+    return {"client": "device", "server": "server"}.get(source, "import")
