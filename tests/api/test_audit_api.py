@@ -48,7 +48,10 @@ def _answer_through_the_api(client, monkeypatch) -> tuple[dict, dict, list[dict]
 
     monkeypatch.setattr(ingestion, "privatize", spy)
     m, per = 46, 1000
-    s = create_survey(client, items=[f"option {k}" for k in range(m)], epsilon_default=EPS)
+    # A sampler audit needs many answers per respondent: no cap, explicitly.
+    s = create_survey(
+        client, items=[f"option {k}" for k in range(m)], epsilon_default=EPS, respondent_budget="unlimited"
+    )
     sid, ids = s["id"], [it["id"] for it in s["items"]]
     rng = np.random.default_rng(11)
     pairs = [(a, b) for a in range(m) for b in range(a + 1, m)]
