@@ -16,9 +16,13 @@ item and εm/2 between any two (Xu, Sun & Cheng, *Ranking Differential Privacy*,
 Theorem 1; docs/mechanisms.md §3.3).
 
 Central surveys: true answers are stored; the guarantee is that of the releases, pure ε-DP
-summed against ``total_budget`` (``accounting = "pure"``). Another accounting (e.g. zCDP,
-with ρ and the ε it implies at some δ) adds its own ``accounting`` value and fields to
-:class:`~.results.privacy.PrivacySummary`; the pages pick their sentence by ``accounting``.
+summed against ``total_budget`` (``accounting = "pure"``), or ρ-zCDP summed and shown as
+(``total_budget``, δ)-DP (``accounting = "zcdp"``, docs/mechanisms.md §2.6), whose guess
+bound is (e^ε + δ)/(1 + e^ε) (the hypothesis-testing view of (ε, δ)-DP: Kairouz, Oh &
+Viswanath 2015, Theorem 2.1). The pages pick their sentence by ``accounting``.
+
+Participatory surveys also state their batch: a suggestion or a report is published with
+those of ``suggestions.batch`` respondents (:mod:`.suggestions`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, Ranking, Respondent, Survey
+from ..stats.accounting import DEFAULT_DELTA
 from .releases import budget as release_budget
 from .respondents import budget_remaining, comparisons_remaining
 from .results.privacy import PrivacySummary, Receipt, ReceiptAnswer
@@ -51,11 +56,30 @@ def _swap(epsilon: float, m: int) -> float:
     return 1.0 / (1.0 + math.exp(epsilon / max(1, m - 1)))
 
 
+def _batch(survey: Survey) -> int | None:
+    s = survey.suggestions
+    return int(s["batch"]) if s and s.get("enabled") and "batch" in s else None
+
+
 def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
     """The numbers of ``survey``'s privacy settings (it has ``n_items`` items)."""
     kind = "ranking" if survey.kind == "ranking" else "pairwise"
+    batch = _batch(survey)
     if survey.privacy_model == "central":
         total = float(survey.total_budget or 0.0)
+        if survey.accounting == "zcdp":
+            delta = float(survey.delta if survey.delta is not None else DEFAULT_DELTA)
+            return PrivacySummary(
+                model="central",
+                kind=kind,
+                items=n_items,
+                accounting="zcdp",
+                total_budget=total,
+                delta=delta,
+                guess_bound_total=min(1.0, guess_bound(total) + delta * (1.0 - guess_bound(total))),
+                max_comparisons_per_respondent=survey.max_comparisons,
+                suggestion_batch=batch,
+            )
         return PrivacySummary(
             model="central",
             kind=kind,
@@ -64,6 +88,7 @@ def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
             total_budget=total,
             guess_bound_total=guess_bound(total),
             max_comparisons_per_respondent=survey.max_comparisons,
+            suggestion_batch=batch,
         )
     eps, lo, hi = (
         float(survey.epsilon_default or 0),
@@ -83,6 +108,7 @@ def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
         budget_policy=budget_policy(survey),
         respondent_budget=cap,
         guess_bound_budget=None if cap is None else guess_bound(cap),
+        suggestion_batch=batch,
     )
     if kind == "pairwise":
         pairs = n_items * (n_items - 1) // 2

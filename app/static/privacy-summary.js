@@ -8,21 +8,25 @@
  * Guess bounds are e^ε/(1+e^ε): the best share of right guesses about one yes-or-no fact that
  * anyone who sees everything stored (central: everything released) can reach, against 50% for
  * a coin toss (README, "Privacy by default"). Central surveys are worded by their
- * `accounting` ("pure": pure ε-DP releases summed against the total budget); another
- * accounting adds its own "summary.central.<accounting>" message.
+ * `accounting` ("pure": pure ε-DP releases summed against the total budget; "zcdp": their
+ * ρ summed, shown as (ε, δ)), each with its own "summary.central.<accounting>" message. A
+ * survey taking suggestions adds its batch ("summary.suggestions").
  */
-import { percent, sig, t } from "/static/i18n.js";
+import { num, percent, sig, t } from "/static/i18n.js";
 
 /** The summary's sentences, one paragraph's worth. */
 export function privacySummaryText(s) {
   const chance = percent(0.5);
   if (s.model === "central") {
-    return t(`summary.central.${s.accounting || "pure"}`, {
+    const central = t(`summary.central.${s.accounting || "pure"}`, {
       max: s.max_comparisons_per_respondent,
       total: sig(s.total_budget, 3),
+      delta: (s.delta ?? 0).toExponential(0),
+      one_in: num(Math.round(1 / (s.delta || 1))),
       guess: percent(s.guess_bound_total),
       chance,
     });
+    return s.suggestion_batch ? `${central} ${t("summary.suggestions", { k: s.suggestion_batch })}` : central;
   }
   const parts = [];
   if (s.kind === "ranking") {
@@ -53,5 +57,6 @@ export function privacySummaryText(s) {
     parts.push(t(capped ? "summary.budget.ranking" : "summary.budget.ranking_one", budget));
   else if (capped) parts.push(t("summary.budget.capped", { ...budget, n: s.answers_at_default }));
   else parts.push(t(`summary.budget.${s.budget_policy}`, { n: s.pairs }));
+  if (s.suggestion_batch) parts.push(t("summary.suggestions", { k: s.suggestion_batch }));
   return parts.join(" ");
 }

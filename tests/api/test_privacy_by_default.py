@@ -150,6 +150,36 @@ def test_central_summary_states_the_release_budget(client):
     assert summary["max_comparisons_per_respondent"] == 2 and s["privacy"]["respondent_budget_policy"] is None
 
 
+def test_a_zcdp_summary_states_its_delta_and_the_matching_guess_bound(client):
+    """(ε, δ)-DP bounds a guess by (e^ε + δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015)."""
+    privacy = {
+        "model": "central",
+        "total_budget": 2.0,
+        "max_comparisons_per_respondent": 3,
+        "accounting": "zcdp",
+        "delta": 1e-6,
+    }
+    r = client.post(
+        "/v1/surveys", json={"title": "z", "items": ["a", "b", "c"], "privacy": privacy}, headers=ADMIN
+    )
+    assert r.status_code == 201, r.text
+    summary = r.json()["privacy"]["summary"]
+    assert (summary["accounting"], summary["delta"], summary["total_budget"]) == ("zcdp", 1e-6, 2.0)
+    e = math.exp(2.0)
+    assert summary["guess_bound_total"] == pytest.approx((e + 1e-6) / (1 + e), rel=1e-12)
+    assert summary["guess_bound_total"] > _bound(2.0)
+
+
+def test_a_survey_taking_suggestions_states_its_batch(client):
+    body = {"title": "ideas", "items": ["a", "b"], "suggestions": {"batch": 7}}
+    s = client.post("/v1/surveys", json=body, headers=ADMIN).json()
+    assert s["privacy"]["summary"]["suggestion_batch"] == 7
+    public = client.get(f"/v1/surveys/{s['id']}/public").json()
+    assert public["privacy_summary"]["suggestion_batch"] == 7
+    plain = client.post("/v1/surveys", json={"title": "plain", "items": ["a", "b"]}, headers=ADMIN).json()
+    assert plain["privacy"]["summary"]["suggestion_batch"] is None
+
+
 def test_the_receipt_adds_up(client):
     s = create_survey(client, items=[f"i{k}" for k in range(5)], epsilon_min=0.2, respondent_budget=4.0)
     _, h = register(client, s["id"], epsilon=0.5)
@@ -265,5 +295,6 @@ def test_every_value_the_pages_put_in_words_has_its_message(catalog):
         where = typing.get_args(ReceiptAnswer.model_fields["randomized_on"].annotation)
         mechanisms = typing.get_args(ReceiptAnswer.model_fields["mechanism"].annotation)
         wanted |= {f"receipt.on.{w}" for w in where} | {f"receipt.mechanism.{m}" for m in mechanisms}
-    assert {"summary.budget.unset", "summary.central.pure"} <= wanted  # the values were found
+    wanted.add("summary.suggestions")
+    assert {"summary.budget.unset", "summary.central.pure", "summary.central.zcdp"} <= wanted  # found
     assert wanted - set(messages) == set()

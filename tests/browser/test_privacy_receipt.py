@@ -140,3 +140,33 @@ def test_the_respondent_page_says_when_the_organizer_opted_out(server, new_page)
     page = new_page()
     page.goto(f"{server.base}/s/{s['id']}?lang=es")
     expect(page.locator("#privacy-summary")).to_contain_text("El organizador decidió no limitar tu total")
+
+
+def test_a_zcdp_survey_taking_suggestions_says_both_in_words(server, new_page):
+    """The summary of a central survey accounting in zCDP gives its δ (as "1 in N" to the
+    respondent), and a survey taking suggestions its batch, on both pages."""
+    body = {
+        "title": "Ideas, counted centrally",
+        "items": ITEMS,
+        "privacy": {
+            "model": "central",
+            "total_budget": 2.0,
+            "max_comparisons_per_respondent": 3,
+            "accounting": "zcdp",
+            "delta": 1e-6,
+        },
+        "suggestions": {"batch": 4},
+    }
+    r = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    page = new_page()
+    page.goto(f"{server.base}/s/{sid}?lang=en")
+    said = _plain(page.locator("#privacy-summary").inner_text())
+    assert "at ε = 2 at most (except with a chance of at most 1 in 1,000,000)" in said, said
+    assert "published in groups from 4 different people" in said, said
+    admin = new_page(signed_in=server.base)
+    admin.goto(f"{server.base}/#/survey/{sid}")
+    said = _plain(admin.locator("#privacy-summary").inner_text())
+    assert "within ε = 2 at δ = 1e-6" in said, said
+    assert "published in batches from 4 different respondents" in said, said

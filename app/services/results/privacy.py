@@ -57,16 +57,24 @@ class PrivacySummary(BaseModel):
         None, description="Ranking: the bound for any fact about the whole ranking at the default ε."
     )
     # -- central model -----------------------------------------------------------------
-    accounting: Literal["pure"] | None = Field(
+    accounting: Literal["pure", "zcdp"] | None = Field(
         None,
         description="Central: how releases add up; pure: pure ε-DP, the ε of releases summed (basic "
-        "composition) against total_budget.",
+        "composition) against total_budget; zcdp: their ρ summed, the whole at most "
+        "(total_budget, delta)-DP.",
     )
     total_budget: float | None = Field(None, description="Central: the ε all releases together may spend.")
+    delta: float | None = Field(None, description="Central, zcdp: the δ of the (ε, δ) guarantee.")
     guess_bound_total: float | None = Field(
         None,
         description="Central: the bound for any one fact about one respondent's answers once all releases "
-        "are made (individual-level ε of the whole budget).",
+        "are made (individual-level ε of the whole budget; zcdp: (e^ε + δ)/(1 + e^ε), Kairouz, Oh & "
+        "Viswanath 2015).",
+    )
+    suggestion_batch: int | None = Field(
+        None,
+        description="Surveys taking suggestions: suggestions and reports are published in batches from this "
+        "many respondents, so that none can be told apart from the others of its batch.",
     )
     max_comparisons_per_respondent: int | None = None
 
