@@ -617,8 +617,13 @@ class HeldContribution(Base):
     #: A flag's item and its :class:`ItemFlag` digest.
     item_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     digest: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: What the respondent was told when it sent it: the batch it waits for (a smaller one
+    #: set later does not publish it) and the moderation ("before": a moderator reviews it).
+    batch: Mapped[int] = mapped_column(Integer)
+    moderation: Mapped[str] = mapped_column(String(16))
 
     __table_args__ = (
         CheckConstraint("kind IN ('suggestion', 'flag')", name="ck_held_contributions_kind"),
+        CheckConstraint("moderation IN ('before', 'after')", name="ck_held_contributions_moderation"),
         Index("ix_held_contributions_survey_kind", "survey_id", "kind"),
     )

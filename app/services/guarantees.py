@@ -45,10 +45,12 @@ __all__ = ["MAX_RECEIPT_ANSWERS", "guess_bound", "privacy_summary", "receipt"]
 MAX_RECEIPT_ANSWERS = 1000
 
 
-def guess_bound(epsilon: float) -> float:
+def guess_bound(epsilon: float, delta: float = 0.0) -> float:
     """e^ε/(1+e^ε), computed without overflow: the highest share of right guesses of one
-    yes-or-no fact an ε-DP report allows, starting from a coin toss (0.5 at ε = 0)."""
-    return 1.0 / (1.0 + math.exp(-epsilon))
+    yes-or-no fact an ε-DP report allows, starting from a coin toss (0.5 at ε = 0); for
+    (ε, δ)-DP, (e^ε + δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015, Theorem 2.1)."""
+    g = 1.0 / (1.0 + math.exp(-epsilon))
+    return min(1.0, g + delta * (1.0 - g))
 
 
 def _swap(epsilon: float, m: int) -> float:
@@ -76,7 +78,7 @@ def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
                 accounting="zcdp",
                 total_budget=total,
                 delta=delta,
-                guess_bound_total=min(1.0, guess_bound(total) + delta * (1.0 - guess_bound(total))),
+                guess_bound_total=guess_bound(total, delta),
                 max_comparisons_per_respondent=survey.max_comparisons,
                 suggestion_batch=batch,
             )
@@ -190,7 +192,7 @@ def receipt(
             answers_total=int(count),
             offset=offset,
             epsilon_total=None,
-            guess_bound_total=guess_bound(ledger.spent),
+            guess_bound_total=guess_bound(ledger.spent, ledger.delta or 0.0),
             respondent_budget=None,
             budget_remaining=None,
             guess_bound_budget=None,

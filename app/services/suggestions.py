@@ -278,7 +278,7 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
             raise Conflict(
                 f"you have made {made} a respondent may make in this survey", code="suggestion_limit"
             )
-        _hold(session, survey.id, token, "suggestion", label=text)
+        _hold(session, survey, token, "suggestion", label=text)
         _publish(session, survey, "suggestion")
         session.commit()
     except BaseException:
@@ -292,13 +292,17 @@ def _author(token: str, survey_id: str, kind: str) -> str:
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
-def _hold(session: Session, survey_id: str, token: str, kind: str, **payload: str) -> None:
+def _hold(session: Session, survey: Survey, token: str, kind: str, **payload: str) -> None:
+    """Hold a contribution with what its sender was told: the batch and the moderation."""
+    settings = _settings(survey)
     session.add(
         HeldContribution(
             id=new_id("held"),
-            survey_id=survey_id,
+            survey_id=survey.id,
             kind=kind,
-            author=_author(token, survey_id, kind),
+            author=_author(token, survey.id, kind),
+            batch=int(settings["batch"]),
+            moderation=settings["moderation"],
             **payload,
         )
     )
@@ -344,14 +348,18 @@ def _publish(session: Session, survey: Survey, kind: str) -> None:
     by_author: dict[str, list[HeldContribution]] = {}
     for row in held:
         by_author.setdefault(row.author, []).append(row)
-    if len(by_author) < int(settings["batch"]):
+    # The largest batch any waiting contribution was promised: lowering the setting later
+    # cannot publish one in a smaller batch than its sender was told.
+    if len(by_author) < max([int(settings["batch"])] + [row.batch for row in held]):
         return
     batch = _shuffled([rows[entropy.randbelow(len(rows))] for rows in by_author.values()])
     hour = _hour(utcnow())
     for row in batch:
         if kind == "suggestion":
             assert row.label is not None
-            _store(session, survey, row.label, settings["moderation"], hour)
+            # Reviewed first if its sender was told so, or the survey now says so.
+            after = row.moderation == "after" and settings["moderation"] == "after"
+            _store(session, survey, row.label, "after" if after else "before", hour)
         else:
             assert row.item_id is not None
             assert row.digest is not None
@@ -367,12 +375,27 @@ def _store(session: Session, survey: Survey, text: str, moderation: str, hour: d
         same = _same_item(session, survey.id, text)
         if same is not None:
             row.status, row.item_id = "merged", same.id
+            row.decided_at, row.decided_by = hour, "auto"
         else:
-            (item,) = append_items(
-                session, survey, [text], source="suggested", approved_at=hour, created_at=hour, touch=False
-            )
-            row.status, row.item_id = "approved", item.id
-        row.decided_at, row.decided_by = hour, "auto"
+            try:
+                with session.begin_nested():  # a savepoint: a refused item leaves the batch whole
+                    (item,) = append_items(
+                        session,
+                        survey,
+                        [text],
+                        source="suggested",
+                        approved_at=hour,
+                        created_at=hour,
+                        touch=False,
+                    )
+            except (Invalid, Conflict):
+                # The survey changed since it arrived (an item's translation now shows the
+                # same text, or the survey is full): a moderator decides, and the request
+                # that completed the batch is answered as any other.
+                pass
+            else:
+                row.status, row.item_id = "approved", item.id
+                row.decided_at, row.decided_by = hour, "auto"
     session.add(row)
     session.flush()
 
@@ -424,7 +447,7 @@ def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> Non
             raise Conflict(
                 f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
             )
-        _hold(session, survey.id, token, "flag", item_id=item_id, digest=digest)
+        _hold(session, survey, token, "flag", item_id=item_id, digest=digest)
         _publish(session, survey, "flag")
         session.commit()
     except BaseException:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
-from sqlalchemy import ScalarSelect, func, null, select
+from sqlalchemy import ScalarSelect, delete, func, null, select
 from sqlalchemy.orm import Session
 
-from ..db.models import Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
+from ..db.models import HeldContribution, Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
 from ..stats.accounting import DEFAULT_DELTA
@@ -113,7 +113,8 @@ class PrivacyPolicy:
     delta: float | None = None
 
 
-#: Largest total budget a central survey may hold (beyond it releases protect nothing).
+#: Largest total budget a central survey may hold, and largest cap on a respondent's total ε
+#: (beyond it the guarantee protects nothing: a guess right with probability 1 − e⁻¹⁰⁰).
 MAX_TOTAL_BUDGET = 100.0
 
 
@@ -326,10 +327,11 @@ def _resolve_policy(p: PrivacyPolicy, kind: str) -> LocalPolicy:
             )
         else:
             budget = DEFAULT_RESPONDENT_BUDGET
-    if not (math.isfinite(budget) and budget >= lo):
+    if not (math.isfinite(budget) and lo <= budget <= MAX_TOTAL_BUDGET):
         raise Invalid(
-            f"privacy.respondent_budget must be a number at least epsilon_min, or {UNLIMITED!r} for no cap "
-            f"(absent or null: the default, {DEFAULT_RESPONDENT_BUDGET:g} for pairwise surveys)"
+            f"privacy.respondent_budget must be a number from epsilon_min to {MAX_TOTAL_BUDGET:g}, or "
+            f"{UNLIMITED!r} for no cap (absent or null: the default, {DEFAULT_RESPONDENT_BUDGET:g} for "
+            "pairwise surveys)"
         )
     return LocalPolicy(default, lo, hi, float(budget), unlimited=False)
 
@@ -708,6 +710,9 @@ def update_survey(
         if status not in ("open", "closed"):
             raise Invalid("status must be 'open' or 'closed'")
         survey.status = status
+    if survey.status == "closed" or not (survey.suggestions and survey.suggestions.get("enabled")):
+        # Held suggestions and flags are never published now: discarded, not kept unread.
+        session.execute(delete(HeldContribution).where(HeldContribution.survey_id == survey.id))
     if title is not None:
         if not title.strip():
             raise Invalid("title must not be empty")

@@ -26,7 +26,7 @@ def _answer_all(client, sid, ids, respondents, winner_first=True):
 
 
 def test_a_late_item_shows_its_age_and_few_comparisons(client):
-    s = create_survey(client, items=("A", "B", "C"), respondent_budget=1000.0)
+    s = create_survey(client, items=("A", "B", "C"), respondent_budget="unlimited")
     sid, first_ids = s["id"], [it["id"] for it in s["items"]]
     _answer_all(client, sid, first_ids, 30)
     assert client.post(f"/v1/surveys/{sid}/items", json={"items": ["D"]}, headers=ADMIN).status_code == 201

@@ -544,3 +544,71 @@ def test_with_most_items_hidden_every_live_pair_is_still_served(client, monkeypa
         assert not new & seen
         seen |= new
     assert len(seen) == 45  # every pair of the 10 live items, once
+
+
+def _held(app, sid) -> list[HeldContribution]:
+    with app.state.session_factory() as session:
+        return list(session.scalars(select(HeldContribution).where(HeldContribution.survey_id == sid)))
+
+
+def test_a_suggestion_the_survey_no_longer_takes_goes_to_review_and_the_batch_is_published(client, app):
+    """An item's translation comes to show a held suggestion's text before its batch is
+    complete: the respondent who completes the batch is answered as any other (not with
+    the clash, which would show it another's text), the clashing suggestion waits for a
+    moderator, and the rest of the batch is published."""
+    s = _survey(client, items=("Parks", "Buses", "Trams"), suggestions={"moderation": "after", "batch": 2})
+    sid, parks = s["id"], s["items"][0]["id"]
+    _, a = register(client, sid)
+    assert _suggest(client, sid, a, "Grünanlagen").status_code == 202
+    translated = client.patch(
+        f"/v1/surveys/{sid}/items/{parks}", json={"translations": {"de": "Grünanlagen"}}, headers=ADMIN
+    )
+    assert translated.status_code == 200, translated.text
+    _, b = register(client, sid)
+    done = _suggest(client, sid, b, "Bike lanes")
+    assert done.status_code == 202 and "Grünanlagen" not in done.text
+    labels = [i["label"] for i in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    assert labels == ["Parks", "Buses", "Trams", "Bike lanes"]
+    queue = client.get(f"/v1/surveys/{sid}/suggestions", headers=ADMIN).json()
+    assert [q["label"] for q in queue["suggestions"]] == ["Grünanlagen"] and queue["held"] == 0
+    assert _held(app, sid) == []
+
+
+def test_a_held_contribution_keeps_the_batch_and_moderation_it_was_promised(client, app):
+    """Lowering the batch does not publish what waits in a smaller batch than its sender was
+    told; switching moderation to "after" does not make a suggestion sent under "before"
+    live without review."""
+    s = _survey(client, suggestions={"moderation": "before", "batch": 3})
+    sid = s["id"]
+    _, victim = register(client, sid)
+    assert _suggest(client, sid, victim, "Victim's idea").json()["batch"] == 3
+    lowered = client.patch(
+        f"/v1/surveys/{sid}", json={"suggestions": {"moderation": "after", "batch": 2}}, headers=ADMIN
+    )
+    assert lowered.status_code == 200
+    _, other = register(client, sid)
+    assert _suggest(client, sid, other, "Second idea").json()["batch"] == 2
+    assert len(_held(app, sid)) == 2  # two respondents: not the three the first was promised
+    _, third = register(client, sid)
+    assert _suggest(client, sid, third, "Third idea").status_code == 202
+    assert _held(app, sid) == []
+    decided = client.get(f"/v1/surveys/{sid}/suggestions?status=all", headers=ADMIN).json()["suggestions"]
+    assert {q["label"]: q["status"] for q in decided} == {
+        "Victim's idea": "pending",  # sent under "before": a moderator reviews it
+        "Second idea": "approved",
+        "Third idea": "approved",
+    }
+
+
+@pytest.mark.parametrize("change", [{"status": "closed"}, {"suggestions": None}])
+def test_closing_or_switching_suggestions_off_discards_what_is_held(client, app, change):
+    s = _survey(client, suggestions={"batch": 3})
+    sid = s["id"]
+    _, h = register(client, sid)
+    assert _suggest(client, sid, h, "An idea never published").status_code == 202
+    assert client.post(f"/v1/surveys/{sid}/items/{s['items'][0]['id']}/flag", headers=h).status_code == 204
+    assert len(_held(app, sid)) == 2
+    assert client.patch(f"/v1/surveys/{sid}", json=change, headers=ADMIN).status_code == 200
+    assert _held(app, sid) == []
+    with app.state.session_factory() as session:
+        assert session.scalars(select(Suggestion).where(Suggestion.survey_id == sid)).all() == []

@@ -90,7 +90,8 @@ def test_opting_out_is_explicit_and_shown(client):
         ({"respondent_budget": "none"}, "unlimited"),  # only "unlimited" opts out
         ({"respondent_budget": 0}, "greater than 0"),
         ({"epsilon_max": 8.0}, "above the default respondent budget"),
-        ({"respondent_budget": 0.05}, "at least epsilon_min"),
+        ({"respondent_budget": 0.05}, "from epsilon_min to 100"),
+        ({"respondent_budget": 1e300}, "from epsilon_min to 100"),  # a cap that protects nothing
     ],
 )
 def test_budget_settings_that_are_refused(client, privacy, message):
@@ -277,6 +278,33 @@ def test_a_central_receipt_counts_answers_and_the_releases_spent(client):
     assert receipt["release_budget"] == 3.0 and receipt["release_epsilon_spent"] == pytest.approx(1.0)
     assert receipt["guess_bound_total"] == pytest.approx(_bound(1.0))
     assert receipt["comparisons_remaining"] == 1 and receipt["epsilon_total"] is None
+
+
+def test_a_zcdp_receipt_states_the_same_guess_bound_as_the_summary(client):
+    privacy = {
+        "model": "central",
+        "total_budget": 3.0,
+        "max_comparisons_per_respondent": 2,
+        "accounting": "zcdp",
+        "delta": 1e-6,
+    }
+    s = client.post(
+        "/v1/surveys", json={"title": "z", "items": ["a", "b", "c"], "privacy": privacy}, headers=ADMIN
+    )
+    assert s.status_code == 201, s.text
+    sid = s.json()["id"]
+    _, h = register(client, sid)
+    assert _answer(client, sid, h, _pairs(s.json())[:1]).status_code == 201
+    r = client.post(
+        f"/v1/surveys/{sid}/releases",
+        json={"method": "noisy_counts", "unit": "individual", "rho": 0.125},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    receipt = client.get(f"/v1/surveys/{sid}/respondents/me", headers=h).json()["receipt"]
+    spent = receipt["release_epsilon_spent"]
+    e = math.exp(spent)
+    assert receipt["guess_bound_total"] == pytest.approx((e + 1e-6) / (1 + e), rel=1e-12)
 
 
 CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"

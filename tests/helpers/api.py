@@ -209,7 +209,7 @@ def import_comparisons(client: TestClient, survey_id: str, rows: list[str], priv
 
 def import_survey(client: TestClient, n_items: int, n_respondents: int, per: int, seed: int) -> str:
     """A survey whose respondents each answered ``per`` distinct random pairs (CSV import)."""
-    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget=1000.0)
+    s = create_survey(client, items=[f"x{k}" for k in range(n_items)], respondent_budget="unlimited")
     rng = np.random.default_rng(seed)
     theta = np.linspace(2.0, -2.0, n_items)
     lines = ["respondent,item_a,item_b,winner,epsilon"]

@@ -138,7 +138,7 @@ def test_one_answer_per_pair_and_budgets_hold_across_instances(pair_of_instances
 def _import(base: str, n_items: int, n_respondents: int, per: int, seed: int = 5) -> str:
     import numpy as np
 
-    s = _survey(base, n_items, respondent_budget=1000.0)
+    s = _survey(base, n_items, respondent_budget="unlimited")
     rng = np.random.default_rng(seed)
     theta = np.linspace(2.0, -2.0, n_items)
     lines = ["respondent,item_a,item_b,winner,epsilon"]

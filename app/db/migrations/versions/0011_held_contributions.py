@@ -37,7 +37,10 @@ def upgrade() -> None:
         sa.Column("label", sa.String(500), nullable=True),
         sa.Column("item_id", sa.String(40), nullable=True),
         sa.Column("digest", sa.String(64), nullable=True),
+        sa.Column("batch", sa.Integer(), nullable=False),
+        sa.Column("moderation", sa.String(16), nullable=False),
         sa.CheckConstraint("kind IN ('suggestion', 'flag')", name="ck_held_contributions_kind"),
+        sa.CheckConstraint("moderation IN ('before', 'after')", name="ck_held_contributions_moderation"),
     )
     op.create_index("ix_held_contributions_survey_kind", "held_contributions", ["survey_id", "kind"])
     surveys = sa.table("surveys", sa.column("id", sa.String), sa.column("suggestions", sa.JSON))
