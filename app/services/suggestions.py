@@ -73,9 +73,19 @@ from ..db.models import (
     utcnow,
 )
 from ..db.session import begin_write
+from ..limits import MAX_ITEMS
 from ..stats import entropy
 from .errors import Conflict, Invalid, NotFound
-from .surveys import UNSET, append_items, current_item_index, get_survey, normalize_label, set_translations
+from .surveys import (
+    UNSET,
+    append_items,
+    current_item_index,
+    get_survey,
+    item_count,
+    normalize_label,
+    set_translations,
+    shown_as_translation,
+)
 
 __all__ = [
     "FLAGS_PER_RESPONDENT",
@@ -376,26 +386,18 @@ def _store(session: Session, survey: Survey, text: str, moderation: str, hour: d
         if same is not None:
             row.status, row.item_id = "merged", same.id
             row.decided_at, row.decided_by = hour, "auto"
-        else:
-            try:
-                with session.begin_nested():  # a savepoint: a refused item leaves the batch whole
-                    (item,) = append_items(
-                        session,
-                        survey,
-                        [text],
-                        source="suggested",
-                        approved_at=hour,
-                        created_at=hour,
-                        touch=False,
-                    )
-            except (Invalid, Conflict):
-                # The survey changed since it arrived (an item's translation now shows the
-                # same text, or the survey is full): a moderator decides, and the request
-                # that completed the batch is answered as any other.
-                pass
-            else:
-                row.status, row.item_id = "approved", item.id
-                row.decided_at, row.decided_by = hour, "auto"
+        elif item_count(session, survey.id) < MAX_ITEMS and not shown_as_translation(
+            session, survey.id, text
+        ):
+            (item,) = append_items(
+                session, survey, [text], source="suggested", approved_at=hour, created_at=hour, touch=False
+            )
+            row.status, row.item_id = "approved", item.id
+            row.decided_at, row.decided_by = hour, "auto"
+        # Else the survey changed since it arrived (an item's translation now shows the same
+        # text, or the survey is full): it waits for a moderator, and the request that
+        # completed the batch is answered as any other (checked first, not tried: one
+        # transaction writes the whole batch, with no savepoint's transaction id of its own).
     session.add(row)
     session.flush()
 

@@ -207,6 +207,22 @@ def set_translations(session: Session, survey_id: str, item: Item, translations:
     check_shown_labels(session, survey_id)
 
 
+def shown_as_translation(session: Session, survey_id: str, label: str) -> bool:
+    """Whether some item shows ``label`` in a language (a translation equal to it): a new item
+    with that label and no translations would look like it there (:func:`check_shown_labels`
+    would refuse it)."""
+    key = normalize_label(label)
+    rows = session.scalars(
+        select(Item.translations).where(Item.survey_id == survey_id, Item.translations.is_not(None))
+    )
+    return any(
+        normalize_label(shown) == key
+        for translations in rows
+        if translations
+        for shown in translations.values()
+    )
+
+
 def check_shown_labels(session: Session, survey_id: str) -> None:
     """Invalid when respondents in some language would see two items alike: an item shows its
     translation there, else its label, so a translation must not be another item's label where

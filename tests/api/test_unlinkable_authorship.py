@@ -99,18 +99,21 @@ def _run(client, app, batch: int, seed: int) -> dict:
     with app.state.session_factory() as session:
         conn = session.connection()
         postgres = conn.dialect.name == "postgresql"
-        physical = "ctid" if postgres else "rowid"
+        # The order a database reader sees rows arrive in: SQLite's rowid; on PostgreSQL the
+        # writing transaction's id, then the row's place in the heap (which, as pages are
+        # reused, need not follow arrival).
+        physical = "xmin::text::bigint, {t}ctid" if postgres else "{t}rowid"
         db_items = conn.execute(
             text(
                 f"SELECT id, label{', xmin::text' if postgres else ''} FROM items "
-                f"WHERE survey_id = :s AND source = 'suggested' ORDER BY {physical}"
+                f"WHERE survey_id = :s AND source = 'suggested' ORDER BY {physical.format(t='')}"
             ),
             {"s": sid},
         ).all()
         db_flags = conn.execute(
             text(
                 "SELECT f.digest FROM item_flags f JOIN items i ON i.id = f.item_id "
-                f"WHERE i.survey_id = :s ORDER BY f.{physical}"
+                f"WHERE i.survey_id = :s ORDER BY {physical.format(t='f.').replace('xmin', 'f.xmin')}"
             ),
             {"s": sid},
         ).all()
@@ -174,7 +177,7 @@ def _attacks(run: dict) -> dict[str, tuple[int, int]]:
         if before:
             correct += author[it["label"]] == max(before, key=row_of_last.__getitem__)
     out["analyst: first answers"] = (correct, len(suggested))
-    # Database reader: physical row order of the items and of the flags, matched to the
+    # Database reader: the items' and the flags' order of arrival as stored, matched to the
     # authors (flaggers) by their last answer's id.
     db_items = run["db_items"]
     guesses = _match_in_order(db_items, list(author.values()), last)
