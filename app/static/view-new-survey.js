@@ -36,7 +36,7 @@ export function newSurveyView() {
     h(
       "div",
       { id: "budget-fields" },
-      numberField("budget", t("new.budget"), 5, { min: 0.001, "aria-describedby": "budget-hint" }),
+      numberField("budget", t("new.budget"), 5, { min: 0.001, max: 100, "aria-describedby": "budget-hint" }),
       h(
         "p",
         { id: "budget-hint", class: "hint" },
