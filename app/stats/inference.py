@@ -500,7 +500,16 @@ def _largest_in_se(shift: NDArray, se: NDArray, identified: NDArray) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.abs(shift[identified]) / se[identified]
     r = np.where(np.abs(shift[identified]) == 0, 0.0, r)
-    return float(np.nan_to_num(r, nan=np.inf).max())
+    return float(np.nan_to_num(r, nan=np.inf, posinf=np.inf).max())
+
+
+def _in_se(ratio: float) -> str:
+    """A shift in standard errors, in words: "4.2 standard errors", or, where a standard
+    error is zero (no spread in the answers, e.g. ``variance="empirical"`` with every pair
+    answered alike), that it is not measured in them at all."""
+    if math.isfinite(ratio):
+        return f"{ratio:.1f} standard errors"
+    return "more than any number of standard errors (their answers show no spread: a standard error of zero)"
 
 
 def confidence(
@@ -607,7 +616,7 @@ def confidence(
     if ridge_se > RIDGE_MAX_SE:
         raise IntervalsUnavailable(
             "unstable_correction",
-            f"Removing the ridge penalty would move some scores by {ridge_se:.1f} standard errors: the "
+            f"Removing the ridge penalty would move some scores by {_in_se(ridge_se)}: the "
             "penalty, not the answers, dominates those scores. Collect more answers.",
         )
     # 3. Second-order (Cox–Snell) bias of the unpenalized M-estimator. Where it is not
@@ -641,7 +650,7 @@ def confidence(
         worst = _largest_in_se(bias, se, identified)
         raise IntervalsUnavailable(
             "unstable_correction",
-            f"The estimated small-sample bias reaches {worst:.1f} standard errors for "
+            f"The estimated small-sample bias reaches {_in_se(worst)} for "
             f"{int(unsafe.sum())} items: the normal approximation behind the intervals does not hold yet. "
             "Collect more answers, or use uncertainty=bootstrap.",
         )

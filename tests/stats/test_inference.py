@@ -160,6 +160,17 @@ def test_intervals_without_bias_correction_undercover():
     assert plain < 0.87 < 0.93 - Z * se <= corrected, (plain, corrected, se)
 
 
+def test_a_zero_standard_error_is_said_in_words_not_as_the_largest_float():
+    """Every pair answered twice alike: the empirical spread, hence some standard errors,
+    are zero, and the refusal says so rather than printing 1.8e308 "standard errors"."""
+    i, j, y = np.repeat([0, 0, 1], 2), np.repeat([3, 3, 2], 2), np.repeat([0, 1, 1], 2)
+    fit = fit_debiased_mle(4, i, j, y, np.full(6, 2.0))
+    with pytest.raises(IntervalsUnavailable) as refused:
+        confidence(fit, variance="empirical")
+    assert "a standard error of zero" in str(refused.value)
+    assert not any(len(word) > 12 for word in str(refused.value).split() if word[0].isdigit())
+
+
 def test_empirical_variance_agrees_with_the_model_variance():
     rng = np.random.default_rng(3)
     theta = uniform_theta(M, rng)
