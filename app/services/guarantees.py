@@ -107,10 +107,8 @@ def privacy_summary(survey: Survey, n_items: int) -> PrivacySummary:
         epsilon_max=hi,
         guess_bound_default=guess_bound(eps),
         guess_bound_max=guess_bound(hi),
-        budget_policy=budget_policy(survey),
-        respondent_budget=cap,
-        guess_bound_budget=None if cap is None else guess_bound(cap),
         suggestion_batch=batch,
+        **_cap(survey),
     )
     if kind == "pairwise":
         pairs = n_items * (n_items - 1) // 2
@@ -154,34 +152,19 @@ def receipt(
         raise RuntimeError(f"survey {survey.id}: an answer names an item beyond the survey's")
     answers = []
     for row in rows:
-        ids = [index.ids[row.i], index.ids[row.j]] if index else []
-        labels = [index.labels[row.i], index.labels[row.j]] if index else []
-        if row.epsilon is None:  # central: a true answer, protected by the releases
-            answers.append(
-                ReceiptAnswer(
-                    kind="pair",
-                    items=ids,
-                    labels=labels,
-                    n_items=2,
-                    mechanism="none",
-                    randomized_on="none",
-                    epsilon=None,
-                    guess_bound=None,
-                )
-            )
-            continue
-        e = float(row.epsilon)
+        # Central: a true answer (no ε), protected by the releases.
+        e = None if row.epsilon is None else float(row.epsilon)
         answers.append(
             ReceiptAnswer(
                 kind="pair",
-                items=ids,
-                labels=labels,
+                items=[index.ids[row.i], index.ids[row.j]] if index else [],
+                labels=[index.labels[row.i], index.labels[row.j]] if index else [],
                 n_items=2,
-                mechanism="randomized_response",
-                randomized_on=_where(row.source),
+                mechanism="none" if e is None else "randomized_response",
+                randomized_on="none" if e is None else _where(row.source),
                 epsilon=e,
-                guess_bound=guess_bound(e),
-                flip_probability=1.0 - guess_bound(e),
+                guess_bound=None if e is None else guess_bound(e),
+                flip_probability=None if e is None else 1.0 - guess_bound(e),
             )
         )
     if survey.privacy_model == "central":
@@ -239,7 +222,6 @@ def _local(
     offset: int,
     total: float,
 ) -> Receipt:
-    cap = survey.respondent_budget
     return Receipt(
         model="local",
         answers=answers,
@@ -247,11 +229,20 @@ def _local(
         offset=offset,
         epsilon_total=total,
         guess_bound_total=guess_bound(total),
-        budget_policy=budget_policy(survey),
-        respondent_budget=cap,
         budget_remaining=budget_remaining(survey, respondent),
-        guess_bound_budget=None if cap is None else guess_bound(cap),
+        **_cap(survey),
     )
+
+
+def _cap(survey: Survey) -> dict:
+    """A local survey's cap as the summary and the receipt state it: the policy, the cap,
+    and the guess bound once it is all spent."""
+    cap = survey.respondent_budget
+    return {
+        "budget_policy": budget_policy(survey),
+        "respondent_budget": cap,
+        "guess_bound_budget": None if cap is None else guess_bound(cap),
+    }
 
 
 def _where(source: str) -> str:

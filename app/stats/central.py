@@ -109,11 +109,33 @@ def _opendp():
     return dp
 
 
-def _integer_laplace(scale: float):
+def _integer_measurement(kind: str, scale: float):
+    """OpenDP's exact integer mechanism on i64 vectors: "laplace" (ℓ1) or "gaussian" (ℓ2)."""
     dp = _opendp()
-    return dp.m.make_laplace(
-        dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=float(scale)
+    make, distance = (
+        (dp.m.make_laplace, dp.l1_distance) if kind == "laplace" else (dp.m.make_gaussian, dp.l2_distance)
     )
+    return make(dp.vector_domain(dp.atom_domain(T="i64")), distance(T="i64"), scale=float(scale))
+
+
+def _add_integer_noise(
+    kind: str, values: ArrayLike, scale: float, name: str, simulate, rng
+) -> NDArray[np.int64]:
+    """``values`` + integer noise of ``kind`` at ``scale`` (called ``name`` in errors), inside
+    one OpenDP measurement; with ``rng``, ``simulate(scale, size, rng)`` on NumPy draws."""
+    v = np.asarray(values, dtype=np.int64)
+    if not 0 < scale <= MAX_INTEGER_SCALE:
+        raise ValueError(f"{name} must be in (0, {MAX_INTEGER_SCALE:g}]")
+    if v.size == 0:
+        return v.copy()
+    if rng is not None:
+        return v + simulate(scale, v.size, rng)
+    return np.asarray(_integer_measurement(kind, scale)(v.tolist()), dtype=np.int64)
+
+
+def _geometric_difference(scale: float, size: int, rng: np.random.Generator) -> NDArray[np.int64]:
+    q = -math.expm1(-1.0 / scale)
+    return (rng.geometric(q, size) - rng.geometric(q, size)).astype(np.int64)
 
 
 def add_discrete_laplace(
@@ -127,15 +149,7 @@ def add_discrete_laplace(
     subtracts back out). Scale ≤ 2⁵⁰. ``rng``: NumPy geometric differences, for
     reproducible simulations only.
     """
-    v = np.asarray(values, dtype=np.int64)
-    if not 0 < scale <= MAX_INTEGER_SCALE:
-        raise ValueError(f"scale must be in (0, {MAX_INTEGER_SCALE:g}]")
-    if v.size == 0:
-        return v.copy()
-    if rng is not None:
-        q = -math.expm1(-1.0 / scale)
-        return v + (rng.geometric(q, v.size) - rng.geometric(q, v.size)).astype(np.int64)
-    return np.asarray(_integer_laplace(scale)(v.tolist()), dtype=np.int64)
+    return _add_integer_noise("laplace", values, scale, "scale", _geometric_difference, rng)
 
 
 def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
@@ -147,13 +161,6 @@ def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = 
     :func:`add_discrete_laplace`, which adds it inside the mechanism.
     """
     return add_discrete_laplace(np.zeros(size, dtype=np.int64), scale, rng)
-
-
-def _integer_gaussian(sigma: float):
-    dp = _opendp()
-    return dp.m.make_gaussian(
-        dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=float(sigma)
-    )
 
 
 def add_discrete_gaussian(
@@ -170,14 +177,7 @@ def add_discrete_gaussian(
     probability exp(−(|Y| − σ²/t)²/(2σ²))) on NumPy draws, for reproducible
     simulations only (its floating-point acceptance test is not hardened).
     """
-    v = np.asarray(values, dtype=np.int64)
-    if not 0 < sigma <= MAX_INTEGER_SCALE:
-        raise ValueError(f"sigma must be in (0, {MAX_INTEGER_SCALE:g}]")
-    if v.size == 0:
-        return v.copy()
-    if rng is not None:
-        return v + _cks_discrete_gaussian(sigma, v.size, rng)
-    return np.asarray(_integer_gaussian(sigma)(v.tolist()), dtype=np.int64)
+    return _add_integer_noise("gaussian", values, sigma, "sigma", _cks_discrete_gaussian, rng)
 
 
 def _cks_discrete_gaussian(sigma: float, size: int, rng: np.random.Generator) -> NDArray[np.int64]:

@@ -151,12 +151,12 @@ def test_central_summary_states_the_release_budget(client):
     assert summary["max_comparisons_per_respondent"] == 2 and s["privacy"]["respondent_budget_policy"] is None
 
 
-def test_a_zcdp_summary_states_its_delta_and_the_matching_guess_bound(client):
-    """(ε, δ)-DP bounds a guess by (e^ε + δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015)."""
+def _zcdp_survey(client, total_budget: float, per_respondent: int) -> dict:
+    """A central survey of three items accounting in zCDP at δ = 10⁻⁶."""
     privacy = {
         "model": "central",
-        "total_budget": 2.0,
-        "max_comparisons_per_respondent": 3,
+        "total_budget": total_budget,
+        "max_comparisons_per_respondent": per_respondent,
         "accounting": "zcdp",
         "delta": 1e-6,
     }
@@ -164,7 +164,12 @@ def test_a_zcdp_summary_states_its_delta_and_the_matching_guess_bound(client):
         "/v1/surveys", json={"title": "z", "items": ["a", "b", "c"], "privacy": privacy}, headers=ADMIN
     )
     assert r.status_code == 201, r.text
-    summary = r.json()["privacy"]["summary"]
+    return r.json()
+
+
+def test_a_zcdp_summary_states_its_delta_and_the_matching_guess_bound(client):
+    """(ε, δ)-DP bounds a guess by (e^ε + δ)/(1 + e^ε) (Kairouz, Oh & Viswanath 2015)."""
+    summary = _zcdp_survey(client, 2.0, 3)["privacy"]["summary"]
     assert (summary["accounting"], summary["delta"], summary["total_budget"]) == ("zcdp", 1e-6, 2.0)
     e = math.exp(2.0)
     assert summary["guess_bound_total"] == pytest.approx((e + 1e-6) / (1 + e), rel=1e-12)
@@ -281,20 +286,10 @@ def test_a_central_receipt_counts_answers_and_the_releases_spent(client):
 
 
 def test_a_zcdp_receipt_states_the_same_guess_bound_as_the_summary(client):
-    privacy = {
-        "model": "central",
-        "total_budget": 3.0,
-        "max_comparisons_per_respondent": 2,
-        "accounting": "zcdp",
-        "delta": 1e-6,
-    }
-    s = client.post(
-        "/v1/surveys", json={"title": "z", "items": ["a", "b", "c"], "privacy": privacy}, headers=ADMIN
-    )
-    assert s.status_code == 201, s.text
-    sid = s.json()["id"]
+    s = _zcdp_survey(client, 3.0, 2)
+    sid = s["id"]
     _, h = register(client, sid)
-    assert _answer(client, sid, h, _pairs(s.json())[:1]).status_code == 201
+    assert _answer(client, sid, h, _pairs(s)[:1]).status_code == 201
     r = client.post(
         f"/v1/surveys/{sid}/releases",
         json={"method": "noisy_counts", "unit": "individual", "rho": 0.125},
