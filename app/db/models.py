@@ -63,6 +63,7 @@ __all__ = [
     "SurveyStats",
     "UndecidedCount",
     "new_id",
+    "to_hour",
     "utcnow",
 ]
 
@@ -72,6 +73,12 @@ BigId = BigInteger().with_variant(Integer, "sqlite")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def to_hour(t: datetime) -> datetime:
+    """``t`` rounded down to the hour: the time kept or exported where an exact one could
+    link rows (suggestions and their items, answers in exports)."""
+    return t.replace(minute=0, second=0, microsecond=0)
 
 
 class UTCDateTime(TypeDecorator):

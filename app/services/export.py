@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, aliased
 
 from ..csvcells import csv_cell
-from ..db.models import Comparison, Item, Respondent
+from ..db.models import Comparison, Item, Respondent, to_hour
 from ..stats import debias
 
 __all__ = [
@@ -87,7 +87,7 @@ def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) ->
         rid, ext, a_ids, b_ids, y, eps, created = zip(*part, strict=True)
         z = debias(np.asarray(y), np.asarray(eps, dtype=float)).tolist()
         for k in range(len(part)):
-            hour = _hour(created[k])
+            hour = to_hour(created[k])
             if block and (hour != block[-1][6] or len(block) >= HOUR_BLOCK):
                 yield from _sorted_chunks(block, chunk)
                 block = []
@@ -104,10 +104,6 @@ def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) ->
             )
     if block:
         yield from _sorted_chunks(block, chunk)
-
-
-def _hour(t: datetime) -> datetime:
-    return t.replace(minute=0, second=0, microsecond=0)
 
 
 def _sorted_chunks(rows: list[tuple], chunk: int) -> Iterator[list[tuple]]:

@@ -70,6 +70,7 @@ from ..db.models import (
     Suggestion,
     Survey,
     new_id,
+    to_hour,
     utcnow,
 )
 from ..db.session import begin_write
@@ -164,10 +165,6 @@ def _clean(label: str) -> str:
         if run > _MAX_MARKS:
             raise Invalid(f"a suggestion must not stack more than {_MAX_MARKS} accents on one letter")
     return cleaned
-
-
-def _hour(t: datetime) -> datetime:
-    return t.replace(minute=0, second=0, microsecond=0)
 
 
 # -- near-duplicates --------------------------------------------------------------
@@ -363,7 +360,7 @@ def _publish(session: Session, survey: Survey, kind: str) -> None:
     if len(by_author) < max([int(settings["batch"])] + [row.batch for row in held]):
         return
     batch = _shuffled([rows[entropy.randbelow(len(rows))] for rows in by_author.values()])
-    hour = _hour(utcnow())
+    hour = to_hour(utcnow())
     for row in batch:
         if kind == "suggestion":
             assert row.label is not None
