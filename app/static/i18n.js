@@ -66,6 +66,21 @@ export const languageName = (code) => new Intl.DisplayNames([locale], { type: "l
 /** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
 export const sig = (x, digits = 2) => num(Number(x), { maximumSignificantDigits: digits });
 
+/**
+ * An upper bound on a probability, for "at most …": as {@link percent} up to 99%; above,
+ * rounded up (a bound may be overstated, never understated) with the fewest decimals that
+ * keep it below 100% (99.4%, 99.995%), so that it reads as a number rather than ">99%".
+ */
+export function upTo(x) {
+  if (!(x > 0.99)) return percent(x);
+  for (let digits = 1; digits <= 8; digits += 1) {
+    const scale = 10 ** (digits + 2);
+    const up = Math.ceil(x * scale) / scale;
+    if (up < 1) return num(up, { style: "percent", maximumFractionDigits: digits });
+  }
+  return num(1, { style: "percent" });
+}
+
 /** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
 export const percent = (x) =>
   x < 0.01

@@ -12,7 +12,7 @@
  * ρ summed, shown as (ε, δ)), each with its own "summary.central.<accounting>" message. A
  * survey taking suggestions adds its batch ("summary.suggestions").
  */
-import { num, percent, sig, t } from "/static/i18n.js";
+import { num, percent, sig, t, upTo } from "/static/i18n.js";
 
 /** The summary's sentences, one paragraph's worth. */
 export function privacySummaryText(s) {
@@ -23,7 +23,7 @@ export function privacySummaryText(s) {
       total: sig(s.total_budget, 3),
       delta: (s.delta ?? 0).toExponential(0),
       one_in: num(Math.round(1 / (s.delta || 1))),
-      guess: percent(s.guess_bound_total),
+      guess: upTo(s.guess_bound_total),
       chance,
     });
     return s.suggestion_batch ? `${central} ${t("summary.suggestions", { k: s.suggestion_batch })}` : central;
@@ -34,8 +34,8 @@ export function privacySummaryText(s) {
       t("summary.local.ranking", {
         eps: sig(s.epsilon_default, 3),
         swap: percent(s.swap_probability_default),
-        guess: percent(s.guess_bound_default),
-        guess_whole: percent(s.guess_bound_whole_ranking_default),
+        guess: upTo(s.guess_bound_default),
+        guess_whole: upTo(s.guess_bound_whole_ranking_default),
         eps_whole: sig(s.epsilon_whole_ranking_default, 3),
         chance,
       }),
@@ -44,14 +44,14 @@ export function privacySummaryText(s) {
     parts.push(
       t("summary.local.pairwise", {
         eps: sig(s.epsilon_default, 3),
-        guess: percent(s.guess_bound_default),
+        guess: upTo(s.guess_bound_default),
         eps_max: sig(s.epsilon_max, 3),
-        guess_max: percent(s.guess_bound_max),
+        guess_max: upTo(s.guess_bound_max),
         chance,
       }),
     );
   }
-  const budget = { budget: sig(s.respondent_budget ?? 0, 3), guess: percent(s.guess_bound_budget ?? 0.5) };
+  const budget = { budget: sig(s.respondent_budget ?? 0, 3), guess: upTo(s.guess_bound_budget ?? 0.5) };
   const capped = s.budget_policy === "capped";
   if (s.kind === "ranking")
     parts.push(t(capped ? "summary.budget.ranking" : "summary.budget.ranking_one", budget));

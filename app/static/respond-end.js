@@ -3,7 +3,7 @@
  * when the survey shows them at the end), the survey having closed, or a failure to retry.
  */
 import { h } from "/static/dom.js";
-import { percent, sig, t, tn } from "/static/i18n.js";
+import { percent, sig, t, tn, upTo } from "/static/i18n.js";
 import { PrivrankError, truthProbability } from "/static/privrank.js";
 import { summaryParagraph } from "/static/respond-intro.js";
 import { central, client, main, show, state } from "/static/respond-state.js";
@@ -71,10 +71,10 @@ function receiptSection(r) {
         ? "–"
         : a.kind === "ranking"
           ? t("receipt.guess.ranking", {
-              guess: percent(a.guess_bound),
-              guess_whole: percent(a.guess_bound_whole_ranking),
+              guess: upTo(a.guess_bound),
+              guess_whole: upTo(a.guess_bound_whole_ranking),
             })
-          : t("receipt.guess", { guess: percent(a.guess_bound) });
+          : t("receipt.guess", { guess: upTo(a.guess_bound) });
     return h(
       "tr",
       {},
@@ -111,7 +111,7 @@ function receiptSection(r) {
             t("receipt.central", {
               spent: sig(r.release_epsilon_spent, 3),
               total: sig(r.release_budget, 3),
-              guess: percent(r.guess_bound_total),
+              guess: upTo(r.guess_bound_total),
               chance,
             }),
           ),
@@ -122,7 +122,7 @@ function receiptSection(r) {
             { id: "receipt-total" },
             tn("receipt.total", r.answers_total, {
               total: sig(r.epsilon_total, 3),
-              guess: percent(r.guess_bound_total),
+              guess: upTo(r.guess_bound_total),
               chance,
             }),
           ),
