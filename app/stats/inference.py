@@ -269,8 +269,10 @@ class Confidence:
         respondents independent), "cluster_bound" (few respondents: worst-case
         within-respondent correlation), "bootstrap" (parametric), "cluster_bootstrap"
     theta : (m,) the point estimate θ̂ the intervals belong to
-    critical_value : the multiplier of ``se`` (normal, or Student t with G − 1
+    critical_value : the multiplier of ``se`` (normal, or Student t with ``df``
         degrees of freedom for cluster-robust intervals)
+    df : degrees of freedom of ``critical_value`` (None: normal); rank summaries draw
+        from the multivariate t with these degrees of freedom, like the intervals
     n_clusters : respondents behind the covariance (None: not clustered)
     corrections : which bias corrections were applied ("ridge", "second_order")
         and the largest of each in standard errors
@@ -291,6 +293,7 @@ class Confidence:
     n_clusters: int | None = None
     corrections: dict = field(default_factory=dict)
     widened: NDArray[np.bool_] | None = field(default=None, repr=False)
+    df: float | None = None
 
     @property
     def z(self) -> float:
@@ -335,16 +338,18 @@ class Confidence:
 
 
 def confidence_from_cov(
-    estimate, cov, level, component, method, theta, crit=None, n_clusters=None, corrections=None
+    estimate, cov, level, component, method, theta, crit=None, n_clusters=None, corrections=None, df=None
 ) -> Confidence:
-    """Intervals estimate ± crit·se from a covariance (crit: the normal quantile unless
-    given), NaN for items alone in their component, each widened to contain ``theta``
-    (the reported scores)."""
+    """Intervals estimate ± crit·se from a covariance (crit: the normal quantile, or the
+    Student t quantile with ``df`` degrees of freedom, unless given), NaN for items alone
+    in their component, each widened to contain ``theta`` (the reported scores)."""
     sizes = np.bincount(component)
     identified = sizes[component] > 1
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     se[~identified] = np.nan
-    crit = float(ndtri(0.5 + level / 2.0)) if crit is None else float(crit)
+    if crit is None:
+        crit = float(ndtri(0.5 + level / 2.0)) if df is None else float(stdtrit(df, 0.5 + level / 2.0))
+    crit = float(crit)
     lower, upper = estimate - crit * se, estimate + crit * se
     # The reported estimate always lies inside its own interval: where a bias
     # correction moved the centre further than the half-width, the interval is
@@ -368,6 +373,7 @@ def confidence_from_cov(
         n_clusters,
         dict(corrections or {}),
         widened,
+        None if df is None else float(df),
     )
 
 
@@ -586,6 +592,7 @@ def confidence(
         raise IntervalsUnavailable("not_identified", _SEPARATED if separated else _NOT_IDENTIFIED) from None
     check()
     crit = float(ndtri(0.5 + level / 2.0))
+    df: float | None = None
     n_clusters = None
     if clusters is None:
         method = "sandwich"
@@ -598,7 +605,8 @@ def confidence(
                 _cluster_meat(centre, clusters) * (n_clusters / (n_clusters - 1.0)),
                 laplacian(m, i, j, v_model),
             )
-            crit = float(stdtrit(n_clusters - 1, 0.5 + level / 2.0))  # Student t quantile
+            df = float(n_clusters - 1)
+            crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
         else:
             method = "cluster_bound"
             meat = _bound_meat(centre, clusters)
@@ -664,7 +672,9 @@ def confidence(
         "second_order_max_se": _largest_in_se(applied, se, identified),
         "second_order_skipped_items": int(unsafe.sum()),
     }
-    conf = confidence_from_cov(estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections)
+    conf = confidence_from_cov(
+        estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections, df=df
+    )
     if unsafe.any():
         # Span the interval with and without the correction for the items it skipped.
         lower = np.where(unsafe, np.minimum(conf.lower, conf.lower - bias), conf.lower)
