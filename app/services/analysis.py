@@ -431,6 +431,7 @@ def _summaries(
                 component=conf.component,
                 point=conf.theta,
                 check=deadline.check,
+                df=conf.df,
             )
         result = _Summary(conf, ranks, None, None, intervals.entry)
     if entry.key is not None:

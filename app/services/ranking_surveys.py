@@ -360,6 +360,7 @@ def consensus(
                 k,
                 rng=_seed(survey.id, snap.version, method, level, k),
                 check=deadline.check,
+                df=conf.df,
             )
         cache.put_ranks(key, k, ranks)
     mean_pos = stats.mean_position

@@ -347,6 +347,10 @@ def confidence_from_cov(
     identified = sizes[component] > 1
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     se[~identified] = np.nan
+    raw = np.asarray(estimate, dtype=np.float64)
+    estimate = order_restricted(raw, theta, component, _precision(se))
+    if corrections is not None or not np.array_equal(estimate, raw):
+        corrections = {**(corrections or {}), "order_pooled_items": int(np.sum(estimate != raw))}
     if crit is None:
         crit = float(ndtri(0.5 + level / 2.0)) if df is None else float(stdtrit(df, 0.5 + level / 2.0))
     crit = float(crit)
@@ -375,6 +379,80 @@ def confidence_from_cov(
         widened,
         None if df is None else float(df),
     )
+
+
+def _precision(se: NDArray) -> NDArray[np.float64]:
+    """Weights 1/se² for :func:`order_restricted` (finite: a zero se weighs 10³⁰⁰)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = 1.0 / np.maximum(np.square(se), 1e-300)
+    return np.where(np.isfinite(w), w, 1.0)
+
+
+def order_restricted(
+    values: ArrayLike,
+    order_by: ArrayLike,
+    component: ArrayLike | None = None,
+    weight: ArrayLike | None = None,
+) -> NDArray[np.float64]:
+    """The weighted least-squares fit to ``values`` that is non-increasing along the order
+    of ``order_by`` (descending) within each component, items tied in ``order_by`` pooled:
+    the isotonic regression, by pool-adjacent-violators (Barlow, Bartholomew, Bremner &
+    Brunk 1972, *Statistical Inference under Order Restrictions*, §1.2; Robertson, Wright
+    & Dykstra 1988, *Order Restricted Statistical Inference*, §1.2).
+
+    Where ``values`` already follow that order it returns them unchanged; elsewhere it
+    averages the offending runs (weighted), which keeps each run's weighted mean. Used for
+    the interval centre (a bias correction never reverses the reported order) and for
+    P(top-K) along the ranking (docs/uncertainty.md §2 and §6).
+
+    >>> order_restricted([1.0, 3.0, 0.0], [2.0, 1.0, 0.0]).tolist()
+    [2.0, 2.0, 0.0]
+    """
+    v = np.asarray(values, dtype=np.float64).copy()
+    key = np.asarray(order_by, dtype=np.float64)
+    m = v.size
+    comp = np.zeros(m, dtype=np.int64) if component is None else np.asarray(component, dtype=np.int64)
+    w = np.ones(m) if weight is None else np.asarray(weight, dtype=np.float64)
+    if key.shape != v.shape or comp.shape != v.shape or w.shape != v.shape:
+        raise ValueError("values, order_by, component and weight need one value per item")
+    order = np.lexsort((np.arange(m), -key, comp))
+    finite = np.isfinite(v[order])
+    wo = np.where(finite, w[order], 0.0)
+    vo = np.where(finite, v[order], 0.0)
+    # Groups of tied items (equal component and key), in order; then pool adjacent
+    # violators over the groups of each component.
+    new_group = np.ones(m, dtype=bool)
+    new_group[1:] = (comp[order][1:] != comp[order][:-1]) | (key[order][1:] != key[order][:-1])
+    first = np.flatnonzero(new_group)
+    gw = np.add.reduceat(wo, first) if m else np.zeros(0)
+    gs = np.add.reduceat(wo * vo, first) if m else np.zeros(0)
+    gcomp = comp[order][first]
+    # The stack's blocks: weight, weighted sum, first group.
+    bw: list[float] = []
+    bs: list[float] = []
+    bstart: list[int] = []
+    for g in range(first.size):
+        bw.append(float(gw[g]))
+        bs.append(float(gs[g]))
+        bstart.append(g)
+        while len(bw) > 1 and gcomp[bstart[-2]] == gcomp[g] and _mean(bs[-2], bw[-2]) < _mean(bs[-1], bw[-1]):
+            last_w, last_s = bw.pop(), bs.pop()
+            bstart.pop()
+            bw[-1] += last_w
+            bs[-1] += last_s
+    ends = [*bstart[1:], first.size]
+    item_ends = np.append(first, m)
+    for start, end, total_w, total_s in zip(bstart, ends, bw, bs, strict=True):
+        lo, hi = item_ends[start], item_ends[end]
+        if hi - lo > 1 and total_w > 0:
+            block = order[lo:hi]
+            v[block] = np.where(np.isfinite(v[block]), total_s / total_w, v[block])
+    return v
+
+
+def _mean(total: float, weight: float) -> float:
+    """A block's weighted mean (−∞ for a block without weight: never a violator)."""
+    return total / weight if weight > 0 else -math.inf
 
 
 def _check_level(level: float) -> float:
@@ -664,7 +742,6 @@ def confidence(
         )
     applied = np.where(unsafe, 0.0, bias)
     estimate = centre - applied
-    _check_order(fit.theta, estimate, cov, comp, identified, crit)
     corrections = {
         "ridge": True,
         "second_order": bool((~unsafe).any()),
@@ -681,25 +758,6 @@ def confidence(
         upper = np.where(unsafe, np.maximum(conf.upper, conf.upper - bias), conf.upper)
         conf = dataclasses.replace(conf, lower=lower, upper=upper)
     return conf
-
-
-def _check_order(theta, estimate, cov, comp, identified, crit) -> None:
-    """A correction must not reverse a significant difference: if the corrected centre
-    puts a significantly above b, the estimate may not put b above a."""
-    m = theta.size
-    if m < 2:
-        return
-    d = np.diag(cov)
-    se = np.sqrt(np.maximum(d[:, None] + d[None, :] - 2.0 * cov, 0.0))
-    ok = (comp[:, None] == comp[None, :]) & identified[:, None] & identified[None, :]
-    significant = ok & (estimate[:, None] - estimate[None, :] > crit * se)
-    reversed_ = significant & (theta[:, None] < theta[None, :])
-    if reversed_.any():
-        raise IntervalsUnavailable(
-            "unstable_correction",
-            "The bias correction reverses the order of items it finds significantly different: the "
-            "estimates are not stable enough for intervals yet. Collect more answers.",
-        )
 
 
 def bootstrap_confidence(
@@ -836,12 +894,15 @@ class RankConfidence:
     Attributes
     ----------
     rank_ci : (m, 2) int, marginal intervals: each item's rank lies in [lo, hi]
-        with probability ``level`` (quantiles of ranks under θ ~ N(θ̌, C)).
+        with probability ≥ ``level`` (from simultaneous intervals for the item's m − 1
+        differences with the others: Mogstad, Romano, Shaikh & Wilhelm 2024).
     rank_ci_simultaneous : (m, 2) int, simultaneous intervals: all ranks lie in
         their intervals jointly with probability ≥ ``level`` (max-|t| over all
-        pairwise differences; Bonferroni when that would be too costly).
+        pairwise differences: Klein, Wright & Wieczorek 2020; Mogstad et al. 2024;
+        Bonferroni when that would be too costly).
     kind : "marginal" — the kind of ``rank_ci``.
-    p_top_k : (m,) probability of being in the top-K (sums to K), given ``k``.
+    p_top_k : (m,) probability of being in the top-K (sums to K), given ``k``:
+        drawn around the interval centre, non-increasing along the ranking.
     top_k_certain : (m,) bool, items in the top-K at the confidence level
         (simultaneous: their intervals end at or above K).
     tied_groups : list of index arrays, best first: the maximal runs of items,
@@ -852,6 +913,7 @@ class RankConfidence:
     tiers : list of index arrays, best first: a partition, split only where every
         item above is significantly better than every item below.
     critical_value : the simultaneous critical value for pairwise differences.
+    critical_values : (m,) the marginal critical value of each item's differences.
     """
 
     rank_ci: NDArray[np.int64]
@@ -863,6 +925,7 @@ class RankConfidence:
     tied_groups: list[NDArray[np.int64]]
     tiers: list[NDArray[np.int64]]
     critical_value: float
+    critical_values: NDArray[np.float64] | None = field(default=None, repr=False)
 
 
 def rank_confidence(
@@ -875,18 +938,36 @@ def rank_confidence(
     component: ArrayLike | None = None,
     point: ArrayLike | None = None,
     check: Check | None = None,
+    df: float | None = None,
 ) -> RankConfidence:
     """Rank intervals and top-K probabilities from an estimate and its covariance.
 
     ``theta``, ``cov``: e.g. ``Confidence.estimate`` and ``Confidence.cov``.
-    ``point`` (e.g. ``Confidence.theta``, the reported scores; default ``theta``):
-    every rank interval is extended to contain the point's competition rank, and
-    tied groups and tiers follow the point's order, so that the summaries never
-    contradict the ranking they accompany.
+    ``point`` (e.g. ``Confidence.theta``, the reported scores; default ``theta``) is
+    the ranking the summaries accompany: ``theta`` is first restricted to its order
+    (:func:`order_restricted`, weights 1/se²; a no-op for ``Confidence.estimate``), so
+    every summary has one centre that never reverses the ranking, and every rank
+    interval contains the point's competition rank.
+    ``df``: the degrees of freedom of the intervals' critical value (``Confidence.df``;
+    None: normal): draws are multivariate t with those degrees of freedom.
     ``component`` (default: all connected) marks incomparable groups of items.
-    ``rng`` seeds the normal draws (they describe uncertainty; they do not
+    ``rng`` seeds the draws (they describe uncertainty; they do not
     protect anyone, so a seedable generator is fine; default: OS-seeded).
     ``check`` is called between the steps (it raises to stop the work).
+
+    Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z,
+    the simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and
+    item a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
+    θ_b − θ_a > c·se_ab (c_a·se_ab for a's marginal interval), and a's rank lies between
+    1 + #(items significantly above a) and m − #(items significantly below a) [Klein,
+    Wright & Wieczorek 2020; Mogstad, Romano, Shaikh & Wilhelm 2024, §3].
+
+    P(top-K) is the share of draws θ + Z in which the item is among the K best, made
+    non-increasing along the ranking by :func:`order_restricted` (equal weights: it
+    keeps the sum K). Draws put an item whose score is less certain at the extremes
+    more often, so an uncertain item just below can be drawn into the top-K more often
+    than a precisely measured one just above; the restriction pools such runs, which are
+    always within a tied group (docs/uncertainty.md §6).
 
     Examples
     --------
@@ -898,62 +979,49 @@ def rank_confidence(
     """
     check = check or _no_check
     level = _check_level(level)
-    est = np.asarray(theta, dtype=np.float64)
     c = np.asarray(cov, dtype=np.float64)
-    m = est.size
+    m = np.asarray(theta).size
     if c.shape != (m, m):
         raise ValueError("cov must be m×m")
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
         raise ValueError(f"k must be an integer between 1 and {m}")
+    if df is not None and not df > 0:
+        raise ValueError("df must be positive")
     comp = np.zeros(m, dtype=np.int64) if component is None else np.asarray(component, dtype=np.int64)
-    pt = est if point is None else np.asarray(point, dtype=np.float64)
-    if pt.shape != est.shape:
+    pt = np.asarray(theta, dtype=np.float64) if point is None else np.asarray(point, dtype=np.float64)
+    if pt.shape != (m,):
         raise ValueError("point must have one value per item")
+    est = order_restricted(theta, pt, comp, _precision(np.sqrt(np.maximum(np.diag(c), 0.0))))
     gen = rng if rng is not None else entropy.generator()
     check()
-    crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen)
+    crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen, df)
     check()
-    alpha = 1.0 - level
+    crit_each = _marginal_critical_values(c, se_pair, level, n_draws, gen, df)
+    check()
     diff = est[:, None] - est[None, :]
-    above = diff > crit * se_pair  # a significantly above b
-    sim_lo = 1 + above.sum(axis=0)  # items significantly above a
-    sim_hi = m - above.sum(axis=1)  # m − items significantly below a
-    simultaneous = np.column_stack((sim_lo, sim_hi)).astype(np.int64)
+    above = diff > crit * se_pair  # a significantly above b (simultaneously)
+    simultaneous = np.column_stack((1 + above.sum(axis=0), m - above.sum(axis=1))).astype(np.int64)
+    # Item a's marginal interval: its own critical value for its m − 1 differences.
+    with np.errstate(invalid="ignore"):
+        half = np.where(np.isfinite(se_pair), crit_each[:, None] * se_pair, np.inf)
+    below_a = -diff > half  # [a, b]: b significantly above a
+    above_a = diff > half  # [a, b]: a significantly above b
+    marginal = np.column_stack((1 + below_a.sum(axis=1), m - above_a.sum(axis=1))).astype(np.int64)
     p_top = None
-    connected = comp.max(initial=0) == 0
-    if connected:
-        # Each item's rank in every draw, counted per (item, rank): the draws are made
-        # and ranked in blocks of about a million values, so that the temporary memory
-        # is O(m²) for the counts (like the covariance) instead of O(n_draws·m) several
-        # times over (~300 MB at m = 2,000). The quantiles are read off the counts and
-        # equal np.quantile's "lower" / "higher" of the n_draws ranks.
-        counts = np.zeros(m * (m + 1), dtype=np.int64)
+    if k is not None and comp.max(initial=0) == 0:
         root = _mvn_root(c)
+        inside = np.zeros(m, dtype=np.int64)
         block = max(1, _BLOCK_VALUES // m)
-        base = np.arange(m, dtype=np.int64) * (m + 1)
         for start in range(0, n_draws, block):
             rows = min(block, n_draws - start)
-            draws = est + gen.standard_normal((rows, m)) @ root.T
-            ranks = np.empty((rows, m), dtype=np.int64)
-            np.put_along_axis(ranks, np.argsort(-draws, axis=1), np.arange(1, m + 1)[None, :], axis=1)
-            counts += np.bincount((ranks + base).ravel(), minlength=counts.size)
+            draws = est + _draw(gen, root, rows, df)
+            if k < m:
+                inside += np.bincount(np.argpartition(-draws, k - 1, axis=1)[:, :k].ravel(), minlength=m)
+            else:
+                inside += rows
             check()
-        cum = counts.reshape(m, m + 1)
-        np.cumsum(cum, axis=1, out=cum)  # cum[a, r] = draws with rank(a) ≤ r
-        lo_at = math.floor(alpha / 2.0 * (n_draws - 1))
-        hi_at = math.ceil((1.0 - alpha / 2.0) * (n_draws - 1))
-        lo = (cum <= lo_at).sum(axis=1)  # the (lo_at+1)-th smallest rank of each item
-        hi = (cum <= hi_at).sum(axis=1)
-        marginal = np.column_stack((lo, hi)).astype(np.int64)
-        if k is not None:
-            p_top = cum[:, k] / n_draws
-    else:
-        marginal = simultaneous.copy()  # ranks across components are not identified
-    # The reported rank (competition ranks of the point) lies in both intervals.
+        p_top = order_restricted(inside / n_draws, pt, comp)
     point_rank = competition_ranks(pt)
-    for arr in (marginal, simultaneous):
-        arr[:, 0] = np.minimum(arr[:, 0], point_rank)
-        arr[:, 1] = np.maximum(arr[:, 1], point_rank)
     certain = None if k is None else simultaneous[:, 1] <= k
     order = np.lexsort((np.arange(m), point_rank))  # the ranking's order: rank, then item
     tiers: list[NDArray[np.int64]] = []
@@ -973,7 +1041,42 @@ def rank_confidence(
             e += 1
         reach[s_] = e
     tied = [order[s_ : reach[s_] + 1] for s_ in range(m) if s_ == 0 or reach[s_] > reach[s_ - 1]]
-    return RankConfidence(marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit)
+    return RankConfidence(
+        marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit, crit_each
+    )
+
+
+def _draw(gen: np.random.Generator, root: NDArray, rows: int, df: float | None) -> NDArray:
+    """``rows`` draws of N(0, R Rᵀ), or of the multivariate t with ``df`` degrees of
+    freedom and that scale matrix (each normal draw divided by √(χ²_df/df))."""
+    z = gen.standard_normal((rows, root.shape[0])) @ root.T
+    if df is not None:
+        z *= np.sqrt(df / gen.chisquare(df, rows))[:, None]
+    return z
+
+
+def _marginal_critical_values(
+    cov: NDArray, se_pair: NDArray, level: float, n_draws: int, gen: np.random.Generator, df: float | None
+) -> NDArray[np.float64]:
+    """Each item a's critical value c_a: the ``level``-quantile of max_{b≠a} |Z_a − Z_b|/se_ab
+    over draws Z (normal, or t with ``df``), b in a's component; Bonferroni over a's
+    comparable items beyond 2·10⁷ pair-draws (Mogstad et al. 2024, §3)."""
+    m = se_pair.shape[0]
+    finite = np.isfinite(se_pair)
+    np.fill_diagonal(finite, False)
+    others = finite.sum(axis=1)
+    if m * m * n_draws > 20_000_000:
+        q = 1.0 - (1.0 - level) / (2.0 * np.maximum(others, 1))
+        crit = ndtri(q) if df is None else stdtrit(df, q)
+        return np.where(others > 0, crit, 0.0).astype(np.float64)
+    root = _mvn_root(cov)
+    inv = np.where(finite, 1.0 / np.where(finite, se_pair, 1.0), 0.0)
+    largest = np.empty((n_draws, m))
+    block = max(1, _BLOCK_PAIR_STATS // max(m * m, 1))
+    for start in range(0, n_draws, block):
+        z = _draw(gen, root, min(block, n_draws - start), df)
+        largest[start : start + z.shape[0]] = (np.abs(z[:, :, None] - z[:, None, :]) * inv).max(axis=2)
+    return np.where(others > 0, np.quantile(largest, level, axis=0), 0.0)
 
 
 def pair_difference_se(cov: NDArray, component: NDArray) -> NDArray[np.float64]:
@@ -987,12 +1090,18 @@ def pair_difference_se(cov: NDArray, component: NDArray) -> NDArray[np.float64]:
 
 
 def simultaneous_critical_value(
-    cov: NDArray, level: float, component: NDArray, n_draws: int, rng: np.random.Generator
+    cov: NDArray,
+    level: float,
+    component: NDArray,
+    n_draws: int,
+    rng: np.random.Generator,
+    df: float | None = None,
 ) -> tuple[float, NDArray[np.float64]]:
     """The simultaneous critical value for all pairwise differences, and their se.
 
     The ``level``-quantile of max over same-component pairs of |Z_a − Z_b|/se_ab,
-    Z ~ N(0, cov), from ``n_draws`` draws (Bonferroni beyond 2·10⁷ pair-draws).
+    Z ~ N(0, cov) (or the multivariate t with ``df`` degrees of freedom), from
+    ``n_draws`` draws (Bonferroni beyond 2·10⁷ pair-draws).
     se_ab is ∞ across components. Used by :func:`rank_confidence` (and by the
     planner, which certifies exactly as the ranking does).
     """
@@ -1007,7 +1116,7 @@ def simultaneous_critical_value(
     if n_pairs == 0:
         return 0.0, se_pair
     if n_pairs * n_draws <= 20_000_000:
-        zdraw = _mvn(rng, c, n_draws)
+        zdraw = _draw(rng, _mvn_root(c), n_draws, df)
         a, b, se_same = iu[0][same], iu[1][same], se_pair[iu][same]
         # The largest |t| of each draw, a block of draws at a time (4 MB of pair statistics).
         largest = np.empty(n_draws)
@@ -1016,7 +1125,8 @@ def simultaneous_critical_value(
             z = zdraw[start : start + block]
             largest[start : start + block] = (np.abs(z[:, a] - z[:, b]) / se_same).max(axis=1)
         return float(np.quantile(largest, level)), se_pair
-    return float(ndtri(1.0 - (1.0 - level) / (2.0 * n_pairs))), se_pair  # Bonferroni
+    q = 1.0 - (1.0 - level) / (2.0 * n_pairs)  # Bonferroni
+    return float(ndtri(q) if df is None else stdtrit(df, q)), se_pair
 
 
 #: Pair statistics per block of draws in :func:`simultaneous_critical_value` (4 MB of float64).
@@ -1031,8 +1141,3 @@ def _mvn_root(cov: NDArray) -> NDArray:
     """R with R Rᵀ = cov, for a PSD (possibly singular) covariance."""
     vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
     return vecs * np.sqrt(np.clip(vals, 0.0, None))
-
-
-def _mvn(gen: np.random.Generator, cov: NDArray, n: int) -> NDArray:
-    """n draws from N(0, cov) for a PSD (possibly singular) covariance."""
-    return gen.standard_normal((n, cov.shape[0])) @ _mvn_root(cov).T

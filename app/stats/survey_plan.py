@@ -423,7 +423,7 @@ def _certify(theta_true, i, j, y, eps, resp, k, level, rng, crit_cache):
     # in the top K when its simultaneous rank interval — m minus the items
     # significantly below it, widened to its reported rank — ends by K.
     if m * (m - 1) // 2 <= FRESH_CRITICAL_PAIRS or "crit" not in crit_cache:
-        crit, se = simultaneous_critical_value(conf.cov, level, conf.component, 4000, rng)
+        crit, se = simultaneous_critical_value(conf.cov, level, conf.component, 4000, rng, conf.df)
         crit_cache["crit"] = crit
     else:
         crit = crit_cache["crit"]
