@@ -44,24 +44,29 @@ vanish relative to its standard error at the sample sizes of real surveys:
    others' correction (their huge terms would otherwise reach every item through
    L_W⁺ and the centring); their intervals span the corrected and uncorrected ones.
 
-Intervals are θ̌ ± c·se with θ̌ = θ̃ − b̂, se from L_W⁺ (meat) L_W⁺ at θ̃, always
-extended to contain θ̂. When the data cannot support intervals — no comparisons,
+**One centre.** θ̃ − b̂ restricted to θ̂'s order (:func:`order_restricted`, weights
+1/se²): a correction never reverses the reported ranking, and intervals, rank intervals,
+P(top-K), groups and win probabilities all use this centre θ̌. Intervals are θ̌ ± c·se,
+se from L_W⁺ (meat) L_W⁺ at θ̃, extended to contain θ̂ (the ridge estimate, shrunk
+towards 0). When the data cannot support intervals — no comparisons,
 fewer than two respondents, separated data (:func:`_separated`: debiased wins of an
 item or a top set outside (0, its comparisons), so the unpenalized fit does not exist
-and the ridge removal heads to infinity), a correction beyond its limit for more than half of the
-items, or one that would reverse a significant order — :func:`confidence`
-raises :class:`IntervalsUnavailable` with a machine-readable reason and a
-sentence; it never returns an interval that contradicts the estimate.
+and the ridge removal heads to infinity), or a correction beyond its limit for more
+than half of the items — :func:`confidence` raises :class:`IntervalsUnavailable` with
+a machine-readable reason and a sentence.
 
 **Bootstraps.** :func:`cluster_bootstrap_confidence` resamples respondents with all
 their stored answers (nothing is privatized again); :func:`bootstrap_confidence`
 re-simulates independent randomized answers from θ̃ (parametric).
 
-**Ranks.** :func:`rank_confidence` gives per-item *marginal* rank intervals and
-top-K probabilities by drawing θ ~ N(θ̌, C̃), and *simultaneous* rank intervals
-from all pairwise differences with a max-|t| critical value, which also yield
-the groups of statistically tied items and the certain members of the top-K. Every
-rank interval contains the reported rank (of θ̂), and groups follow θ̂'s order.
+**Ranks.** :func:`rank_confidence` gives per-item *marginal* rank intervals (each
+item's own simultaneous intervals for its m − 1 differences; Mogstad, Romano, Shaikh &
+Wilhelm 2024, *Review of Economic Studies* 91(1)) and *simultaneous* ones (max-|t| over
+all pairwise differences; Klein, Wright & Wieczorek 2020, *JRSS-C* 69(3)), which also
+yield the groups of statistically tied items and the certain members of the top-K, and
+top-K probabilities from draws around θ̌, non-increasing along the ranking. Draws are
+multivariate t with the intervals' degrees of freedom. Every rank interval contains the
+reported rank (of θ̂), and groups follow θ̂'s order (docs/uncertainty.md §6).
 
 Coverage is measured in ``tests/benchmarks/bench_coverage.py`` and the tests:
 with independent answers, and with respondents resampled from real ballots and
@@ -403,7 +408,7 @@ def order_restricted(
     Where ``values`` already follow that order it returns them unchanged; elsewhere it
     averages the offending runs (weighted), which keeps each run's weighted mean. Used for
     the interval centre (a bias correction never reverses the reported order) and for
-    P(top-K) along the ranking (docs/uncertainty.md §2 and §6).
+    P(top-K) along the ranking (docs/uncertainty.md §4 and §6).
 
     >>> order_restricted([1.0, 3.0, 0.0], [2.0, 1.0, 0.0]).tolist()
     [2.0, 2.0, 0.0]

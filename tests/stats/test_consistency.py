@@ -3,7 +3,7 @@
 Property-style: random tiny surveys (1–6 respondents, 3–8 items, random ε and
 designs, respondents with their own preferences), and the README walkthrough's
 exact case. Each survey either yields intervals that obey the rules of
-:mod:`tests.consistency`, or says why it cannot (``IntervalsUnavailable`` with a
+:mod:`tests.helpers.consistency`, or says why it cannot (``IntervalsUnavailable`` with a
 known reason and a sentence) — never an interval that contradicts its score.
 """
 
