@@ -3,7 +3,7 @@
 Over the API, on SQLite and PostgreSQL: the README walkthrough's exact case (one
 respondent), the issue's 3 respondents × 4 pairs over 5 items, and random tiny
 surveys (1–6 respondents, 3–8 items, random ε): every answer either obeys the
-rules of :mod:`tests.consistency` or says, with a reason and a sentence, that it
+rules of :mod:`tests.helpers.consistency` or says, with a reason and a sentence, that it
 has no intervals yet.
 """
 
