@@ -564,8 +564,9 @@ def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
 
 
 def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The smallest-change PSD upper bound of both: a + (b − a)₊, the positive part by
-    eigendecomposition. Used as cluster meat ∨ model meat: an item seen by only a
+    """An upper bound of both in the PSD order: a + (b − a)₊, the positive part by
+    eigendecomposition (an upper bound, not the least one: two matrices that are not
+    ordered have no least upper bound, Kadison 1951; docs/uncertainty.md §3). Used as cluster meat ∨ model meat: an item seen by only a
     handful of respondents has a cluster-robust variance estimated from that handful,
     which can be far too small (measured: se 0.10 where the model gives 1.9 for an
     item in 27 comparisons from 3 respondents); the model-based meat floors it, while
