@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy.special import ndtri
@@ -50,8 +49,7 @@ from app.stats.inference import (
     rank_confidence,
 )
 from app.stats.planner import plan
-from app.stats.preflib import read_preflib
-from app.stats.resampling import Population, coverage, heterogeneous_population
+from app.stats.resampling import coverage, heterogeneous_population
 from app.stats.simulation import (
     complete_design,
     random_pairs_design,
@@ -59,10 +57,10 @@ from app.stats.simulation import (
     simulate_survey,
     uniform_theta,
 )
+from tests.helpers.real_data import cems_population, debian_population
 
 M = 10
 Z = float(ndtri(0.975))
-DEBIAN = Path(__file__).resolve().parents[1] / "data" / "preflib-debian"
 ELECTIONS = (
     ("00002-00000001.soi", "Debian 2002 leader"),
     ("00002-00000006.soi", "Debian 2010 leader"),
@@ -147,11 +145,17 @@ def resampling_tables(reps: int, quick: bool) -> tuple[float, float]:
         f"{'available':>9}  {'width':>8}  method"
     )
     informative: list[float] = []
-    print(f"\nRespondent resampling of real ballots, {reps} surveys per row (L = the electorate's size)")
+    print(
+        f"\nRespondent resampling of real ballots and the CEMS paired comparisons, {reps} surveys per row "
+        "(L = the population's size)"
+    )
     print(head)
     epsilons = (0.5, 2.0) if quick else (0.5, 1.0, 2.0)
-    for name, title in ELECTIONS[1:] if quick else ELECTIONS:
-        pop = Population.from_ballots(read_preflib(DEBIAN / name))
+    populations = [
+        (title, debian_population(name)) for name, title in (ELECTIONS[1:] if quick else ELECTIONS)
+    ]
+    populations.append(("CEMS schools", cems_population()))
+    for title, pop in populations:
         for k in (None, 3):
             for eps in epsilons:
                 rng = np.random.default_rng([pop.n_respondents, int(eps * 10), k or 0])
