@@ -566,8 +566,9 @@ def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
 def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
     """An upper bound of both in the PSD order: a + (b − a)₊, the positive part by
     eigendecomposition (an upper bound, not the least one: two matrices that are not
-    ordered have no least upper bound, Kadison 1951; docs/uncertainty.md §3). Used as cluster meat ∨ model meat: an item seen by only a
-    handful of respondents has a cluster-robust variance estimated from that handful,
+    ordered have no least upper bound, Kadison 1951; docs/uncertainty.md §3). Used as
+    cluster meat ∨ model meat: an item seen by only a handful of respondents has a
+    cluster-robust variance estimated from that handful,
     which can be far too small (measured: se 0.10 where the model gives 1.9 for an
     item in 27 comparisons from 3 respondents); the model-based meat floors it, while
     items with many respondents keep their (larger) cluster-robust variance."""
@@ -1000,9 +1001,7 @@ def rank_confidence(
     est = order_restricted(theta, pt, comp, _precision(np.sqrt(np.maximum(np.diag(c), 0.0))))
     gen = rng if rng is not None else entropy.generator()
     check()
-    crit, se_pair = simultaneous_critical_value(c, level, comp, n_draws, gen, df)
-    check()
-    crit_each = _marginal_critical_values(c, se_pair, level, n_draws, gen, df)
+    crit, crit_each, se_pair = _critical_values(c, level, comp, n_draws, gen, df, check)
     check()
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b (simultaneously)
@@ -1061,28 +1060,44 @@ def _draw(gen: np.random.Generator, root: NDArray, rows: int, df: float | None) 
     return z
 
 
-def _marginal_critical_values(
-    cov: NDArray, se_pair: NDArray, level: float, n_draws: int, gen: np.random.Generator, df: float | None
-) -> NDArray[np.float64]:
-    """Each item a's critical value c_a: the ``level``-quantile of max_{b≠a} |Z_a − Z_b|/se_ab
-    over draws Z (normal, or t with ``df``), b in a's component; Bonferroni over a's
-    comparable items beyond 2·10⁷ pair-draws (Mogstad et al. 2024, §3)."""
-    m = se_pair.shape[0]
+def _critical_values(
+    cov: NDArray,
+    level: float,
+    component: NDArray,
+    n_draws: int,
+    gen: np.random.Generator,
+    df: float | None,
+    check: Check,
+) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
+    """The simultaneous critical value c, each item's marginal one c_a and the pairs' se.
+
+    From one set of draws Z (normal, or t with ``df``) with T_ab = |Z_a − Z_b|/se_ab over
+    same-component pairs: c is the ``level``-quantile of max_{a,b} T_ab and c_a that of
+    max_{b≠a} T_ab (Mogstad et al. 2024, §3), so c_a ≤ c. Beyond 2·10⁷ pair-draws c comes
+    from :func:`simultaneous_critical_value` and c_a is the Bonferroni quantile over a's
+    comparable items (at most c)."""
+    m = component.size
+    se_pair = pair_difference_se(cov, component)
     finite = np.isfinite(se_pair)
     np.fill_diagonal(finite, False)
     others = finite.sum(axis=1)
+    if not others.any():
+        return 0.0, np.zeros(m), se_pair
     if m * m * n_draws > 20_000_000:
+        crit, _ = simultaneous_critical_value(cov, level, component, n_draws, gen, df)
         q = 1.0 - (1.0 - level) / (2.0 * np.maximum(others, 1))
-        crit = ndtri(q) if df is None else stdtrit(df, q)
-        return np.where(others > 0, crit, 0.0).astype(np.float64)
+        each = ndtri(q) if df is None else stdtrit(df, q)
+        return crit, np.where(others > 0, np.minimum(each, crit), 0.0).astype(np.float64), se_pair
     root = _mvn_root(cov)
     inv = np.where(finite, 1.0 / np.where(finite, se_pair, 1.0), 0.0)
     largest = np.empty((n_draws, m))
-    block = max(1, _BLOCK_PAIR_STATS // max(m * m, 1))
+    block = max(1, _BLOCK_PAIR_STATS // (m * m))
     for start in range(0, n_draws, block):
         z = _draw(gen, root, min(block, n_draws - start), df)
         largest[start : start + z.shape[0]] = (np.abs(z[:, :, None] - z[:, None, :]) * inv).max(axis=2)
-    return np.where(others > 0, np.quantile(largest, level, axis=0), 0.0)
+        check()
+    crit = float(np.quantile(largest.max(axis=1), level))
+    return crit, np.where(others > 0, np.quantile(largest, level, axis=0), 0.0), se_pair
 
 
 def pair_difference_se(cov: NDArray, component: NDArray) -> NDArray[np.float64]:

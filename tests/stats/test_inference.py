@@ -428,9 +428,8 @@ def test_rank_summaries_from_blocks_equal_the_whole_draw(monkeypatch, m, block):
     got = inference.rank_confidence(theta, cov, 0.9, k=min(3, m), n_draws=999, rng=np.random.default_rng(1))
     # The whole draw at once.
     gen = np.random.default_rng(1)
-    inference.simultaneous_critical_value(cov, 0.9, np.zeros(m, dtype=np.int64), 999, gen)
-    se = inference.pair_difference_se(cov, np.zeros(m))
-    inference._marginal_critical_values(cov, se, 0.9, 999, gen, None)
+    comp = np.zeros(m, dtype=np.int64)
+    _, _, se = inference._critical_values(cov, 0.9, comp, 999, gen, None, lambda: None)
     draws = theta + gen.standard_normal((999, m)) @ inference._mvn_root(cov).T
     ranks = np.empty_like(draws, dtype=np.int64)
     np.put_along_axis(ranks, np.argsort(-draws, axis=1), np.arange(1, m + 1)[None, :], axis=1)
