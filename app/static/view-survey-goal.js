@@ -45,6 +45,7 @@ export function goalContent(s) {
       h("strong", { id: "goal-state" }, state),
       ".",
     ),
+    h("p", { class: "hint", id: "goal-estimand" }, g.estimand_text),
     h(
       "p",
       { class: "hint" },

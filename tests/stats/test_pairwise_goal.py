@@ -177,25 +177,36 @@ def test_full_ranking_is_certified_as_a_total_order():
 
 
 def test_a_cycle_is_never_certified():
-    """A Condorcet cycle 0 > 1 > 2 > 0: closed transitively it is a contradiction (WST
-    fails), so nothing is certified; without closure no top-1 exists either."""
+    """A Condorcet cycle 0 > 1 > 2 > 0: without closure no majority top-1 exists — each
+    item is certainly beaten by another, so each is certainly out — and no order either;
+    closed transitively it is a contradiction (WST fails), so nothing is certified."""
     s = PairSequences(3)
     s.add([0] * 500 + [1] * 500 + [2] * 500, [1] * 500 + [2] * 500 + [0] * 500, [1.0] * 1500, float("inf"))
     g = pairwise_goal_status(s, 0.95, top_k=1)
-    assert not g.met and g.contradicted.tolist() == [0, 1, 2] and g.active.all()
-    assert not pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met
-    full = pairwise_goal_status(s, 0.95, transitive=False)
-    assert not full.met and full.active.all() and full.contradicted.size == 0  # true cycles are no failure
+    assert not g.met and g.certified.size == 0 and g.contradicted.size == 0  # true cycles are no failure
+    assert g.upper.tolist() == [1.0, 1.0, 1.0]  # each certainly beaten by one: out of any top 1
+    rng = np.random.default_rng(0)
+    assert draw_pairwise_respondent(g, np.zeros(3, dtype=bool), 1, rng, explore=0.0)[0].size == 0
+    full = pairwise_goal_status(s, 0.95)
+    assert not full.met and full.active.all() and full.contradicted.size == 0
+    closed = pairwise_goal_status(s, 0.95, top_k=1, transitive=True)
+    assert not closed.met and closed.contradicted.tolist() == [0, 1, 2] and closed.active.all()
 
 
-def test_without_transitivity_each_member_must_beat_each_other_item_directly():
+def test_without_closure_each_member_must_beat_each_other_item_directly():
     s = PairSequences(4)
     inf = float("inf")
     s.add([0] * 300 + [1] * 300 + [2] * 300, [1] * 300 + [2] * 300 + [3] * 300, [1.0] * 900, inf)
-    assert pairwise_goal_status(s, 0.95, top_k=1).met  # 0 > 1 > 2 > 3, closed
-    assert not pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met
+    assert pairwise_goal_status(s, 0.95, top_k=1, transitive=True).met  # 0 > 1 > 2 > 3, closed
+    g = pairwise_goal_status(s, 0.95, top_k=1)
+    assert not g.met and not g.transitive
+    i, j = draw_pairwise_respondent(g, np.zeros(4, dtype=bool), 2, np.random.default_rng(0), explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} <= {
+        frozenset((0, 2)),
+        frozenset((0, 3)),
+    }
     s.add([0] * 600, [2] * 300 + [3] * 300, [1.0] * 600, inf)
-    g = pairwise_goal_status(s, 0.95, top_k=1, transitive=False)
+    g = pairwise_goal_status(s, 0.95, top_k=1)
     assert g.met and g.certified.tolist() == [0]
 
 
