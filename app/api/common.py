@@ -121,6 +121,7 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
             counted_answers=report.counted,
             resolved=report.resolved,
             n_items=report.n_items,
+            unreachable=report.unreachable,
         )
     return SurveyOut(
         **_survey_fields(survey, len(items)),

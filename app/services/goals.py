@@ -552,6 +552,8 @@ class GoalReport:
     counted: int
     resolved: int
     n_items: int
+    #: Pairwise goals: the certified majorities show there is no majority top-K (or ranking).
+    unreachable: bool = False
 
 
 def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalReport | None:
@@ -565,7 +567,8 @@ def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalRep
     status = state.status
     resolved = m - int(status.active.sum())
     certified = status.order.tolist() if status.met and goal.top_k is None else status.certified.tolist()
-    return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m)
+    unreachable = bool(getattr(status, "unreachable", False))
+    return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m, unreachable)
 
 
 def current_state(

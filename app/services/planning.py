@@ -58,7 +58,7 @@ def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
     """Seconds one simulated answer costs at most with ``certificate``. The pairwise one
     is charged per simulated *respondent*, which may bring a single answer (a top 1 has
     one boundary pair per respondent): a draw among the C(m, 2) pairs, O(m²), plus its
-    overhead, and a check, O(m³), every max(m, 50) answers. Measured with one answer per
+    overhead, and a check, O(m²), every max(m, 50) answers. Measured with one answer per
     respondent, on a busy machine: 99–138 µs at m = 2–30, 196 µs at 100, 571 µs at 200
     and 1,403 µs at 300, against 150 µs + 20 ns·m² (168, 350, 950, 1,950 µs)."""
     if certificate == "pairwise":

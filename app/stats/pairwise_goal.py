@@ -29,7 +29,11 @@ certified when each of its K items certainly beats each of the other m − K ite
 relation has no cycle. Then with probability ≥ level a certified set is the majority
 top-K (and a certified order the majority ranking) whenever the survey stops, for any
 population of preferences: a Condorcet cycle of majorities is a possible truth,
-never certified. These estimands differ from the Borda ones of
+never certified. An item certainly beaten by K others is in no majority top-K, and
+one certainly beating m − K others is in any; once more than m − K items are of the
+first kind or more than K of the second (or, for the whole ranking, a cycle is
+certified) the goal has no answer: the status says it is ``unreachable`` and nothing
+more is asked. These estimands differ from the Borda ones of
 :mod:`app.stats.adaptive` in general (a polarized population can have Borda top-1
 {1} and majority top-1 {0}). They coincide under strong stochastic transitivity
 without ties (SST: P(a beats b) ≥ ½ and P(b beats c) ≥ ½ imply P(a beats c) ≥ both;
@@ -117,8 +121,9 @@ __all__ = [
     "simulate_pairwise_goal",
 ]
 
-#: Most items the pairwise certificate accepts: its state is C(m, 2) sums and each
-#: check closes an m × m relation in O(m³) (a few hundredths of a second at m = 300).
+#: Most items the pairwise certificate accepts: its state is C(m, 2) sums, and each
+#: check fits BTL and builds an m × m relation in O(m²) (closed in O(m³) with
+#: ``transitive``: a few hundredths of a second at m = 300).
 MAX_ITEMS = 300
 
 #: Zermelo/MM iterations of the BTL fit that picks the estimated top-K (not part of
@@ -226,6 +231,11 @@ class PairwiseGoalStatus(GoalStatus):
     #: beats[a, b]: a certainly beats b — directly, or closed transitively when ``transitive``.
     beats: NDArray[np.bool_] = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
     transitive: bool = False
+    #: Without ``transitive``: the certified majorities show the goal has no answer —
+    #: more than m − K items each certainly beaten by K others, or more than K each
+    #: certainly beating m − K others (no majority top-K), or a certified cycle (no
+    #: majority ranking). The goal can never be met and nothing is asked.
+    unreachable: bool = False
 
 
 def _fit_btl(
@@ -392,6 +402,7 @@ def _assemble(
         # then there is no order to certify).
         resolved = (below + above == m - 1) & ~bad & ~cycle
         met = bool(resolved.all())
+        unreachable = not transitive and bool(cycle.any())
         active = ~resolved
         order = np.lexsort((-score, -majority, -(below - above)))
         certified = order[resolved[order]]
@@ -402,6 +413,10 @@ def _assemble(
         if not transitive:
             # Without closure, each member must beat each non-member directly.
             met = met and bool(beats[np.ix_(inside, ~inside)].all())
+        # An item certainly beaten by K others is in no majority top-K, and one that
+        # certainly beats m − K others is in every one: with more than m − K of the
+        # first or more than K of the second there is none.
+        unreachable = not transitive and (int(outside.sum()) > m - top_k or int(inside.sum()) > top_k)
         active = ~(inside | outside)
         rank = np.where(inside, 2, np.where(outside, 0, 1))
         order = np.lexsort((-score, -majority, -rank))
@@ -423,6 +438,7 @@ def _assemble(
         hi,
         beats,
         transitive,
+        unreachable,
     )
 
 
@@ -443,7 +459,8 @@ def draw_pairwise_respondent(
     free for the respondent (exploration: no item starves); otherwise the first free
     pair of the candidates — the uncertified pairs across the estimated top-K's
     boundary (the first K of ``status.order``; whole ranking: between neighbours in
-    it), or when there are none, any uncertified pair; with a ``transitive`` status
+    it), or when there are none, any uncertified pair (none when the goal is
+    ``unreachable``); with a ``transitive`` status
     only pairs with an item in doubt, which closure cannot settle otherwise (without
     closure each member must beat each non-member directly: every uncertified pair
     across the boundary is needed) — ordered by ``rule``: ``least``
@@ -469,7 +486,7 @@ def draw_pairwise_respondent(
     if free.size != m or not 0.0 <= explore <= 1.0 or count < 0:
         raise ValueError("answered must have one flag per item, explore be in [0, 1], count ≥ 0")
     empty = np.zeros(0, dtype=np.int64)
-    if status.met:
+    if status.met or status.unreachable:
         return empty, empty.copy()
     n = np.zeros(status.pair_lower.size) if answers is None else np.asarray(answers)
     a, b = _triu(m)

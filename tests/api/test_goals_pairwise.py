@@ -204,6 +204,39 @@ def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(clien
         assert not touched & {p["a"], p["b"]}
 
 
+def test_a_cycle_of_majorities_is_never_certified_and_reported_unreachable(client):
+    """Three items whose respondents all answer the cycle a > b, b > c, c > a (randomized
+    at ε = 4): no majority top 1 exists. Served pairs are answered until the goal says
+    ``unreachable`` (each item certainly beaten by another); it is never met, and a new
+    respondent is thanked (``not_needed``) instead of asked."""
+    survey = _create(
+        client, ["a", "b", "c"], {"top_k": 1, "level": 0.9, "certificate": "pairwise"}, epsilon=4.0
+    )
+    sid = survey["id"]
+    beats = {("a", "b"), ("b", "c"), ("c", "a")}
+    goal = survey["goal"]
+    for n in range(400):
+        _, h = register(client, sid)
+        served = _served(client, sid, h, 2)
+        if not served["pairs"]:
+            break
+        comparisons = []
+        for p in served["pairs"]:
+            winner = p["a"] if (p["a_label"], p["b_label"]) in beats else p["b"]
+            comparisons.append({"a": p["a"], "b": p["b"], "winner": winner, "ticket": p["ticket"]})
+        assert _answer(client, sid, h, comparisons).status_code == 201
+        if n % 5 == 4:
+            goal = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
+            assert not goal["met"]
+            if goal["unreachable"]:
+                break
+    goal = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
+    assert goal["unreachable"] and not goal["met"] and goal["estimand"] == "majority_top_k"
+    _, fresh = register(client, sid)
+    served = _served(client, sid, fresh, 2)
+    assert served["pairs"] == [] and served["reason"] == "not_needed"
+
+
 @pytest.mark.parametrize(
     ("n_items", "goal", "assignment", "certificate", "estimand"),
     [

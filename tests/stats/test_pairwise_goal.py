@@ -185,12 +185,15 @@ def test_a_cycle_is_never_certified():
     g = pairwise_goal_status(s, 0.95, top_k=1)
     assert not g.met and g.certified.size == 0 and g.contradicted.size == 0  # true cycles are no failure
     assert g.upper.tolist() == [1.0, 1.0, 1.0]  # each certainly beaten by one: out of any top 1
+    assert g.unreachable  # so no majority top 1 exists
     rng = np.random.default_rng(0)
     assert draw_pairwise_respondent(g, np.zeros(3, dtype=bool), 1, rng, explore=0.0)[0].size == 0
     full = pairwise_goal_status(s, 0.95)
-    assert not full.met and full.active.all() and full.contradicted.size == 0
+    assert not full.met and full.active.all() and full.contradicted.size == 0 and full.unreachable
     closed = pairwise_goal_status(s, 0.95, top_k=1, transitive=True)
     assert not closed.met and closed.contradicted.tolist() == [0, 1, 2] and closed.active.all()
+    assert not closed.unreachable
+    assert pairwise_goal_status(s, 0.95, top_k=2).unreachable  # three items each beat one: no top 2
 
 
 def test_without_closure_each_member_must_beat_each_other_item_directly():

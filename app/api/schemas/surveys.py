@@ -337,6 +337,11 @@ class GoalOut(GoalSpecOut):
     )
     resolved: int = Field(description="Items already certain (in or out of the top-K, or placed).")
     n_items: int
+    unreachable: bool = Field(
+        False,
+        description="Pairwise goals: the certified majorities show that no majority top-K (or majority "
+        "ranking) exists — preferences cycle — so the goal can never be met and no more pairs are needed.",
+    )
 
 
 class SurveyFields(BaseModel):
@@ -408,6 +413,7 @@ class SurveyOut(SurveyFields):
                         "counted_answers": 790,
                         "resolved": 0,
                         "n_items": 2,
+                        "unreachable": False,
                     },
                     "items": [
                         {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing", "position": 0},
