@@ -11,7 +11,10 @@ with one construction.
 its mean chance of beating an opponent drawn uniformly at random. Under the BTL model
 P(i beats j) = σ(θ_i − θ_j) is increasing in θ_i, so the Borda order is the θ order
 and the Borda top-K is the θ top-K; without BTL the Borda scores are still a ranking
-that any population of preferences has [Heckel et al. 2019, §2].
+that any population of preferences has [Heckel et al. 2019, §2]. This is the *Borda* top-K
+(or ranking); :mod:`app.stats.pairwise_goal` certifies another estimand, the
+*majority* top-K, and the two differ when preferences cycle or the population is
+polarized (docs/uncertainty.md §9).
 
 **Samples of a Borda score.** A debiased randomized answer z on the pair (i, j)
 (docs/estimator.md §3) has mean P(i beats j) and lies in

@@ -51,7 +51,7 @@ P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it), which population
 people need not satisfy [Tversky 1969]: with a cycle 0 → 1 → 2 → 0 of majorities at
 the top it certifies {0} as the top 1 from 0 > 1 and 1 > 2 alone, a false
 certification however high the level (``tests/benchmarks/bench_adaptive.py
---cycles``).
+--estimands``).
 
 **Where to ask** (:func:`draw_pairwise_respondent`). The LUCB idea
 [Kalyanakrishnan et al. 2012]: order the items by what is certified, then by their
