@@ -213,6 +213,27 @@ def test_without_closure_each_member_must_beat_each_other_item_directly():
     assert g.met and g.certified.tolist() == [0]
 
 
+def test_the_drawer_asks_a_boundary_pair_whose_items_are_both_resolved():
+    """Top-2 of 4 with 0 > 1, 0 > 3, 1 > 2 and 3 > 2 certified: item 0 is *in* (it beats
+    two) and item 2 *out* (beaten by two), yet 0 > 2 is not certified. Without closure
+    the goal needs it, so the drawer serves (0, 2) with the other open boundary pair
+    (1, 3); under closure 0 > 1 > 2 settles it and only (1, 3) is served."""
+    s = PairSequences(4)
+    inf = float("inf")
+    s.add([0] * 300 + [0] * 300 + [1] * 300 + [3] * 300, [1] * 300 + [3] * 300 + [2] * 600, [1.0] * 1200, inf)
+    rng = np.random.default_rng(2)
+    g = pairwise_goal_status(s, 0.95, top_k=2)
+    assert g.lower[0] == 2 and g.upper[2] == 1 and not g.active[[0, 2]].any() and not g.met
+    i, j = draw_pairwise_respondent(g, np.zeros(4, dtype=bool), 2, rng, explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} == {
+        frozenset((0, 2)),
+        frozenset((1, 3)),
+    }
+    closed = pairwise_goal_status(s, 0.95, top_k=2, transitive=True)
+    i, j = draw_pairwise_respondent(closed, np.zeros(4, dtype=bool), 2, rng, explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} == {frozenset((1, 3))}
+
+
 def test_the_drawer_serves_disjoint_unanswered_items_and_never_a_repeat():
     rng = np.random.default_rng(9)
     m = 9
