@@ -8,7 +8,7 @@ from fastapi import Query, Request, Response
 
 from ..db.models import Item, Survey
 from ..services.aggregation import fold_pending
-from ..services.goals import GoalSpec, goal_report
+from ..services.goals import GoalSpec, estimand_text, goal_report
 from ..services.guarantees import privacy_summary
 from ..services.languages import choose_language
 from ..services.respondents import respondent_totals
@@ -98,6 +98,8 @@ def _goal_spec(goal: GoalSpec) -> dict:
         "level": goal.level,
         "close_when_met": goal.close_when_met,
         "certificate": goal.certificate,
+        "estimand": goal.estimand,
+        "estimand_text": estimand_text(goal),
     }
 
 
@@ -119,6 +121,7 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
             counted_answers=report.counted,
             resolved=report.resolved,
             n_items=report.n_items,
+            unreachable=report.unreachable,
         )
     return SurveyOut(
         **_survey_fields(survey, len(items)),

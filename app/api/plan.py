@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
@@ -17,6 +17,7 @@ from .common import errors
 from .deps import ReaderDep, SessionDep, reader
 from .jobs import AS_JOB_202, as_job_if_long
 from .schemas import ErrorOut, GoalPlanOut, PlanOut, SurveyPlanOut
+from .schemas.surveys import Certificate
 
 router = APIRouter(prefix="/v1", tags=["planner"])
 
@@ -268,9 +269,13 @@ async def get_goal_plan(
         le=10_000_000,
         description="Cap of one simulated survey's answers (default 50,000, or less to fit the time budget).",
     ),
-    certificate: Literal["borda", "pairwise", "auto"] = Query(
-        "borda", description="The adaptive design's certificate (auto: as a new survey would choose)."
-    ),
+    certificate: Annotated[
+        Certificate,
+        Query(
+            description="The adaptive design's certificate: borda (certifies the Borda top-K or ranking) "
+            "or pairwise (the majority top-K or ranking)."
+        ),
+    ] = "borda",
 ):
     """Simulates surveys as the service runs them with a goal — respondents served pairs
     from their pool (the items in doubt they have not answered about, or every item

@@ -178,7 +178,7 @@ def public_survey(
         respondent_budget_policy=svc.budget_policy(survey),
         max_comparisons_per_respondent=survey.max_comparisons,
         privacy_summary=privacy_summary(survey, n),
-        goal_met=None if survey.goal is None else goal_met(session, survey.id),
+        goal_met=None if survey.goal is None else goal_met(session, survey),
         suggestions=_public_suggestions(survey),
         public_results=bool(survey.public_results),
         results_on_finish=bool(survey.results_on_finish),

@@ -341,7 +341,7 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     :class:`~app.services.analysis.FitCache`, which keeps dense surveys' per-pair
     counts between requests (None: read them each time)."""
     if survey.status != "open" or survey.kind != "pairwise":
-        if survey.goal and goal_met(session, survey.id):
+        if survey.goal and goal_met(session, survey):
             return Served([], "closed", _GOAL_MET)
         return Served([], "closed", "The survey is closed: it takes no more answers.")
     cut: tuple[str, str] | None = None  # why ``count`` was lowered: (reason, message)

@@ -42,10 +42,17 @@ server. Pieces:
   a respondent's counted pairs are on disjoint items it had not answered about
   (checked again when the answer is stored, as above), pairs are drawn by
   :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status,
-  and the state holds the pairs' sums and intersected bounds. Adaptive assignment
-  only, at most :data:`~app.stats.pairwise_goal.MAX_ITEMS` items. ``"auto"`` picks it
-  at creation by :func:`choose_certificate`; the choice is stored with the goal and
-  never changes (goals stored without one are Borda).
+  and the state holds the pairs' sums and intersected bounds. The relation is never
+  closed transitively: a set is certified only when each member certainly beats each
+  non-member directly, valid for any population. Adaptive assignment only, at most
+  :data:`~app.stats.pairwise_goal.MAX_ITEMS` items.
+* **Estimands.** The two certificates certify different things (:data:`ESTIMANDS`):
+  Borda the items with the highest chance of beating an item drawn at random, pairwise
+  the set whose every member beats every other item by a majority. They agree under
+  BTL and differ when preferences cycle or the population is polarized, so the admin
+  chooses the certificate at creation (:func:`resolve_goal`; there is no automatic
+  choice), it is stored with the goal and never changes (goals stored without one are
+  Borda), and every goal status names its estimand (:func:`estimand_text`).
 * **State.** The sequences' sums and the bounds (intersected over time, so that the
   goal once met stays met) live in ``survey_stats.goal_state``, updated by
   :func:`app.services.aggregation.fold_pending` under the fold lock. Adding items
@@ -80,13 +87,15 @@ from .errors import Invalid
 
 __all__ = [
     "CERTIFICATES",
+    "CERTIFICATE_CHOICE",
+    "ESTIMANDS",
     "MAX_LEVEL",
     "MIN_LEVEL",
     "PAIRWISE_MAX_ITEMS",
     "GoalSpec",
     "GoalState",
     "PairGoalState",
-    "choose_certificate",
+    "estimand_text",
     "fold_goal",
     "goal_met",
     "goal_report",
@@ -105,7 +114,25 @@ MAX_LEVEL = 0.9999
 #: item, its second, or both (Borda certificate); for the pair (pairwise certificate).
 COUNT_I, COUNT_J, COUNT_PAIR = 1, 2, 4
 
-CERTIFICATES = ("borda", "pairwise", "auto")
+CERTIFICATES = ("borda", "pairwise")
+
+#: What each certificate certifies, for a top-K goal and for the whole ranking
+#: (docs/uncertainty.md §9).
+ESTIMANDS = {
+    ("borda", False): "borda_top_k",
+    ("borda", True): "borda_ranking",
+    ("pairwise", False): "majority_top_k",
+    ("pairwise", True): "majority_ranking",
+}
+
+#: The 422 for a certificate that is not one of :data:`CERTIFICATES`.
+CERTIFICATE_CHOICE = (
+    "certificate must be 'borda' or 'pairwise', which certify different things: 'borda' the "
+    "Borda top-K or ranking (the items with the highest chance of beating an item drawn at random), "
+    "'pairwise' the majority top-K or ranking (every member beats every other item by a majority; it "
+    "may not exist when preferences cycle); they agree under BTL and can differ otherwise, so "
+    "choose the one that answers your question"
+)
 
 
 @dataclass(frozen=True)
@@ -134,6 +161,12 @@ class GoalSpec:
             str(g.get("certificate", "borda")),
         )
 
+    @property
+    def estimand(self) -> str:
+        """What the goal certifies: ``borda_top_k``, ``borda_ranking``,
+        ``majority_top_k`` or ``majority_ranking``."""
+        return ESTIMANDS[self.certificate, self.top_k is None]
+
     def as_json(self) -> dict:
         return {
             "top_k": self.top_k,
@@ -143,27 +176,32 @@ class GoalSpec:
         }
 
 
-#: ``"auto"`` picks the pairwise certificate up to this many items (see :func:`choose_certificate`).
-AUTO_PAIRWISE_MAX_ITEMS = 12
-#: … and for a top K with min(K, m − K) at most this.
-AUTO_PAIRWISE_MAX_SIDE = 3
-
-
-def choose_certificate(top_k: int | None, n_items: int) -> str:
-    """The certificate ``"auto"`` resolves to: pairwise for a top-K goal with m ≤ 12 and
-    min(K, m − K) ≤ 3, else Borda — pairwise where it was measured to need fewer answers
-    *and* about as many respondents as Borda adaptive.
-
-    The pairwise certificate serves a respondent only disjoint pairs across the
-    estimated boundary — one pair for a top 1 — so where it saves answers it can cost
-    respondents. Measured (docs/uncertainty.md §9, separated scores, 4 surveys per cell,
-    ε = 1 and 2): at (m, K) = (10, 1), (10, 2), (10, 3), (12, 1), (12, 3) it needed
-    0.32–0.69× Borda adaptive's answers and 0.73–1.52× its respondents (1.05× on
-    average); at (10, 4), (10, 5), (12, 5) and every cell with m ≥ 15 (15 and 20 with
-    K ≤ 3; 30 and 100 with K ≤ 3) 1.12–5.2× its respondents. Whole-ranking goals: Borda."""
-    if top_k is None or n_items > AUTO_PAIRWISE_MAX_ITEMS:
-        return "borda"
-    return "pairwise" if min(top_k, n_items - top_k) <= AUTO_PAIRWISE_MAX_SIDE else "borda"
+def estimand_text(goal: GoalSpec) -> str:
+    """The goal's estimand in a sentence, for its status."""
+    level, k = f"{100 * goal.level:g}%", goal.top_k
+    if goal.certificate == "pairwise":
+        if k is None:
+            return (
+                f"The majority ranking, certified at {level}: the order in which every item is "
+                "preferred to every item after it by a majority of the population. When "
+                "preferences cycle there is none, and the goal is never met."
+            )
+        who = "an item" if k == 1 else f"{k} items each"
+        return (
+            f"The majority top {k}, certified at {level}: {who} preferred by a majority of the "
+            "population to each other item. When preferences cycle across that boundary there is "
+            "no such set, and the goal is never met."
+        )
+    if k is None:
+        return (
+            f"The Borda ranking, certified at {level}: the items in order of their chance of being "
+            "preferred to an item drawn at random from the others."
+        )
+    who = "the item" if k == 1 else f"the {k} items"
+    return (
+        f"The Borda top {k}, certified at {level}: {who} with the highest chance of being "
+        "preferred to an item drawn at random from the others."
+    )
 
 
 def resolve_goal(
@@ -178,8 +216,9 @@ def resolve_goal(
     n_items: int,
     certificate: str = "borda",
 ) -> GoalSpec | None:
-    """Check a new survey's assignment and goal; the goal (None without one), with its
-    certificate resolved (``auto``: :func:`choose_certificate`)."""
+    """Check a new survey's assignment and goal; the goal (None without one), with the
+    certificate the admin chose (:data:`CERTIFICATES`: each certifies its own estimand,
+    so none is chosen for the admin)."""
     if assignment not in ("balanced", "adaptive"):
         raise Invalid("assignment must be 'balanced' or 'adaptive'")
     if model == "central" and (assignment != "balanced" or has_goal):
@@ -200,9 +239,7 @@ def resolve_goal(
     if not MIN_LEVEL <= level <= MAX_LEVEL:
         raise Invalid(f"goal.level must be in [{MIN_LEVEL:g}, {MAX_LEVEL:g}]")
     if certificate not in CERTIFICATES:
-        raise Invalid("goal.certificate must be 'borda', 'pairwise' or 'auto'")
-    if certificate == "auto":
-        certificate = choose_certificate(top_k, n_items) if assignment == "adaptive" else "borda"
+        raise Invalid(f"goal.{CERTIFICATE_CHOICE}")
     if certificate == "pairwise":
         if assignment != "adaptive":
             raise Invalid(
@@ -294,6 +331,11 @@ class _SequenceState:
         return b""
 
     @classmethod
+    def _accepts(cls, magic: bytes) -> bool:
+        """Whether a stored state with this magic is one of this class's formats."""
+        return magic == cls._MAGIC
+
+    @classmethod
     def _restore(cls, seqs: Any, goal: GoalSpec, bounds: tuple[NDArray, NDArray], derived: bytes) -> Any:
         """The stored status: from the bounds (and what :meth:`_derived` stored)."""
         if derived:
@@ -330,7 +372,7 @@ class _SequenceState:
     def unpack(cls, payload: bytes, goal: GoalSpec) -> Self:
         # The header's "met" (for goal_met) is what the stored bounds give again below.
         magic, m, answers, counted, _met = _STATE.unpack_from(payload)
-        if magic != cls._MAGIC:
+        if not cls._accepts(magic):
             raise ValueError("corrupt goal state")
         body = zlib.decompress(payload[_STATE.size :])
         seqs = cls._sequences(m)
@@ -394,10 +436,15 @@ class GoalState(_SequenceState):
 
 @dataclass
 class PairGoalState(_SequenceState):
-    """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`): the pairs'
-    sums and their intersected bounds (an answer counts once, for its pair)."""
+    """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`, without
+    transitive closure): the pairs' sums, their intersected bounds and the BTL fit that
+    orders the drawer's guess (an answer counts once, for its pair). A state in the
+    format that held the closed relation after the fit (magic ``PRP1``) is read by its
+    bounds and fit alone: the relation is rebuilt from the bounds, without closure."""
 
-    _MAGIC = b"PRP1"
+    _MAGIC = b"PRP2"
+    #: The magic of states holding the fit and the transitively closed relation.
+    _CLOSED_MAGIC = b"PRP1"
 
     seqs: PairSequences
     status: PairwiseGoalStatus
@@ -427,25 +474,25 @@ class PairGoalState(_SequenceState):
         return pairwise_goal_status(self.seqs, goal.level, goal.top_k, previous=self.status)
 
     def _derived(self) -> bytes:
-        # The fit and the closed relation (O(m³) to recompute; ~11 KB of bits at m = 300),
-        # so that reading the state per request does not close or fit again.
-        score = np.asarray(self.status.estimate, dtype="<f8").tobytes()
-        return score + np.packbits(self.status.beats).tobytes()
+        # The fit, so that reading the state per request does not fit again.
+        return np.asarray(self.status.estimate, dtype="<f8").tobytes()
+
+    @classmethod
+    def _accepts(cls, magic: bytes) -> bool:
+        return magic in (cls._MAGIC, cls._CLOSED_MAGIC)
 
     @classmethod
     def _restore(
         cls, seqs: PairSequences, goal: GoalSpec, bounds: tuple[NDArray, NDArray], derived: bytes
     ) -> PairwiseGoalStatus:
         m = seqs.n_items
-        if not derived:  # stored before the fit and relation were kept: compute them
+        if not derived:  # a state without its fit: compute it
             return cls._status(seqs, goal, bounds)
-        if len(derived) != 8 * m + (m * m + 7) // 8:
+        # The fit, then (in PRP1 states) the closed relation, which is not used.
+        if len(derived) not in (8 * m, 8 * m + (m * m + 7) // 8):
             raise ValueError("corrupt goal state")
         score = np.frombuffer(derived[: 8 * m], "<f8").copy()
-        beats = (
-            np.unpackbits(np.frombuffer(derived[8 * m :], np.uint8), count=m * m).reshape(m, m).astype(bool)
-        )
-        return restored_status(seqs, goal.level, goal.top_k, bounds[0], bounds[1], beats, score)
+        return restored_status(seqs, goal.level, goal.top_k, bounds[0], bounds[1], score)
 
     def _add(self, i: NDArray, j: NDArray, z: NDArray, eps: NDArray, flags: NDArray, live: NDArray) -> int:
         cp = live & ((flags & COUNT_PAIR) != 0)
@@ -505,6 +552,8 @@ class GoalReport:
     counted: int
     resolved: int
     n_items: int
+    #: Pairwise goals: the certified majorities show there is no majority top-K (or ranking).
+    unreachable: bool = False
 
 
 def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalReport | None:
@@ -518,7 +567,8 @@ def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalRep
     status = state.status
     resolved = m - int(status.active.sum())
     certified = status.order.tolist() if status.met and goal.top_k is None else status.certified.tolist()
-    return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m)
+    unreachable = bool(getattr(status, "unreachable", False))
+    return GoalReport(goal, status.met, certified, state.answers, state.counted, resolved, m, unreachable)
 
 
 def current_state(
@@ -540,7 +590,15 @@ def current_state(
     return state
 
 
-def goal_met(session: Session, survey_id: str) -> bool:
-    """Whether the goal was met at the last fold (reads the state's header only)."""
-    payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey_id))
-    return payload is not None and bool(_STATE.unpack_from(payload)[4])
+def goal_met(session: Session, survey: Survey) -> bool:
+    """Whether the goal was met at the last fold (reads the state's header only, except
+    for a pairwise state holding a closed relation, whose "met" assumed transitivity:
+    that one is checked again from its bounds)."""
+    payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey.id))
+    if payload is None:
+        return False
+    magic, _m, _answers, _counted, met = _STATE.unpack_from(payload)
+    goal = GoalSpec.of(survey)
+    if magic == PairGoalState._CLOSED_MAGIC and goal is not None:
+        return bool(PairGoalState.unpack(payload, goal).status.met)
+    return bool(met)

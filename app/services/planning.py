@@ -27,7 +27,7 @@ from ..stats.survey_plan import (
 from .analysis import current_fit, eps_of
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
-from .goals import CERTIFICATES, PAIRWISE_MAX_ITEMS, GoalSpec, choose_certificate
+from .goals import CERTIFICATE_CHOICE, CERTIFICATES, ESTIMANDS, PAIRWISE_MAX_ITEMS, GoalSpec
 from .results.plan import (
     GoalPlanOut,
     PlanBody,
@@ -58,7 +58,7 @@ def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
     """Seconds one simulated answer costs at most with ``certificate``. The pairwise one
     is charged per simulated *respondent*, which may bring a single answer (a top 1 has
     one boundary pair per respondent): a draw among the C(m, 2) pairs, O(m²), plus its
-    overhead, and a check, O(m³), every max(m, 50) answers. Measured with one answer per
+    overhead, and a check, O(m²), every max(m, 50) answers. Measured with one answer per
     respondent, on a busy machine: 99–138 µs at m = 2–30, 196 µs at 100, 571 µs at 200
     and 1,403 µs at 300, against 150 µs + 20 ns·m² (168, 350, 950, 1,950 µs)."""
     if certificate == "pairwise":
@@ -314,6 +314,7 @@ def _goal_plan_out(result, scores: str) -> GoalPlanOut:
 
     return GoalPlanOut(
         certificate=result.certificate,
+        estimand=ESTIMANDS[result.certificate, result.top_k is None],
         n_items=result.n_items,
         top_k=result.top_k,
         level=result.level,
@@ -381,8 +382,8 @@ def run_goal_plan(
     certificate: str = "borda",
 ) -> GoalPlanOut:
     """``GET /v1/plan/goal``: answers a goal needs under adaptive and balanced assignment,
-    the adaptive design certified by ``certificate`` (``auto``: as a new survey would be,
-    :func:`~app.services.goals.choose_certificate`)."""
+    the adaptive design certified by ``certificate`` (``borda`` or ``pairwise``: the
+    admin's choice of estimand, never made for it)."""
     deadline = deadline or Deadline.none()
     work = work or WorkSlots(1)
     if not 2 <= items <= MAX_GOAL_PLAN_ITEMS:
@@ -390,9 +391,7 @@ def run_goal_plan(
     if top_k is not None and not 1 <= top_k < items:
         raise Invalid(f"top_k must be between 1 and items − 1 ({items - 1})")
     if certificate not in CERTIFICATES:
-        raise Invalid("certificate must be 'borda', 'pairwise' or 'auto'")
-    if certificate == "auto":
-        certificate = choose_certificate(top_k, items)
+        raise Invalid(CERTIFICATE_CHOICE)
     if scores is not None:
         if len(scores) != items:
             raise Invalid(f"scores needs one value per item ({items})")

@@ -379,7 +379,7 @@ def create_survey(
     embed_origins: list[str] | None = None,
 ) -> Survey:
     """A new open survey. ``goal``: ``{"top_k": K | None, "full_ranking": bool, "level": float,
-    "close_when_met": bool, "certificate": "borda" | "pairwise" | "auto"}`` (checked by
+    "close_when_met": bool, "certificate": "borda" | "pairwise"}`` (checked by
     :func:`app.services.goals.resolve_goal`).
     ``language``: the respondents' default language; ``translations``: ``{code: [label or
     None, …]}`` aligned with ``labels`` (:func:`item_translations`)."""

@@ -34,7 +34,9 @@ export function goalContent(s) {
   const labels = Object.fromEntries(s.items.map((it) => [it.id, it.label]));
   const state = g.met
     ? `Met${s.status === "closed" && g.close_when_met ? " — the survey closed itself" : ""}`
-    : "Not yet met";
+    : g.unreachable
+      ? "Never met: the answers show that preferences cycle, so no such set or order exists"
+      : "Not yet met";
   return [
     h(
       "p",
@@ -45,6 +47,7 @@ export function goalContent(s) {
       h("strong", { id: "goal-state" }, state),
       ".",
     ),
+    h("p", { class: "hint", id: "goal-estimand" }, g.estimand_text),
     h(
       "p",
       { class: "hint" },

@@ -11,7 +11,10 @@ with one construction.
 its mean chance of beating an opponent drawn uniformly at random. Under the BTL model
 P(i beats j) = σ(θ_i − θ_j) is increasing in θ_i, so the Borda order is the θ order
 and the Borda top-K is the θ top-K; without BTL the Borda scores are still a ranking
-that any population of preferences has [Heckel et al. 2019, §2].
+that any population of preferences has [Heckel et al. 2019, §2]. This is the *Borda* top-K
+(or ranking); :mod:`app.stats.pairwise_goal` certifies another estimand, the
+*majority* top-K, and the two differ when preferences cycle or the population is
+polarized (docs/uncertainty.md §9).
 
 **Samples of a Borda score.** A debiased randomized answer z on the pair (i, j)
 (docs/estimator.md §3) has mean P(i beats j) and lies in
@@ -84,6 +87,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from .mechanisms import debias, privatize, validate_epsilon
+from .simulation import Population
 
 __all__ = [
     "RHO_ANSWERS",
@@ -97,6 +101,7 @@ __all__ = [
     "goal_status",
     "mixture_radius",
     "plan_goal",
+    "preferences",
     "simulate_goal",
     "simulated_answers",
 ]
@@ -345,8 +350,17 @@ def draw_for_respondents(
     return x[order], y[order], np.ones(x.size, dtype=bool), both[order], who[order]
 
 
+def preferences(theta: ArrayLike | Population) -> tuple[NDArray[np.float64] | Population, int]:
+    """What a simulation answers from — BTL scores as an array, or a population — and its
+    number of items."""
+    if isinstance(theta, Population):
+        return theta, theta.n_items
+    scores = np.asarray(theta, dtype=np.float64)
+    return scores, int(scores.size)
+
+
 def simulated_answers(
-    theta: NDArray[np.float64],
+    theta: NDArray[np.float64] | Population,
     i: NDArray[np.int64],
     j: NDArray[np.int64],
     who: NDArray[np.int64],
@@ -358,7 +372,10 @@ def simulated_answers(
     """Debiased randomized answers (1: i won) of simulated respondents ``who`` (0 to
     ``respondents`` − 1) on the pairs (i, j): true BTL answers at scores ``theta``
     (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1), so one respondent's answers
-    go together), randomized at ``epsilon``."""
+    go together), or answers from a :class:`~app.stats.simulation.Population` (each
+    respondent from one of its groups), randomized at ``epsilon``."""
+    if isinstance(theta, Population):
+        return debias(privatize(theta.answers(i, j, who, respondents, tau, rng), epsilon, rng), epsilon)
     d = theta[i] - theta[j]
     if tau > 0:
         own = rng.normal(0.0, tau, size=(respondents, theta.size))  # each respondent's own scores
@@ -368,7 +385,7 @@ def simulated_answers(
 
 
 def simulate_goal(
-    theta: ArrayLike,
+    theta: ArrayLike | Population,
     epsilon: float,
     level: float,
     strategy: Literal["adaptive", "balanced"],
@@ -390,13 +407,13 @@ def simulate_goal(
     (``adaptive``) or all items (``balanced``) — and answers them all (so a respondent
     answers fewer pairs when its pool runs out: the service serves only pairs that
     count while the goal is unmet). Answers are true BTL answers randomized at
-    ``epsilon``. The goal is checked after every ``batch`` answers (default: m, at
-    least 50), or every 2% of the answers so far when that is more (so a run that
+    ``epsilon`` (or, for a :class:`~app.stats.simulation.Population`, answers from a
+    respondent's group). The goal is checked after every ``batch`` answers (default: m,
+    at least 50), or every 2% of the answers so far when that is more (so a run that
     meets its goal overshoots by at most that much). ``tau`` > 0 gives each respondent
     its own scores θ + τ·N(0, 1) (respondent effects: one respondent's answers go
     together)."""
-    theta = np.asarray(theta, dtype=np.float64)
-    m = theta.size
+    theta, m = preferences(theta)
     batch = batch or max(m, 50)
     seqs = BordaSequences(m)
     used = 0

@@ -19,26 +19,51 @@ bounds are intersected with its earlier ones (``previous``), which keeps the
 guarantee and makes the certified relation grow monotonically.
 
 **The certified relation.** "i certainly beats j" when the pair's lower bound on
-P(i beats j) exceeds ½. Under weak stochastic transitivity (WST: P(a beats b) ≥ ½ and
-P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it) the relation is closed
-transitively (Floyd–Warshall on a boolean matrix, O(m³): :data:`MAX_ITEMS` items at
-most). The top-K set is certified when K items each certainly beat at least m − K
-items and the other m − K are each certainly beaten by at least K; the whole ranking
-when the relation is a total order. Under WST with strict preferences the θ order (or
-the majority order) then is what is certified: with probability ≥ level a certified
-set is the true top-K whenever the survey stops. With ``transitive=False`` nothing is
-closed: a top-K set is certified when each of its items certainly beats each other
-item directly (a pairwise statement about majorities, true without WST), the whole
-ranking when every pair is certified directly without a cycle.
+P(i beats j) exceeds ½: i beats j by a majority of the population. The certificate
+certifies the *majority top-K* — a set whose every member beats every non-member by
+a majority (it need not exist: a Condorcet cycle across the boundary leaves none) —
+and the *majority ranking*, the order in which every item beats every later one by a
+majority. By default (``transitive=False``) nothing is inferred: the top-K set is
+certified when each of its K items certainly beats each of the other m − K items
+*directly*, the whole ranking when every pair is certified directly and the certified
+relation has no cycle. Then with probability ≥ level a certified set is the majority
+top-K (and a certified order the majority ranking) whenever the survey stops, for any
+population of preferences: a Condorcet cycle of majorities is a possible truth,
+never certified. An item certainly beaten by K others is in no majority top-K, and
+one certainly beating m − K others is in any; once more than m − K items are of the
+first kind or more than K of the second (or, for the whole ranking, a cycle is
+certified) the goal has no answer: the status says it is ``unreachable`` and nothing
+more is asked. These estimands differ from the Borda ones of
+:mod:`app.stats.adaptive` in general (a polarized population can have Borda top-1
+{1} and majority top-1 {0}). They coincide under strong stochastic transitivity
+without ties (SST: P(a beats b) ≥ ½ and P(b beats c) ≥ ½ imply P(a beats c) ≥ both;
+BTL and Thurstone's model imply it): SST makes P(a beats b) > ½ imply P(a beats c) ≥
+P(b beats c) for every c [Tversky & Russo 1969], so a beats b by a majority exactly
+when its Borda score is higher. Weak stochastic transitivity alone is not enough (the
+polarized example satisfies it) (docs/uncertainty.md §9).
+
+``transitive=True`` (library only; the service never uses it) closes the relation
+transitively (Floyd–Warshall on a boolean matrix, O(m³)): the top-K set is then
+certified when K items each certainly beat at least m − K items and the other m − K
+are each certainly beaten by at least K, the whole ranking when the closure is a
+total order. That *assumes* weak stochastic transitivity (WST: P(a beats b) ≥ ½ and
+P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it), which populations of
+people need not satisfy [Tversky 1969]: with a cycle 0 → 1 → 2 → 0 of majorities at
+the top it certifies {0} as the top 1 from 0 > 1 and 1 > 2 alone, a false
+certification however high the level (``tests/benchmarks/bench_adaptive.py
+--estimands``).
 
 **Where to ask** (:func:`draw_pairwise_respondent`). The LUCB idea
-[Kalyanakrishnan et al. 2012]: fit BTL to the answers (a few Zermelo/MM iterations
-on the debiased wins), take the estimated top-K Ŝ (certified members first), and ask
-about the uncertified pairs across its boundary — for the whole ranking, the
-uncertified pairs of neighbours in the estimated order — least-answered first (or
-weighted by their widths). A share ``explore`` of a respondent's pairs is uniform over
-the pairs it may still answer, so no item starves. The choice uses only answers
-given before, so the weights stay predictable.
+[Kalyanakrishnan et al. 2012]: order the items by what is certified, then by their
+estimated majority wins (the pairs whose estimate exceeds ½), then by a BTL fit to
+the answers (a few Zermelo/MM iterations on the debiased wins); take the estimated
+top-K Ŝ and ask about the uncertified pairs across its boundary — all of them, which
+is what the direct certificate needs (under closure, only those with an item still
+in doubt) — for the whole ranking, the uncertified pairs of neighbours in the
+estimated order — least-answered first (or weighted by their widths). A share
+``explore`` of a respondent's pairs is uniform over the pairs it may still answer, so
+no item starves. The choice uses only answers given before, so the weights stay
+predictable.
 
 **Assumptions.** Each counted answer's mean given everything before it must be the
 population's P(i beats j): respondents independent draws from the population, their
@@ -59,20 +84,31 @@ selection in stochastic multi-armed bandits*, ICML 2012; [Heckel et al. 2019]
 Reinhard Heckel, Nihar B. Shah, Kannan Ramchandran, Martin J. Wainwright, *Active
 ranking from pairwise comparisons and when parametric assumptions do not help*,
 Annals of Statistics 47(6), 2019, arXiv:1606.08842 (top-K identification from
-pairwise comparisons by resolving items one by one, as here).
+pairwise comparisons by resolving items one by one, as here; their Borda-score
+analysis needs no transitivity); [Tversky 1969] Amos Tversky, *Intransitivity of
+preferences*, Psychological Review 76(1), 31–48, 1969 (cyclic majority preferences
+in people's choices); [Tversky & Russo 1969] Amos Tversky, J. Edward Russo,
+*Substitutability and similarity in binary choices*, Journal of Mathematical
+Psychology 6(1), 1–12, 1969; [Condorcet 1785] Marquis de Condorcet, *Essai sur
+l'application de l'analyse à la probabilité des décisions rendues à la pluralité des
+voix*, Paris, 1785 (majority cycles).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
-from .adaptive import RHO_ANSWERS, GoalRun, GoalStatus, mixture_radius, simulated_answers
+from .adaptive import RHO_ANSWERS, GoalRun, GoalStatus, mixture_radius, preferences, simulated_answers
 from .mechanisms import debias, validate_epsilon
+from .simulation import Population
 
 __all__ = [
     "MAX_ITEMS",
@@ -85,8 +121,9 @@ __all__ = [
     "simulate_pairwise_goal",
 ]
 
-#: Most items the pairwise certificate accepts: its state is C(m, 2) sums and each
-#: check closes an m × m relation in O(m³) (a few hundredths of a second at m = 300).
+#: Most items the pairwise certificate accepts: its state is C(m, 2) sums, and each
+#: check fits BTL and builds an m × m relation in O(m²) (closed in O(m³) with
+#: ``transitive``: a few hundredths of a second at m = 300).
 MAX_ITEMS = 300
 
 #: Zermelo/MM iterations of the BTL fit that picks the estimated top-K (not part of
@@ -94,6 +131,14 @@ MAX_ITEMS = 300
 #: from the last check's fit.
 _FIT_ITERATIONS = 30
 _WARM_ITERATIONS = 5
+
+
+@cache
+def _triu(m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``np.triu_indices(m, 1)``, computed once per m (read-only)."""
+    a, b = np.triu_indices(m, 1)
+    a.flags.writeable = b.flags.writeable = False
+    return a, b
 
 
 def pair_index(i: ArrayLike, j: ArrayLike, m: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
@@ -170,19 +215,27 @@ class PairSequences:
 class PairwiseGoalStatus(GoalStatus):
     """:class:`~app.stats.adaptive.GoalStatus` for the pairwise certificate. Its per-item
     fields mean: ``estimate`` — the fitted BTL scores (log-strengths, mean 0; not
-    certified); ``lower`` — the number of items certainly below the item; ``upper`` —
-    m − 1 minus the number certainly above it (so ``lower ≤ m − 1 − rank ≤ upper``
-    for its true 0-based rank, under WST); ``contradicted`` — items on a pair whose
-    intersected bounds are empty or on a certified cycle (kept in doubt)."""
+    certified); ``lower`` — the number of items the item certainly beats; ``upper`` —
+    m − 1 minus the number that certainly beat it (with ``transitive``, under WST, so
+    ``lower ≤ m − 1 − rank ≤ upper`` for its true 0-based rank); ``contradicted`` — items
+    on a pair whose intersected bounds are empty (with ``transitive``, also those on a
+    certified cycle), kept in doubt. Without ``transitive`` the K items of ``certified``
+    before the goal is met are those that certainly beat at least m − K others: members
+    of the majority top-K if there is one."""
 
     #: Per pair a < b (``np.triu_indices`` order): the estimate of P(a beats b) and its
     #: intersected bounds.
     pair_estimate: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     pair_lower: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     pair_upper: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    #: beats[a, b]: a certainly beats b (closed transitively unless ``transitive`` is False).
+    #: beats[a, b]: a certainly beats b — directly, or closed transitively when ``transitive``.
     beats: NDArray[np.bool_] = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
-    transitive: bool = True
+    transitive: bool = False
+    #: Without ``transitive``: the certified majorities show the goal has no answer —
+    #: more than m − K items each certainly beaten by K others, or more than K each
+    #: certainly beating m − K others (no majority top-K), or a certified cycle (no
+    #: majority ranking). The goal can never be met and nothing is asked.
+    unreachable: bool = False
 
 
 def _fit_btl(
@@ -192,7 +245,7 @@ def _fit_btl(
     of ½ win per pair, which keeps the fit finite): :data:`_FIT_ITERATIONS` iterations
     from equal strengths, or :data:`_WARM_ITERATIONS` from ``start`` (the last check's
     fit; the iterations accumulate over checks)."""
-    a, b = np.triu_indices(m, 1)
+    a, b = _triu(m)
     wins = np.zeros((m, m))
     rate = np.clip(est, 0.0, 1.0)
     wins[a, b] = rate * answers
@@ -222,33 +275,57 @@ def _close(beats: NDArray[np.bool_]) -> NDArray[np.bool_]:
     return out
 
 
+def _on_cycle(beats: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """The items on a cycle of a relation: those in a strongly connected component of
+    more than one item (Tarjan's algorithm through SciPy, O(m²) on a dense relation)."""
+    _n, label = connected_components(csr_matrix(beats), directed=True, connection="strong")
+    return np.bincount(label)[label] > 1
+
+
+def _direct(
+    m: int, lo: NDArray[np.float64], hi: NDArray[np.float64]
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """The directly certified relation (a certainly beats b: the lower bound on P(a beats
+    b) exceeds ½) from the pairs' intersected bounds, and which pairs' bounds are empty."""
+    a, b = _triu(m)
+    empty = lo > hi
+    direct = np.zeros((m, m), dtype=bool)
+    win, lose = (lo > 0.5) & ~empty, (hi < 0.5) & ~empty
+    direct[a[win], b[win]] = True
+    direct[b[lose], a[lose]] = True
+    return direct, empty
+
+
 def pairwise_goal_status(
     seqs: PairSequences,
     level: float,
     top_k: int | None = None,
     rho: float = RHO_ANSWERS,
     previous: PairwiseGoalStatus | None = None,
-    transitive: bool = True,
+    transitive: bool = False,
 ) -> PairwiseGoalStatus:
-    """The goal (``top_k``; None: the whole ranking) checked against the pair sequences.
+    """The goal (``top_k``: the majority top-K; None: the majority ranking) checked
+    against the pair sequences: certified from direct pairwise statements, valid for
+    any population. ``transitive=True`` closes the relation transitively instead, which
+    is valid only under weak stochastic transitivity (module doc).
 
     ``previous`` (the last status, same level, goal and ``transitive``) intersects each
     pair's bounds with its earlier ones: the guarantee stays, and the goal once met
-    stays met; its fit, when it has one, starts this one's. ``transitive=False``
-    certifies without weak stochastic transitivity (module doc).
+    stays met; its fit, when it has one, starts this one's.
 
     Examples
     --------
     >>> s = PairSequences(3)
     >>> s.add([0] * 400, [1] * 400, [1.0] * 400, float("inf"))  # item 0 always beats 1
     >>> s.add([1] * 400, [2] * 400, [1.0] * 400, float("inf"))  # … and 1 always beats 2
-    >>> g = pairwise_goal_status(s, 0.95, top_k=1)
+    >>> bool(pairwise_goal_status(s, 0.95, top_k=1).met)  # 0 v 2 never asked: no majority top 1 yet
+    False
+    >>> g = pairwise_goal_status(s, 0.95, top_k=1, transitive=True)  # assuming WST
     >>> bool(g.met), g.certified.tolist(), bool(g.beats[0, 2])  # 0 beats 2 by transitivity
     (True, [0], True)
+    >>> s.add([0] * 400, [2] * 400, [1.0] * 400, float("inf"))  # … and 0 always beats 2
     >>> bool(pairwise_goal_status(s, 0.95).met), pairwise_goal_status(s, 0.95).order.tolist()
     (True, [0, 1, 2])
-    >>> bool(pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met)  # 0 v 2 never asked
-    False
     """
     m = seqs.n_items
     if top_k is not None and not 1 <= top_k < m:
@@ -261,27 +338,13 @@ def pairwise_goal_status(
             raise ValueError("previous was computed for another goal, level, rho or number of items")
         lo, hi = np.maximum(lo, previous.pair_lower), np.minimum(hi, previous.pair_upper)
         start = previous.estimate
-    a, b = np.triu_indices(m, 1)
-    empty = lo > hi
-    direct = np.zeros((m, m), dtype=bool)
-    win, lose = (lo > 0.5) & ~empty, (hi < 0.5) & ~empty
-    direct[a[win], b[win]] = True
-    direct[b[lose], a[lose]] = True
-    closed = _close(direct) if transitive or top_k is None else direct
+    direct, _empty = _direct(m, lo, hi)
     score = _fit_btl(m, est, seqs.answers, start)
-    return _assemble(
-        seqs,
-        est,
-        lo,
-        hi,
-        closed if transitive else direct,
-        np.diagonal(closed),
-        score,
-        level,
-        rho,
-        top_k,
-        transitive,
-    )
+    if transitive:
+        closed = _close(direct)
+        return _assemble(seqs, est, lo, hi, closed, np.diagonal(closed), score, level, rho, top_k, True)
+    cycle = _on_cycle(direct) if top_k is None else np.zeros(m, dtype=bool)
+    return _assemble(seqs, est, lo, hi, direct, cycle, score, level, rho, top_k, False)
 
 
 def restored_status(
@@ -290,23 +353,19 @@ def restored_status(
     top_k: int | None,
     lower: NDArray[np.float64],
     upper: NDArray[np.float64],
-    beats: NDArray[np.bool_],
     score: NDArray[np.float64],
     rho: float = RHO_ANSWERS,
 ) -> PairwiseGoalStatus:
-    """The status :func:`pairwise_goal_status` (transitive) returned with these intersected
-    bounds, closed relation and fit, rebuilt from them without closing or fitting again:
-    O(m²) instead of O(m³), for a service reading a stored state per request."""
+    """The status :func:`pairwise_goal_status` (without closure) returned with these
+    intersected bounds and fit, rebuilt from them without fitting again (O(m²)), for a
+    service reading a stored state per request."""
     m = seqs.n_items
-    if (
-        lower.shape != (seqs.n_pairs,)
-        or upper.shape != lower.shape
-        or beats.shape != (m, m)
-        or score.shape != (m,)
-    ):
+    if lower.shape != (seqs.n_pairs,) or upper.shape != lower.shape or score.shape != (m,):
         raise ValueError("the stored arrays do not fit the number of items")
     est, _lo, _hi = seqs.intervals(level, rho)
-    return _assemble(seqs, est, lower, upper, beats, np.diagonal(beats), score, level, rho, top_k, True)
+    direct, _empty = _direct(m, lower, upper)
+    cycle = _on_cycle(direct) if top_k is None else np.zeros(m, dtype=bool)
+    return _assemble(seqs, est, lower, upper, direct, cycle, score, level, rho, top_k, False)
 
 
 def _assemble(
@@ -324,7 +383,7 @@ def _assemble(
 ) -> PairwiseGoalStatus:
     """The status from the certified relation ``beats`` (``cycle``: items on a certified cycle)."""
     m = seqs.n_items
-    a, b = np.triu_indices(m, 1)
+    a, b = _triu(m)
     empty = lo > hi
     bad = np.zeros(m, dtype=bool)
     bad[a[empty]] = bad[b[empty]] = True
@@ -332,24 +391,35 @@ def _assemble(
         bad |= cycle  # under WST a cycle means the all-times event failed
     below = beats.sum(axis=1) - np.diagonal(beats)
     above = beats.sum(axis=0) - np.diagonal(beats)
+    # Estimated majority wins (pairs estimated above ½): the estimated order of the
+    # majority estimands, before the BTL fit breaks its ties (it orders the drawer's
+    # guess, never the certificate).
+    wins = np.zeros((m, m), dtype=bool)
+    wins[a, b], wins[b, a] = est > 0.5, est < 0.5
+    majority = wins.sum(axis=1)
     if top_k is None:
         # Every pair decided and no cycle (without WST a cycle of majorities may be true:
         # then there is no order to certify).
         resolved = (below + above == m - 1) & ~bad & ~cycle
         met = bool(resolved.all())
+        unreachable = not transitive and bool(cycle.any())
         active = ~resolved
-        order = np.lexsort((-score, -(below - above)))
+        order = np.lexsort((-score, -majority, -(below - above)))
         certified = order[resolved[order]]
     else:
         inside = (below >= m - top_k) & ~bad
         outside = (above >= top_k) & ~bad
-        if not transitive and int(inside.sum()) == top_k:
-            # Without closure, each member must beat each non-member directly.
-            inside &= bool(beats[np.ix_(inside, ~inside)].all())
         met = int(inside.sum()) == top_k and int(outside.sum()) == m - top_k
+        if not transitive:
+            # Without closure, each member must beat each non-member directly.
+            met = met and bool(beats[np.ix_(inside, ~inside)].all())
+        # An item certainly beaten by K others is in no majority top-K, and one that
+        # certainly beats m − K others is in every one: with more than m − K of the
+        # first or more than K of the second there is none.
+        unreachable = not transitive and (int(outside.sum()) > m - top_k or int(inside.sum()) > top_k)
         active = ~(inside | outside)
         rank = np.where(inside, 2, np.where(outside, 0, 1))
-        order = np.lexsort((-score, -rank))
+        order = np.lexsort((-score, -majority, -rank))
         certified = order[inside[order]]
     return PairwiseGoalStatus(
         met,
@@ -368,6 +438,7 @@ def _assemble(
         hi,
         beats,
         transitive,
+        unreachable,
     )
 
 
@@ -386,9 +457,13 @@ def draw_pairwise_respondent(
 
     Each pair is, with probability ``explore``, uniform over the pairs of items still
     free for the respondent (exploration: no item starves); otherwise the first free
-    pair of the candidates — the uncertified pairs with an item in doubt across the
-    estimated top-K's boundary (whole ranking: between neighbours in ``status.order``),
-    or when there are none, any uncertified pair with an item in doubt — ordered by ``rule``: ``least``
+    pair of the candidates — the uncertified pairs across the estimated top-K's
+    boundary (the first K of ``status.order``; whole ranking: between neighbours in
+    it), or when there are none, any uncertified pair (none when the goal is
+    ``unreachable``); with a ``transitive`` status
+    only pairs with an item in doubt, which closure cannot settle otherwise (without
+    closure each member must beat each non-member directly: every uncertified pair
+    across the boundary is needed) — ordered by ``rule``: ``least``
     answered first (``answers``: the pairs' counts, which the call increments for the
     pairs it returns, so that callers serving several respondents spread them; ties at
     random), or ``width``: drawn with probability proportional to the pair's width
@@ -411,12 +486,12 @@ def draw_pairwise_respondent(
     if free.size != m or not 0.0 <= explore <= 1.0 or count < 0:
         raise ValueError("answered must have one flag per item, explore be in [0, 1], count ≥ 0")
     empty = np.zeros(0, dtype=np.int64)
-    if status.met:
+    if status.met or status.unreachable:
         return empty, empty.copy()
     n = np.zeros(status.pair_lower.size) if answers is None else np.asarray(answers)
-    a, b = np.triu_indices(m, 1)
+    a, b = _triu(m)
     decided = status.beats[a, b] | status.beats[b, a]
-    open_ = ~decided & (status.active[a] | status.active[b])
+    open_ = ~decided & (status.active[a] | status.active[b]) if status.transitive else ~decided
     if status.top_k is None:
         rank = np.empty(m, dtype=np.int64)
         rank[status.order] = np.arange(m)
@@ -455,13 +530,13 @@ def draw_pairwise_respondent(
         ys.append(int(y))
     i, j = np.array(xs, dtype=np.int64), np.array(ys, dtype=np.int64)
     if answers is not None and i.size:
-        idx, _ = pair_index(i, j, m)
-        np.add.at(n, idx, 1)
+        lo, hi = np.minimum(i, j), np.maximum(i, j)
+        n[lo * m - lo * (lo + 1) // 2 + (hi - lo - 1)] += 1  # disjoint pairs: no index twice
     return i, j
 
 
 def simulate_pairwise_goal(
-    theta: ArrayLike,
+    theta: ArrayLike | Population,
     epsilon: float,
     level: float,
     strategy: Literal["adaptive", "balanced"],
@@ -474,18 +549,18 @@ def simulate_pairwise_goal(
     check: Callable[[], None] | None = None,
     explore: float = 0.05,
     rule: Literal["least", "width"] = "least",
-    transitive: bool = True,
+    transitive: bool = False,
 ) -> GoalRun:
     """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate: new
     respondents, each served up to ``pairs_per_respondent`` disjoint pairs by
     :func:`draw_pairwise_respondent` (``adaptive``) or uniform disjoint pairs
     (``balanced``: ``explore`` = 1), true BTL answers randomized at ``epsilon``
-    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1)), the goal checked after
-    every ``batch`` answers (default max(m, 50)) or every 2% of the answers so far
-    when that is more. All respondents of one batch are served from the status
-    before it."""
-    theta = np.asarray(theta, dtype=np.float64)
-    m = theta.size
+    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1)) or answers from a
+    :class:`~app.stats.simulation.Population`, the goal checked after every ``batch``
+    answers (default max(m, 50)) or every 2% of the answers so far when that is more.
+    All respondents of one batch are served from the status before it.
+    ``transitive=True`` certifies under closure (valid only under WST)."""
+    theta, m = preferences(theta)
     batch = batch or max(m, 50)
     seqs = PairSequences(m)
     status = pairwise_goal_status(seqs, level, top_k, transitive=transitive)

@@ -7,6 +7,12 @@ the respondent's own ε. Beyond the paper, designs may be incomplete (each
 respondent answers a random subset of pairs, or comparisons fall on random pairs
 of a large item set) and ε may differ between respondents.
 
+Beyond BTL, :class:`Population` describes any population of pairwise preferences — a
+matrix of probabilities P(i beats j) (a Condorcet cycle, say) or a mixture of groups,
+each with its own θ or its own strict ranking (a polarized population) — with the
+truths of the two estimands a goal certifies (:func:`borda_top_k`,
+:func:`majority_top_k`, :func:`majority_order`; docs/uncertainty.md §9).
+
 Every function takes an explicit ``numpy.random.Generator`` so simulations are
 reproducible; none of this is used to protect real answers.
 """
@@ -30,10 +36,15 @@ from .pairs import PairStats, pair_stats
 
 __all__ = [
     "Design",
+    "Population",
     "SimulatedSurvey",
     "all_pairs",
+    "borda_scores",
+    "borda_top_k",
     "complete_design",
     "evenly_spaced_theta",
+    "majority_order",
+    "majority_top_k",
     "random_pairs_design",
     "simulate_pair_stats",
     "simulate_survey",
@@ -220,3 +231,151 @@ def simulate_pair_stats(
         np.asarray(n * float(privacy_noise_variance(eps)), dtype=np.float64),
         epsilon_min=eps,
     )
+
+
+#: Gauss–Hermite nodes for the population's P(i beats j) under respondent effects.
+_HERMITE = np.polynomial.hermite.hermgauss(40)
+
+
+def _logit(p: NDArray[np.float64]) -> NDArray[np.float64]:
+    with np.errstate(divide="ignore"):
+        return np.log(p) - np.log1p(-p)  # ±inf for certain preferences
+
+
+@dataclass(frozen=True)
+class Population:
+    """A population of pairwise preferences: groups g = 0, 1, … with shares ``weights``,
+    a member of group g preferring i to j with probability ``prob[g, i, j]``
+    (``prob[g, j, i]`` = 1 − ``prob[g, i, j]``). A simulated respondent belongs to one
+    group, drawn by the shares, and answers from its group's preferences; with
+    respondent effects τ its probabilities are σ(logit P_g(i, j) + τ(ζ_i − ζ_j)) with
+    its own ζ ~ N(0, 1) per item (for one BTL group: the θ + τ·N(0, 1) of
+    :func:`app.stats.adaptive.simulated_answers`), so one person's answers go together
+    (a group certain of a pair, as a ranking's, stays certain).
+
+    Examples
+    --------
+    >>> pop = Population.rankings([[0, 1, 2], [1, 2, 0]], [0.6, 0.4])  # polarized
+    >>> pop.pairwise().round(2).tolist()
+    [[0.5, 0.6, 0.6], [0.4, 0.5, 1.0], [0.4, 0.0, 0.5]]
+    >>> sorted(majority_top_k(pop.pairwise(), 1)), sorted(borda_top_k(pop.pairwise(), 1))
+    ([0], [1])
+    """
+
+    prob: NDArray[np.float64]
+    weights: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        p, w = np.asarray(self.prob, dtype=np.float64), np.asarray(self.weights, dtype=np.float64)
+        if p.ndim != 3 or p.shape[1] != p.shape[2] or p.shape[1] < 2 or w.shape != (p.shape[0],):
+            raise ValueError("prob must be (groups, m, m) with m ≥ 2 and weights one per group")
+        off = ~np.eye(p.shape[1], dtype=bool)
+        if np.any((p < 0) | (p > 1)) or not np.allclose((p + p.transpose(0, 2, 1))[:, off], 1.0):
+            raise ValueError("prob must be probabilities with P(i beats j) + P(j beats i) = 1")
+        if np.any(w < 0) or not np.isclose(w.sum(), 1.0):
+            raise ValueError("weights must be shares summing to 1")
+        object.__setattr__(self, "prob", p)
+        object.__setattr__(self, "weights", w)
+
+    @classmethod
+    def matrix(cls, prob: ArrayLike) -> Population:
+        """One group with these P(i beats j) (the diagonal is ignored)."""
+        p = np.array(prob, dtype=np.float64)
+        np.fill_diagonal(p, 0.5)
+        return cls(p[None], np.ones(1))
+
+    @classmethod
+    def btl(cls, thetas: ArrayLike, weights: ArrayLike | None = None) -> Population:
+        """Groups with BTL scores ``thetas`` (one row per group; equal shares by default)."""
+        t = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
+        w = np.full(t.shape[0], 1.0 / t.shape[0]) if weights is None else weights
+        return cls(expit(t[:, :, None] - t[:, None, :]), np.asarray(w, dtype=np.float64))
+
+    @classmethod
+    def rankings(cls, rankings: ArrayLike, weights: ArrayLike) -> Population:
+        """Groups each holding a strict ranking (items best first) and answering by it."""
+        r = np.atleast_2d(np.asarray(rankings, dtype=np.int64))
+        m = r.shape[1]
+        if not np.all(np.sort(r, axis=1) == np.arange(m)):
+            raise ValueError("each ranking must order all m items")
+        pos = np.argsort(r, axis=1)  # each item's place in each ranking
+        p = (pos[:, :, None] < pos[:, None, :]).astype(np.float64)
+        p[:, np.arange(m), np.arange(m)] = 0.5
+        return cls(p, np.asarray(weights, dtype=np.float64))
+
+    @property
+    def n_items(self) -> int:
+        return int(self.prob.shape[1])
+
+    def pairwise(self, tau: float = 0.0) -> NDArray[np.float64]:
+        """The population's P(i beats j): the groups' mixed, and with respondent effects τ
+        averaged over ζ_i − ζ_j ~ N(0, 2τ²) (40-node Gauss–Hermite quadrature)."""
+        p = self.prob
+        if tau > 0:
+            x, w = _HERMITE
+            d = 2.0 * tau * x  # √2 · (√2 τ) · node: N(0, 2τ²) by E f(X) = Σ w f(√2 σ x)/√π
+            p = (expit(_logit(p)[..., None] + d) * w).sum(axis=-1) / np.sqrt(np.pi)
+        out = np.tensordot(self.weights, p, axes=1)
+        np.fill_diagonal(out, 0.5)
+        return out
+
+    def answers(
+        self,
+        i: NDArray[np.int64],
+        j: NDArray[np.int64],
+        who: NDArray[np.int64],
+        respondents: int,
+        tau: float,
+        rng: np.random.Generator,
+    ) -> NDArray[np.int8]:
+        """True answers (1: i preferred) of respondents ``who`` (0 to ``respondents`` − 1),
+        each drawn from a group by the shares, on the pairs (i, j)."""
+        group = rng.choice(self.weights.size, size=respondents, p=self.weights)
+        g = group[who]
+        if tau > 0:
+            own = rng.normal(0.0, tau, size=(respondents, self.n_items))
+            q = expit(_logit(self.prob[g, i, j]) + own[who, i] - own[who, j])
+        else:
+            q = self.prob[g, i, j]
+        return (rng.random(i.size) < q).astype(np.int8)
+
+
+def borda_scores(prob: ArrayLike) -> NDArray[np.float64]:
+    """Borda scores b_i = (1/(m − 1)) Σ_{j≠i} P(i beats j): each item's chance of beating
+    an opponent drawn uniformly from the others."""
+    p = np.asarray(prob, dtype=np.float64)
+    m = p.shape[0]
+    return (p.sum(axis=1) - np.diagonal(p)) / (m - 1)
+
+
+def borda_top_k(prob: ArrayLike, k: int, tol: float = 1e-12) -> set[int] | None:
+    """The K items of highest Borda score; None when the K-th and (K+1)-th tie."""
+    b = borda_scores(prob)
+    order = np.argsort(-b, kind="stable")
+    if b[order[k - 1]] - b[order[k]] <= tol:
+        return None
+    return {int(x) for x in order[:k]}
+
+
+def majority_top_k(prob: ArrayLike, k: int) -> set[int] | None:
+    """The majority top-K: the set of K items each beating each other item with
+    probability > ½; None when there is none (a Condorcet cycle across the boundary).
+    If it exists it is the K items with the most majority wins: each has at least
+    m − K, every other item at most m − K − 1."""
+    p = np.asarray(prob, dtype=np.float64)
+    m = p.shape[0]
+    wins = (p > 0.5).sum(axis=1)
+    order = np.argsort(-wins, kind="stable")
+    inside = order[:k]
+    outside = np.setdiff1d(np.arange(m), inside)
+    return {int(x) for x in inside} if bool((p[np.ix_(inside, outside)] > 0.5).all()) else None
+
+
+def majority_order(prob: ArrayLike) -> list[int] | None:
+    """The majority ranking: the order in which each item beats every later one with
+    probability > ½; None when the majorities have a cycle or a tie."""
+    p = np.asarray(prob, dtype=np.float64)
+    m = p.shape[0]
+    order = np.argsort(-(p > 0.5).sum(axis=1), kind="stable")
+    ok = all(p[order[x], order[y]] > 0.5 for x in range(m) for y in range(x + 1, m))
+    return [int(x) for x in order] if ok else None

@@ -98,12 +98,16 @@ def test_virtual_respondents_until_goal_met(client, assignment, close_when_met):
         "level": 0.9,
         "close_when_met": close_when_met,
         "certificate": "borda",
+        "estimand": "borda_top_k",
+        "estimand_text": "The Borda top 2, certified at 90%: the 2 items with the highest chance of being "
+        "preferred to an item drawn at random from the others.",
         "met": None,
         "items": None,
         "answers_used": 0,
         "counted_answers": 0,
         "resolved": 0,
         "n_items": 8,
+        "unreachable": False,
     }
     answers, _, goal = _answer_until_met(client, survey, theta, np.random.default_rng(5))
     assert goal["met"], goal

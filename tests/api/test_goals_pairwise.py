@@ -4,8 +4,8 @@ Virtual respondents answer the pairs served to them, with their tickets, from a 
 population, randomized on the server, until ``goal.met``; the certified set must be the
 true top-K. Then what the certificate rests on: a respondent's counted pairs are on
 disjoint items it had not answered about (checked again when the answer is stored),
-tickets are bound to their pair and respondent, "auto" resolves at creation and is
-stored, and bad goals store nothing.
+tickets are bound to their pair and respondent, the certificate is the admin's choice
+(no automatic one) and its estimand is named, and bad goals store nothing.
 """
 
 from __future__ import annotations
@@ -204,32 +204,77 @@ def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(clien
         assert not touched & {p["a"], p["b"]}
 
 
+def test_a_cycle_of_majorities_is_never_certified_and_reported_unreachable(client):
+    """Three items whose respondents all answer the cycle a > b, b > c, c > a (randomized
+    at ε = 4): no majority top 1 exists. Served pairs are answered until the goal says
+    ``unreachable`` (each item certainly beaten by another); it is never met, and a new
+    respondent is thanked (``not_needed``) instead of asked."""
+    survey = _create(
+        client, ["a", "b", "c"], {"top_k": 1, "level": 0.9, "certificate": "pairwise"}, epsilon=4.0
+    )
+    sid = survey["id"]
+    beats = {("a", "b"), ("b", "c"), ("c", "a")}
+    goal = survey["goal"]
+    for n in range(400):
+        _, h = register(client, sid)
+        served = _served(client, sid, h, 2)
+        if not served["pairs"]:
+            break
+        comparisons = []
+        for p in served["pairs"]:
+            winner = p["a"] if (p["a_label"], p["b_label"]) in beats else p["b"]
+            comparisons.append({"a": p["a"], "b": p["b"], "winner": winner, "ticket": p["ticket"]})
+        assert _answer(client, sid, h, comparisons).status_code == 201
+        if n % 5 == 4:
+            goal = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
+            assert not goal["met"]
+            if goal["unreachable"]:
+                break
+    goal = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
+    assert goal["unreachable"] and not goal["met"] and goal["estimand"] == "majority_top_k"
+    _, fresh = register(client, sid)
+    served = _served(client, sid, fresh, 2)
+    assert served["pairs"] == [] and served["reason"] == "not_needed"
+
+
 @pytest.mark.parametrize(
-    ("n_items", "goal", "assignment", "expected"),
+    ("n_items", "goal", "assignment", "certificate", "estimand"),
     [
-        (10, {"top_k": 1, "certificate": "auto"}, "adaptive", "pairwise"),
-        (10, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
-        (10, {"top_k": 7, "certificate": "auto"}, "adaptive", "pairwise"),  # m − K = 3
-        (10, {"top_k": 4, "certificate": "auto"}, "adaptive", "borda"),  # min(K, m − K) = 4 > 3
-        (12, {"top_k": 3, "certificate": "auto"}, "adaptive", "pairwise"),
-        (13, {"top_k": 1, "certificate": "auto"}, "adaptive", "borda"),  # m > 12: respondents
-        (30, {"top_k": 3, "certificate": "auto"}, "adaptive", "borda"),
-        (100, {"top_k": 1, "certificate": "auto"}, "adaptive", "borda"),
-        (10, {"full_ranking": True, "certificate": "auto"}, "adaptive", "borda"),
-        (10, {"top_k": 1, "certificate": "auto"}, "balanced", "borda"),
-        (10, {"top_k": 1}, "adaptive", "borda"),  # the default
-        (10, {"top_k": 1, "certificate": "borda"}, "adaptive", "borda"),
+        (10, {"top_k": 1}, "adaptive", "borda", "borda_top_k"),  # the default
+        (10, {"top_k": 3, "certificate": "borda"}, "balanced", "borda", "borda_top_k"),
+        (10, {"full_ranking": True}, "adaptive", "borda", "borda_ranking"),
+        (10, {"top_k": 1, "certificate": "pairwise"}, "adaptive", "pairwise", "majority_top_k"),
+        (30, {"top_k": 3, "certificate": "pairwise"}, "adaptive", "pairwise", "majority_top_k"),
+        (10, {"full_ranking": True, "certificate": "pairwise"}, "adaptive", "pairwise", "majority_ranking"),
     ],
 )
-def test_auto_resolves_at_creation_and_is_stored(client, app, n_items, goal, assignment, expected):
+def test_the_chosen_certificate_is_stored_and_its_estimand_named(
+    client, app, n_items, goal, assignment, certificate, estimand
+):
+    """The certificate the admin chose is the one stored and reported, with its estimand
+    (a code and a sentence) on the survey, in the survey list and in the stored goal."""
     survey = _create(client, [f"x{k}" for k in range(n_items)], goal, assignment)
-    assert survey["goal"]["certificate"] == expected
     sid = survey["id"]
-    assert client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]["certificate"] == expected
+    read = client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["goal"]
     listed = client.get("/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
-    assert next(s for s in listed if s["id"] == sid)["goal"]["certificate"] == expected
+    for g in (survey["goal"], read, next(s for s in listed if s["id"] == sid)["goal"]):
+        assert g["certificate"] == certificate and g["estimand"] == estimand
+        assert ("majority" if certificate == "pairwise" else "Borda") in g["estimand_text"]
     with app.state.session_factory() as session:
-        assert session.get(Survey, sid).goal["certificate"] == expected  # the resolved choice, not "auto"
+        assert session.get(Survey, sid).goal["certificate"] == certificate
+
+
+@pytest.mark.parametrize(
+    "goal", [{"top_k": 1, "certificate": "auto"}, {"full_ranking": True, "certificate": "auto"}]
+)
+def test_auto_is_refused_with_the_two_estimands_named(client, unchanged, goal):
+    """No certificate is chosen for the admin: "auto" is a 422 naming both estimands."""
+    body = {"title": "t", "items": [f"x{k}" for k in range(10)], "assignment": "adaptive", "goal": goal}
+    with unchanged():
+        r = client.post("/v1/surveys", json=body, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    detail = str(r.json()["detail"])
+    assert "Borda top-K" in detail and "majority top-K" in detail
 
 
 def test_goals_stored_without_a_certificate_are_borda(client, app):
@@ -305,15 +350,15 @@ def test_a_respondent_without_a_counting_pair_left_is_thanked(client):
 def test_the_planner_simulates_the_pairwise_certificate(client):
     """``GET /v1/plan/goal?certificate=`` runs the adaptive design with the certificate
     asked for: its figures are exactly those of plan_goal(certificate="pairwise") with
-    the same seed (not the Borda plan's), balanced stays the Borda baseline, ``auto``
-    resolves as a new survey would, and past 300 items pairwise is refused."""
+    the same seed (not the Borda plan's), balanced stays the Borda baseline, each names
+    its estimand, and ``auto`` (no automatic choice) or pairwise past 300 items is refused."""
     from app.stats.adaptive import plan_goal
 
     scores = [3.0, 1.0, -2.0, -2.0, -2.0, -2.0]
     params = {"items": 6, "top_k": 1, "epsilon": 4.0, "level": 0.9, "replications": 3}
     params["scores"] = ",".join(str(x) for x in scores)
     got = {}
-    for certificate in ("borda", "pairwise", "auto"):
+    for certificate in ("borda", "pairwise"):
         r = client.get("/v1/plan/goal", params={**params, "certificate": certificate}, headers=ADMIN)
         assert r.status_code == 200, r.text
         got[certificate] = r.json()
@@ -325,16 +370,18 @@ def test_the_planner_simulates_the_pairwise_certificate(client):
     assert (
         got["pairwise"]["adaptive"]["met"] == 3 and got["pairwise"]["adaptive"]["false_certifications"] == 0
     )
-    assert got["auto"]["certificate"] == "pairwise"  # m = 6 ≤ 12, K = 1
+    assert got["pairwise"]["estimand"] == "majority_top_k" and got["borda"]["estimand"] == "borda_top_k"
     full = client.get(
         "/v1/plan/goal",
-        params={"items": 6, "gap": 1.0, "replications": 2, "certificate": "auto"},
+        params={"items": 6, "gap": 1.0, "replications": 2, "certificate": "pairwise"},
         headers=ADMIN,
     )
-    assert full.status_code == 200 and full.json()["certificate"] == "borda"  # whole ranking: Borda
+    assert full.status_code == 200 and full.json()["estimand"] == "majority_ranking"
     for bad in ({"items": 301, "top_k": 1, "certificate": "pairwise"}, {"items": 8, "certificate": "kemeny"}):
         r = client.get("/v1/plan/goal", params=bad, headers=ADMIN)
         assert r.status_code == 422, r.text
+    r = client.get("/v1/plan/goal", params={"items": 8, "top_k": 1, "certificate": "auto"}, headers=ADMIN)
+    assert r.status_code == 422 and "majority top-K" in str(r.json()["detail"]), r.text
 
 
 def test_a_pairwise_surveys_goal_plan_simulates_its_certificate(client):
@@ -353,43 +400,28 @@ def test_a_pairwise_surveys_goal_plan_simulates_its_certificate(client):
 
 
 def test_the_stored_state_restores_the_status_without_recomputing_it(monkeypatch):
-    """A pairwise state keeps its fit and closed relation, so that reading it per request
-    does not close or fit again: the restored status equals the one folded (relation,
-    fit, resolution, order); a state stored without them (the five arrays alone) is
-    still read, by computing them; a truncated one is refused."""
+    """A pairwise state keeps its fit, so that reading it per request does not fit again
+    (nor close the relation, ever): the restored status equals the one folded (relation,
+    fit, resolution, order); a state stored without the fit (the five arrays alone) is
+    still read, by computing it; a truncated one is refused."""
     import zlib
 
     m, goal = 12, GoalSpec(3, 0.9, False, "pairwise")
-    theta = np.linspace(2.0, -2.0, m)
-    rng = np.random.default_rng(3)
-    state = PairGoalState.start(m, goal)
-    for _ in range(6):
-        i = rng.integers(0, m, 2000)
-        j = (i + 1 + rng.integers(0, m - 1, 2000)) % m
-        z = (rng.random(2000) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(float)
-        state.fold(goal, i, j, z, np.full(2000, np.inf), np.full(2000, 4, np.uint8), np.ones(2000, bool))
+    state = _folded_state(m, goal)
     live = state.status
     assert live.beats.any() and live.active.sum() < m  # something is certified: a real test
+    assert not live.transitive
     import app.stats.pairwise_goal as pg
 
     with monkeypatch.context() as patch:  # neither closed nor fitted again
-        patch.setattr(pg, "_close", lambda *_: pytest.fail("closed again"))
+        patch.setattr(pg, "_close", lambda *_: pytest.fail("closed"))
         patch.setattr(pg, "_fit_btl", lambda *_: pytest.fail("fitted again"))
         back = PairGoalState.unpack(state.pack(), goal).status
     assert np.array_equal(back.beats, live.beats) and np.array_equal(back.estimate, live.estimate)
-    for name in (
-        "active",
-        "certified",
-        "order",
-        "lower",
-        "upper",
-        "pair_lower",
-        "pair_upper",
-        "contradicted",
-    ):
+    for name in _STATUS_FIELDS:
         assert np.array_equal(getattr(back, name), getattr(live, name)), name
-    assert back.met == live.met
-    # A state without the fit and relation: the five arrays only.
+    assert back.met == live.met and not back.transitive
+    # A state without the fit: the five arrays only.
     payload = state.pack()
     head, body = payload[:25], zlib.decompress(payload[25:])
     pairs = m * (m - 1) // 2
@@ -397,6 +429,70 @@ def test_the_stored_state_restores_the_status_without_recomputing_it(monkeypatch
     assert np.array_equal(old.beats, live.beats) and np.array_equal(old.active, live.active)
     with pytest.raises(ValueError, match="corrupt"):
         PairGoalState.unpack(head + zlib.compress(body[:-1]), goal)
+
+
+_STATUS_FIELDS = (
+    "active",
+    "certified",
+    "order",
+    "lower",
+    "upper",
+    "pair_lower",
+    "pair_upper",
+    "contradicted",
+)
+
+
+def _folded_state(m: int, goal: GoalSpec, answers=None) -> PairGoalState:
+    """A pairwise state after 6 folds of 2,000 answers (ε = ∞) on uniformly random pairs of
+    BTL items evenly spaced over [−2, 2] (``answers``: the folds' (i, j, z) instead)."""
+    theta = np.linspace(2.0, -2.0, m)
+    rng = np.random.default_rng(3)
+    state = PairGoalState.start(m, goal)
+    for _ in range(6) if answers is None else ():
+        i = rng.integers(0, m, 2000)
+        j = (i + 1 + rng.integers(0, m - 1, 2000)) % m
+        z = (rng.random(2000) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(float)
+        state.fold(goal, i, j, z, np.full(2000, np.inf), np.full(2000, 4, np.uint8), np.ones(2000, bool))
+    for i, j, z in answers or ():
+        n = i.size
+        state.fold(goal, i, j, z, np.full(n, np.inf), np.full(n, 4, np.uint8), np.ones(n, bool))
+    return state
+
+
+def test_a_state_holding_a_closed_relation_is_read_without_closure():
+    """A state in the format that held the fit and the transitively closed relation
+    (magic PRP1; its header's "met" assumed WST): 0 > 1 and 1 > 2 certified, 0 v 2 never
+    asked, so closed it met the top 1. Read, its relation is rebuilt from the bounds
+    without closure — the top 1 is not met — and ``goal_met`` says so whatever the
+    header says; the state folds on, and is stored again in the direct format."""
+    import struct
+    import zlib
+    from types import SimpleNamespace
+
+    from app.services.goals import goal_met
+    from app.stats.pairwise_goal import _close
+
+    m, goal = 3, GoalSpec(1, 0.95, False, "pairwise")
+    ones = np.ones(400)
+    folds = [
+        (np.zeros(400, np.int64), np.ones(400, np.int64), ones),
+        (np.ones(400, np.int64), np.full(400, 2), ones),
+    ]
+    state = _folded_state(m, goal, folds)
+    assert not state.status.met and state.status.beats[0, 1] and state.status.beats[1, 2]
+    body = zlib.decompress(state.pack()[25:])
+    closed = _close(state.status.beats)
+    assert closed[0, 2]  # closure would infer 0 > 2
+    head = struct.pack("<4sIQQ?", b"PRP1", m, state.answers, state.counted, True)  # "met" under WST
+    payload = head + zlib.compress(body + np.packbits(closed).tobytes())
+    back = PairGoalState.unpack(payload, goal)
+    assert not back.status.met and not back.status.beats[0, 2]
+    assert np.array_equal(back.status.beats, state.status.beats)
+    session = SimpleNamespace(scalar=lambda _query: payload)
+    survey = SimpleNamespace(id="srv", goal=goal.as_json())
+    assert goal_met(session, survey) is False  # not the header's True
+    assert back.pack()[:4] == b"PRP2"
 
 
 def test_pairwise_plans_are_bounded_per_respondent_and_fit_the_budget(client, budget):

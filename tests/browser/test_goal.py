@@ -84,7 +84,7 @@ def test_a_goal_survey_counts_the_pages_answers_and_stops(server, api, new_page,
 def test_the_dashboard_shows_a_pairwise_goal(server, api, survey_page, console):
     """A goal certified pairwise: the dashboard's goal view shows its standing and the
     certified item (another than Transit: probability ≤ 1.2e-22, module docstring), names the
-    certificate, and the planner's estimate simulates the pairwise certificate."""
+    certificate and its estimand, and the planner's estimate simulates the pairwise certificate."""
     survey = _goal_survey(api, "Which one first, pairwise?", {"certificate": "pairwise"})
     sid = survey["id"]
     assert survey["goal"]["certificate"] == "pairwise"
@@ -99,6 +99,7 @@ def test_the_dashboard_shows_a_pairwise_goal(server, api, survey_page, console):
     expect(admin.locator("#goal-state")).to_have_text("Met")
     expect(admin.locator("#goal-items")).to_have_text("Certified top 1: Transit")
     expect(admin.locator("#goal")).to_contain_text("by the pairwise certificate")
+    expect(admin.locator("#goal-estimand")).to_contain_text("The majority top 1, certified at")
     admin.get_by_role("button", name="Estimate the answers saved").click()
     expect(admin.locator("#goal-saving")).to_contain_text("Planner's estimate:", timeout=60_000)
     expect(admin.locator("#saving-box")).to_contain_text("this goal's pairwise certificate")

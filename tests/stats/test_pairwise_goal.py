@@ -177,26 +177,61 @@ def test_full_ranking_is_certified_as_a_total_order():
 
 
 def test_a_cycle_is_never_certified():
-    """A Condorcet cycle 0 > 1 > 2 > 0: closed transitively it is a contradiction (WST
-    fails), so nothing is certified; without closure no top-1 exists either."""
+    """A Condorcet cycle 0 > 1 > 2 > 0: without closure no majority top-1 exists — each
+    item is certainly beaten by another, so each is certainly out — and no order either;
+    closed transitively it is a contradiction (WST fails), so nothing is certified."""
     s = PairSequences(3)
     s.add([0] * 500 + [1] * 500 + [2] * 500, [1] * 500 + [2] * 500 + [0] * 500, [1.0] * 1500, float("inf"))
     g = pairwise_goal_status(s, 0.95, top_k=1)
-    assert not g.met and g.contradicted.tolist() == [0, 1, 2] and g.active.all()
-    assert not pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met
-    full = pairwise_goal_status(s, 0.95, transitive=False)
-    assert not full.met and full.active.all() and full.contradicted.size == 0  # true cycles are no failure
+    assert not g.met and g.certified.size == 0 and g.contradicted.size == 0  # true cycles are no failure
+    assert g.upper.tolist() == [1.0, 1.0, 1.0]  # each certainly beaten by one: out of any top 1
+    assert g.unreachable  # so no majority top 1 exists
+    rng = np.random.default_rng(0)
+    assert draw_pairwise_respondent(g, np.zeros(3, dtype=bool), 1, rng, explore=0.0)[0].size == 0
+    full = pairwise_goal_status(s, 0.95)
+    assert not full.met and full.active.all() and full.contradicted.size == 0 and full.unreachable
+    closed = pairwise_goal_status(s, 0.95, top_k=1, transitive=True)
+    assert not closed.met and closed.contradicted.tolist() == [0, 1, 2] and closed.active.all()
+    assert not closed.unreachable
+    assert pairwise_goal_status(s, 0.95, top_k=2).unreachable  # three items each beat one: no top 2
 
 
-def test_without_transitivity_each_member_must_beat_each_other_item_directly():
+def test_without_closure_each_member_must_beat_each_other_item_directly():
     s = PairSequences(4)
     inf = float("inf")
     s.add([0] * 300 + [1] * 300 + [2] * 300, [1] * 300 + [2] * 300 + [3] * 300, [1.0] * 900, inf)
-    assert pairwise_goal_status(s, 0.95, top_k=1).met  # 0 > 1 > 2 > 3, closed
-    assert not pairwise_goal_status(s, 0.95, top_k=1, transitive=False).met
+    assert pairwise_goal_status(s, 0.95, top_k=1, transitive=True).met  # 0 > 1 > 2 > 3, closed
+    g = pairwise_goal_status(s, 0.95, top_k=1)
+    assert not g.met and not g.transitive
+    i, j = draw_pairwise_respondent(g, np.zeros(4, dtype=bool), 2, np.random.default_rng(0), explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} <= {
+        frozenset((0, 2)),
+        frozenset((0, 3)),
+    }
     s.add([0] * 600, [2] * 300 + [3] * 300, [1.0] * 600, inf)
-    g = pairwise_goal_status(s, 0.95, top_k=1, transitive=False)
+    g = pairwise_goal_status(s, 0.95, top_k=1)
     assert g.met and g.certified.tolist() == [0]
+
+
+def test_the_drawer_asks_a_boundary_pair_whose_items_are_both_resolved():
+    """Top-2 of 4 with 0 > 1, 0 > 3, 1 > 2 and 3 > 2 certified: item 0 is *in* (it beats
+    two) and item 2 *out* (beaten by two), yet 0 > 2 is not certified. Without closure
+    the goal needs it, so the drawer serves (0, 2) with the other open boundary pair
+    (1, 3); under closure 0 > 1 > 2 settles it and only (1, 3) is served."""
+    s = PairSequences(4)
+    inf = float("inf")
+    s.add([0] * 300 + [0] * 300 + [1] * 300 + [3] * 300, [1] * 300 + [3] * 300 + [2] * 600, [1.0] * 1200, inf)
+    rng = np.random.default_rng(2)
+    g = pairwise_goal_status(s, 0.95, top_k=2)
+    assert g.lower[0] == 2 and g.upper[2] == 1 and not g.active[[0, 2]].any() and not g.met
+    i, j = draw_pairwise_respondent(g, np.zeros(4, dtype=bool), 2, rng, explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} == {
+        frozenset((0, 2)),
+        frozenset((1, 3)),
+    }
+    closed = pairwise_goal_status(s, 0.95, top_k=2, transitive=True)
+    i, j = draw_pairwise_respondent(closed, np.zeros(4, dtype=bool), 2, rng, explore=0.0)
+    assert {frozenset(p) for p in zip(i.tolist(), j.tolist(), strict=True)} == {frozenset((1, 3))}
 
 
 def test_the_drawer_serves_disjoint_unanswered_items_and_never_a_repeat():

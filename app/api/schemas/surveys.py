@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ...limits import MAX_ITEMS
+from ...services.goals import CERTIFICATE_CHOICE, CERTIFICATES
 from ...services.results.privacy import BudgetPolicy, PrivacySummary
 from .common import Label, StrictModel, Text
 
@@ -68,6 +69,20 @@ class PrivacyUpdate(StrictModel):
     delta: float | None = Field(None, description="Central, zcdp: the δ the budget is stated at.")
 
 
+def _certificate(value: object) -> object:
+    """A certificate the admin chose, or a 422 naming the two estimands."""
+    if value not in CERTIFICATES:
+        raise ValueError(CERTIFICATE_CHOICE)
+    return value
+
+
+#: ``borda`` or ``pairwise``: each certifies its own estimand (docs/uncertainty.md §9).
+Certificate = Annotated[Literal["borda", "pairwise"], BeforeValidator(_certificate)]
+
+#: What a goal certifies.
+Estimand = Literal["borda_top_k", "borda_ranking", "majority_top_k", "majority_ranking"]
+
+
 class GoalIn(StrictModel):
     top_k: int | None = Field(None, ge=1, description="Certify the top-K set (K between 1 and m − 1).")
     full_ranking: bool = Field(False, description="Certify the whole order instead.")
@@ -75,11 +90,14 @@ class GoalIn(StrictModel):
         0.95, description="Probability that what is certified is right, under continuous monitoring."
     )
     close_when_met: bool = Field(False, description="Close the survey the moment the goal is met.")
-    certificate: Literal["borda", "pairwise", "auto"] = Field(
+    certificate: Certificate = Field(
         "borda",
-        description="How the goal is certified: borda (one sequence per item, the default), pairwise "
-        "(one per pair; adaptive assignment, at most 300 items) or auto (pairwise for a top-K goal with "
-        "K·(m − K) ≤ 2.8·m under adaptive assignment, else borda). Fixed at creation.",
+        description="What the goal certifies, fixed at creation. borda (the default): the Borda top-K or "
+        "ranking — the items with the highest chance of being preferred to an item drawn at random "
+        "(one confidence sequence per item). pairwise: the majority top-K or ranking — items each "
+        "preferred by a majority to every item outside (or after) them, which may not exist when "
+        "preferences cycle (one sequence per pair; adaptive assignment, at most 300 items). The two "
+        "agree under the BTL model and can differ otherwise (a polarized population).",
     )
 
 
@@ -297,6 +315,13 @@ class GoalSpecOut(BaseModel):
     level: float
     close_when_met: bool
     certificate: str = Field("borda", description="The certificate in use: borda or pairwise.")
+    estimand: Estimand = Field(
+        "borda_top_k",
+        description="What is certified: borda_top_k, borda_ranking (Borda scores: the chance of being "
+        "preferred to an item drawn at random), majority_top_k or majority_ranking (majorities pair "
+        "by pair).",
+    )
+    estimand_text: str = Field("", description="The estimand in a sentence.")
 
 
 class GoalOut(GoalSpecOut):
@@ -312,6 +337,11 @@ class GoalOut(GoalSpecOut):
     )
     resolved: int = Field(description="Items already certain (in or out of the top-K, or placed).")
     n_items: int
+    unreachable: bool = Field(
+        False,
+        description="Pairwise goals: the certified majorities show that no majority top-K (or majority "
+        "ranking) exists — preferences cycle — so the goal can never be met and no more pairs are needed.",
+    )
 
 
 class SurveyFields(BaseModel):
@@ -374,12 +404,16 @@ class SurveyOut(SurveyFields):
                         "level": 0.95,
                         "close_when_met": True,
                         "certificate": "borda",
+                        "estimand": "borda_top_k",
+                        "estimand_text": "The Borda top 1, certified at 95%: the item with the highest "
+                        "chance of being preferred to an item drawn at random from the others.",
                         "met": False,
                         "items": None,
                         "answers_used": 412,
                         "counted_answers": 790,
                         "resolved": 0,
                         "n_items": 2,
+                        "unreachable": False,
                     },
                     "items": [
                         {"id": "itm_u7x2k9q4m3c8d1ze", "label": "Housing", "position": 0},

@@ -139,6 +139,10 @@ class GoalPlanOut(BaseModel):
     certificate: Literal["borda", "pairwise"] = Field(
         description="The adaptive design's certificate (balanced assignment is Borda-certified)."
     )
+    estimand: Literal["borda_top_k", "borda_ranking", "majority_top_k", "majority_ranking"] = Field(
+        description="What the adaptive design's certificate certifies (the simulated BTL scores make the "
+        "Borda and majority estimands the same set or order, so false_certifications compares with it)."
+    )
     n_items: int
     top_k: int | None = Field(description="The top-K goal; null: the whole ranking.")
     level: float
