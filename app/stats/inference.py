@@ -468,6 +468,15 @@ def _cluster_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     return 0.5 * (meat + meat.T)
 
 
+def _comparison_laplacian(m: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.float64]:
+    """Σ_k w_k (e_i − e_j)(e_i − e_j)ᵀ over comparisons k, pairs repeated or in either
+    orientation (summed per pair first: :func:`laplacian` takes distinct pairs)."""
+    if i.size == 0:
+        return np.zeros((m, m))
+    lo, hi, _, (ws,) = reduce_by_pair(np.minimum(i, j), np.maximum(i, j), m, (np.asarray(w, dtype=float),))
+    return laplacian(m, lo, hi, ws)
+
+
 def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     """An upper bound (in the PSD order) on E Σ_r u_r u_rᵀ whatever the correlation of
     one respondent's true answers: the privacy noise is independent across answers
@@ -477,7 +486,101 @@ def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     c = clusters
     s = expit(theta[c.i] - theta[c.j])
     weight = c.v + c.sizes[c.cluster] * s * (1.0 - s)
-    return laplacian(c.n_items, c.i, c.j, weight) if c.i.size else np.zeros((c.n_items, c.n_items))
+    return _comparison_laplacian(c.n_items, c.i, c.j, weight)
+
+
+#: :func:`_cr2` is used while G·m² ≤ CR2_MAX_WORK: its degrees of freedom take O(G·m²) memory
+#: and O(G·m³ + G²·m²) operations; beyond, the bound (:func:`_bound_meat`).
+CR2_MAX_WORK = 2_000_000
+
+
+def _cr2(
+    theta: NDArray, clusters: Clusters, lw_pinv: NDArray, resid: NDArray | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The bias-reduced cluster-robust meat (CR2) and the Bell–McCaffrey degrees of freedom.
+
+    Linearized at θ with x_k = e_i − e_j, W = diag(σ'_k), Φ = diag(σ'_k + v_k) (the
+    working model: answers independent with Lemma 2's variance, privacy noise
+    included), H = XᵀWX (``lw_pinv`` = H⁺): the residuals e = z − σ(Xθ) of a fit are
+    ê ≈ (I − Q)e with Q = WXH⁺Xᵀ, so under the working model
+    E ê_g ê_gᵀ = B_g = Φ_g − W_g X_g H⁺X_gᵀ Φ_g − Φ_g X_g H⁺X_gᵀ W_g + W_g X_g C X_gᵀ W_g,
+    C = H⁺ L_Φ H⁺ the model-based covariance. With
+    A_g = Φ_g^{1/2} (Φ_g^{-1/2} B_g Φ_g^{-1/2})^{-1/2} Φ_g^{-1/2} (pseudo-inverse roots),
+    A_g B_g A_gᵀ = Φ_g, and the meat Σ_g X_gᵀ A_g ê_g ê_gᵀ A_gᵀ X_g is unbiased for
+    XᵀΦX under the working model (Bell & McCaffrey 2002, *Survey Methodology* 28(2);
+    Pustejovsky & Tipton 2018, *J. Business & Economic Statistics* 36(4), eq. (6)–(7)).
+
+    Degrees of freedom (Satterthwaite on V̂ = Σ_g (p_gᵀ ê_g)², p_g = A_gᵀ X_g H⁺ c):
+    with t_g = (I − Q)ᵀ p_g (p_g padded with zeros) and Ω_gh = t_gᵀ Φ t_h,
+    df = (tr Ω)² / tr Ω² (Bell & McCaffrey 2002 §3; Imbens & Kolesár 2016,
+    *Review of Economics and Statistics* 98(4), eq. (8)), for c = each identified item's
+    score (NaN where Ω = 0: an item no cluster's residuals inform). Ω expands
+    with r_g = H⁺X_gᵀW_g p_g and s_g = X_gᵀ Φ_g p_g into
+    δ_gh p_gᵀΦ_g p_g − s_gᵀr_h − r_gᵀs_h + r_gᵀ L_Φ r_h, all in item space.
+
+    ``resid`` replaces z − σ(Xθ) (tests feed residuals of the linear working model).
+    Work: Σ_g n_g³ for the roots, O(G·m³ + G²·m²) for the degrees of freedom.
+    """
+    c = clusters
+    m, g_count = c.n_items, c.n_clusters
+    s = expit(theta[c.i] - theta[c.j])
+    w = s * (1.0 - s)
+    phi = np.maximum(w + c.v, np.finfo(float).tiny)
+    e = c.z - s if resid is None else np.asarray(resid, dtype=np.float64)
+    l_phi = _comparison_laplacian(m, c.i, c.j, phi)
+    c_model = lw_pinv @ l_phi @ lw_pinv
+    order = np.argsort(c.cluster, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(c.sizes)))
+    meat = np.zeros((m, m))
+    r_all = np.zeros((g_count, m, m))  # r_g for every item's contrast (columns)
+    s_all = np.zeros((g_count, m, m))
+    d_all = np.zeros((g_count, m))
+    for g in range(g_count):
+        rows = order[bounds[g] : bounds[g + 1]]
+        if rows.size == 0:
+            continue
+        ig, jg = c.i[rows], c.j[rows]
+        wg, pg, sq = w[rows], phi[rows], np.sqrt(phi[rows])
+        xh = lw_pinv[ig] - lw_pinv[jg]  # X_g H⁺ (n_g × m)
+        xhx = xh[:, ig] - xh[:, jg]  # X_g H⁺ X_gᵀ
+        xc = c_model[ig] - c_model[jg]
+        xcx = xc[:, ig] - xc[:, jg]  # X_g C X_gᵀ
+        t = (wg[:, None] * xhx) * pg[None, :]  # W_g X_g H⁺X_gᵀ Φ_g
+        b = np.diag(pg) - t - t.T + wg[:, None] * xcx * wg[None, :]
+        b = b / sq[:, None] / sq[None, :]
+        vals, vecs = np.linalg.eigh(0.5 * (b + b.T))
+        keep = vals > 1e-10 * max(float(vals.max(initial=0.0)), 1.0)
+        root = (vecs[:, keep] / np.sqrt(vals[keep])) @ vecs[:, keep].T
+        a = sq[:, None] * root / sq[None, :]  # A_g
+        ae = a @ e[rows]
+        u = np.bincount(ig, ae, m) - np.bincount(jg, ae, m)
+        meat += np.outer(u, u)
+        p = a.T @ xh  # columns: p_g for each item's contrast
+        wp, fp = wg[:, None] * p, pg[:, None] * p
+        r_all[g] = lw_pinv @ (_scatter(ig, jg, wp, m))
+        s_all[g] = _scatter(ig, jg, fp, m)
+        d_all[g] = (pg[:, None] * p * p).sum(axis=0)
+    meat = 0.5 * (meat + meat.T)
+    # Ω for every contrast at once: (G, G, m).
+    # Ω for every contrast a at once, (m, G, G), by batched products.
+    r_t = r_all.transpose(2, 0, 1)  # (a, g, i)
+    cross = s_all.transpose(2, 0, 1) @ r_all.transpose(2, 1, 0)  # s_gᵀ r_h
+    omega = (r_t @ l_phi) @ r_all.transpose(2, 1, 0) - cross - cross.transpose(0, 2, 1)
+    diag = np.arange(g_count)
+    omega[:, diag, diag] += d_all.T
+    tr = np.trace(omega, axis1=1, axis2=2)
+    tr2 = np.einsum("agh,ahg->a", omega, omega)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(tr2 > 0, tr * tr / tr2, np.nan)
+    return meat, df
+
+
+def _scatter(i: NDArray, j: NDArray, vals: NDArray, m: int) -> NDArray[np.float64]:
+    """Xᵀ V for the rows V of comparisons (i, j): (m × columns)."""
+    out = np.zeros((m, vals.shape[1]))
+    np.add.at(out, i, vals)
+    np.add.at(out, j, -vals)
+    return out
 
 
 def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -490,6 +593,55 @@ def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float
     vals, vecs = np.linalg.eigh(0.5 * ((b - a) + (b - a).T))
     pos = vals > 0
     return a + (vecs[:, pos] * vals[pos]) @ vecs[:, pos].T
+
+
+#: The cluster covariances :func:`confidence` can be asked for (``cluster_variance``):
+#: "auto" chooses by the number of respondents (module doc); the others force one, for
+#: the comparison in ``tests/benchmarks/bench_small_sample.py``.
+CLUSTER_VARIANCES = ("auto", "cr1", "cr2", "cr2_unfloored", "bound")
+
+#: Fewest respondents for CR2 with Bell–McCaffrey degrees of freedom; below, the bound.
+CR2_MIN_CLUSTERS = 2
+
+
+def _cluster_variance(
+    centre: NDArray,
+    clusters: Clusters,
+    lw_pinv: NDArray,
+    model_meat: NDArray,
+    identified: NDArray,
+    min_clusters: int,
+    choice: str,
+) -> tuple[str, NDArray[np.float64], float | None]:
+    """The cluster meat of :func:`confidence`, its method name and the degrees of freedom of
+    its Student-t critical value (None: normal), as chosen by ``choice`` (module doc)."""
+    if choice not in CLUSTER_VARIANCES:
+        raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
+    g = clusters.n_clusters
+    m = clusters.n_items
+    if choice == "auto":
+        if g >= max(min_clusters, 2 * int(identified.sum())):
+            choice = "cr1"
+        elif g >= CR2_MIN_CLUSTERS and g * m * m <= CR2_MAX_WORK:
+            choice = "cr2"
+        else:
+            choice = "bound"
+    if choice == "cr1":
+        return (
+            "cluster",
+            _psd_max(_cluster_meat(centre, clusters) * (g / (g - 1.0)), model_meat),
+            float(g - 1),
+        )
+    if choice == "bound":
+        return "cluster_bound", _bound_meat(centre, clusters), None
+    meat, dfs = _cr2(centre, clusters, lw_pinv)
+    dfs = dfs[identified & np.isfinite(dfs)]
+    # One critical value for every item: the smallest degrees of freedom of the items'
+    # scores (the widest t quantile), at most G − 1 (the CR1 reference distribution).
+    df = float(min(dfs.min(initial=np.inf), g - 1.0))
+    if choice == "cr2":
+        meat = _psd_max(meat, model_meat)
+    return "cluster_cr2", meat, df
 
 
 def _cox_snell(lw_pinv, cov, i, j, n, s, sp) -> NDArray[np.float64]:
@@ -525,6 +677,7 @@ def confidence(
     clusters: Clusters | None = None,
     min_clusters: int = MIN_CLUSTERS,
     check: Check | None = None,
+    cluster_variance: str = "auto",
 ) -> Confidence:
     """Sandwich confidence intervals for θ* from a fit (see the module doc).
 
@@ -599,17 +752,11 @@ def confidence(
         meat = laplacian(m, i, j, spread if variance == "empirical" else v_model)
     else:
         n_clusters = clusters.n_clusters
-        if n_clusters >= max(min_clusters, 2 * int(identified.sum())):
-            method = "cluster"
-            meat = _psd_max(
-                _cluster_meat(centre, clusters) * (n_clusters / (n_clusters - 1.0)),
-                laplacian(m, i, j, v_model),
-            )
-            df = float(n_clusters - 1)
+        method, meat, df = _cluster_variance(
+            centre, clusters, lw_pinv, laplacian(m, i, j, v_model), identified, min_clusters, cluster_variance
+        )
+        if df is not None:
             crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
-        else:
-            method = "cluster_bound"
-            meat = _bound_meat(centre, clusters)
     check()
     cov = lw_pinv @ meat @ lw_pinv
     cov = 0.5 * (cov + cov.T)
