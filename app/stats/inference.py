@@ -489,9 +489,10 @@ def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     return _comparison_laplacian(c.n_items, c.i, c.j, weight)
 
 
-#: :func:`_cr2` is used while G·m² ≤ CR2_MAX_WORK: its degrees of freedom take O(G·m²) memory
-#: and O(G·m³ + G²·m²) operations; beyond, the bound (:func:`_bound_meat`).
-CR2_MAX_WORK = 2_000_000
+#: :func:`_cr2` is used while G·(n + m)² and m·G² stay within CR2_MAX_WORK (n: the most
+#: answers of one respondent): it takes O(G·(n + m)² + m·G²) memory and
+#: O(G·(n + m)³ + m²·G²) operations; beyond, the bound (:func:`_bound_meat`).
+CR2_MAX_WORK = 4_000_000
 
 
 def _cr2(
@@ -519,7 +520,7 @@ def _cr2(
     δ_gh p_gᵀΦ_g p_g − s_gᵀr_h − r_gᵀs_h + r_gᵀ L_Φ r_h, all in item space.
 
     ``resid`` replaces z − σ(Xθ) (tests feed residuals of the linear working model).
-    Work: Σ_g n_g³ for the roots, O(G·m³ + G²·m²) for the degrees of freedom.
+    Work: O(G·(n + m)³ + m²·G²), n the most answers of one respondent (rows padded to n).
     """
     c = clusters
     m, g_count = c.n_items, c.n_clusters
@@ -529,39 +530,46 @@ def _cr2(
     e = c.z - s if resid is None else np.asarray(resid, dtype=np.float64)
     l_phi = _comparison_laplacian(m, c.i, c.j, phi)
     c_model = lw_pinv @ l_phi @ lw_pinv
+    # Every respondent's rows padded to the largest respondent's count: a padded row has
+    # x = 0, w = 0, Φ = 1 and residual 0, so its block of B is the identity, A is the
+    # identity there, and it adds nothing to the meat or to Ω. Batched over respondents.
     order = np.argsort(c.cluster, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(c.sizes)))
-    meat = np.zeros((m, m))
-    r_all = np.zeros((g_count, m, m))  # r_g for every item's contrast (columns)
-    s_all = np.zeros((g_count, m, m))
-    d_all = np.zeros((g_count, m))
-    for g in range(g_count):
-        rows = order[bounds[g] : bounds[g + 1]]
-        if rows.size == 0:
-            continue
-        ig, jg = c.i[rows], c.j[rows]
-        wg, pg, sq = w[rows], phi[rows], np.sqrt(phi[rows])
-        xh = lw_pinv[ig] - lw_pinv[jg]  # X_g H⁺ (n_g × m)
-        xhx = xh[:, ig] - xh[:, jg]  # X_g H⁺ X_gᵀ
-        xc = c_model[ig] - c_model[jg]
-        xcx = xc[:, ig] - xc[:, jg]  # X_g C X_gᵀ
-        t = (wg[:, None] * xhx) * pg[None, :]  # W_g X_g H⁺X_gᵀ Φ_g
-        b = np.diag(pg) - t - t.T + wg[:, None] * xcx * wg[None, :]
-        b = b / sq[:, None] / sq[None, :]
-        vals, vecs = np.linalg.eigh(0.5 * (b + b.T))
-        keep = vals > 1e-10 * max(float(vals.max(initial=0.0)), 1.0)
-        root = (vecs[:, keep] / np.sqrt(vals[keep])) @ vecs[:, keep].T
-        a = sq[:, None] * root / sq[None, :]  # A_g
-        ae = a @ e[rows]
-        u = np.bincount(ig, ae, m) - np.bincount(jg, ae, m)
-        meat += np.outer(u, u)
-        p = a.T @ xh  # columns: p_g for each item's contrast
-        wp, fp = wg[:, None] * p, pg[:, None] * p
-        r_all[g] = lw_pinv @ (_scatter(ig, jg, wp, m))
-        s_all[g] = _scatter(ig, jg, fp, m)
-        d_all[g] = (pg[:, None] * p * p).sum(axis=0)
+    sizes = c.sizes
+    width = int(sizes.max(initial=1))
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    who = c.cluster[order]
+    slot = np.full((g_count, width), -1, dtype=np.int64)
+    slot[who, np.arange(order.size) - starts[who]] = order
+    valid = slot >= 0
+    take = np.where(valid, slot, 0)
+    ig, jg = np.where(valid, c.i[take], 0), np.where(valid, c.j[take], 0)
+    wg = np.where(valid, w[take], 0.0)
+    pg = np.where(valid, phi[take], 1.0)
+    eg = np.where(valid, e[take], 0.0)
+    sq = np.sqrt(pg)
+    x = np.zeros((g_count, width, m))  # X_g, zero rows for padding
+    gi, ki = np.nonzero(valid)
+    x[gi, ki, ig[gi, ki]] = 1.0
+    x[gi, ki, jg[gi, ki]] -= 1.0
+    xh = x @ lw_pinv  # X_g H⁺
+    xhx = xh @ x.transpose(0, 2, 1)  # X_g H⁺ X_gᵀ
+    xcx = (x @ c_model) @ x.transpose(0, 2, 1)  # X_g C X_gᵀ
+    t = wg[:, :, None] * xhx * pg[:, None, :]  # W_g X_g H⁺X_gᵀ Φ_g
+    b = -t - t.transpose(0, 2, 1) + wg[:, :, None] * xcx * wg[:, None, :]
+    b[:, np.arange(width), np.arange(width)] += pg
+    b = b / sq[:, :, None] / sq[:, None, :]
+    vals, vecs = np.linalg.eigh(0.5 * (b + b.transpose(0, 2, 1)))
+    keep = vals > 1e-10 * np.maximum(vals.max(axis=1, keepdims=True), 1.0)
+    inv_root = np.where(keep, 1.0 / np.sqrt(np.where(keep, vals, 1.0)), 0.0)
+    a = sq[:, :, None] * ((vecs * inv_root[:, None, :]) @ vecs.transpose(0, 2, 1)) / sq[:, None, :]
+    u = (x.transpose(0, 2, 1) @ (a @ eg[:, :, None]))[:, :, 0]  # X_gᵀ A_g ê_g, (G, m)
+    meat = u.T @ u
+    p = a.transpose(0, 2, 1) @ xh  # p_g for each item's contrast (columns), (G, n, m)
+    xt = x.transpose(0, 2, 1)
+    r_all = lw_pinv @ (xt @ (wg[:, :, None] * p))  # r_g = H⁺X_gᵀW_g p_g, (G, m, m)
+    s_all = xt @ (pg[:, :, None] * p)  # s_g = X_gᵀΦ_g p_g
+    d_all = (pg[:, :, None] * p * p).sum(axis=1)  # p_gᵀΦ_g p_g, (G, m)
     meat = 0.5 * (meat + meat.T)
-    # Ω for every contrast at once: (G, G, m).
     # Ω for every contrast a at once, (m, G, G), by batched products.
     r_t = r_all.transpose(2, 0, 1)  # (a, g, i)
     cross = s_all.transpose(2, 0, 1) @ r_all.transpose(2, 1, 0)  # s_gᵀ r_h
@@ -573,14 +581,6 @@ def _cr2(
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(tr2 > 0, tr * tr / tr2, np.nan)
     return meat, df
-
-
-def _scatter(i: NDArray, j: NDArray, vals: NDArray, m: int) -> NDArray[np.float64]:
-    """Xᵀ V for the rows V of comparisons (i, j): (m × columns)."""
-    out = np.zeros((m, vals.shape[1]))
-    np.add.at(out, i, vals)
-    np.add.at(out, j, -vals)
-    return out
 
 
 def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -596,12 +596,16 @@ def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float
 
 
 #: The cluster covariances :func:`confidence` can be asked for (``cluster_variance``):
-#: "auto" chooses by the number of respondents (module doc); the others force one, for
-#: the comparison in ``tests/benchmarks/bench_small_sample.py``.
+#: "auto" chooses (module doc); the others force one, for the comparison in
+#: ``tests/benchmarks/bench_small_sample.py``.
 CLUSTER_VARIANCES = ("auto", "cr1", "cr2", "cr2_unfloored", "bound")
 
-#: Fewest respondents for CR2 with Bell–McCaffrey degrees of freedom; below, the bound.
-CR2_MIN_CLUSTERS = 2
+
+def _cr2_affordable(clusters: Clusters) -> bool:
+    """Whether :func:`_cr2` fits its budget (:data:`CR2_MAX_WORK`)."""
+    g, m = clusters.n_clusters, clusters.n_items
+    n = int(clusters.sizes.max(initial=0))
+    return g * (n + m) ** 2 <= CR2_MAX_WORK and m * g * g <= CR2_MAX_WORK
 
 
 def _cluster_variance(
@@ -612,26 +616,30 @@ def _cluster_variance(
     identified: NDArray,
     min_clusters: int,
     choice: str,
+    level: float,
 ) -> tuple[str, NDArray[np.float64], float | None]:
     """The cluster meat of :func:`confidence`, its method name and the degrees of freedom of
-    its Student-t critical value (None: normal), as chosen by ``choice`` (module doc)."""
+    its Student-t critical value (None: normal), as chosen by ``choice``.
+
+    "auto": from max(``min_clusters``, 2 × identified items) respondents on, CR1 with
+    t(G − 1). Below, CR2 with Bell–McCaffrey degrees of freedom or the worst-case bound,
+    whichever is narrower *under the working model*: CR2's meat is then unbiased for the
+    model meat L_Φ, so its expected half-width is t_df·se_model, against z·se_bound for the
+    bound (means over the identified items). Both depend on the design and the centre
+    only, not on the residuals whose spread the chosen interval then measures: the choice
+    does not select the narrower of two realized intervals (which would undercover).
+    """
     if choice not in CLUSTER_VARIANCES:
         raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
     g = clusters.n_clusters
-    m = clusters.n_items
     if choice == "auto":
         if g >= max(min_clusters, 2 * int(identified.sum())):
             choice = "cr1"
-        elif g >= CR2_MIN_CLUSTERS and g * m * m <= CR2_MAX_WORK:
-            choice = "cr2"
-        else:
+        elif not _cr2_affordable(clusters):
             choice = "bound"
     if choice == "cr1":
-        return (
-            "cluster",
-            _psd_max(_cluster_meat(centre, clusters) * (g / (g - 1.0)), model_meat),
-            float(g - 1),
-        )
+        cr1 = _cluster_meat(centre, clusters) * (g / (g - 1.0))
+        return "cluster", _psd_max(cr1, model_meat), float(g - 1)
     if choice == "bound":
         return "cluster_bound", _bound_meat(centre, clusters), None
     meat, dfs = _cr2(centre, clusters, lw_pinv)
@@ -639,7 +647,14 @@ def _cluster_variance(
     # One critical value for every item: the smallest degrees of freedom of the items'
     # scores (the widest t quantile), at most G − 1 (the CR1 reference distribution).
     df = float(min(dfs.min(initial=np.inf), g - 1.0))
-    if choice == "cr2":
+    if choice == "auto":
+        bound = _bound_meat(centre, clusters)
+        se_model = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, model_meat, lw_pinv), 0.0))
+        se_bound = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, bound, lw_pinv), 0.0))
+        t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model[identified].mean()
+        if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound[identified].mean():
+            return "cluster_bound", bound, None
+    if choice != "cr2_unfloored":
         meat = _psd_max(meat, model_meat)
     return "cluster_cr2", meat, df
 
@@ -752,8 +767,9 @@ def confidence(
         meat = laplacian(m, i, j, spread if variance == "empirical" else v_model)
     else:
         n_clusters = clusters.n_clusters
+        model_meat = laplacian(m, i, j, v_model)
         method, meat, df = _cluster_variance(
-            centre, clusters, lw_pinv, laplacian(m, i, j, v_model), identified, min_clusters, cluster_variance
+            centre, clusters, lw_pinv, model_meat, identified, min_clusters, cluster_variance, level
         )
         if df is not None:
             crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
