@@ -24,10 +24,18 @@ each u_r. Two guards:
 
 * the meat is never taken below the model-based one (:func:`_psd_max`): an item that
   only a handful of respondents saw gets its cluster variance from that handful;
-* below max(``min_clusters``, 2 × items) respondents the cluster meat cannot be
-  estimated reliably, and :func:`_bound_meat` is used instead: privacy noise is
+* below max(``min_clusters``, 2 × items) respondents CR1 with t(G − 1) is not
+  trusted (few or unbalanced clusters: Imbens & Kolesár 2016, *Review of Economics and
+  Statistics* 98(4)). There the choice is between two covariances, by which is
+  narrower under the working model (independent answers with Lemma 2's variance): the
+  bias-reduced meat CR2 with Bell–McCaffrey degrees of freedom (:func:`_cr2`; Bell &
+  McCaffrey 2002, *Survey Methodology* 28(2); Pustejovsky & Tipton 2018, *J. Business
+  & Economic Statistics* 36(4)), whose expected half-width is then t_df·se_model, and
+  the worst-case bound :func:`_bound_meat` with normal quantiles: privacy noise is
   independent across answers, and Cauchy–Schwarz bounds the rest by L_r times the
-  variances of respondent r's L_r answers — wider than needed, never too narrow.
+  variances of respondent r's L_r answers — never too narrow, and narrower than CR2
+  where the privacy noise dominates or the respondents are very few. Both widths
+  depend on the design and the centre only, not on the residuals.
 
 **Bias-corrected centre, only where safe.** θ̂ is biased in two ways that do not
 vanish relative to its standard error at the sample sizes of real surveys:
@@ -65,7 +73,8 @@ rank interval contains the reported rank (of θ̂), and groups follow θ̂'s ord
 
 Coverage is measured in ``tests/benchmarks/bench_coverage.py`` and the tests:
 with independent answers, and with respondents resampled from real ballots and
-from heterogeneous simulated populations.
+from heterogeneous simulated populations; the covariances for few respondents are
+compared in ``tests/benchmarks/bench_small_sample.py`` (docs/uncertainty.md §3).
 
 Scores in different components of the comparison graph are not comparable: their
 differences have infinite variance here (never "significant"), and items that
@@ -152,8 +161,10 @@ REASONS = (
     "too_many_items",
 )
 
-#: Cluster-robust covariances are used from this many respondents on (and at least
-#: two per identified item); below, the worst-case-correlation bound (module doc).
+#: CR1 cluster-robust covariances with t(G − 1) are used from this many respondents on
+#: (and at least two per identified item); below, CR2 with Bell–McCaffrey degrees of
+#: freedom or the worst-case-correlation bound, whichever is narrower under the working
+#: model (module doc; measured in tests/benchmarks/bench_small_sample.py).
 MIN_CLUSTERS = 30
 
 #: A bias correction is applied only when it is this small: the ridge removal by at
@@ -266,7 +277,8 @@ class Confidence:
     lower, upper : (m,) interval end points; they always contain ``theta``
     component : (m,) connected component of each item
     method : "sandwich" (model-based, answers independent), "cluster" (cluster-robust,
-        respondents independent), "cluster_bound" (few respondents: worst-case
+        respondents independent, CR1), "cluster_cr2" (few respondents: CR2 with
+        Bell–McCaffrey degrees of freedom), "cluster_bound" (few respondents: worst-case
         within-respondent correlation), "bootstrap" (parametric), "cluster_bootstrap"
     theta : (m,) the point estimate θ̂ the intervals belong to
     critical_value : the multiplier of ``se`` (normal, or Student t with ``df``
@@ -703,8 +715,11 @@ def confidence(
     With ``clusters`` (the fit's comparisons with their respondents) the
     respondents are the independent unit: the cluster-robust sandwich
     L_W⁺ (G/(G−1) Σ_r u_r u_rᵀ) L_W⁺ with Student-t(G−1) critical values from
-    ``max(min_clusters, 2 × identified items)`` respondents on; below that, the
-    worst-case-correlation bound (:func:`_bound_meat`), which is never too narrow.
+    ``max(min_clusters, 2 × identified items)`` respondents on; below that, CR2 with
+    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation
+    bound (:func:`_bound_meat`), whichever is narrower under the working model
+    (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
+    "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
 
     Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
     no comparisons, fewer than two respondents, no unpenalized fit to correct the
