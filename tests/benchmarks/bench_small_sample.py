@@ -1,8 +1,8 @@
 """Intervals for surveys with few respondents: the cluster covariances compared.
 
-    python -m tests.benchmarks.bench_small_sample            # full table (~25 min on one core)
+    python -m tests.benchmarks.bench_small_sample            # full table, 300 surveys per cell (~25 min)
     python -m tests.benchmarks.bench_small_sample -r 600     # more surveys per cell
-    python -m tests.benchmarks.bench_small_sample --quick    # a few cells (CI smoke run)
+    python -m tests.benchmarks.bench_small_sample --quick    # 8 cells, 40 surveys each (CI smoke run)
 
 Surveys of G = 2, 3, 5, 10, 20, 30 and 50 respondents are drawn from a finite
 population (app.stats.resampling: real Debian ballots, or simulated respondents with
