@@ -707,6 +707,9 @@ def _spend(session: Session, survey_id: str) -> tuple[dict, dict]:
 _ESTIMANDS = {
     "cluster": "the BTL scores of the population the respondents were drawn from; each respondent is one "
     "independent unit (cluster-robust sandwich over {g} respondents)",
+    "cluster_cr2": "the BTL scores of the population the respondents were drawn from; each respondent is one "
+    "independent unit (cluster-robust sandwich over {g} respondents with a small-sample correction and "
+    "degrees of freedom for so few)",
     "cluster_bound": "the BTL scores of the population the respondents were drawn from; with only {g} "
     "respondents their spread cannot be estimated yet, so the intervals use an upper bound on how strongly "
     "one respondent's answers can go together (wider than needed, never narrower)",

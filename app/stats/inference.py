@@ -24,10 +24,18 @@ each u_r. Two guards:
 
 * the meat is never taken below the model-based one (:func:`_psd_max`): an item that
   only a handful of respondents saw gets its cluster variance from that handful;
-* below max(``min_clusters``, 2 × items) respondents the cluster meat cannot be
-  estimated reliably, and :func:`_bound_meat` is used instead: privacy noise is
+* below max(``min_clusters``, 2 × items) respondents CR1 with t(G − 1) is not
+  trusted (few or unbalanced clusters: Imbens & Kolesár 2016, *Review of Economics and
+  Statistics* 98(4)). There the choice is between two covariances, by which is
+  narrower under the working model (independent answers with Lemma 2's variance): the
+  bias-reduced meat CR2 with Bell–McCaffrey degrees of freedom (:func:`_cr2`; Bell &
+  McCaffrey 2002, *Survey Methodology* 28(2); Pustejovsky & Tipton 2018, *J. Business
+  & Economic Statistics* 36(4)), whose expected half-width is then t_df·se_model, and
+  the worst-case bound :func:`_bound_meat` with normal quantiles: privacy noise is
   independent across answers, and Cauchy–Schwarz bounds the rest by L_r times the
-  variances of respondent r's L_r answers — wider than needed, never too narrow.
+  variances of respondent r's L_r answers — never too narrow, and narrower than CR2
+  where the privacy noise dominates or the respondents are very few. Both widths
+  depend on the design and the centre only, not on the residuals.
 
 **Bias-corrected centre, only where safe.** θ̂ is biased in two ways that do not
 vanish relative to its standard error at the sample sizes of real surveys:
@@ -70,7 +78,8 @@ reported rank (of θ̂), and groups follow θ̂'s order (docs/uncertainty.md §6
 
 Coverage is measured in ``tests/benchmarks/bench_coverage.py`` and the tests:
 with independent answers, and with respondents resampled from real ballots and
-from heterogeneous simulated populations.
+from heterogeneous simulated populations; the covariances for few respondents are
+compared in ``tests/benchmarks/bench_small_sample.py`` (docs/uncertainty.md §3).
 
 Scores in different components of the comparison graph are not comparable: their
 differences have infinite variance here (never "significant"), and items that
@@ -157,8 +166,10 @@ REASONS = (
     "too_many_items",
 )
 
-#: Cluster-robust covariances are used from this many respondents on (and at least
-#: two per identified item); below, the worst-case-correlation bound (module doc).
+#: CR1 cluster-robust covariances with t(G − 1) are used from this many respondents on
+#: (and at least two per identified item); below, CR2 with Bell–McCaffrey degrees of
+#: freedom or the worst-case-correlation bound, whichever is narrower under the working
+#: model (module doc; measured in tests/benchmarks/bench_small_sample.py).
 MIN_CLUSTERS = 30
 
 #: A bias correction is applied only when it is this small: the ridge removal by at
@@ -271,7 +282,8 @@ class Confidence:
     lower, upper : (m,) interval end points; they always contain ``theta``
     component : (m,) connected component of each item
     method : "sandwich" (model-based, answers independent), "cluster" (cluster-robust,
-        respondents independent), "cluster_bound" (few respondents: worst-case
+        respondents independent, CR1), "cluster_cr2" (few respondents: CR2 with
+        Bell–McCaffrey degrees of freedom), "cluster_bound" (few respondents: worst-case
         within-respondent correlation), "bootstrap" (parametric), "cluster_bootstrap"
     theta : (m,) the point estimate θ̂ the intervals belong to
     critical_value : the multiplier of ``se`` (normal, or Student t with ``df``
@@ -551,6 +563,15 @@ def _cluster_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     return 0.5 * (meat + meat.T)
 
 
+def _comparison_laplacian(m: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.float64]:
+    """Σ_k w_k (e_i − e_j)(e_i − e_j)ᵀ over comparisons k, pairs repeated or in either
+    orientation (summed per pair first: :func:`laplacian` takes distinct pairs)."""
+    if i.size == 0:
+        return np.zeros((m, m))
+    lo, hi, _, (ws,) = reduce_by_pair(np.minimum(i, j), np.maximum(i, j), m, (np.asarray(w, dtype=float),))
+    return laplacian(m, lo, hi, ws)
+
+
 def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     """An upper bound (in the PSD order) on E Σ_r u_r u_rᵀ whatever the correlation of
     one respondent's true answers: the privacy noise is independent across answers
@@ -560,7 +581,101 @@ def _bound_meat(theta: NDArray, clusters: Clusters) -> NDArray[np.float64]:
     c = clusters
     s = expit(theta[c.i] - theta[c.j])
     weight = c.v + c.sizes[c.cluster] * s * (1.0 - s)
-    return laplacian(c.n_items, c.i, c.j, weight) if c.i.size else np.zeros((c.n_items, c.n_items))
+    return _comparison_laplacian(c.n_items, c.i, c.j, weight)
+
+
+#: :func:`_cr2` is used while G·(n + m)² and m·G² stay within CR2_MAX_WORK (n: the most
+#: answers of one respondent): it takes O(G·(n + m)² + m·G²) memory and
+#: O(G·(n + m)³ + m²·G²) operations; beyond, the bound (:func:`_bound_meat`).
+CR2_MAX_WORK = 4_000_000
+
+
+def _cr2(
+    theta: NDArray, clusters: Clusters, lw_pinv: NDArray, resid: NDArray | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The bias-reduced cluster-robust meat (CR2) and the Bell–McCaffrey degrees of freedom.
+
+    Linearized at θ with x_k = e_i − e_j, W = diag(σ'_k), Φ = diag(σ'_k + v_k) (the
+    working model: answers independent with Lemma 2's variance, privacy noise
+    included), H = XᵀWX (``lw_pinv`` = H⁺): the residuals e = z − σ(Xθ) of a fit are
+    ê ≈ (I − Q)e with Q = WXH⁺Xᵀ, so under the working model
+    E ê_g ê_gᵀ = B_g = Φ_g − W_g X_g H⁺X_gᵀ Φ_g − Φ_g X_g H⁺X_gᵀ W_g + W_g X_g C X_gᵀ W_g,
+    C = H⁺ L_Φ H⁺ the model-based covariance. With
+    A_g = Φ_g^{1/2} (Φ_g^{-1/2} B_g Φ_g^{-1/2})^{-1/2} Φ_g^{-1/2} (pseudo-inverse roots),
+    A_g B_g A_gᵀ = Φ_g, and the meat Σ_g X_gᵀ A_g ê_g ê_gᵀ A_gᵀ X_g is unbiased for
+    XᵀΦX under the working model (Bell & McCaffrey 2002, *Survey Methodology* 28(2);
+    Pustejovsky & Tipton 2018, *J. Business & Economic Statistics* 36(4), eq. (6)–(7)).
+
+    Degrees of freedom (Satterthwaite on V̂ = Σ_g (p_gᵀ ê_g)², p_g = A_gᵀ X_g H⁺ c):
+    with t_g = (I − Q)ᵀ p_g (p_g padded with zeros) and Ω_gh = t_gᵀ Φ t_h,
+    df = (tr Ω)² / tr Ω² (Bell & McCaffrey 2002 §3; Imbens & Kolesár 2016,
+    *Review of Economics and Statistics* 98(4), eq. (8)), for c = each identified item's
+    score (NaN where Ω = 0: an item no cluster's residuals inform). Ω expands
+    with r_g = H⁺X_gᵀW_g p_g and s_g = X_gᵀ Φ_g p_g into
+    δ_gh p_gᵀΦ_g p_g − s_gᵀr_h − r_gᵀs_h + r_gᵀ L_Φ r_h, all in item space.
+
+    ``resid`` replaces z − σ(Xθ) (tests feed residuals of the linear working model).
+    Work: O(G·(n + m)³ + m²·G²), n the most answers of one respondent (rows padded to n).
+    """
+    c = clusters
+    m, g_count = c.n_items, c.n_clusters
+    s = expit(theta[c.i] - theta[c.j])
+    w = s * (1.0 - s)
+    phi = np.maximum(w + c.v, np.finfo(float).tiny)
+    e = c.z - s if resid is None else np.asarray(resid, dtype=np.float64)
+    l_phi = _comparison_laplacian(m, c.i, c.j, phi)
+    c_model = lw_pinv @ l_phi @ lw_pinv
+    # Every respondent's rows padded to the largest respondent's count: a padded row has
+    # x = 0, w = 0, Φ = 1 and residual 0, so its block of B is the identity, A is the
+    # identity there, and it adds nothing to the meat or to Ω. Batched over respondents.
+    order = np.argsort(c.cluster, kind="stable")
+    sizes = c.sizes
+    width = int(sizes.max(initial=1))
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    who = c.cluster[order]
+    slot = np.full((g_count, width), -1, dtype=np.int64)
+    slot[who, np.arange(order.size) - starts[who]] = order
+    valid = slot >= 0
+    take = np.where(valid, slot, 0)
+    ig, jg = np.where(valid, c.i[take], 0), np.where(valid, c.j[take], 0)
+    wg = np.where(valid, w[take], 0.0)
+    pg = np.where(valid, phi[take], 1.0)
+    eg = np.where(valid, e[take], 0.0)
+    sq = np.sqrt(pg)
+    x = np.zeros((g_count, width, m))  # X_g, zero rows for padding
+    gi, ki = np.nonzero(valid)
+    x[gi, ki, ig[gi, ki]] = 1.0
+    x[gi, ki, jg[gi, ki]] -= 1.0
+    xh = x @ lw_pinv  # X_g H⁺
+    xhx = xh @ x.transpose(0, 2, 1)  # X_g H⁺ X_gᵀ
+    xcx = (x @ c_model) @ x.transpose(0, 2, 1)  # X_g C X_gᵀ
+    t = wg[:, :, None] * xhx * pg[:, None, :]  # W_g X_g H⁺X_gᵀ Φ_g
+    b = -t - t.transpose(0, 2, 1) + wg[:, :, None] * xcx * wg[:, None, :]
+    b[:, np.arange(width), np.arange(width)] += pg
+    b = b / sq[:, :, None] / sq[:, None, :]
+    vals, vecs = np.linalg.eigh(0.5 * (b + b.transpose(0, 2, 1)))
+    keep = vals > 1e-10 * np.maximum(vals.max(axis=1, keepdims=True), 1.0)
+    inv_root = np.where(keep, 1.0 / np.sqrt(np.where(keep, vals, 1.0)), 0.0)
+    a = sq[:, :, None] * ((vecs * inv_root[:, None, :]) @ vecs.transpose(0, 2, 1)) / sq[:, None, :]
+    u = (x.transpose(0, 2, 1) @ (a @ eg[:, :, None]))[:, :, 0]  # X_gᵀ A_g ê_g, (G, m)
+    meat = u.T @ u
+    p = a.transpose(0, 2, 1) @ xh  # p_g for each item's contrast (columns), (G, n, m)
+    xt = x.transpose(0, 2, 1)
+    r_all = lw_pinv @ (xt @ (wg[:, :, None] * p))  # r_g = H⁺X_gᵀW_g p_g, (G, m, m)
+    s_all = xt @ (pg[:, :, None] * p)  # s_g = X_gᵀΦ_g p_g
+    d_all = (pg[:, :, None] * p * p).sum(axis=1)  # p_gᵀΦ_g p_g, (G, m)
+    meat = 0.5 * (meat + meat.T)
+    # Ω for every contrast a at once, (m, G, G), by batched products.
+    r_t = r_all.transpose(2, 0, 1)  # (a, g, i)
+    cross = s_all.transpose(2, 0, 1) @ r_all.transpose(2, 1, 0)  # s_gᵀ r_h
+    omega = (r_t @ l_phi) @ r_all.transpose(2, 1, 0) - cross - cross.transpose(0, 2, 1)
+    diag = np.arange(g_count)
+    omega[:, diag, diag] += d_all.T
+    tr = np.trace(omega, axis1=1, axis2=2)
+    tr2 = np.einsum("agh,ahg->a", omega, omega)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = np.where(tr2 > 0, tr * tr / tr2, np.nan)
+    return meat, df
 
 
 def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -575,6 +690,70 @@ def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float
     vals, vecs = np.linalg.eigh(0.5 * ((b - a) + (b - a).T))
     pos = vals > 0
     return a + (vecs[:, pos] * vals[pos]) @ vecs[:, pos].T
+
+
+#: The cluster covariances :func:`confidence` can be asked for (``cluster_variance``):
+#: "auto" chooses (module doc); the others force one, for the comparison in
+#: ``tests/benchmarks/bench_small_sample.py``.
+CLUSTER_VARIANCES = ("auto", "cr1", "cr2", "cr2_unfloored", "bound")
+
+
+def _cr2_affordable(clusters: Clusters) -> bool:
+    """Whether :func:`_cr2` fits its budget (:data:`CR2_MAX_WORK`)."""
+    g, m = clusters.n_clusters, clusters.n_items
+    n = int(clusters.sizes.max(initial=0))
+    return g * (n + m) ** 2 <= CR2_MAX_WORK and m * g * g <= CR2_MAX_WORK
+
+
+def _cluster_variance(
+    centre: NDArray,
+    clusters: Clusters,
+    lw_pinv: NDArray,
+    model_meat: NDArray,
+    identified: NDArray,
+    min_clusters: int,
+    choice: str,
+    level: float,
+) -> tuple[str, NDArray[np.float64], float | None]:
+    """The cluster meat of :func:`confidence`, its method name and the degrees of freedom of
+    its Student-t critical value (None: normal), as chosen by ``choice``.
+
+    "auto": from max(``min_clusters``, 2 × identified items) respondents on, CR1 with
+    t(G − 1). Below, CR2 with Bell–McCaffrey degrees of freedom or the worst-case bound,
+    whichever is narrower *under the working model*: CR2's meat is then unbiased for the
+    model meat L_Φ, so its expected half-width is t_df·se_model, against z·se_bound for the
+    bound (means over the identified items). Both depend on the design and the centre
+    only, not on the residuals whose spread the chosen interval then measures: the choice
+    does not select the narrower of two realized intervals (which would undercover).
+    """
+    if choice not in CLUSTER_VARIANCES:
+        raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
+    g = clusters.n_clusters
+    if choice == "auto":
+        if g >= max(min_clusters, 2 * int(identified.sum())):
+            choice = "cr1"
+        elif not _cr2_affordable(clusters):
+            choice = "bound"
+    if choice == "cr1":
+        cr1 = _cluster_meat(centre, clusters) * (g / (g - 1.0))
+        return "cluster", _psd_max(cr1, model_meat), float(g - 1)
+    if choice == "bound":
+        return "cluster_bound", _bound_meat(centre, clusters), None
+    meat, dfs = _cr2(centre, clusters, lw_pinv)
+    dfs = dfs[identified & np.isfinite(dfs)]
+    # One critical value for every item: the smallest degrees of freedom of the items'
+    # scores (the widest t quantile), at most G − 1 (the CR1 reference distribution).
+    df = float(min(dfs.min(initial=np.inf), g - 1.0))
+    if choice == "auto":
+        bound = _bound_meat(centre, clusters)
+        se_model = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, model_meat, lw_pinv), 0.0))
+        se_bound = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, bound, lw_pinv), 0.0))
+        t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model[identified].mean()
+        if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound[identified].mean():
+            return "cluster_bound", bound, None
+    if choice != "cr2_unfloored":
+        meat = _psd_max(meat, model_meat)
+    return "cluster_cr2", meat, df
 
 
 def _cox_snell(lw_pinv, cov, i, j, n, s, sp) -> NDArray[np.float64]:
@@ -610,6 +789,7 @@ def confidence(
     clusters: Clusters | None = None,
     min_clusters: int = MIN_CLUSTERS,
     check: Check | None = None,
+    cluster_variance: str = "auto",
 ) -> Confidence:
     """Sandwich confidence intervals for θ* from a fit (see the module doc).
 
@@ -620,8 +800,11 @@ def confidence(
     With ``clusters`` (the fit's comparisons with their respondents) the
     respondents are the independent unit: the cluster-robust sandwich
     L_W⁺ (G/(G−1) Σ_r u_r u_rᵀ) L_W⁺ with Student-t(G−1) critical values from
-    ``max(min_clusters, 2 × identified items)`` respondents on; below that, the
-    worst-case-correlation bound (:func:`_bound_meat`), which is never too narrow.
+    ``max(min_clusters, 2 × identified items)`` respondents on; below that, CR2 with
+    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation
+    bound (:func:`_bound_meat`), whichever is narrower under the working model
+    (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
+    "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
 
     Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
     no comparisons, fewer than two respondents, no unpenalized fit to correct the
@@ -684,17 +867,12 @@ def confidence(
         meat = laplacian(m, i, j, spread if variance == "empirical" else v_model)
     else:
         n_clusters = clusters.n_clusters
-        if n_clusters >= max(min_clusters, 2 * int(identified.sum())):
-            method = "cluster"
-            meat = _psd_max(
-                _cluster_meat(centre, clusters) * (n_clusters / (n_clusters - 1.0)),
-                laplacian(m, i, j, v_model),
-            )
-            df = float(n_clusters - 1)
+        model_meat = laplacian(m, i, j, v_model)
+        method, meat, df = _cluster_variance(
+            centre, clusters, lw_pinv, model_meat, identified, min_clusters, cluster_variance, level
+        )
+        if df is not None:
             crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
-        else:
-            method = "cluster_bound"
-            meat = _bound_meat(centre, clusters)
     check()
     cov = lw_pinv @ meat @ lw_pinv
     cov = 0.5 * (cov + cov.T)

@@ -91,7 +91,9 @@ class Diagnostics(BaseModel):
 class UncertaintyInfo(BaseModel):
     available: bool
     method: str | None = Field(
-        description="cluster (cluster-robust sandwich, respondents as clusters), cluster_bound (few "
+        description="cluster (cluster-robust sandwich, respondents as clusters), cluster_cr2 (few "
+        "respondents: the same with the CR2 small-sample correction and Bell–McCaffrey degrees of freedom), "
+        "cluster_bound (few "
         "respondents: a worst-case bound on within-respondent correlation), cluster_bootstrap "
         "(respondents resampled), sandwich (model-based, comparisons independent) or bootstrap "
         "(parametric)."
