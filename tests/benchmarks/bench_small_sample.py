@@ -3,11 +3,13 @@
     python -m tests.benchmarks.bench_small_sample            # full table, 300 surveys per cell (~25 min)
     python -m tests.benchmarks.bench_small_sample -r 600     # more surveys per cell
     python -m tests.benchmarks.bench_small_sample --quick    # 8 cells, 40 surveys each (CI smoke run)
+    python -m tests.benchmarks.bench_small_sample --only CEMS  # the populations whose label starts so
 
 Surveys of G = 2, 3, 5, 10, 20, 30 and 50 respondents are drawn from a finite
-population (app.stats.resampling: real Debian ballots, or simulated respondents with
-random effects τ), every answer privatized at ε, and each method's nominal 95%
-intervals are checked against the population's own BTL scores (docs/uncertainty.md §3).
+population (app.stats.resampling: real Debian ballots, the CEMS students' paired
+comparisons, or simulated respondents with random effects τ), every answer privatized
+at ε, and each method's nominal 95% intervals are checked against the population's own
+BTL scores (docs/uncertainty.md §3).
 Methods (``confidence(..., cluster_variance=...)``):
 
 * ``model``  the model-based sandwich (answers independent), normal quantiles;
@@ -32,7 +34,6 @@ import argparse
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -40,11 +41,10 @@ from threadpoolctl import threadpool_limits
 from app.stats import fit_debiased_mle_stats
 from app.stats.inference import Clusters, IntervalsUnavailable, confidence
 from app.stats.pairs import pair_stats
-from app.stats.preflib import read_preflib
 from app.stats.resampling import Population, heterogeneous_population
 from app.stats.simulation import uniform_theta
+from tests.helpers.real_data import cems_population, debian_population
 
-DEBIAN = Path(__file__).resolve().parents[1] / "data" / "preflib-debian"
 METHODS = (
     ("model", None),
     ("bound", "bound"),
@@ -139,8 +139,10 @@ def populations(quick: bool) -> list[tuple[str, Population, list[int | None]]]:
         )
     )
     for name, title in ballots:
-        pop = Population.from_ballots(read_preflib(DEBIAN / name))
+        pop = debian_population(name)
         out.append((f"{title} ({pop.n_items}×{pop.n_respondents})", pop, [None, 3]))
+    if not quick:
+        out.append(("CEMS schools (6×303)", cems_population(), [None, 3]))
     sims = ((6, 1.0),) if quick else ((3, 0.0), (3, 1.0), (6, 0.0), (6, 1.0), (6, 2.0), (10, 0.0), (10, 1.0))
     for m, tau in sims:
         theta = uniform_theta(m, np.random.default_rng(m), -1.0, 1.0)
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replications", "-r", type=int, default=300, help="surveys per cell")
     parser.add_argument("--quick", action="store_true", help="a few cells, 40 surveys each")
+    parser.add_argument("--only", default="", help="only the populations whose label starts with this")
     args = parser.parse_args(argv)
     threadpool_limits(limits=1, user_api="blas")  # one core, as the service (app.main)
     reps = 40 if args.quick else args.replications
@@ -164,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     print("per method: coverage, its Monte Carlo se, mean width / model-based width, share refused")
     print(_header())
     for label, pop, designs in populations(args.quick):
+        if not label.startswith(args.only):
+            continue
         for pairs in designs:
             for eps in epsilons:
                 if math.isinf(eps) and not (label.startswith("Debian 2010") or "m=6 τ=1" in label):
