@@ -52,6 +52,7 @@ from ..stats.inference import (
     laplacian,
     rank_confidence,
 )
+from ..stats.mechanisms import randomization_p_value
 from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats
 from ..stats.theory import dividing_line_epsilon
@@ -133,6 +134,9 @@ class _Entry:
     key: tuple | None = None  # its key in the cache (None: not cached)
     clusters: Clusters | None = None
     graph: _Connectivity | None = None  # _graph(stats), computed on first use
+    #: :func:`~app.stats.mechanisms.randomization_p_value` of the stored answers, from
+    #: their own ε (set with ``clusters``, which reads them).
+    randomization: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -468,6 +472,9 @@ def _intervals(
     if covariance == "cluster" or uncertainty == "bootstrap":
         target, clusters = _with_clusters(session, survey, entry, method, cache)
     deadline.check()
+    p = _randomization(survey, target)
+    if p is not None and p < UNRANDOMIZED_P_VALUE:
+        return _Intervals(None, "unrandomized_answers", _UNRANDOMIZED.format(p=UNRANDOMIZED_P_VALUE), target)
     try:
         if uncertainty == "bootstrap":
             if clusters is None:  # pragma: no cover - read above for every bootstrap
@@ -504,14 +511,56 @@ def _with_clusters(
     # The naive (classic RR) fit's estimating equation uses ỹ itself: z = ỹ, no privacy term.
     eps_for_z = np.full(i.size, np.inf) if method == "naive_mle" else eps
     clusters = Clusters.from_answers(m, i, j, y, eps_for_z, resp)
+    randomization = _randomization_from_rows(m, i, j, y, eps)
     if i.size == entry.fit.n_comparisons and m == entry.fit.theta.size:
         entry.clusters = clusters
+        entry.randomization = randomization
         cache.grew(entry)
         return entry, clusters
     stats = pair_stats(m, i, j, y, eps)
     theta0 = np.concatenate((entry.fit.theta, np.zeros(m - entry.fit.theta.size)))
     fit = METHODS[method](stats, entry.fit.lam if entry.fit.lam else None, theta0=theta0)
-    return _Entry(fit, stats, clusters=clusters), clusters
+    return _Entry(fit, stats, clusters=clusters, randomization=randomization), clusters
+
+
+#: Below this p-value the stored answers are taken to be unrandomized (Hoeffding's bound
+#: combined over the pairs: a survey whose answers were randomized at their declared ε is
+#: flagged with probability at most this, whatever its true answers).
+UNRANDOMIZED_P_VALUE = 1e-6
+
+_UNRANDOMIZED = (
+    "The answers agree with each other more often than randomized response at their declared ε allows "
+    "(p < {p:.0e}): they look unrandomized, for example true answers sent with privatized: true. Scores and "
+    "intervals that remove privacy noise are wrong for such answers; check how the answers were collected."
+)
+
+
+def _randomization_from_rows(m: int, i, j, y, eps) -> float:
+    """The randomization check of stored answers (one row each) at their own ε."""
+    if i.size == 0:
+        return 1.0
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    key = lo * m + hi
+    won_lo = np.where(i < j, y, 1 - y).astype(np.float64)
+    truthful = expit(np.asarray(eps, dtype=np.float64))
+    _, inverse = np.unique(key, return_inverse=True)
+    size = int(inverse.max()) + 1
+    return randomization_p_value(
+        np.bincount(inverse, minlength=size),
+        np.bincount(inverse, won_lo, size),
+        np.bincount(inverse, truthful, size),
+    )
+
+
+def _randomization(survey: Survey, entry: _Entry) -> float | None:
+    """The stored answers' randomization check: from their own ε where they were read,
+    otherwise bounded with the survey's largest allowed ε (None: no local ε, central)."""
+    if entry.randomization is not None:
+        return entry.randomization
+    if survey.epsilon_max is None or entry.stats.n_comparisons == 0:
+        return None
+    st = entry.stats
+    return randomization_p_value(st.n, st.sum_y, st.n * float(expit(survey.epsilon_max)))
 
 
 def current_fit(
@@ -853,6 +902,7 @@ def ranking(
         ties=bool(np.unique(groups).size < m),
         top_k_boundary_tied=boundary_tied,
         data_version=int(version),
+        randomization_p_value=_randomization(survey, summary.entry),
     )
     return RankingOut(
         survey_id=survey.id,

@@ -524,6 +524,30 @@ def _flattened(lw_fit, lw_centre, v_fit, v_centre, design, identified) -> bool:
     return bool(np.any(ratio > SEPARATED_MAX_SE_RATIO))
 
 
+def _refuse_separated(fit: BTLFit) -> None:
+    """Raise ``not_identified`` where :func:`confidence` would for separated data: the
+    unpenalized fit does not exist (:func:`_separated`) and the ridge removal heads out
+    along a flat direction (:func:`_flattened`). A bootstrap cannot see this itself: every
+    replicate is held by the same ridge, so their spread is near zero (standard errors of
+    10⁻¹³ on answers that were never randomized) — certainty the data do not give."""
+    data, comp = fit.data, fit.component
+    if data is None or data.i.size == 0 or not _separated(fit.theta, data, comp):
+        return
+    m, i, j, n = fit.theta.size, data.i, data.j, data.n
+    identified = np.bincount(comp)[comp] > 1
+    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
+    if not np.all(np.isfinite(centre)):
+        raise IntervalsUnavailable("not_identified", _SEPARATED)
+    _, _, w, v_centre = _weights(centre, (i, j, n, data.v))
+    try:
+        lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
+    except SingularLaplacian:
+        raise IntervalsUnavailable("not_identified", _SEPARATED) from None
+    v_fit = _weights(fit.theta, (i, j, n, data.v))[3]
+    if _flattened(lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, i, j), identified):
+        raise IntervalsUnavailable("not_identified", _SEPARATED)
+
+
 def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDArray, NDArray]:
     """One Newton step of the unpenalized objective from θ̂: θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂.
 
@@ -984,6 +1008,7 @@ def bootstrap_confidence(
     ia, ja = validate_comparisons(n_items, i, j)
     eps = np.broadcast_to(validate_epsilon(epsilon), ia.shape)
     comp = fit.component
+    _refuse_separated(fit)
     base, _ = _unshrink(fit.theta, fit.lam, fit.data, comp)
     truth_p = expit(base[ia] - base[ja])
     reps = np.empty((n_boot, base.size))
@@ -1034,6 +1059,7 @@ def cluster_bootstrap_confidence(
     if fit.data is None or fit.data.i.size == 0:
         raise IntervalsUnavailable("no_comparisons", "There are no comparisons yet.")
     clusters._check_matches(fit.data)
+    _refuse_separated(fit)
     g = clusters.n_clusters
     if g < 2:
         raise IntervalsUnavailable(

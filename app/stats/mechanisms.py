@@ -15,11 +15,13 @@ caller passes one explicitly (simulations and tests do, for reproducibility).
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
+from scipy.stats import chi2
 
 from . import entropy
 
@@ -30,6 +32,7 @@ __all__ = [
     "laplace_privatize",
     "privacy_noise_variance",
     "privatize",
+    "randomization_p_value",
     "rr_probability",
     "system_uniform",
     "uniform_draws",
@@ -280,3 +283,41 @@ def laplace_privatize(
 
 def _sigmoid(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return expit(x)
+
+
+def randomization_p_value(n: ArrayLike, wins: ArrayLike, truthful: ArrayLike) -> float:
+    """How compatible reported answers are with randomized response at their declared ε.
+
+    Per pair: ``n`` answers, ``wins`` the reported wins of one orientation and
+    ``truthful`` = Σₖ e^{εₖ}/(1 + e^{εₖ}) over its answers (the most truthful answers
+    randomized response can report, in expectation). Answer k is reported truthfully with
+    probability qₖ = e^{εₖ}/(1 + e^{εₖ}) (docs/estimator.md §3), so whatever the true
+    answers, the reported wins are a sum of independent Bernoulli draws with success
+    probabilities in [1 − qₖ, qₖ]; by Hoeffding's inequality [Hoeffding 1963, Theorem 2]
+    they exceed ``truthful`` (or fall below n − ``truthful``) by t with probability at most
+    exp(−2t²/n), so pₖ = min(1, 2·exp(−2tₖ²/nₖ)) is a valid p-value for pair k. Given the
+    true answers the pairs' randomizations are independent, so Fisher's combination
+    X = −2 Σₖ log pₖ is stochastically below χ² with 2P degrees of freedom [Fisher 1932,
+    §21.1], and P(χ²_{2P} ≥ X) is a p-value for "these answers were randomized at the
+    declared ε" (conservative: each pₖ is). Tiny values mean the answers agree more often
+    than randomized response allows — for example a frontend that sends true answers while declaring them
+    privatized. Answers without privacy (ε = ∞) have qₖ = 1 and never count against it.
+
+    >>> q = 0.7310585786300049  # e/(1 + e): ε = 1
+    >>> randomization_p_value([200], [200], [200 * q]) < 1e-9  # unanimous at ε = 1
+    True
+    >>> randomization_p_value([200], [140], [200 * q])  # 140 ≤ 146.2: possible
+    1.0
+    """
+    counts = np.asarray(n, dtype=np.float64).reshape(-1)
+    w = np.asarray(wins, dtype=np.float64).reshape(-1)
+    top = np.asarray(truthful, dtype=np.float64).reshape(-1)
+    if not counts.shape == w.shape == top.shape:
+        raise ValueError("n, wins and truthful need one value per pair")
+    seen = counts > 0
+    if not seen.any():
+        return 1.0
+    counts, w, top = counts[seen], w[seen], top[seen]
+    excess = np.maximum(np.maximum(w - top, (counts - top) - w), 0.0)
+    log_p = np.minimum(math.log(2.0) - 2.0 * excess**2 / counts, 0.0)
+    return float(chi2.sf(-2.0 * float(log_p.sum()), 2 * counts.size))

@@ -84,6 +84,13 @@ class Diagnostics(BaseModel):
     ties: bool
     top_k_boundary_tied: bool | None
     data_version: int
+    randomization_p_value: float | None = Field(
+        None,
+        description="How compatible the stored answers are with randomized response at their declared ε "
+        "(Hoeffding's bound per pair, combined by Fisher's method; docs/uncertainty.md §5). Below 1e-6 the "
+        "answers look unrandomized and intervals are refused (reason unrandomized_answers). Null on central "
+        "surveys.",
+    )
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -102,7 +109,8 @@ class UncertaintyInfo(BaseModel):
     level: float
     reason: str | None = Field(
         description="Why intervals are missing, when they are: no_comparisons, too_few_respondents, "
-        "not_identified, unstable_correction, too_many_items, not_requested."
+        "not_identified, unstable_correction, too_many_items, unrandomized_answers (the answers agree more "
+        "often than randomized response at their declared ε allows), not_requested."
     )
     message: str | None = Field(None, description="The same in a plain sentence.")
     estimand: str | None = Field(None, description="What the intervals are for, in words.")
