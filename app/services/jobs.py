@@ -241,12 +241,14 @@ def looks_lost(session: Session, job: Job, queued_after: float) -> bool:
     return job.heartbeat_at < _now(session) - timedelta(seconds=limit)
 
 
-def cancel_job(session: Session, job_id: str) -> Job:
+def cancel_job(session: Session, job_id: str, owner: str | None = None) -> Job:
     """Mark a queued or running job cancelled (its runner stops at its next heartbeat).
-    Cancelling a cancelled job is a no-op; a finished one is 409."""
+    Cancelling a cancelled job is a no-op; a finished one is 409. With ``owner`` (the
+    caller's ``created_by``; None for an admin), another caller's job is 404, as if it
+    did not exist."""
     begin_write(session)
     job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one_or_none()
-    if job is None:
+    if job is None or (owner is not None and job.created_by != owner):
         session.rollback()
         raise NotFound("no such job")
     if job.status in ("done", "failed"):
