@@ -867,6 +867,7 @@ def run_worker(redis_url: str, burst: bool = False) -> None:
 
     sweeper = threading.Thread(target=sweep, name="privrank-jobs-sweeper", daemon=True)
     sweeper.start()
+
     def stop_waiting(signum, frame) -> None:
         SHUTDOWN.set()  # SIGTERM or Ctrl-C outside RQ's loop: no job runs, stop now
 
