@@ -14,10 +14,12 @@ it reads. What a slow client can still hold is bounded:
 
 * at most ``PRIVRANK_MAX_DOWNLOADS`` downloads per worker are being written or sent at
   once (:class:`Downloads`); one more is answered 503 with ``Retry-After`` at once;
-* a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds, or that reads
-  slower than :data:`MIN_SEND_RATE` on average after that grace period, is dropped
-  (the response ends unfinished, the connection is closed, its slot freed): a
-  download of b bytes takes at most ``PRIVRANK_SEND_TIMEOUT`` + b / MIN_SEND_RATE.
+* a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds (one chunk's
+  send waits that long for room in the connection's buffers), or that reads slower
+  than :data:`MIN_SEND_RATE` on average after that grace period, is dropped (the
+  response ends unfinished, the connection is closed, its slot freed): a download of
+  b bytes takes at most ``PRIVRANK_SEND_TIMEOUT`` + b / MIN_SEND_RATE, and a reader
+  that stops holds its slot for ``PRIVRANK_SEND_TIMEOUT`` once the buffers are full.
 """
 
 from __future__ import annotations
@@ -144,8 +146,13 @@ class SpooledDownload(StreamingResponse):
         async for chunk in self.body_iterator:
             sent += len(chunk)
             # This chunk must be taken by the time a reader at MIN_SEND_RATE would have
-            # taken it, after the grace period.
-            allowed = started + self.send_timeout + sent / MIN_SEND_RATE - _clock()
+            # taken it, after the grace period — and within the grace of being offered.
+            # ``sent`` counts what the kernel's buffers absorbed too (megabytes on a
+            # stalled connection), so the pace alone would let a reader that stopped
+            # hold its slot for minutes; a send blocks only while those buffers are
+            # full, so its own bound measures what the client reads.
+            now = _clock()
+            allowed = min(self.send_timeout, started + self.send_timeout + sent / MIN_SEND_RATE - now)
             try:
                 with anyio.fail_after(max(allowed, 0.0)):
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from ..db.models import Job, SurveyStats
-from ..services import jobs
+from ..services import auth, jobs
 from ..services.surveys import get_survey, item_count, require_local, require_pairwise
 from .common import errors
 from .deps import ReaderDep, SessionDep
@@ -36,13 +36,19 @@ def _out(job: Job, with_result: bool = True) -> JobOut:
     )
 
 
+def owner(who: auth.Principal) -> str:
+    """What a job records as its creator: the key's id, or ``admin`` for the configured
+    ``PRIVRANK_ADMIN_KEY`` (which has no id)."""
+    return who.key_id or who.role
+
+
 def _submit(request: Request, session, survey, kind: str, parameters: dict, who) -> Job:
     """Check, store and dispatch a job (``survey`` None for a design plan). The same
     key's identical job still queued or running is returned instead of a new one (a
     repeated request, a reload). Refused with nothing stored: 422 (what the job would
     refuse), 429 (this key's jobs in progress), 503 (the backlog, or the queue)."""
     runner = request.app.state.jobs
-    created_by = who.key_id or who.role
+    created_by = owner(who)
     survey_id = survey.id if survey is not None else None
     jobs.check_job(session, survey, kind, parameters, request.app.state.settings.job_seconds)
     same = jobs.same_active_job(session, survey_id, kind, parameters, created_by)
@@ -176,8 +182,10 @@ def read(*, request: Request, job_id: str, who: ReaderDep, session: SessionDep) 
 def cancel(*, job_id: str, who: ReaderDep, session: SessionDep) -> JobOut:
     """A queued job never starts; a running one stops at its next unit of work (one
     bootstrap replicate or simulated survey) within a heartbeat (2 s). Cancelling
-    twice is harmless; a finished job is 409."""
-    return _out(jobs.cancel_job(session, job_id))
+    twice is harmless; a finished job is 409. Only the key that submitted the job, or
+    an admin, may cancel it: another analyst's job is 404, as an unknown one."""
+    mine = None if who.role == auth.ADMIN else owner(who)
+    return _out(jobs.cancel_job(session, job_id, owner=mine))
 
 
 @router.get(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -93,6 +94,12 @@ STALE_SECONDS: float = setting_from_environment("job_stale_seconds")
 #: A job waiting in the RQ queue this long is sent again (a push lost with Redis, or
 #: a dispatch that failed); a duplicate is harmless: only one claim succeeds.
 QUEUE_RESEND_SECONDS = 300.0
+
+#: ``privrank worker`` without Redis: its wait before trying again starts here and doubles
+#: up to the cap (RQ's own wait for a job uses the same cap), and starts over once Redis
+#: answered for longer than the cap.
+WORKER_BACKOFF_FIRST = 0.5
+WORKER_BACKOFF_CAP = 30.0
 #: Claims before a lost job fails instead of being queued again.
 MAX_ATTEMPTS = 2
 #: Jobs queued or running at once: for one key, and for the whole service (beyond
@@ -241,12 +248,14 @@ def looks_lost(session: Session, job: Job, queued_after: float) -> bool:
     return job.heartbeat_at < _now(session) - timedelta(seconds=limit)
 
 
-def cancel_job(session: Session, job_id: str) -> Job:
+def cancel_job(session: Session, job_id: str, owner: str | None = None) -> Job:
     """Mark a queued or running job cancelled (its runner stops at its next heartbeat).
-    Cancelling a cancelled job is a no-op; a finished one is 409."""
+    Cancelling a cancelled job is a no-op; a finished one is 409. With ``owner`` (the
+    caller's ``created_by``; None for an admin), another caller's job is 404, as if it
+    did not exist."""
     begin_write(session)
     job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one_or_none()
-    if job is None:
+    if job is None or (owner is not None and job.created_by != owner):
         session.rollback()
         raise NotFound("no such job")
     if job.status in ("done", "failed"):
@@ -813,18 +822,23 @@ def run_job(job_id: str) -> str | None:
 def run_worker(redis_url: str, burst: bool = False) -> None:
     """``privrank worker``: run queued jobs until stopped (``burst``: until the queue is
     empty); every few seconds, recover lost jobs and delete old ones. SIGTERM (or
-    Ctrl-C) stops the running job at its next check and puts it back on the queue."""
+    Ctrl-C) stops the running job at its next check and puts it back on the queue.
+    Losing Redis does not stop it: RQ's loop quits on a connection error outside its
+    wait for a job (a heartbeat, the job's bookkeeping, registering the worker), so
+    the loop is started again after a capped exponential backoff until Redis answers."""
     import redis
     from rq import Queue, SimpleWorker
 
     class Worker(SimpleWorker):
         # SimpleWorker runs each job in this process: a worker that is killed takes its job
         # with it, and the heartbeat's silence hands the job to another worker.
+        max_connection_wait_time = WORKER_BACKOFF_CAP
+
         def request_stop(self, signum, frame):
             SHUTDOWN.set()  # the running job stops at its next check and is released
             super().request_stop(signum, frame)
 
-    connection = redis.Redis.from_url(redis_url)
+    connection = redis.Redis.from_url(redis_url, socket_connect_timeout=5.0)
     queue = Queue(QUEUE_NAME, connection=connection)
     ctx = worker_context()
     runner = QueueRunner(redis_url, ctx.seconds)
@@ -841,10 +855,45 @@ def run_worker(redis_url: str, burst: bool = False) -> None:
             except Exception as exc:
                 log.warning("jobs: recovering lost jobs failed (%s); trying again", type(exc).__name__)
 
+    def finished(worker: SimpleWorker) -> bool:
+        """Whether the loop that returned was asked to stop, or a burst emptied the queue
+        (not RQ quitting on an error it logged)."""
+        if SHUTDOWN.is_set() or worker._stop_requested:
+            return True
+        try:
+            return burst and queue.count == 0
+        except redis.RedisError:
+            return False
+
     sweeper = threading.Thread(target=sweep, name="privrank-jobs-sweeper", daemon=True)
     sweeper.start()
+
+    def stop_waiting(signum, frame) -> None:
+        SHUTDOWN.set()  # SIGTERM or Ctrl-C outside RQ's loop: no job runs, stop now
+
+    delay = WORKER_BACKOFF_FIRST
     try:
-        Worker([queue], connection=connection).work(burst=burst, with_scheduler=False)
+        while True:
+            for signum in (signal.SIGTERM, signal.SIGINT):  # RQ's loop installs its own
+                signal.signal(signum, stop_waiting)
+            started = time.monotonic()
+            try:
+                worker = Worker([queue], connection=connection)
+                worker.work(burst=burst, with_scheduler=False)
+                if finished(worker):
+                    break
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass  # naming, registering or unregistering the worker without Redis
+            if SHUTDOWN.is_set():
+                break
+            if time.monotonic() - started > WORKER_BACKOFF_CAP:
+                delay = WORKER_BACKOFF_FIRST  # it ran a while: a new outage starts over
+            log.warning("jobs: the worker lost Redis; trying again in %.1f s", delay)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, stop_waiting)
+            if SHUTDOWN.wait(delay):
+                break
+            delay = min(2.0 * delay, WORKER_BACKOFF_CAP)
     finally:
         stop.set()
         runner.close()

@@ -9,7 +9,9 @@ The steps, in one write transaction:
 1. a retry of a request that committed gets its first answer (:mod:`.idempotency`);
 2. the survey row is re-read under a shared lock and must still take this kind of
    answer (closing takes the conflicting lock, so once ``PATCH status=closed`` has
-   answered, nothing more is stored) — plus any check of the caller's;
+   answered, nothing more is stored) — plus any check of the caller's, whose conflict
+   (a ranking already stored) is a replay when a copy of this request committed
+   since step 1, and the key's conflict when a request of another shape did;
 3. the respondent's counters grow by a conditional ``UPDATE … RETURNING``: its row
    lock serializes one respondent's concurrent requests and its condition holds the
    budget (Σε ≤ ``respondent_budget``; central model: at most L answers), so there is
@@ -153,7 +155,18 @@ def spend_and_store(
             return replayed
         lock_survey(session, survey.id, check_survey)
         if check_more is not None:
-            check_more(session)
+            try:
+                check_more(session)
+            except Conflict:
+                # What it refuses (a ranking already stored) may be what a copy of this
+                # request committed since the replay check above: then this is a retry.
+                # Each statement sees what committed before it (READ COMMITTED), so the
+                # key's record is read again here, before any refusal.
+                replayed = idempotency.replay(session, respondent.id, key, shape)
+                if replayed is not None:
+                    session.rollback()
+                    return replayed
+                raise
         table = Respondent.__table__.c
         spend = update(Respondent).where(
             Respondent.id == respondent.id,

@@ -207,3 +207,46 @@ def test_a_reader_that_takes_nothing_is_dropped_after_the_grace(monkeypatch):
     assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
     assert slots.slots.busy == 0
     slots.take()()  # the slot is free again
+
+
+#: The grace of the test below: long enough for a busy machine to fill a stalled
+#: connection's buffers well within it, short enough to wait for.
+STALL_GRACE = 3.0
+
+
+@pytest.mark.slow
+def test_a_reader_that_stops_frees_its_slot_within_the_grace(private_url):
+    """A reader takes the first KiB of a 5.2 MB export and stops, on a live server with
+    one download slot. The kernel's buffers absorb megabytes of it at once, which the
+    client never reads; what it does not read blocks the next send, and the slot comes
+    back within ``PRIVRANK_SEND_TIMEOUT`` of that (plus the time to fill the buffers,
+    and to poll), not after the megabytes' share at the minimum pace (~4 MB / 16 KiB/s
+    ≈ 250 s)."""
+    server = LiveServer(
+        {
+            "DATABASE_URL": private_url,
+            "PRIVRANK_ADMIN_KEY": ADMIN_KEY,
+            "PRIVRANK_SEND_TIMEOUT": str(STALL_GRACE),
+            "PRIVRANK_MAX_DOWNLOADS": "1",
+        }
+    )
+    readers: list[socket.socket] = []
+    try:
+        c = httpx2.Client(base_url=server.base, timeout=120)
+        sid, n = _survey_with_answers(c, 400, 50)  # 20,000 rows, ~5.2 MB
+        path = f"/v1/surveys/{sid}/comparisons.csv"
+        readers = _stalled_readers(server.port, path, 1)
+        stopped = time.monotonic()
+        _refused_while_busy(c, path)
+        bound = STALL_GRACE + 10.0  # the grace, filling the buffers, and polling on a busy machine
+        while (full := c.get(path, headers=ADMIN)).status_code == 503 and time.monotonic() < stopped + 60:
+            time.sleep(0.2)
+        freed = time.monotonic() - stopped
+        assert full.status_code == 200 and freed <= bound, (full.status_code, freed)
+        assert full.text.count("\n") == n + 1  # the next reader gets the whole export
+        print(f"slot free {freed:.1f} s after the reader stopped (grace {STALL_GRACE:g} s)")
+    finally:
+        for s in readers:
+            s.close()
+        log = server.stop()
+    assert "Traceback" not in log, log[-3000:]

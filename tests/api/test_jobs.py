@@ -422,3 +422,27 @@ def test_every_call_that_can_submit_a_job_documents_the_429_of_a_keys_cap(app):
     ]
     for path, method in submitting:
         assert "429" in paths[path][method]["responses"], (path, method)
+
+
+def test_only_the_submitting_key_or_an_admin_cancels_a_job(client, answered, monkeypatch):
+    """Another analyst's DELETE of a job is 404, word for word the answer for a job that
+    does not exist, and leaves the job as it was; its own key, or an admin, cancels it."""
+    monkeypatch.setattr(client.app.state.jobs, "dispatch", lambda job_id: None)  # stays queued
+    mine, theirs = analyst_headers(client), analyst_headers(client)
+    body = {"kind": "ranking", "k": 2}
+    analysts_job = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=mine).json()["id"]
+    admins_job = client.post(f"/v1/surveys/{answered}/jobs", json=body, headers=ADMIN).json()["id"]
+    unknown = client.delete("/v1/jobs/job_unknown", headers=theirs)
+    assert unknown.status_code == 404
+    for job_id, stranger in ((analysts_job, theirs), (admins_job, theirs), (admins_job, mine)):
+        r = client.delete(f"/v1/jobs/{job_id}", headers=stranger)
+        assert (r.status_code, r.json()) == (404, unknown.json())
+        assert client.get(f"/v1/jobs/{job_id}", headers=ADMIN).json()["status"] == "queued"
+    r = client.delete(f"/v1/jobs/{analysts_job}", headers=mine)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    r = client.delete(f"/v1/jobs/{admins_job}", headers=ADMIN)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
+    # An admin cancels an analyst's job too.
+    another = client.post(f"/v1/surveys/{answered}/jobs", json={"kind": "ranking", "k": 3}, headers=theirs)
+    r = client.delete(f"/v1/jobs/{another.json()['id']}", headers=ADMIN)
+    assert r.status_code == 200 and r.json()["status"] == "cancelled"
