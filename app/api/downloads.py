@@ -1,11 +1,11 @@
 """Large downloads (the CSV exports) that a slow client cannot use to stall the service.
 
-An export used to stream from the database while the client read it: the request kept
-its admission slot, a database connection and (on SQLite) an open read transaction for
-as long as the client took. 19 clients that read the first kilobyte and stopped froze
-every API call of a worker for as long as they liked.
+Streaming an export from the database while the client reads it would let the request
+keep its admission slot, a database connection and (on SQLite) an open read transaction
+for as long as the client took: a few clients that read the first kilobyte and stop
+would freeze every API call of a worker.
 
-Now an export is written in one go, at database speed, into a temporary file (in
+So an export is written in one go, at database speed, into a temporary file (in
 memory up to :data:`SPOOL_MEMORY_BYTES`, then on disk: the exports hold only
 releasable, privatized data), inside the request's admission slot and connection like
 any other request. Then the request's connection is returned, its admission slot is
