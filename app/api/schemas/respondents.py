@@ -104,6 +104,16 @@ class PairOut(BaseModel):
         description="Goal surveys: send it back with the answer, so that the answer counts towards the goal "
         "(null: this answer will not count for it).",
     )
+    undecided_ticket: str = Field(
+        description="“Can't decide” on this pair: send it to POST …/undecided (it names no pair; one pass "
+        "per pair served to you counts)."
+    )
+
+
+class UndecidedIn(StrictModel):
+    ticket: str = Field(
+        max_length=64, description="The undecided_ticket of a pair GET …/pairs served to you."
+    )
 
 
 class PairsOut(BaseModel):
