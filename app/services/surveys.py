@@ -615,6 +615,12 @@ MAX_FLAG_THRESHOLD = 100
 BATCH_DEFAULT = 5
 #: The smallest and largest batch a survey may set.
 BATCH_MIN, BATCH_MAX = 2, 50
+#: Suggestions a survey accepts from all its respondents per clock hour, by default and at
+#: most (README, "Limits on suggestions").
+PER_HOUR_DEFAULT, PER_HOUR_MAX = 100, 10_000
+#: Suggestions a survey accepts in all (rejected ones do not count), by default; at most
+#: MAX_ITEMS.
+MAX_TOTAL_DEFAULT = 1_000
 
 
 def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
@@ -626,6 +632,8 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
     moderation = raw.get("moderation", "before")
     threshold = raw.get("flag_threshold", 3)
     batch = raw.get("batch", BATCH_DEFAULT)
+    per_hour = raw.get("per_hour", PER_HOUR_DEFAULT)
+    max_total = raw.get("max_total", MAX_TOTAL_DEFAULT)
     if enabled and kind != "pairwise":
         raise Invalid("suggestions are for pairwise surveys (a ranking survey's items are fixed)")
     if not isinstance(per, int) or not 1 <= per <= MAX_PER_RESPONDENT:
@@ -636,12 +644,19 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
         raise Invalid(f"suggestions.flag_threshold must be an integer in [1, {MAX_FLAG_THRESHOLD}]")
     if not isinstance(batch, int) or isinstance(batch, bool) or not BATCH_MIN <= batch <= BATCH_MAX:
         raise Invalid(f"suggestions.batch must be an integer in [{BATCH_MIN}, {BATCH_MAX}]")
+    # A batch is published whole, so each limit must leave room for one.
+    if not isinstance(per_hour, int) or isinstance(per_hour, bool) or not batch <= per_hour <= PER_HOUR_MAX:
+        raise Invalid(f"suggestions.per_hour must be an integer in [batch ({batch}), {PER_HOUR_MAX}]")
+    if not isinstance(max_total, int) or isinstance(max_total, bool) or not batch <= max_total <= MAX_ITEMS:
+        raise Invalid(f"suggestions.max_total must be an integer in [batch ({batch}), {MAX_ITEMS}]")
     return {
         "enabled": enabled,
         "per_respondent": per,
         "moderation": moderation,
         "flag_threshold": threshold,
         "batch": batch,
+        "per_hour": per_hour,
+        "max_total": max_total,
     }
 
 

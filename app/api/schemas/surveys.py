@@ -210,6 +210,18 @@ class SuggestionSettings(StrictModel):
         "then published together in random order with one time to the hour, so that none can be told "
         "apart from the others of its batch (2 … 50).",
     )
+    per_hour: int = Field(
+        100,
+        strict=True,
+        description="Suggestions the survey accepts from all its respondents per clock hour "
+        "(batch … 10,000); past it a suggestion is refused with 429 until the next hour.",
+    )
+    max_total: int = Field(
+        1000,
+        strict=True,
+        description="Suggestions the survey accepts in all, rejected ones not counted (batch … 10,000); past "
+        "it a suggestion is refused with 409 (code suggestions_full).",
+    )
 
 
 class SurveyUpdate(StrictModel):
