@@ -190,14 +190,18 @@ def merge_suggestion(
 @router.patch(
     "/items/{item_id}",
     response_model=ItemOut,
-    responses=errors(401, 403, 404, 422),
-    summary="Hide an item, or make it live again (admin or moderator); set its translations (admin)",
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Hide or archive an item, or make it live again (admin or moderator); set its translations "
+    "(admin)",
 )
 def set_item_status(
     *, survey_id: str, item_id: str, body: ItemStatusIn, who: ModeratorDep, session: SessionDep
 ) -> ItemOut:
     """hidden: no longer served (its answers stay in the data, and in the admin's ranking);
-    live: served again, its flags cleared (it has been reviewed). ``translations``
+    archived: no longer served, not counted toward the survey's item limits and left out
+    of every ranking (its answers stay in the data and the exports); live: served again,
+    its flags cleared (it has been reviewed; an archived item only while the survey has
+    room for it, else 409). Ranking surveys and surveys with a goal: 409. ``translations``
     (admins only): the label in other languages, replacing the item's; both in one change."""
     translations: dict[str, str] | None = UNSET
     if "translations" in body.model_fields_set:

@@ -81,10 +81,10 @@ from .surveys import (
     MAX_TOTAL_DEFAULT,
     PER_HOUR_DEFAULT,
     UNSET,
+    active_item_count,
     append_items,
     current_item_index,
     get_survey,
-    item_count,
     normalize_label,
     set_translations,
     shown_as_translation,
@@ -421,7 +421,7 @@ def _store(session: Session, survey: Survey, text: str, moderation: str, hour: d
         if same is not None:
             row.status, row.item_id = "merged", same.id
             row.decided_at, row.decided_by = hour, "auto"
-        elif item_count(session, survey.id) < MAX_ITEMS and not shown_as_translation(
+        elif active_item_count(session, survey) < MAX_ITEMS and not shown_as_translation(
             session, survey.id, text
         ):
             (item,) = append_items(
@@ -667,11 +667,13 @@ def merge(session: Session, survey_id: str, suggestion_id: str, moderator: str, 
 def set_item_status(
     session: Session, survey_id: str, item_id: str, status: str | None, translations: dict | None = UNSET
 ) -> Item:
-    """Hide an item (it is no longer served; its answers stay) or make it live again
-    (which also clears its flags: it has been reviewed); and/or replace its label's
-    ``translations`` (None: none; UNSET: unchanged). One transaction: all or nothing."""
-    if status is not None and status not in ("live", "hidden"):
-        raise Invalid("status must be 'live' or 'hidden'")
+    """Hide an item (it is no longer served; its answers stay), archive it (as hidden, and
+    also left out of the item limits and of the rankings) or make it live again (which
+    also clears its flags: it has been reviewed; an archived item only while the survey
+    has room for it); and/or replace its label's ``translations`` (None: none; UNSET:
+    unchanged). One transaction: all or nothing."""
+    if status is not None and status not in ("live", "hidden", "archived"):
+        raise Invalid("status must be 'live', 'hidden' or 'archived'")
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
     item = session.get(Item, item_id, populate_existing=True)
@@ -682,11 +684,18 @@ def set_item_status(
     if status is None:
         session.commit()
         return item
-    if status == "hidden" and (survey.kind != "pairwise" or survey.goal):
+    if status in ("hidden", "archived") and (survey.kind != "pairwise" or survey.goal):
         raise Conflict(
-            "items of ranking surveys and of surveys with a goal cannot be hidden: a ranking orders every "
-            "item, and a goal's certificate draws each pair's partner from all the items"
+            f"items of ranking surveys and of surveys with a goal cannot be {status}: a ranking orders "
+            "every item, and a goal's certificate draws each pair's partner from all the items"
         )
+    was_archived = item.status == "archived"
+    if was_archived and status != "archived" and active_item_count(session, survey) + 1 > MAX_ITEMS:
+        raise Conflict(f"the survey holds {MAX_ITEMS} items besides the archived: archive another first")
+    if was_archived != (status == "archived"):
+        archived = set(survey.archived or ())
+        archived.add(item.position) if status == "archived" else archived.discard(item.position)
+        survey.archived = sorted(archived) or None
     item.status = status
     if status == "live":
         item.flags = 0

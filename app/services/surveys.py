@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import HeldContribution, Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
-from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
+from ..limits import MAX_ITEMS, MAX_ITEMS_STORED, MAX_RANKING_ITEMS
 from ..stats.accounting import DEFAULT_DELTA
 from .cache import OBJECT_BYTES, ByteLRU
 from .embedding import clean_origins
@@ -48,8 +48,11 @@ __all__ = [
     "ItemIndex",
     "LocalPolicy",
     "PrivacyPolicy",
+    "active_item_count",
+    "active_items",
     "add_items",
     "append_items",
+    "archived_positions",
     "budget_policy",
     "central_limits",
     "clean_label",
@@ -559,6 +562,24 @@ def item_count(session: Session, survey_id: str) -> int:
     return int(session.scalar(select(item_count_of(survey_id))) or 0)
 
 
+def archived_positions(survey: Survey) -> tuple[int, ...]:
+    """Positions of the survey's archived items, sorted."""
+    return tuple(sorted(survey.archived or ()))
+
+
+def active_item_count(session: Session, survey: Survey, n: int | None = None) -> int:
+    """The items that count toward :data:`MAX_ITEMS`: all but the archived (``n``: the
+    survey's item count, when the caller has it)."""
+    return (item_count(session, survey.id) if n is None else n) - len(survey.archived or ())
+
+
+def active_items(session: Session, survey: Survey) -> list[Item]:
+    """The survey's items in position order, archived ones left out: the items a ranking
+    ranks."""
+    archived = set(survey.archived or ())
+    return [it for it in survey_items(session, survey.id) if it.position not in archived]
+
+
 #: Memory of the per-process item index cache (ids and labels of recently used surveys).
 ITEM_CACHE_BYTES = 64 * 2**20
 
@@ -820,8 +841,10 @@ def append_items(
     clash = sorted(set(cleaned) & taken)
     if clash:
         raise Invalid(f"item labels must be unique; already in the survey: {clash}")
-    if n + len(cleaned) > MAX_ITEMS:
-        raise Invalid(f"a survey holds at most {MAX_ITEMS} items")
+    if active_item_count(session, survey, n) + len(cleaned) > MAX_ITEMS:
+        raise Invalid(f"a survey holds at most {MAX_ITEMS} items (archived items not counted)")
+    if n + len(cleaned) > MAX_ITEMS_STORED:
+        raise Invalid(f"a survey stores at most {MAX_ITEMS_STORED} items, archived ones included")
     if survey.kind == "ranking":
         if n + len(cleaned) > MAX_RANKING_ITEMS:
             raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")

@@ -273,10 +273,11 @@ class ItemOut(BaseModel):
     source: Literal["seed", "added", "suggested"] = Field(
         "seed", description="seed: given at creation; added: by an admin later; suggested: a participant's."
     )
-    status: Literal["live", "hidden", "review"] = Field(
+    status: Literal["live", "hidden", "review", "archived"] = Field(
         "live",
         description="live: served; hidden: by a moderator; review: flagged past the threshold, withheld "
-        "until a moderator decides.",
+        "until a moderator decides; archived: retired by a moderator, not served, not counted toward the "
+        "item limits and left out of the rankings (its answers stay).",
     )
     flags: int = Field(0, description="Distinct respondents' flags since it was last reviewed.")
     added_at: datetime | None = Field(None, description="When the item joined the survey.")
