@@ -136,6 +136,7 @@ class PairsOut(BaseModel):
                             "b": "itm_p2w8c4r7n5t1y6qa",
                             "a_label": "Housing",
                             "b_label": "Transit",
+                            "undecided_ticket": "Qm9x6c1v3S8dNw2pA7yT0g.f4Lr9KzW2bH6uJ1nE5sXcQ",
                         }
                     ]
                 }
