@@ -274,15 +274,22 @@ class FitCache:
     def put(self, key: tuple, entry: _Entry) -> None:
         entry.key = key
         self.lru.put(("fit", key), entry, nbytes(entry))
-        self.lru.put(("warm", key[:3]), entry.fit.theta, nbytes(entry.fit.theta))
+        self.lru.put(self._warm(key), entry.fit.theta, nbytes(entry.fit.theta))
 
     def grew(self, entry: _Entry) -> None:
         """The entry gained a part (its clusters, its graph): count it."""
         if entry.key is not None:
             self.lru.resize(("fit", entry.key), nbytes(entry))
 
+    @staticmethod
+    def _warm(key: tuple) -> tuple:
+        """Where a fit's scores are kept to start the next one: per (survey, method, λ) and
+        archived items (a key of :func:`_fit`: survey, method, λ, m, archived, version), so
+        that a start is never one of a different item set."""
+        return ("warm", key[:3], key[4])
+
     def warm_start(self, key: tuple, n_items: int) -> np.ndarray | None:
-        theta = self.lru.get(("warm", key[:3]))
+        theta = self.lru.get(self._warm(key))
         if theta is None:
             return None
         if theta.size < n_items:  # items were added since: they start at 0
