@@ -10,12 +10,17 @@ __all__ = [
     "MAX_IMPORT_RANKINGS",
     "MAX_IMPORT_RANKING_ENTRIES",
     "MAX_ITEMS",
+    "MAX_ITEMS_STORED",
     "MAX_LABEL",
     "MAX_RANKING_ITEMS",
 ]
 
-#: Items of a survey, in all (each request that creates or adds them is checked too).
+#: Items of a survey, archived ones not counted (each request that creates or adds them is
+#: checked too).
 MAX_ITEMS = 10_000
+#: Items a survey stores, archived ones included: positions keep growing when items are
+#: archived and others added, and serving a pair is O(positions).
+MAX_ITEMS_STORED = 5 * MAX_ITEMS
 #: Items of a ranking survey (a respondent ranks all of them; the Mallows sampler is O(m²)).
 MAX_RANKING_ITEMS = 256
 #: Rankings of one ballot import (POST …/rankings/import), and rankings × items: every

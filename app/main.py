@@ -50,6 +50,7 @@ from .services.public_results import PublicSnapshots
 from .services.ranking_surveys import ConsensusCache
 from .services.respondents import ExternalIds
 from .services.secrets import service_secret
+from .services.undecided import UndecidedTickets
 
 __all__ = ["create_app"]
 
@@ -266,6 +267,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         salt=lambda: service_secret(app.state.session_factory, "ratelimit"),
     )
     app.state.external_ids = ExternalIds(app.state.session_factory)
+    app.state.undecided_tickets = UndecidedTickets(app.state.session_factory)
     app.state.embed_origins = EmbedOrigins(app.state.session_factory)
 
     if settings.cors_origin_list:

@@ -27,6 +27,7 @@ __all__ = [
     "SettingsDep",
     "SiteDep",
     "admin",
+    "bearer_token",
     "get_session",
     "get_settings",
     "integration",
@@ -152,6 +153,12 @@ def respondent_of_survey(
     if who.survey_id != survey_id:
         raise Forbidden("this respondent token belongs to another survey")
     return get_survey(session, survey_id), auth.respondent_of(session, who)
+
+
+def bearer_token(request: Request) -> str:
+    """The caller's bearer token (already authenticated): a respondent's is the key of its
+    slots, flags and passes, which the database does not hold."""
+    return request.headers.get("authorization", "").partition(" ")[2].strip()
 
 
 def site(who: auth.Principal = Depends(principal), session: Session = Depends(get_session)) -> RoundSite:

@@ -12,7 +12,7 @@ from ..services.languages import label_in, translations_of
 from ..services.surveys import BATCH_DEFAULT, UNSET, get_survey
 from .bounded import run_bounded
 from .common import Lang, Offset, errors, item_out, language_of
-from .deps import ModeratorDep, RespondentDep, SessionDep
+from .deps import ModeratorDep, RespondentDep, SessionDep, bearer_token
 from .schemas import (
     ItemOut,
     ItemStatusIn,
@@ -37,7 +37,7 @@ def _moderator_id(who) -> str:
 
 def _token(request: Request) -> str:
     """The respondent's bearer token (already authenticated): the key of its slots and flags."""
-    return request.headers.get("authorization", "").partition(" ")[2].strip()
+    return bearer_token(request)
 
 
 def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
@@ -60,7 +60,7 @@ def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
     "/suggestions",
     status_code=202,
     response_model=SuggestionReceived,
-    responses=errors(401, 403, 404, 409, 422),
+    responses=errors(401, 403, 404, 409, 422, 429),
     summary="Suggest an item (respondent)",
 )
 def suggest(
@@ -71,7 +71,10 @@ def suggest(
     token, which the service does not keep). It is held until respondents of ``batch``
     different tokens have sent one, then published with theirs in random order and with
     one time to the hour. With moderation "before" a moderator reviews it then.
-    409: the survey takes no suggestions, is closed, or your suggestions are used up."""
+    409: the survey takes no suggestions, is closed, your suggestions are used up
+    (``suggestion_limit``) or the survey has taken all it accepts (``suggestions_full``);
+    429 (``suggestions_hourly``, with Retry-After): the survey has taken its suggestions
+    for this hour."""
     survey, _ = ctx
     remaining = svc.submit(session, survey, _token(request), body.label)
     return SuggestionReceived(remaining=remaining, batch=int((survey.suggestions or {})["batch"]))
@@ -187,14 +190,18 @@ def merge_suggestion(
 @router.patch(
     "/items/{item_id}",
     response_model=ItemOut,
-    responses=errors(401, 403, 404, 422),
-    summary="Hide an item, or make it live again (admin or moderator); set its translations (admin)",
+    responses=errors(401, 403, 404, 409, 422),
+    summary="Hide or archive an item, or make it live again (admin or moderator); set its translations "
+    "(admin)",
 )
 def set_item_status(
     *, survey_id: str, item_id: str, body: ItemStatusIn, who: ModeratorDep, session: SessionDep
 ) -> ItemOut:
     """hidden: no longer served (its answers stay in the data, and in the admin's ranking);
-    live: served again, its flags cleared (it has been reviewed). ``translations``
+    archived: no longer served, not counted toward the survey's item limits and left out
+    of every ranking (its answers stay in the data and the exports); live: served again,
+    its flags cleared (it has been reviewed; an archived item only while the survey has
+    room for it, else 409). Ranking surveys and surveys with a goal: 409. ``translations``
     (admins only): the label in other languages, replacing the item's; both in one change."""
     translations: dict[str, str] | None = UNSET
     if "translations" in body.model_fields_set:

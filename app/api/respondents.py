@@ -14,11 +14,11 @@ from ..services.guarantees import MAX_RECEIPT_ANSWERS, receipt
 from ..services.idempotency import Stored
 from ..services.languages import label_in, translations_of
 from ..services.respondents import account, budget_remaining, comparisons_remaining, register_respondent
-from ..services.surveys import get_survey
+from ..services.surveys import get_survey, require_pairwise
 from ..services.undecided import record_undecided
 from ..stats import flip_probability
 from .common import Lang, errors, language_of
-from .deps import IntegrationDep, RespondentDep, SessionDep, SettingsDep
+from .deps import IntegrationDep, RespondentDep, SessionDep, SettingsDep, bearer_token
 from .ratelimit import TooManyRequests, client_address
 from .schemas import (
     PairOut,
@@ -29,6 +29,7 @@ from .schemas import (
     RespondentStatus,
     ResponsesIn,
     ResponsesOut,
+    UndecidedIn,
 )
 
 router = APIRouter(prefix="/v1/surveys/{survey_id}", tags=["respondents"])
@@ -91,16 +92,21 @@ def register(
 @router.post(
     "/undecided",
     status_code=204,
-    responses=errors(401, 403, 404, 409),
-    summary="“Can't decide”: count a pass on a pair, and nothing else",
+    responses=errors(401, 403, 404, 409, 422),
+    summary="“Can't decide”: count a pass on a pair served, and nothing else",
 )
-def undecided(*, ctx: RespondentDep, session: SessionDep) -> Response:
-    """The respondent passes on the pair shown: the survey's count of “can't decide”
-    answers goes up by one. The request names no pair and nothing is stored about the
+def undecided(*, request: Request, body: UndecidedIn, ctx: RespondentDep, session: SessionDep) -> Response:
+    """The respondent passes on a pair it was served (``ticket``: the pair's
+    ``undecided_ticket``): the survey's count of “can't decide” answers goes up by one,
+    once per pair served to this respondent — passing the same pair again is a no-op
+    (204, nothing counted). The request names no pair and nothing is stored about the
     respondent, the pair or the time; no privacy budget is spent (README, "Can't
-    decide"). 409 when the survey is closed or collects rankings."""
-    survey, _ = ctx
-    record_undecided(session, survey)
+    decide"). 422 for a ticket not issued to this respondent; 409 when the survey is
+    closed or collects rankings."""
+    survey, respondent = ctx
+    require_pairwise(survey)
+    x = request.app.state.undecided_tickets.pair_digest(survey.id, respondent.id, body.ticket)
+    record_undecided(session, survey, bearer_token(request), x)
     return Response(status_code=204)
 
 
@@ -195,6 +201,7 @@ def pairs(
     if survey.kind != "pairwise":
         raise Conflict(f"this survey asks for a ranking of its items: GET /v1/surveys/{survey.id}/question")
     served = next_pairs(session, survey, respondent, count, cache=request.app.state.fit_cache)
+    tickets = request.app.state.undecided_tickets
     language = language_of(request, response, lang, survey)
     # One primary-key query for the pairs' items (at most 200) that have translations.
     found = translations_of(session, [x[0] for pair in served.pairs for x in pair])
@@ -204,7 +211,14 @@ def pairs(
 
     return PairsOut(
         pairs=[
-            PairOut(a=a_id, b=b_id, a_label=shown(a_id, a_label), b_label=shown(b_id, b_label), ticket=ticket)
+            PairOut(
+                a=a_id,
+                b=b_id,
+                a_label=shown(a_id, a_label),
+                b_label=shown(b_id, b_label),
+                ticket=ticket,
+                undecided_ticket=tickets.issue(survey.id, respondent.id, a_id, b_id),
+            )
             for ((a_id, a_label), (b_id, b_label)), ticket in zip(
                 served.pairs, served.tickets or [None] * len(served.pairs), strict=True
             )

@@ -152,9 +152,12 @@ class Survey(Base):
     public_results: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
     #: The respondent page ends with the current results (needs ``public_results``).
     results_on_finish: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
-    #: Positions of the items not served (hidden, or back in review); NULL or [] : none.
+    #: Positions of the items not served (hidden, back in review, or archived); NULL or [] : none.
     #: Kept on the survey row, which every pair request reads anyway.
     withheld: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    #: Positions of the archived items (also in ``withheld``): left out of the item limits
+    #: and of the rankings; NULL or []: none.
+    archived: Mapped[list | None] = mapped_column(JSON, nullable=True)
     #: The respondents' default language (a catalog code: "en", "es", "de", "fr");
     #: ``?lang=`` and ``Accept-Language`` choose first.
     language: Mapped[str] = mapped_column(String(16), default="en", server_default="en")
@@ -192,7 +195,9 @@ class Item(Base):
     label: Mapped[str] = mapped_column(String(500))
     #: "seed" (given at creation), "added" (by an admin later) or "suggested" (a participant's).
     source: Mapped[str] = mapped_column(String(16), default="seed", server_default="seed")
-    #: "live" (served), "hidden" (by a moderator) or "review" (flagged past the threshold).
+    #: "live" (served), "hidden" (by a moderator), "review" (flagged past the threshold) or
+    #: "archived" (retired: not served, not counted toward the item limits, left out of
+    #: the rankings; its answers stay stored).
     status: Mapped[str] = mapped_column(String(16), default="live", server_default="live")
     #: Distinct respondents who flagged it since it was last reviewed.
     flags: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -206,7 +211,7 @@ class Item(Base):
         UniqueConstraint("survey_id", "position", name="uq_items_survey_position"),
         UniqueConstraint("survey_id", "label", name="uq_items_survey_label"),
         CheckConstraint("source IN ('seed', 'added', 'suggested')", name="ck_items_source"),
-        CheckConstraint("status IN ('live', 'hidden', 'review')", name="ck_items_status"),
+        CheckConstraint("status IN ('live', 'hidden', 'review', 'archived')", name="ck_items_status"),
     )
 
 

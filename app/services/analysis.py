@@ -69,7 +69,7 @@ from .results.analysis import (
     RankingOut,
     UncertaintyInfo,
 )
-from .surveys import item_count, require_local, survey_items
+from .surveys import active_item_count, active_items, archived_positions, require_local, survey_items
 
 __all__ = [
     "BOOTSTRAP_MAX_COMPARISONS",
@@ -137,6 +137,8 @@ class _Entry:
     #: :func:`~app.stats.mechanisms.randomization_p_value` of the stored answers, from
     #: their own ε (set with ``clusters``, which reads them).
     randomization: float | None = None
+    #: Positions of the archived items left out of ``stats`` (the others renumbered 0 … m−1).
+    archived: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -276,15 +278,22 @@ class FitCache:
     def put(self, key: tuple, entry: _Entry) -> None:
         entry.key = key
         self.lru.put(("fit", key), entry, nbytes(entry))
-        self.lru.put(("warm", key[:3]), entry.fit.theta, nbytes(entry.fit.theta))
+        self.lru.put(self._warm(key), entry.fit.theta, nbytes(entry.fit.theta))
 
     def grew(self, entry: _Entry) -> None:
         """The entry gained a part (its clusters, its graph): count it."""
         if entry.key is not None:
             self.lru.resize(("fit", entry.key), nbytes(entry))
 
+    @staticmethod
+    def _warm(key: tuple) -> tuple:
+        """Where a fit's scores are kept to start the next one: per (survey, method, λ) and
+        archived items (a key of :func:`_fit`: survey, method, λ, m, archived, version), so
+        that a start is never one of a different item set."""
+        return ("warm", key[:3], key[4])
+
     def warm_start(self, key: tuple, n_items: int) -> np.ndarray | None:
-        theta = self.lru.get(("warm", key[:3]))
+        theta = self.lru.get(self._warm(key))
         if theta is None:
             return None
         if theta.size < n_items:  # items were added since: they start at 0
@@ -330,6 +339,41 @@ def offered_level(level: float) -> float:
     return offered[0]
 
 
+def _kept(
+    archived: tuple[int, ...], i: np.ndarray, j: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Pairs (i, j) of positions without the archived items: which rows are kept (None:
+    all) and their items renumbered in position order, as if the archived items had
+    never been there."""
+    if not archived:
+        return None, i, j
+    gone = np.asarray(archived, dtype=np.int64)
+    keep = ~(np.isin(i, gone) | np.isin(j, gone))
+    ki, kj = i[keep], j[keep]
+    return keep, ki - np.searchsorted(gone, ki), kj - np.searchsorted(gone, kj)
+
+
+def _without_archived(stats: PairStats, archived: tuple[int, ...]) -> PairStats:
+    """The statistics of the items that are not archived (README, "Archiving an item").
+    Their answers are simply not part of them: the fit is the one of a survey that never
+    had those items. ``epsilon_min`` stays the survey's (an upper bound on H, never lower)."""
+    keep, i, j = _kept(archived, stats.i, stats.j)
+    if keep is None:
+        return stats
+    part = stats.subset(keep)
+    return PairStats(
+        stats.n_items - sum(1 for a in archived if a < stats.n_items),
+        i,
+        j,
+        part.n,
+        part.sum_y,
+        part.sum_z,
+        part.sum_z2,
+        part.sum_v,
+        epsilon_min=stats.epsilon_min,
+    )
+
+
 def _fit(
     session: Session,
     survey: Survey,
@@ -341,10 +385,13 @@ def _fit(
     """The cached fit at the current data version (folding pending answers first),
     with the version and the survey's items."""
     fold_pending(session, survey.id, wait=True)
+    archived = archived_positions(survey)
     for _ in range(10):
-        items = survey_items(session, survey.id)
-        m = len(items)
-        base_key = (survey.id, method, lam, m)
+        every = survey_items(session, survey.id)
+        m = len(every)
+        gone = set(archived)
+        items = [it for it in every if it.position not in gone]
+        base_key = (survey.id, method, lam, m, archived)
         found: dict[int, _Entry | None] = {}
 
         def need_stats(version: int, base_key=base_key, found=found) -> bool:
@@ -360,10 +407,11 @@ def _fit(
             stats = snap.stats
             if stats is None:  # the snapshot was read without them
                 stats = read_snapshot(session, survey.id, m).loaded_stats
+            stats = _without_archived(stats, archived)
             key = (*base_key, snap.version)
             with cache.work.hold(deadline or Deadline.none()):
-                fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, m))
-            entry = _Entry(fit, stats)
+                fit = METHODS[method](stats, lam, theta0=cache.warm_start(key, len(items)))
+            entry = _Entry(fit, stats, archived=archived)
             cache.put(key, entry)
         return entry, snap.version, items
     raise Conflict("the survey's items changed while reading; retry")
@@ -506,6 +554,9 @@ def _with_clusters(
     if entry.clusters is not None:
         return entry, entry.clusters
     resp, i, j, y, eps = cache.rows.read(session, survey.id)
+    keep, i, j = _kept(entry.archived, i, j)
+    if keep is not None:
+        resp, y, eps = resp[keep], y[keep], eps[keep]
     m = entry.fit.theta.size
     m = max(m, int(j.max(initial=-1)) + 1)
     # The naive (classic RR) fit's estimating equation uses ỹ itself: z = ỹ, no privacy term.
@@ -520,7 +571,10 @@ def _with_clusters(
     stats = pair_stats(m, i, j, y, eps)
     theta0 = np.concatenate((entry.fit.theta, np.zeros(m - entry.fit.theta.size)))
     fit = METHODS[method](stats, entry.fit.lam if entry.fit.lam else None, theta0=theta0)
-    return _Entry(fit, stats, clusters=clusters, randomization=randomization), clusters
+    return (
+        _Entry(fit, stats, clusters=clusters, randomization=randomization, archived=entry.archived),
+        clusters,
+    )
 
 
 #: Below this p-value the stored answers are taken to be unrandomized (Hoeffding's bound
@@ -574,10 +628,11 @@ def current_fit(
     those comparisons grouped by respondent, the items and the data version (the
     planner starts from these). Fits take turns in ``work`` (default: the cache's)."""
     deadline = deadline or Deadline.none()
-    entry, version, _ = _fit(session, survey, cache, "debiased_mle", None, deadline)
+    entry, version, items = _fit(session, survey, cache, "debiased_mle", None, deadline)
     with (work or cache.work).hold(deadline):  # a refit when answers arrived meanwhile
         target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
-    items = survey_items(session, survey.id)
+    if target.fit.theta.size != len(items):  # items were added meanwhile
+        items = active_items(session, survey)
     return target.fit, clusters, items, version
 
 
@@ -815,7 +870,7 @@ def ranking(
     level = _check(method, lam, level, uncertainty, covariance)
     if uncertainty == "bootstrap" and not BOOTSTRAP_MIN_REPLICATES <= replicates <= BOOTSTRAP_MAX_REPLICATES:
         raise Invalid(f"replicates must be between {BOOTSTRAP_MIN_REPLICATES} and {BOOTSTRAP_MAX_REPLICATES}")
-    n_before = item_count(session, survey.id)
+    n_before = active_item_count(session, survey)
     if k is not None and not 1 <= k <= n_before:
         raise Invalid(f"k must be between 1 and the number of items ({n_before})")
     entry, version, items = _fit(session, survey, cache, method, lam, deadline)
@@ -836,7 +891,7 @@ def ranking(
     )
     conf, ranks = summary.conf, summary.ranks
     fit, stats = summary.entry.fit, summary.entry.stats
-    items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
+    items = items if fit.theta.size == len(items) else active_items(session, survey)
     m = len(items)
     theta = fit.theta
     rank = competition_ranks(theta)
@@ -932,7 +987,7 @@ def pairwise(
     deadline = deadline or Deadline.none()
     require_local(survey)
     level = _check(method, lam, level, "sandwich", covariance)
-    n_items = item_count(session, survey.id)
+    n_items = active_item_count(session, survey)
     if n_items > PAIRWISE_MAX_ITEMS:
         raise Invalid(f"the pairwise matrix is available for at most {PAIRWISE_MAX_ITEMS} items")
     entry, version, items = _fit(session, survey, cache, method, lam, deadline)
@@ -941,7 +996,7 @@ def pairwise(
         session, survey, cache, entry, version, method, level, None, "sandwich", covariance, deadline=deadline
     )
     conf, fit = summary.conf, summary.entry.fit
-    items = items if fit.theta.size == len(items) else survey_items(session, survey.id)
+    items = items if fit.theta.size == len(items) else active_items(session, survey)
     m = len(items)
     if conf is None:
         # The point estimates are still the fit's; only their intervals are missing.

@@ -37,7 +37,7 @@ from .results.plan import (
     SurveyPlanItem,
     SurveyPlanOut,
 )
-from .surveys import require_local, require_pairwise, survey_items
+from .surveys import active_items, require_local, require_pairwise, survey_items
 
 __all__ = [
     "MAX_GOAL_PLAN_ITEMS",
@@ -222,7 +222,7 @@ def plan_from_survey(
     work = work or cache.work
     require_pairwise(survey)
     require_local(survey)
-    m = len(survey_items(session, survey.id))
+    m = len(active_items(session, survey))
     if not 2 <= m <= MAX_SURVEY_PLAN_ITEMS:
         raise Invalid(f"planning from a survey needs 2 to {MAX_SURVEY_PLAN_ITEMS} items (this one has {m})")
     if not 1 <= k < m:

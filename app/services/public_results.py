@@ -15,7 +15,8 @@ when it was made; a call while it is being recomputed gets the previous one), on
 turn of work of their own — never one of the turns the analysts' requests use.
 
 Items withheld by moderators (hidden, or back in review) are left out, and ranks count
-only the items shown. The intervals are each item's own score interval, which does not
+only the items shown; archived items are not part of the ranking at all (nor of the count
+of items withheld). The intervals are each item's own score interval, which does not
 depend on which other items are shown; rank intervals, which do, are not published.
 """
 
@@ -94,7 +95,7 @@ def public_results(
     """The public results of a survey that publishes them (else NotFound, as if it had no page)."""
     if not survey.public_results:
         raise NotFound(f"survey {survey.id!r} does not publish its results")
-    items = _items(session, survey.id)
+    items = {k: v for k, v in _items(session, survey.id).items() if v.status != "archived"}
     shown = {k: v for k, v in items.items() if v.status == "live"}
     withheld = len(items) - len(shown)
     base = {

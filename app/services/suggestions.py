@@ -55,7 +55,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -76,13 +76,15 @@ from ..db.models import (
 from ..db.session import begin_write
 from ..limits import MAX_ITEMS
 from ..stats import entropy
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Invalid, NotFound, TooMany
 from .surveys import (
+    MAX_TOTAL_DEFAULT,
+    PER_HOUR_DEFAULT,
     UNSET,
+    active_item_count,
     append_items,
     current_item_index,
     get_survey,
-    item_count,
     normalize_label,
     set_translations,
     shown_as_translation,
@@ -279,6 +281,7 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
         survey = get_survey(session, survey.id, lock=True)  # one batch is published at a time
         if survey.status != "open":
             raise Conflict("this survey is closed", code="survey_closed")
+        _check_room(session, survey, settings)
         k = _take_slot(session, survey.id, token, "suggestion", limit)
         if k is None:
             made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
@@ -292,6 +295,41 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
         session.rollback()
         raise
     return limit - k - 1
+
+
+def _check_room(session: Session, survey: Survey, settings: dict) -> None:
+    """Refuse a suggestion when the batch it may complete would take the survey past its
+    limits: ``per_hour`` published in this clock hour (429 until the next hour) or
+    ``max_total`` published and not rejected (409). Published suggestions carry the hour
+    they were published in, so the hour's count is one range read; held ones are not
+    counted (at most ``batch`` − 1 respondents' allowance waits), and the room asked for
+    is the largest batch that may be published, so that no hour and no survey ever goes
+    past its limit. In the caller's transaction, which holds the survey's lock."""
+    held_batch = session.scalar(
+        select(func.max(HeldContribution.batch)).where(
+            HeldContribution.survey_id == survey.id, HeldContribution.kind == "suggestion"
+        )
+    )
+    room = max(int(settings["batch"]), int(held_batch or 0))
+    per_hour = int(settings.get("per_hour", PER_HOUR_DEFAULT))
+    max_total = int(settings.get("max_total", MAX_TOTAL_DEFAULT))
+    mine = Suggestion.survey_id == survey.id
+    stored = session.scalar(select(func.count()).where(mine, Suggestion.status != "rejected"))
+    if int(stored or 0) + room > max_total:
+        raise Conflict(
+            f"this survey has taken all the suggestions it accepts ({max_total}); thank you",
+            code="suggestions_full",
+        )
+    now = utcnow()
+    hour = to_hour(now)
+    this_hour = session.scalar(select(func.count()).where(mine, Suggestion.received_at >= hour))
+    if int(this_hour or 0) + room > per_hour:
+        error = TooMany(
+            f"this survey takes at most {per_hour} suggestions an hour; retry in the next hour",
+            retry_after=(hour + timedelta(hours=1) - now).total_seconds(),
+        )
+        error.code = "suggestions_hourly"
+        raise error
 
 
 def _author(token: str, survey_id: str, kind: str) -> str:
@@ -383,7 +421,7 @@ def _store(session: Session, survey: Survey, text: str, moderation: str, hour: d
         if same is not None:
             row.status, row.item_id = "merged", same.id
             row.decided_at, row.decided_by = hour, "auto"
-        elif item_count(session, survey.id) < MAX_ITEMS and not shown_as_translation(
+        elif active_item_count(session, survey) < MAX_ITEMS and not shown_as_translation(
             session, survey.id, text
         ):
             (item,) = append_items(
@@ -629,11 +667,13 @@ def merge(session: Session, survey_id: str, suggestion_id: str, moderator: str, 
 def set_item_status(
     session: Session, survey_id: str, item_id: str, status: str | None, translations: dict | None = UNSET
 ) -> Item:
-    """Hide an item (it is no longer served; its answers stay) or make it live again
-    (which also clears its flags: it has been reviewed); and/or replace its label's
-    ``translations`` (None: none; UNSET: unchanged). One transaction: all or nothing."""
-    if status is not None and status not in ("live", "hidden"):
-        raise Invalid("status must be 'live' or 'hidden'")
+    """Hide an item (it is no longer served; its answers stay), archive it (as hidden, and
+    also left out of the item limits and of the rankings) or make it live again (which
+    also clears its flags: it has been reviewed; an archived item only while the survey
+    has room for it); and/or replace its label's ``translations`` (None: none; UNSET:
+    unchanged). One transaction: all or nothing."""
+    if status is not None and status not in ("live", "hidden", "archived"):
+        raise Invalid("status must be 'live', 'hidden' or 'archived'")
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
     item = session.get(Item, item_id, populate_existing=True)
@@ -644,11 +684,18 @@ def set_item_status(
     if status is None:
         session.commit()
         return item
-    if status == "hidden" and (survey.kind != "pairwise" or survey.goal):
+    if status in ("hidden", "archived") and (survey.kind != "pairwise" or survey.goal):
         raise Conflict(
-            "items of ranking surveys and of surveys with a goal cannot be hidden: a ranking orders every "
-            "item, and a goal's certificate draws each pair's partner from all the items"
+            f"items of ranking surveys and of surveys with a goal cannot be {status}: a ranking orders "
+            "every item, and a goal's certificate draws each pair's partner from all the items"
         )
+    was_archived = item.status == "archived"
+    if was_archived and status != "archived" and active_item_count(session, survey) + 1 > MAX_ITEMS:
+        raise Conflict(f"the survey holds {MAX_ITEMS} items besides the archived: archive another first")
+    if was_archived != (status == "archived"):
+        archived = set(survey.archived or ())
+        archived.add(item.position) if status == "archived" else archived.discard(item.position)
+        survey.archived = sorted(archived) or None
     item.status = status
     if status == "live":
         item.flags = 0

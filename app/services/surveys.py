@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from ..db.models import HeldContribution, Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
-from ..limits import MAX_ITEMS, MAX_RANKING_ITEMS
+from ..limits import MAX_ITEMS, MAX_ITEMS_STORED, MAX_RANKING_ITEMS
 from ..stats.accounting import DEFAULT_DELTA
 from .cache import OBJECT_BYTES, ByteLRU
 from .embedding import clean_origins
@@ -48,8 +48,11 @@ __all__ = [
     "ItemIndex",
     "LocalPolicy",
     "PrivacyPolicy",
+    "active_item_count",
+    "active_items",
     "add_items",
     "append_items",
+    "archived_positions",
     "budget_policy",
     "central_limits",
     "clean_label",
@@ -559,6 +562,24 @@ def item_count(session: Session, survey_id: str) -> int:
     return int(session.scalar(select(item_count_of(survey_id))) or 0)
 
 
+def archived_positions(survey: Survey) -> tuple[int, ...]:
+    """Positions of the survey's archived items, sorted."""
+    return tuple(sorted(survey.archived or ()))
+
+
+def active_item_count(session: Session, survey: Survey, n: int | None = None) -> int:
+    """The items that count toward :data:`MAX_ITEMS`: all but the archived (``n``: the
+    survey's item count, when the caller has it)."""
+    return (item_count(session, survey.id) if n is None else n) - len(survey.archived or ())
+
+
+def active_items(session: Session, survey: Survey) -> list[Item]:
+    """The survey's items in position order, archived ones left out: the items a ranking
+    ranks."""
+    archived = set(survey.archived or ())
+    return [it for it in survey_items(session, survey.id) if it.position not in archived]
+
+
 #: Memory of the per-process item index cache (ids and labels of recently used surveys).
 ITEM_CACHE_BYTES = 64 * 2**20
 
@@ -615,6 +636,12 @@ MAX_FLAG_THRESHOLD = 100
 BATCH_DEFAULT = 5
 #: The smallest and largest batch a survey may set.
 BATCH_MIN, BATCH_MAX = 2, 50
+#: Suggestions a survey accepts from all its respondents per clock hour, by default and at
+#: most (README, "Limits on suggestions").
+PER_HOUR_DEFAULT, PER_HOUR_MAX = 100, 10_000
+#: Suggestions a survey accepts in all (rejected ones do not count), by default; at most
+#: MAX_ITEMS.
+MAX_TOTAL_DEFAULT = 1_000
 
 
 def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
@@ -626,6 +653,8 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
     moderation = raw.get("moderation", "before")
     threshold = raw.get("flag_threshold", 3)
     batch = raw.get("batch", BATCH_DEFAULT)
+    per_hour = raw.get("per_hour", PER_HOUR_DEFAULT)
+    max_total = raw.get("max_total", MAX_TOTAL_DEFAULT)
     if enabled and kind != "pairwise":
         raise Invalid("suggestions are for pairwise surveys (a ranking survey's items are fixed)")
     if not isinstance(per, int) or not 1 <= per <= MAX_PER_RESPONDENT:
@@ -636,12 +665,19 @@ def resolve_suggestions(raw: dict | None, kind: str) -> dict | None:
         raise Invalid(f"suggestions.flag_threshold must be an integer in [1, {MAX_FLAG_THRESHOLD}]")
     if not isinstance(batch, int) or isinstance(batch, bool) or not BATCH_MIN <= batch <= BATCH_MAX:
         raise Invalid(f"suggestions.batch must be an integer in [{BATCH_MIN}, {BATCH_MAX}]")
+    # A batch is published whole, so each limit must leave room for one.
+    if not isinstance(per_hour, int) or isinstance(per_hour, bool) or not batch <= per_hour <= PER_HOUR_MAX:
+        raise Invalid(f"suggestions.per_hour must be an integer in [batch ({batch}), {PER_HOUR_MAX}]")
+    if not isinstance(max_total, int) or isinstance(max_total, bool) or not batch <= max_total <= MAX_ITEMS:
+        raise Invalid(f"suggestions.max_total must be an integer in [batch ({batch}), {MAX_ITEMS}]")
     return {
         "enabled": enabled,
         "per_respondent": per,
         "moderation": moderation,
         "flag_threshold": threshold,
         "batch": batch,
+        "per_hour": per_hour,
+        "max_total": max_total,
     }
 
 
@@ -805,8 +841,10 @@ def append_items(
     clash = sorted(set(cleaned) & taken)
     if clash:
         raise Invalid(f"item labels must be unique; already in the survey: {clash}")
-    if n + len(cleaned) > MAX_ITEMS:
-        raise Invalid(f"a survey holds at most {MAX_ITEMS} items")
+    if active_item_count(session, survey, n) + len(cleaned) > MAX_ITEMS:
+        raise Invalid(f"a survey holds at most {MAX_ITEMS} items (archived items not counted)")
+    if n + len(cleaned) > MAX_ITEMS_STORED:
+        raise Invalid(f"a survey stores at most {MAX_ITEMS_STORED} items, archived ones included")
     if survey.kind == "ranking":
         if n + len(cleaned) > MAX_RANKING_ITEMS:
             raise Invalid(f"a ranking survey holds at most {MAX_RANKING_ITEMS} items")

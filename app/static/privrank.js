@@ -312,11 +312,12 @@ export class PrivrankClient {
   }
 
   /**
-   * "Can't decide" on the pair shown: the survey's count goes up by one. The request
+   * "Can't decide" on a pair served (`ticket`: the pair's `undecided_ticket`): the
+   * survey's count goes up by one, once per pair served to this respondent. The request
    * names no pair, and nothing about it or this respondent is stored; no ε is spent.
    */
-  async undecided() {
-    await this.request("POST", `${this.base()}/undecided`);
+  async undecided(ticket) {
+    await this.request("POST", `${this.base()}/undecided`, { ticket });
   }
 
   /**

@@ -65,7 +65,7 @@ export async function nextPair() {
     skipped.add(`${pair.a}|${pair.b}`); // not shown again on this page
     // Only the survey's count of "can't decide" learns of it (not which pair); a failure
     // to count it does not stop the respondent.
-    await client.undecided().catch(() => {});
+    await client.undecided(pair.undecided_ticket).catch(() => {});
     announce(t("pairs.skipped"));
     nextPair();
   };

@@ -9,7 +9,7 @@ import { announce, h, section } from "/static/dom.js";
 import { session } from "/static/session.js";
 
 const SOURCES = { seed: "seed", added: "added", suggested: "suggested" };
-const STATUS_TEXT = { live: "live", hidden: "hidden", review: "under review" };
+const STATUS_TEXT = { live: "live", hidden: "hidden", review: "under review", archived: "archived" };
 
 /** A date and time (the service rounds a suggestion's arrival down to the hour). */
 const hour = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
@@ -176,7 +176,7 @@ export function moderationSection(s, onChange = async () => {}) {
         "select",
         { id },
         items
-          .filter((it) => (it.status ?? "live") !== "hidden")
+          .filter((it) => !["hidden", "archived"].includes(it.status ?? "live"))
           .map((it) => h("option", { value: it.id, selected: it.id === best }, it.label)),
       );
       open(
@@ -233,7 +233,7 @@ export function moderationSection(s, onChange = async () => {}) {
       ev.target.disabled = true;
       try {
         await api("PATCH", `/v1/surveys/${s.id}/items/${encodeURIComponent(it.id)}`, { status });
-        announce(`${it.label}: ${status === "live" ? "restored" : "hidden"}`);
+        announce(`${it.label}: ${status === "live" ? "restored" : status}`);
         await load();
         await onChange();
       } catch (e) {
@@ -298,6 +298,17 @@ export function moderationSection(s, onChange = async () => {}) {
                               "Hide",
                             )
                           : null,
+                        it.status !== "archived"
+                          ? h(
+                              "button",
+                              {
+                                type: "button",
+                                class: "secondary archive",
+                                onclick: setStatus(it, "archived"),
+                              },
+                              "Archive",
+                            )
+                          : null,
                       )
                     : null,
                 ),
@@ -309,7 +320,8 @@ export function moderationSection(s, onChange = async () => {}) {
       h(
         "p",
         { class: "hint" },
-        "Restore shows the item to respondents again and clears its reports; a hidden item is never shown.",
+        "Restore shows the item to respondents again and clears its reports; a hidden item is never shown; " +
+          "an archived one is also left out of the rankings and of the survey's item limit (its answers stay).",
       ),
       h("div", { id: "review-error" }),
     ];

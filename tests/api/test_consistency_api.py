@@ -56,6 +56,7 @@ def test_walkthrough_case_says_not_enough_data(client):
     body = {"privatized": True, "epsilon": 2.0, "comparisons": [{**pair, "winner": pair["b"]}]}
     body["comparisons"][0].pop("a_label", None)
     body["comparisons"][0].pop("b_label", None)
+    body["comparisons"][0].pop("undecided_ticket", None)  # for POST …/undecided, not an answer
     assert client.post(f"/v1/surveys/{sid}/responses", json=body, headers=h).status_code == 201
     ranking = _check(client, sid, 2)
     u = ranking["uncertainty"]

@@ -44,6 +44,8 @@ def test_the_moderation_flow_before(client):
         "moderation": "before",
         "flag_threshold": 3,
         "batch": 2,
+        "per_hour": 100,
+        "max_total": 1000,
     }
     public = client.get(f"/v1/surveys/{sid}/public").json()
     assert public["suggestions"] == {"enabled": True, "per_respondent": 3, "moderation": "before", "batch": 2}

@@ -338,7 +338,7 @@ def test_the_content_security_policy_allows_no_inline_code(server):
 
 
 def test_cant_decide_sends_no_pair_and_resume_keeps_progress(server, new_page):
-    """“Can't decide” sends a bodiless request that only counts (no pair, no answer),
+    """“Can't decide” sends only the pair's opaque undecided ticket (no pair, no answer),
     shows the next pair, and the survey's count goes up by one."""
     s = _survey(server)
     page = new_page()
@@ -359,7 +359,11 @@ def test_cant_decide_sends_no_pair_and_resume_keeps_progress(server, new_page):
     expect(page.locator(".pair")).to_have_attribute("data-serial", "2")  # the next pair is shown
     expect(page.locator("#progress-text")).to_have_text("Question 1 of 4")
     assert posted == []
-    assert undecided == [(f"{server.base}/v1/surveys/{s['id']}/undecided", None)]  # no body: no pair
+    ((url, body),) = undecided
+    assert url == f"{server.base}/v1/surveys/{s['id']}/undecided"
+    sent = json.loads(body or "{}")
+    assert list(sent) == ["ticket"]  # the ticket alone: no pair, no item id, no label
+    assert not any(item["id"] in sent["ticket"] or item["label"] in sent["ticket"] for item in s["items"])
     assert httpx2.get(f"{server.base}/v1/surveys/{s['id']}", headers=ADMIN).json()["undecided"] == 1
     assert (page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()) != first
     page.locator("#choice-a").click()

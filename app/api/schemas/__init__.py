@@ -91,6 +91,7 @@ from .respondents import (
     RespondentStatus,
     ResponsesIn,
     ResponsesOut,
+    UndecidedIn,
 )
 from .surveys import (
     GoalIn,
@@ -202,5 +203,6 @@ __all__ = [
     "SurveyUpdate",
     "Text",
     "UncertaintyInfo",
+    "UndecidedIn",
     "WhoAmI",
 ]

@@ -90,7 +90,9 @@ class SuggestionMerge(StrictModel):
 
 
 class ItemStatusIn(StrictModel):
-    status: Literal["live", "hidden"] | None = Field(None, description="live or hidden (absent: unchanged).")
+    status: Literal["live", "hidden", "archived"] | None = Field(
+        None, description="live, hidden or archived (absent: unchanged)."
+    )
     translations: dict[Annotated[str, Field(max_length=16)], Label] | None = Field(
         None,
         description="Admins: the label in other languages, {code: label}, replacing the item's (null or {}: "

@@ -104,6 +104,16 @@ class PairOut(BaseModel):
         description="Goal surveys: send it back with the answer, so that the answer counts towards the goal "
         "(null: this answer will not count for it).",
     )
+    undecided_ticket: str = Field(
+        description="“Can't decide” on this pair: send it to POST …/undecided (it names no pair; one pass "
+        "per pair served to you counts)."
+    )
+
+
+class UndecidedIn(StrictModel):
+    ticket: str = Field(
+        max_length=64, description="The undecided_ticket of a pair GET …/pairs served to you."
+    )
 
 
 class PairsOut(BaseModel):
@@ -126,6 +136,7 @@ class PairsOut(BaseModel):
                             "b": "itm_p2w8c4r7n5t1y6qa",
                             "a_label": "Housing",
                             "b_label": "Transit",
+                            "undecided_ticket": "Qm9x6c1v3S8dNw2pA7yT0g.f4Lr9KzW2bH6uJ1nE5sXcQ",
                         }
                     ]
                 }

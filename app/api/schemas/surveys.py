@@ -210,6 +210,18 @@ class SuggestionSettings(StrictModel):
         "then published together in random order with one time to the hour, so that none can be told "
         "apart from the others of its batch (2 … 50).",
     )
+    per_hour: int = Field(
+        100,
+        strict=True,
+        description="Suggestions the survey accepts from all its respondents per clock hour "
+        "(batch … 10,000); past it a suggestion is refused with 429 until the next hour.",
+    )
+    max_total: int = Field(
+        1000,
+        strict=True,
+        description="Suggestions the survey accepts in all, rejected ones not counted (batch … 10,000); past "
+        "it a suggestion is refused with 409 (code suggestions_full).",
+    )
 
 
 class SurveyUpdate(StrictModel):
@@ -261,10 +273,11 @@ class ItemOut(BaseModel):
     source: Literal["seed", "added", "suggested"] = Field(
         "seed", description="seed: given at creation; added: by an admin later; suggested: a participant's."
     )
-    status: Literal["live", "hidden", "review"] = Field(
+    status: Literal["live", "hidden", "review", "archived"] = Field(
         "live",
         description="live: served; hidden: by a moderator; review: flagged past the threshold, withheld "
-        "until a moderator decides.",
+        "until a moderator decides; archived: retired by a moderator, not served, not counted toward the "
+        "item limits and left out of the rankings (its answers stay).",
     )
     flags: int = Field(0, description="Distinct respondents' flags since it was last reviewed.")
     added_at: datetime | None = Field(None, description="When the item joined the survey.")
