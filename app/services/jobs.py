@@ -49,7 +49,7 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..config import setting_from_environment
-from ..db.models import Job, SurveyStats, new_id, utcnow
+from ..db.models import Job, SurveyStats, is_id, new_id, utcnow
 from ..db.session import begin_write
 from .deadline import SHUTDOWN, Deadline, OutOfTime
 from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable, TooMany
@@ -227,7 +227,7 @@ def discard_job(session: Session, job_id: str) -> None:
 
 
 def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id) if is_id(job_id, "job") else None
     if job is None:
         raise NotFound("no such job")
     return job
@@ -244,6 +244,8 @@ def looks_lost(session: Session, job: Job, queued_after: float) -> bool:
 def cancel_job(session: Session, job_id: str) -> Job:
     """Mark a queued or running job cancelled (its runner stops at its next heartbeat).
     Cancelling a cancelled job is a no-op; a finished one is 409."""
+    if not is_id(job_id, "job"):
+        raise NotFound("no such job")
     begin_write(session)
     job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one_or_none()
     if job is None:

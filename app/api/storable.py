@@ -1,0 +1,94 @@
+"""Text the database cannot store is refused before any handler runs.
+
+PostgreSQL's ``text`` cannot hold NUL (U+0000), and a lone surrogate (U+D800–U+DFFF,
+which JSON can spell as ``"\\ud800"``) has no UTF-8 encoding, so either one in a value
+that reaches a query makes the driver fail (a 500). Neither is ever meaningful in an id,
+a label or a parameter, so :func:`storable_input`, a dependency of every route
+(:func:`app.main.create_app`), refuses them wherever a client can put a string:
+
+* a path parameter: 404 (no resource has such a name);
+* a query parameter (name or value): 422;
+* a JSON body (any string, object key or value, at any depth): 422 with the location
+  of the first one, in the shape of every other validation error (README, "Errors").
+
+Nothing of the offending value is repeated in the answer.
+"""
+
+from __future__ import annotations
+
+import email.message
+import re
+from typing import Any
+
+from fastapi import Request
+
+from ..services.errors import Invalid, NotFound
+
+__all__ = ["UNSTORABLE", "storable_input", "unstorable"]
+
+#: NUL and the surrogate code points (which only a lone surrogate leaves in a Python str).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: Object keys shown in an error's location: the shape of a field name. Any other key is
+#: shown as ``<key>`` (a key a client made up could carry an answer).
+_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+
+_WHAT = "must not contain NUL or unpaired surrogate characters"
+
+
+def unstorable(value: str) -> bool:
+    """Whether ``value`` holds a character no database text column can store."""
+    return UNSTORABLE.search(value) is not None
+
+
+def _first_unstorable(value: Any, where: tuple) -> tuple | None:
+    """The location of the first string (or object key) in ``value`` that cannot be
+    stored, or None. Iterative: a deeply nested body does not exhaust the stack."""
+    stack: list[tuple[Any, tuple]] = [(value, where)]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, str):
+            if UNSTORABLE.search(node):
+                return loc
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if UNSTORABLE.search(key):
+                    return (*loc, "<key>")
+                shown = key if _FIELD_NAME.fullmatch(key) else "<key>"
+                stack.append((child, (*loc, shown)))
+        elif isinstance(node, list):
+            stack.extend((child, (*loc, k)) for k, child in enumerate(node))
+    return None
+
+
+def _is_json(request: Request) -> bool:
+    """Whether FastAPI reads this request's body as JSON (its own rule: an
+    ``application/json`` or ``application/*+json`` content type)."""
+    value = request.headers.get("content-type")
+    if not value:
+        return False
+    message = email.message.Message()
+    message["content-type"] = value
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+async def storable_input(request: Request) -> None:
+    """Refuse a path parameter, query parameter or JSON body string that holds NUL or a
+    lone surrogate (see the module's docstring)."""
+    if any(unstorable(v) for v in request.path_params.values() if isinstance(v, str)):
+        raise NotFound("not found")
+    if any(unstorable(k) or unstorable(v) for k, v in request.query_params.multi_items()):
+        raise Invalid(f"query parameters {_WHAT}")
+    route = request.scope.get("route")
+    if getattr(route, "body_field", None) is None or not _is_json(request):
+        return
+    try:
+        body = await request.json()  # parsed once: FastAPI has read it already, and kept it
+    except ValueError:
+        return  # not JSON: the route's own validation says so
+    loc = _first_unstorable(body, ("body",))
+    if loc is not None:
+        # In the shape of a validation error (app.api.errors).
+        raise Invalid([{"loc": list(loc), "msg": f"strings {_WHAT}", "type": "string_unstorable"}])
