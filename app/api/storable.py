@@ -92,8 +92,11 @@ async def storable_input(request: Request) -> None:
     docstring)."""
     if any(unstorable(v) for v in request.path_params.values() if isinstance(v, str)):
         raise NotFound("not found")
-    if any(unstorable(k) or unstorable(v) for k, v in request.query_params.multi_items()):
-        raise Invalid(f"query parameters {_WHAT}")
+    for name, value in request.query_params.multi_items():
+        if unstorable(name) or unstorable(value):
+            # In the shape of a validation error (app.api.errors), as every 422 of a query.
+            shown = name if _FIELD_NAME.fullmatch(name) else "<parameter>"
+            raise Invalid([{"loc": ["query", shown], "msg": _NOT_TEXT, "type": "string_unstorable"}])
     route = request.scope.get("route")
     if getattr(route, "body_field", None) is None or not _maybe_json(request):
         return

@@ -95,7 +95,7 @@ def invalid_from(exc: ValueError) -> Invalid:
     (``LinAlgError`` is one: "3-th leading minor of the array is not positive
     definite"), speaking of their internals: the client gets
     :data:`COMPUTATION_FAILED`, and the log the exception's type, place and message.
-    Which is which: where it was raised (a file of this package or not)."""
+    Which is which: where it is raised (a file of this package or not)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

@@ -2,9 +2,9 @@
 
 PostgreSQL text cannot hold NUL and a lone surrogate has no UTF-8 form: either one
 reaching a query is a driver error. Every such request is a 404 (path) or 422 (query,
-body) that repeats nothing of the input, and writes nothing. On PostgreSQL
-(``PRIVRANK_TEST_DATABASE``) the unguarded requests were 500s; on SQLite the surrogates
-were.
+body) that repeats nothing of the input, and writes nothing. Unguarded, each of these
+requests is a 500 on PostgreSQL (``PRIVRANK_TEST_DATABASE``), and those with a lone
+surrogate on SQLite too; on SQLite the others answer with the NUL repeated.
 """
 
 from __future__ import annotations
@@ -150,9 +150,14 @@ def test_nul_in_a_query_is_422(client, unchanged):
     sid, _, _, _ = _suggestion_survey(client)
     moderator = analyst_headers(client, role="moderator")
     with unchanged():
-        for query in ("status=%00", "status=pending&x%00=1", "lang=%00"):
+        for query, where in (
+            ("status=%00", "status"),
+            ("status=pending&x%00=1", "<parameter>"),
+            ("lang=%00", "lang"),
+        ):
             r = client.get(f"/v1/surveys/{sid}/suggestions?{query}", headers=moderator)
             assert r.status_code == 422, (query, r.text)
+            assert r.json()["detail"][0]["loc"] == ["query", where], r.text
             _no_echo(r)
         r = client.get(f"/v1/surveys/{sid}/public?lang=fr%00")
         assert r.status_code == 422, r.text
