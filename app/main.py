@@ -12,7 +12,7 @@ import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
@@ -40,6 +40,7 @@ from .api.downloads import Downloads
 from .api.errors import logged_path, where
 from .api.limits import BodyLimit
 from .api.ratelimit import RateLimiter
+from .api.storable import storable_input
 from .config import Settings, get_settings
 from .db.session import make_engine, make_session_factory, pool_capacity
 from .services.analysis import FitCache
@@ -219,6 +220,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan,
         docs_url=None,  # /docs and /redoc: app.api.docs, from the bundled copies (no CDN)
         redoc_url=None,
+        # NUL or a lone surrogate in a path, a query or a JSON body: 404 / 422 (app.api.storable).
+        dependencies=[Depends(storable_input)],
         openapi_tags=[
             {"name": "surveys", "description": "Create and manage surveys (admin)."},
             {"name": "respondents", "description": "Register, fetch pairs, answer (survey frontends)."},

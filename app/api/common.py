@@ -103,9 +103,11 @@ def _goal_spec(goal: GoalSpec) -> dict:
     }
 
 
-def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
+def survey_out(session, survey: Survey, cache=None, *, operator: bool = True) -> SurveyOut:
     """The survey with its items and, with a goal, where the goal stands (pending answers
-    are folded first: after a fold in progress, if any)."""
+    are folded first: after a fold in progress, if any). A central survey's exact
+    respondent and comparison counts are the operator's (admins and analysts): for
+    anyone else (``operator=False``: moderators) they are left out (null)."""
     goal = None
     if survey.goal:
         fold_pending(session, survey.id)
@@ -129,7 +131,7 @@ def survey_out(session, survey: Survey, cache=None) -> SurveyOut:
         goal=goal,
         undecided=undecided_count(session, survey.id),
         pending_suggestions=pending_count(session, survey.id) if survey.suggestions else 0,
-        **_central_counts(session, survey),
+        **(_central_counts(session, survey) if operator else {}),
     )
 
 

@@ -180,6 +180,8 @@ PrincipalDep = Annotated[auth.Principal, Depends(principal)]
 AdminDep = Annotated[auth.Principal, Depends(admin)]
 #: An admin or an analyst.
 ReaderDep = Annotated[auth.Principal, Depends(reader)]
+
+ViewerDep = Annotated[auth.Principal, Depends(viewer)]
 #: An admin or a moderator.
 ModeratorDep = Annotated[auth.Principal, Depends(moderator)]
 #: The survey of the path and the calling respondent, who belongs to it.

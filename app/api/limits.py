@@ -36,17 +36,40 @@ class BodyLimit:
                     await _reject(send, limit)
                     return
         received = 0
+        over = False
 
         async def counted():
-            nonlocal received
+            nonlocal received, over
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
+                    over = True
                     raise TooLarge(f"the request body exceeds {limit} bytes")
             return message
 
-        await self.app(scope, counted, send)
+        started = answered = False
+
+        async def answer(message):
+            # Whoever reads the body sees TooLarge raised from receive(), and may answer it as
+            # something else (FastAPI's body parsing answers 400, "not valid JSON"): once the
+            # body is over the limit, the answer is the 413, whatever the application sends
+            # (unless it had begun its answer before reading that far).
+            nonlocal started, answered
+            if not over or started:
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+            elif not answered:
+                answered = True
+                await _reject(send, limit)
+
+        try:
+            await self.app(scope, counted, answer)
+        except TooLarge:
+            if not over or started:
+                raise
+        if over and not started and not answered:
+            await _reject(send, limit)
 
 
 async def _reject(send, limit: int) -> None:

@@ -8,7 +8,13 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from ..services.errors import Invalid
-from ..services.planning import goal_plan_from_survey, plan_from_survey, run_goal_plan, run_plan
+from ..services.planning import (
+    check_pilot_scores,
+    goal_plan_from_survey,
+    plan_from_survey,
+    run_goal_plan,
+    run_plan,
+)
 from ..services.surveys import get_survey
 from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU
@@ -29,6 +35,13 @@ _PLAN_503: dict[int | str, dict[str, Any]] = {
         "or ask for less work.",
     }
 }
+
+
+def _scores(text: str | None) -> list[float] | None:
+    """The ``scores`` query: pilot scores, refused (422) unless finite and bounded."""
+    values = _floats(text, "scores")
+    check_pilot_scores(values)
+    return values
 
 
 def _floats(text: str | None, name: str) -> list[float] | None:
@@ -98,7 +111,7 @@ async def get_plan(
     server stops (503)."""
     eps = _floats(epsilon, "epsilon")
     weights = _floats(epsilon_weights, "epsilon_weights")
-    pilot = _floats(scores, "scores")
+    pilot = _scores(scores)
     parameters = {
         "items": items,
         "pairs_per_respondent": pairs_per_respondent,
@@ -200,7 +213,7 @@ async def get_survey_plan(
     answers (unless pilot scores and the new respondents' design are given) get
     409."""
     survey = await run_in_threadpool(get_survey, session, survey_id)
-    values = _floats(scores, "scores")
+    values = _scores(scores)
     if survey.kind == "pairwise" and survey.privacy_model == "local":  # others: refused below
         parameters = {
             "k": k,
@@ -288,7 +301,7 @@ async def get_goal_plan(
     certificate) exceeds the analysis time budget is refused (422); any other runs
     under the budget (503 beyond). Without ``max_answers`` the cap is 50,000 or the
     most that fits the budget."""
-    pilot = _floats(scores, "scores")
+    pilot = _scores(scores)
     return await run_bounded(
         request,
         run_goal_plan,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 
 from ..services import surveys as svc
+from ..services.auth import ADMIN, ANALYST
 from ..services.goals import goal_met
 from ..services.guarantees import privacy_summary
 from ..services.languages import LANGUAGES
 from ..services.suggestions import pending_counts
 from .common import Lang, Limit, Offset, errors, item_out, language_of, survey_out, survey_summary
-from .deps import SessionDep, admin, reader, viewer
+from .deps import SessionDep, ViewerDep, admin, reader, viewer
 from .schemas import (
     CoverageOut,
     ItemOut,
@@ -93,11 +94,13 @@ def list_surveys(
     "/{survey_id}",
     response_model=SurveyOut,
     responses=errors(401, 403, 404),
-    dependencies=[Depends(viewer)],
     summary="Get a survey",
 )
-def get_survey(*, survey_id: str, session: SessionDep) -> SurveyOut:
-    return survey_out(session, svc.get_survey(session, survey_id))
+def get_survey(*, survey_id: str, who: ViewerDep, session: SessionDep) -> SurveyOut:
+    """A central survey's ``respondents`` and ``comparisons`` are exact counts for the
+    operator (admins and analysts); a moderator gets null there."""
+    operator = who.role in (ADMIN, ANALYST)
+    return survey_out(session, svc.get_survey(session, survey_id), operator=operator)
 
 
 @router.patch(

@@ -16,6 +16,7 @@ a shared row:
 from __future__ import annotations
 
 import base64
+import re
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -103,6 +104,17 @@ class UTCDateTime(TypeDecorator):
 def new_id(prefix: str) -> str:
     """Opaque random id such as ``srv_k3j9x2mqa7b4c5d6`` (80 random bits)."""
     return f"{prefix}_{base64.b32encode(entropy.random_bytes(10)).decode().lower()}"
+
+
+#: The random part of :func:`new_id`: 16 characters of lowercase base32.
+_RANDOM_PART = re.compile(r"[a-z2-7]{16}")
+
+
+def is_id(value: str, prefix: str) -> bool:
+    """Whether ``value`` has the shape of an id :func:`new_id` makes with ``prefix``: any
+    other string names nothing, and is answered without asking the database."""
+    head, sep, tail = value.partition("_")
+    return head == prefix and bool(sep) and _RANDOM_PART.fullmatch(tail) is not None
 
 
 class Base(DeclarativeBase):

@@ -7,9 +7,14 @@ are written into a response header, so each is checked to be exactly a serialize
 (``https://*.example.org``): nothing a header or a policy could read as more than one
 source (no spaces, semicolons, commas or quotes), and no keyword (``*``, ``'none'``,
 ``'self'``) nor scheme-only source (``data:``, ``https:``) that would let any site in.
-A wildcard over a public suffix (``https://*.co.uk``, ``https://*.github.io``: names
-anyone can register under, by the Public Suffix List, private section included) would
-let in sites of every owner, and is refused too.
+A wildcard over a host whose subdomains belong to different owners would let in sites
+of every owner, and is refused too: over a public suffix (``https://*.co.uk``,
+``https://*.github.io``: names anyone can register under, by the Public Suffix List,
+its ICANN and private sections), over a host with public suffixes below it
+(``https://*.amazonaws.com``: ``s3.amazonaws.com``, ``*.compute.amazonaws.com`` … are on
+the list's private section, so its subdomains are customers' buckets and servers), and
+over the few hosts that give every user a subdomain without being on the list
+(:data:`SHARED_HOSTS`: ``https://*.wordpress.com`` is every WordPress.com blog).
 """
 
 from __future__ import annotations
@@ -21,14 +26,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from publicsuffixlist import PublicSuffixList
+from publicsuffixlist import PSLFILE, PublicSuffixList
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db.models import Survey
 from .errors import Invalid
 
-__all__ = ["MAX_EMBED_ORIGINS", "EmbedOrigins", "clean_origins", "frame_ancestors"]
+__all__ = ["MAX_EMBED_ORIGINS", "SHARED_HOSTS", "EmbedOrigins", "clean_origins", "frame_ancestors"]
 
 #: Most origins one survey may list.
 MAX_EMBED_ORIGINS = 20
@@ -49,10 +54,41 @@ _DEVIATIONS = re.compile("[\u00df\u03c2\u200c\u200d]")
 _FORM = "a serialized origin: scheme://host or scheme://host:port (http or https), no path"
 
 
+#: Hosts that give each of their users a subdomain (a blog, a newsletter) but are not on
+#: the Public Suffix List: a wildcard over one of them is a wildcard over every user's site.
+SHARED_HOSTS = frozenset({"wordpress.com", "tumblr.com", "substack.com"})
+
+
 @functools.cache
 def _public_suffixes() -> PublicSuffixList:
     """The Public Suffix List bundled with ``publicsuffixlist`` (read once, offline)."""
     return PublicSuffixList()
+
+
+@functools.cache
+def _above_public_suffixes() -> frozenset[str]:
+    """Names of two labels or more with a public suffix strictly below them, by the
+    bundled list (both sections): ``amazonaws.com`` for ``s3.amazonaws.com``, and for
+    a wildcard rule such as ``*.compute.amazonaws.com`` also ``compute.amazonaws.com``
+    itself. An exception rule (``!www.ck``) names a registrable domain, not a suffix."""
+    found: set[str] = set()
+    with open(PSLFILE, encoding="utf-8") as rules:
+        for line in rules:
+            rule = line.strip().split(" ")[0].lower()
+            if not rule or rule.startswith(("//", "!")):
+                continue
+            if rule.startswith("*."):
+                rule = rule[2:]
+                found.add(rule)
+            labels = (rule if rule.isascii() else rule.encode("idna").decode("ascii")).split(".")
+            found.update(".".join(labels[k:]) for k in range(1, len(labels) - 1))
+    return frozenset(name for name in found if "." in name)
+
+
+def _shared(name: str) -> bool:
+    """Whether subdomains of ``name`` (ASCII, lowercase) may belong to different owners:
+    it is a public suffix, has one below it, or is one of :data:`SHARED_HOSTS`."""
+    return _public_suffixes().is_public(name) or name in _above_public_suffixes() or name in SHARED_HOSTS
 
 
 def _host(raw: str, origin: str) -> str:
@@ -88,11 +124,12 @@ def _host(raw: str, origin: str) -> str:
         raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
     if labels[-1].isdigit():
         raise Invalid(f"embed origin {origin!r}: the host is not a valid domain name")
-    if wildcard and (len(labels) < 2 or _public_suffixes().is_public(name)):
+    if wildcard and (len(labels) < 2 or _shared(name)):
         # is_public is also true of a name under no known top-level domain (*.localhost).
         raise Invalid(
-            f"embed origin {origin!r}: a wildcard needs a registered domain under it "
-            f"(https://*.example.org), not a public suffix such as {name}"
+            f"embed origin {origin!r}: a wildcard needs a domain of one owner under it "
+            f"(https://*.example.org), not {name}, whose subdomains belong to different owners "
+            "(a public suffix or a shared host): list the exact origins instead"
         )
     return f"*.{name}" if wildcard else name
 

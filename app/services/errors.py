@@ -6,7 +6,9 @@ Messages are shown to clients. They must never contain a submitted answer.
 
 from __future__ import annotations
 
+import logging
 import math
+from pathlib import Path
 
 __all__ = [
     "Conflict",
@@ -19,7 +21,15 @@ __all__ = [
     "TooLarge",
     "TooMany",
     "Unauthorized",
+    "invalid_from",
 ]
+
+log = logging.getLogger("privrank.services")
+
+#: The package's own source files: a ValueError raised there has a message written for clients.
+_OWN_CODE = str(Path(__file__).resolve().parent.parent)
+#: What a client is told when a library refused its parameters.
+COMPUTATION_FAILED = "the computation failed for these parameters; try less extreme values"
 
 
 class ServiceError(Exception):
@@ -75,3 +85,23 @@ class TemporarilyUnavailable(_RetryLater):
 
 class TooMany(_RetryLater):
     """This client asked too often (a rate limit); retry later."""
+
+
+def invalid_from(exc: ValueError) -> Invalid:
+    """The 422 for a ``ValueError`` out of a computation on a client's parameters.
+
+    The statistical core raises ``ValueError`` with a sentence for the client ("scores
+    must be finite numbers"), and that sentence is kept. NumPy and SciPy raise it too
+    (``LinAlgError`` is one: "3-th leading minor of the array is not positive
+    definite"), speaking of their internals: the client gets
+    :data:`COMPUTATION_FAILED`, and the log the exception's type, place and message.
+    Which is which: where it is raised (a file of this package or not)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    origin = tb.tb_frame.f_code.co_filename if tb is not None else ""
+    if origin.startswith(_OWN_CODE) and type(exc) is ValueError:
+        return Invalid(str(exc))
+    line = tb.tb_lineno if tb is not None else 0
+    log.warning("a library refused a computation: %s at %s:%d: %s", type(exc).__name__, origin, line, exc)
+    return Invalid(COMPUTATION_FAILED)

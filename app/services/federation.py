@@ -40,7 +40,7 @@ from ..db.models import FederatedRound, RoundSite, Survey, new_id, utcnow
 from ..db.session import begin_write
 from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
 from .auth import hash_secret, new_secret
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Invalid, NotFound, invalid_from
 from .results.federation import RoundOut, RoundPrivacy, RoundSiteOut, SitePeer, SiteView
 from .surveys import MAX_EPSILON, MIN_EPSILON, survey_items
 
@@ -108,7 +108,7 @@ def open_round(
             low_bits = lehmer_low_bits(m, phi, max_rankings, failure_probability)
         scheme = FederatedScheme(method, m, len(names), phi, low_bits)
     except ValueError as exc:
-        raise Invalid(str(exc)) from None
+        raise invalid_from(exc) from None
     parameters = {
         "protocol": PROTOCOL,
         "method": method,

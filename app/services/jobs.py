@@ -50,10 +50,10 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..config import setting_from_environment
-from ..db.models import Job, SurveyStats, new_id, utcnow
+from ..db.models import Job, SurveyStats, is_id, new_id, utcnow
 from ..db.session import begin_write
 from .deadline import SHUTDOWN, Deadline, OutOfTime
-from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable, TooMany
+from .errors import Conflict, Invalid, NotFound, TemporarilyUnavailable, TooMany, invalid_from
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -234,7 +234,7 @@ def discard_job(session: Session, job_id: str) -> None:
 
 
 def get_job(session: Session, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id) if is_id(job_id, "job") else None
     if job is None:
         raise NotFound("no such job")
     return job
@@ -253,6 +253,8 @@ def cancel_job(session: Session, job_id: str, owner: str | None = None) -> Job:
     Cancelling a cancelled job is a no-op; a finished one is 409. With ``owner`` (the
     caller's ``created_by``; None for an admin), another caller's job is 404, as if it
     did not exist."""
+    if not is_id(job_id, "job"):
+        raise NotFound("no such job")
     begin_write(session)
     job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one_or_none()
     if job is None or (owner is not None and job.created_by != owner):
@@ -407,6 +409,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
     from ..stats.planner import epsilon_distribution
     from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
     from .analysis import BOOTSTRAP_MAX_COMPARISONS, check_ranking_parameters
+    from .planning import check_pilot_scores
     from .surveys import item_count
 
     p = parameters
@@ -415,11 +418,12 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
             raise Invalid("k must be less than the number of items")
         if p.get("scores") is not None and len(p["scores"]) != p["items"]:
             raise Invalid(f"scores needs one value per item ({p['items']})")
+        check_pilot_scores(p.get("scores"))
         if p.get("epsilon") is not None:
             try:
                 epsilon_distribution(p["epsilon"], p.get("weights"))
             except ValueError as exc:
-                raise Invalid(str(exc)) from None
+                raise invalid_from(exc) from None
         if p.get("solve", "none") != "none" and p.get("target") is None:
             raise Invalid("solve needs a target")
         predicted = predicted_seconds(kind, p, p["items"], 0)
@@ -467,6 +471,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
         raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
     if p.get("scores") is not None and len(p["scores"]) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
+    check_pilot_scores(p.get("scores"))
     stats = session.get(SurveyStats, survey.id)
     n = int(stats.n_comparisons) if stats is not None else 0  # as last folded: a lower bound
     if p.get("respondents") is not None:  # one size: its work is known now (a search stops at the bound)

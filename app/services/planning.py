@@ -12,6 +12,7 @@ from ..stats.planner import (
     Plan,
     epsilon_distribution,
     epsilon_needed,
+    pilot_scores,
     plan,
     plan_seconds,
     respondents_needed,
@@ -26,7 +27,7 @@ from ..stats.survey_plan import (
 )
 from .analysis import current_fit, eps_of
 from .deadline import Deadline, WorkSlots
-from .errors import Conflict, Invalid
+from .errors import Conflict, Invalid, invalid_from
 from .goals import CERTIFICATE_CHOICE, CERTIFICATES, ESTIMANDS, PAIRWISE_MAX_ITEMS, GoalSpec
 from .results.plan import (
     GoalPlanOut,
@@ -42,6 +43,7 @@ from .surveys import active_items, require_local, require_pairwise, survey_items
 __all__ = [
     "MAX_GOAL_PLAN_ITEMS",
     "PLAN_REFUSE_FACTOR",
+    "check_pilot_scores",
     "goal_plan_from_survey",
     "plan_from_survey",
     "run_goal_plan",
@@ -52,6 +54,17 @@ __all__ = [
 #: 2–20 µs here from 2 to 1,000 items and 1 to 100 pairs per respondent, on a busy
 #: machine): a plan's worst case is every simulated survey running to ``max_answers``.
 GOAL_PLAN_SECONDS_PER_ANSWER = 4e-5
+
+
+def check_pilot_scores(scores: list[float] | None) -> None:
+    """Pilot scores a planner may take (:func:`~app.stats.planner.pilot_scores`: finite,
+    within ±50 of their mean), or :class:`Invalid` saying why not. Checked where they
+    arrive, before a plan runs or is stored as a job."""
+    if scores is not None:
+        try:
+            pilot_scores(scores)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
 
 
 def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
@@ -111,7 +124,7 @@ def _check_plan_work(
         try:
             levels = epsilon_distribution(epsilon, weights)[0].size
         except ValueError as exc:
-            raise Invalid(str(exc)) from None
+            raise invalid_from(exc) from None
     first = 10 if solve == "respondents" else respondents
     if first is None or not 1 <= first <= MAX_PLAN_RESPONDENTS or pairs_per_respondent < 1:
         return  # refused with its own message by the planner
@@ -187,7 +200,7 @@ def _solve(items, respondents, pairs_per_respondent, epsilon, k, weights, solve,
         else:
             raise Invalid("solve must be none, respondents or epsilon")
     except ValueError as exc:
-        raise Invalid(str(exc)) from None
+        raise invalid_from(exc) from None
     return PlanOut(solve=solve, target=target, solution=value, reached=value is not None, plan=_body(result))
 
 
@@ -229,6 +242,7 @@ def plan_from_survey(
         raise Invalid(f"k must be between 1 and {m - 1} (the number of items − 1)")
     if scores is not None and len(scores) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
+    check_pilot_scores(scores)
     fit, clusters, items, version = current_fit(session, survey, cache, deadline, work)
     m = len(items)  # items may have been added meanwhile
     if scores is not None and len(scores) != m:
@@ -278,7 +292,7 @@ def plan_from_survey(
                 )
                 reached = solution is not None
     except ValueError as exc:
-        raise Invalid(str(exc)) from None
+        raise invalid_from(exc) from None
     return SurveyPlanOut(
         survey_id=survey.id,
         k=k,
@@ -361,7 +375,7 @@ def _run_goal(
                 certificate=certificate,
             )
     except ValueError as exc:
-        raise Invalid(str(exc)) from None
+        raise invalid_from(exc) from None
     return _goal_plan_out(result, scores)
 
 
@@ -395,9 +409,8 @@ def run_goal_plan(
     if scores is not None:
         if len(scores) != items:
             raise Invalid(f"scores needs one value per item ({items})")
+        check_pilot_scores(scores)
         theta = np.asarray(scores, dtype=float)
-        if not np.all(np.isfinite(theta)) or np.abs(theta).max() > 50:
-            raise Invalid("scores must be finite and at most 50 in absolute value")
         source = "the pilot scores given"
     elif gap is not None:
         theta = -gap * np.arange(items, dtype=float)

@@ -32,7 +32,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.models import Release, Survey, new_id
+from ..db.models import Release, Survey, is_id, new_id
 from ..db.session import begin_write
 from ..stats.accounting import pure_rho, zcdp_epsilon, zcdp_rho_for
 from ..stats.central import gaussian_noisy_counts, noisy_counts, perturbed_mle, win_counts
@@ -564,7 +564,7 @@ def list_releases(session: Session, survey_id: str, limit: int = 100, offset: in
 def get_release(session: Session, survey_id: str, release_id: str) -> ReleaseOut:
     survey = get_survey(session, survey_id)
     _require_central(survey)
-    row = session.get(Release, release_id) if release_id.startswith("rel_") else None
+    row = session.get(Release, release_id) if is_id(release_id, "rel") else None
     if row is None or row.survey_id != survey.id:
         raise NotFound(f"no release {release_id!r} in this survey")
     return release_out(row, survey, budget(session, survey), session)

@@ -69,6 +69,7 @@ from ..db.models import (
     ParticipationSlot,
     Suggestion,
     Survey,
+    is_id,
     new_id,
     to_hour,
     utcnow,
@@ -466,9 +467,7 @@ def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> Non
     _settings(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed", code="survey_closed")
-    item = session.get(Item, item_id)
-    if item is None or item.survey_id != survey.id:
-        raise NotFound(f"no item {item_id!r} in this survey")
+    _item(session, survey.id, item_id)  # NotFound unless the survey has it
     digest = _flag_digest(token, item_id)
     if _flagged(session, survey.id, item_id, digest):
         return  # flagged before: counted once
@@ -593,7 +592,20 @@ def list_suggestions(
     return out, total
 
 
+def _item(session: Session, survey_id: str, item_id: str, populate_existing: bool = False) -> Item:
+    """The survey's item ``item_id``; :class:`NotFound` when there is none (an id not
+    shaped like an item's is not looked up)."""
+    if not is_id(item_id, "itm"):
+        raise NotFound("no such item in this survey")
+    item = session.get(Item, item_id, populate_existing=populate_existing)
+    if item is None or item.survey_id != survey_id:
+        raise NotFound(f"no item {item_id!r} in this survey")
+    return item
+
+
 def _pending(session: Session, survey_id: str, suggestion_id: str) -> Suggestion:
+    if not is_id(suggestion_id, "sug"):
+        raise NotFound("no such suggestion in this survey")
     row = session.get(Suggestion, suggestion_id, populate_existing=True)
     if row is None or row.survey_id != survey_id:
         raise NotFound(f"no suggestion {suggestion_id!r} in this survey")
@@ -655,9 +667,7 @@ def merge(session: Session, survey_id: str, suggestion_id: str, moderator: str, 
     begin_write(session)
     get_survey(session, survey_id, lock=True)
     row = _pending(session, survey_id, suggestion_id)
-    item = session.get(Item, item_id)
-    if item is None or item.survey_id != survey_id:
-        raise NotFound(f"no item {item_id!r} in this survey")
+    item = _item(session, survey_id, item_id)
     row.status, row.item_id = "merged", item.id
     row.decided_at, row.decided_by = utcnow(), moderator
     session.commit()
@@ -676,9 +686,7 @@ def set_item_status(
         raise Invalid("status must be 'live', 'hidden' or 'archived'")
     begin_write(session)
     survey = get_survey(session, survey_id, lock=True)
-    item = session.get(Item, item_id, populate_existing=True)
-    if item is None or item.survey_id != survey_id:
-        raise NotFound(f"no item {item_id!r} in this survey")
+    item = _item(session, survey_id, item_id, populate_existing=True)
     if translations is not UNSET:
         set_translations(session, survey_id, item, translations)
     if status is None:

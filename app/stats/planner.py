@@ -52,6 +52,7 @@ __all__ = [
     "Plan",
     "epsilon_distribution",
     "epsilon_needed",
+    "pilot_scores",
     "plan",
     "plan_seconds",
     "respondents_needed",
@@ -166,12 +167,19 @@ def _truth(
     return evenly_spaced_theta(m, gap) if gap is not None else uniform_theta(m, rng, -spread, spread)
 
 
-def _scores(scores: ArrayLike | None, m: int) -> np.ndarray | None:
-    if scores is None:
-        return None
+def pilot_scores(scores: ArrayLike) -> np.ndarray:
+    """Pilot scores taken as the true ones, centred on their mean; ``ValueError`` (with a
+    sentence for the person who gave them) unless every one is finite and within
+    :data:`MAX_PLAN_SCORE` of their mean. The one rule for every planner's pilot scores.
+
+    >>> pilot_scores([3.0, 1.0, 2.0]).tolist()
+    [1.0, -1.0, 0.0]
+    """
     th = np.asarray(scores, dtype=float).reshape(-1)
-    if th.shape != (m,) or not np.all(np.isfinite(th)):
-        raise ValueError("scores must be finite, one per item")
+    if th.size == 0:
+        raise ValueError("scores must not be empty")
+    if not np.all(np.isfinite(th)):
+        raise ValueError("scores must be finite numbers (not NaN or infinite)")
     # Shift by the first score before centring (no overflow for any finite spread that
     # can pass: scores far from 0 but close together are fine), then bound the spread.
     with np.errstate(over="ignore", invalid="ignore"):
@@ -183,6 +191,14 @@ def _scores(scores: ArrayLike | None, m: int) -> np.ndarray | None:
             "every comparison's outcome is certain)"
         )
     return th
+
+
+def _scores(scores: ArrayLike | None, m: int) -> np.ndarray | None:
+    if scores is None:
+        return None
+    if np.asarray(scores, dtype=float).reshape(-1).shape != (m,):
+        raise ValueError("scores must be finite, one per item")
+    return pilot_scores(scores)
 
 
 def _replicate(theta, counts, pi, pj, eps, w, rng) -> PairStats:

@@ -31,3 +31,20 @@ def test_a_local_survey_leaves_the_counts_out(client):
     register(client, s["id"], epsilon=1.0)
     out = client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()
     assert out["respondents"] is None and out["comparisons"] is None
+
+
+def test_a_moderator_does_not_get_a_central_surveys_counts(client):
+    """The counts are the operator's (README): a moderator reads the survey's settings and
+    items, with null where the operator sees how many respondents and answers there are."""
+    s = create_central_survey(client, items=("a", "b", "c"))
+    a, b, c = (it["id"] for it in s["items"])
+    _, one = register(client, s["id"])
+    _answer(client, s["id"], one, [(a, b), (b, c)])
+    url = f"/v1/surveys/{s['id']}"
+    for operator in (ADMIN, analyst_headers(client)):
+        out = client.get(url, headers=operator).json()
+        assert (out["respondents"], out["comparisons"]) == (1, 2)
+    seen = client.get(url, headers=analyst_headers(client, role="moderator"))
+    assert seen.status_code == 200, seen.text
+    assert seen.json()["respondents"] is None and seen.json()["comparisons"] is None
+    assert [it["id"] for it in seen.json()["items"]] == [a, b, c]  # the settings and items stay theirs

@@ -40,6 +40,8 @@ def test_origins_are_stored_normalized_and_returned(client):
             "https://*.example.co.uk",  # registered under a public suffix: allowed
             "https://*.alice.github.io",
             "https://co.uk",  # a public suffix as one exact origin lets in one site only
+            "https://*.bucket.s3.amazonaws.com",  # one customer's name under a shared host
+            "https://*.alice.wordpress.com",
         ],
     )
     expected = [
@@ -51,6 +53,8 @@ def test_origins_are_stored_normalized_and_returned(client):
         "https://*.example.co.uk",
         "https://*.alice.github.io",
         "https://co.uk",
+        "https://*.bucket.s3.amazonaws.com",
+        "https://*.alice.wordpress.com",
     ]
     assert s["embed_origins"] == expected
     assert (
@@ -73,6 +77,12 @@ BAD = [
     "https://*.com",
     "https://*.co.uk",  # a public suffix: anyone registers under it
     "https://*.github.io",  # the list's private section: every user's site
+    "https://*.amazonaws.com",  # public suffixes below it (s3.amazonaws.com …): every customer's
+    "https://*.compute.amazonaws.com",  # the list's wildcard rule *.compute.amazonaws.com
+    "https://*.s3.amazonaws.com",
+    "https://*.AmazonAWS.com.",
+    "https://*.wordpress.com",  # not on the list, but every blog is a subdomain (SHARED_HOSTS)
+    "https://*.gov.uk",  # service.gov.uk and others on the private section: many departments
     "https://*.xn--p1ai",  # .рф, as punycode
     "https://*.рф",  # and as written
     "https://*.localhost",  # under no known top-level domain: treated as public

@@ -76,8 +76,8 @@ def test_privacy_defaults(client):
         ),
         ({"title": "t", "items": ["a", "b"], "privacy": {"model": "central"}}, "central"),
         ({"title": "t", "items": ["a", "b"], "surprise": 1}, "extra field"),
-        ({"title": "t\u0000", "items": ["a", "b"]}, "control characters"),
-        ({"title": "t", "items": ["a", "b\u0000"]}, "control characters"),
+        ({"title": "t\u0000", "items": ["a", "b"]}, "must not contain NUL"),
+        ({"title": "t", "items": ["a", "b\u0000"]}, "must not contain NUL"),
         ({"title": "t", "items": ["a", "b"], "privacy": {"epsilon_min": 1e-7}}, "epsilon_min"),
     ],
 )

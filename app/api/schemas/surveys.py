@@ -386,11 +386,13 @@ class SurveyOut(SurveyFields):
     pending_suggestions: int = Field(0, description="Suggestions waiting for a moderator.")
     respondents: int | None = Field(
         None,
-        description="Central surveys: how many respondents registered (an exact count, for the operator; "
-        "no release spends budget on it); null for local surveys.",
+        description="Central surveys: how many respondents registered (an exact count, for the operator: "
+        "admins and analysts; no release spends budget on it); null for local surveys and for moderators.",
     )
     comparisons: int | None = Field(
-        None, description="Central surveys: how many comparisons (true answers) are stored; null if local."
+        None,
+        description="Central surveys: how many comparisons (true answers) are stored, for admins and "
+        "analysts; null for local surveys and for moderators.",
     )
 
     model_config = ConfigDict(

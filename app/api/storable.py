@@ -1,0 +1,112 @@
+"""Text the database cannot store is refused before any handler runs.
+
+PostgreSQL's ``text`` cannot hold NUL (U+0000), and a lone surrogate (U+D800–U+DFFF,
+which JSON can spell as ``"\\ud800"``) has no UTF-8 encoding, so either one in a value
+that reaches a query makes the driver fail (a 500). Neither is ever meaningful in an id,
+a label or a parameter, so :func:`storable_input`, a dependency of every route
+(:func:`app.main.create_app`), refuses them wherever a client can put a string:
+
+* a path parameter: 404 (no resource has such a name);
+* a query parameter (name or value): 422;
+* a JSON body (any string, object key or value, at any depth): 422 with the location
+  of the first one, in the shape of every other validation error.
+
+A JSON body's ``NaN``, ``Infinity`` and ``-Infinity`` (Python's parser reads them; they
+are not JSON, RFC 8259 §6, and PostgreSQL's ``jsonb`` cannot hold them) are refused the
+same way: no number a client sends reaches a computation or a stored job unless finite.
+
+Nothing of the offending value is repeated in the answer (README, "Hostile input").
+"""
+
+from __future__ import annotations
+
+import email.message
+import math
+import re
+from typing import Any
+
+from fastapi import Request
+
+from ..services.errors import Invalid, NotFound
+
+__all__ = ["UNSTORABLE", "storable_input", "unstorable"]
+
+#: NUL and the surrogate code points (which only a lone surrogate leaves in a Python str).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+#: Object keys shown in an error's location: the shape of a field name. Any other key is
+#: shown as ``<key>`` (a key a client made up could carry an answer).
+_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]{0,39}")
+
+_WHAT = "must not contain NUL or unpaired surrogate characters"
+_NOT_TEXT = f"strings {_WHAT}"
+_NOT_FINITE = "numbers must be finite (NaN and Infinity are not JSON)"
+
+
+def unstorable(value: str) -> bool:
+    """Whether ``value`` holds a character no database text column can store."""
+    return UNSTORABLE.search(value) is not None
+
+
+def _first_unstorable(value: Any, where: tuple) -> tuple[tuple, str] | None:
+    """The location of the first string (or object key) in ``value`` that cannot be
+    stored, or of its first number that is not finite, with what is wrong with it; None
+    when there is none. Iterative: a deeply nested body does not exhaust the stack."""
+    stack: list[tuple[Any, tuple]] = [(value, where)]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, str):
+            if UNSTORABLE.search(node):
+                return loc, _NOT_TEXT
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                return loc, _NOT_FINITE
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if UNSTORABLE.search(key):
+                    return (*loc, "<key>"), _NOT_TEXT
+                shown = key if _FIELD_NAME.fullmatch(key) else "<key>"
+                stack.append((child, (*loc, shown)))
+        elif isinstance(node, list):
+            stack.extend((child, (*loc, k)) for k, child in enumerate(node))
+    return None
+
+
+def _maybe_json(request: Request) -> bool:
+    """Whether FastAPI may read this request's body as JSON: an ``application/json`` or
+    ``application/*+json`` content type, or none (which FastAPI reads as JSON unless its
+    strict content type is on)."""
+    value = request.headers.get("content-type")
+    if not value:
+        return True
+    message = email.message.Message()
+    message["content-type"] = value
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+async def storable_input(request: Request) -> None:
+    """Refuse a path parameter, query parameter or JSON body string that holds NUL or a
+    lone surrogate, and a JSON body's number that is not finite (see the module's
+    docstring)."""
+    if any(unstorable(v) for v in request.path_params.values() if isinstance(v, str)):
+        raise NotFound("not found")
+    for name, value in request.query_params.multi_items():
+        if unstorable(name) or unstorable(value):
+            # In the shape of a validation error (app.api.errors), as every 422 of a query.
+            shown = name if _FIELD_NAME.fullmatch(name) else "<parameter>"
+            raise Invalid([{"loc": ["query", shown], "msg": _NOT_TEXT, "type": "string_unstorable"}])
+    route = request.scope.get("route")
+    if getattr(route, "body_field", None) is None or not _maybe_json(request):
+        return
+    try:
+        body = await request.json()  # parsed once: FastAPI has read it already, and kept it
+    except ValueError:
+        return  # not JSON: the route's own validation says so
+    found = _first_unstorable(body, ("body",))
+    if found is not None:
+        loc, what = found
+        # In the shape of a validation error (app.api.errors).
+        kind = "string_unstorable" if what is _NOT_TEXT else "finite_number"
+        raise Invalid([{"loc": list(loc), "msg": what, "type": kind}])
