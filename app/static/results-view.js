@@ -28,6 +28,19 @@ export function addedLater(items) {
 }
 
 /**
+ * How to read the results, in the page's language: the service's note sentences by name
+ * (`notes`, each the catalog's "results.note.<code>"), else its English `note`.
+ */
+export function noteText(r) {
+  if (!r.notes?.length) return r.note || "";
+  return r.notes
+    .map(({ code, params = {} }) =>
+      code === "withheld" ? tn("results.note.withheld", params.n, params) : t(`results.note.${code}`, params),
+    )
+    .join(" ");
+}
+
+/**
  * The results as a list of nodes. `level`: the heading level of its sections (2 on the
  * results page under the survey's title, 3 inside the respondent page's thanks);
  * `idPrefix` keeps ids unique.
@@ -59,7 +72,8 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
       ),
     );
   }
-  if (r.note) out.push(h("p", { class: "notice", id: `${idPrefix}-note` }, r.note));
+  const note = noteText(r);
+  if (note) out.push(h("p", { class: "notice", id: `${idPrefix}-note` }, note));
 
   const rows = r.items.map((it) => ({
     value: it.score,
@@ -113,7 +127,11 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
   );
   out.push(
     h(heading, { id: headingId }, t("results.ranking.title")),
-    h("p", { class: "hint" }, t("results.ranking.hint")),
+    h(
+      "p",
+      { class: "hint" },
+      t(rows.some((x) => x.lo !== null) ? "results.ranking.hint" : "results.ranking.hint_no_ci"),
+    ),
     scale ? h("div", { class: "strip-axis" }, stripAxis(scale, t("results.ranking.axis"))) : null,
     list,
   );

@@ -469,3 +469,26 @@ def test_the_respondent_page_reads_its_own_words_in_every_language(code):
     results_word = {"en": "results", "es": "resultados", "de": "Ergebnisse", "fr": "résultats"}[code]
     assert not shown["page.title"].endswith(results_word), (code, shown["page.title"])
     assert _page_text("results", code)["results.page.title"].endswith(results_word), code
+
+
+def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
+    """The public results' note is sentences named by code (app/services/public_results.py),
+    each a "results.note.<code>" message; none names an API option, in any language."""
+    source = (STATIC.parent / "services" / "public_results.py").read_text(encoding="utf-8")
+    codes = set(re.findall(r'code="(\w+)"', source)) | {
+        c for pair in re.findall(r'code="(\w+)" if \w+ else "(\w+)"', source) for c in pair
+    }
+    assert {"pairwise", "no_intervals", "ranking_none", "central_release", "withheld"} <= codes, codes
+    for code in LANGUAGES:
+        catalog = _catalog("results", code)
+        for name in codes:
+            keys = (
+                [f"results.note.{name}.one", f"results.note.{name}.other"]
+                if name == "withheld"
+                else [f"results.note.{name}"]
+            )
+            for key in keys:
+                assert key in catalog, (code, key)
+        for key, text in catalog.items():
+            if key.startswith("results.note."):
+                assert "uncertainty" not in text and "bootstrap" not in text, (code, key)
