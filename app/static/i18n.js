@@ -57,8 +57,12 @@ export function preferredLanguage(...wanted) {
 /** The page's language ("en", "es", …). */
 export const language = () => locale;
 
-/** A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German. */
-export const num = (x, options = {}) => new Intl.NumberFormat(locale, options).format(x);
+/**
+ * A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German;
+ * a negative one with the minus sign U+2212 ("−0.5"), as dom.js's fmt and the charts write it.
+ */
+export const num = (x, options = {}) =>
+  new Intl.NumberFormat(locale, options).format(x).replace(/-(?=[\d.,∞])/g, "−");
 
 /** A number with exactly `d` decimals ("–" when there is none), as dom.js's fmt but for the page's language. */
 export const fixed = (x, d = 2) =>

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 class RankedItem(BaseModel):
@@ -125,7 +125,37 @@ class UncertaintyInfo(BaseModel):
     )
 
 
-class RankingOut(BaseModel):
+class _LabelledSets:
+    """The label lists alongside the id lists ``top_k``, ``tied_groups`` and ``tiers``: the
+    same sets, each id replaced by its item's ``label`` as ``items`` gives it. Computed when
+    the answer is written, so that they always match the ids and the items."""
+
+    items: list
+    top_k: list[str] | None
+    tied_groups: list[list[str]] | None
+    tiers: list[list[str]] | None
+
+    def _labels(self, ids: list[str]) -> list[str]:
+        by_id = {it.item_id: it.label for it in self.items}
+        return [by_id[x] for x in ids]
+
+    @computed_field(description="The labels of top_k, in the same order.")  # type: ignore[prop-decorator]
+    @property
+    def top_k_labels(self) -> list[str] | None:
+        return None if self.top_k is None else self._labels(self.top_k)
+
+    @computed_field(description="The labels of tied_groups, group for group.")  # type: ignore[prop-decorator]
+    @property
+    def tied_groups_labels(self) -> list[list[str]] | None:
+        return None if self.tied_groups is None else [self._labels(g) for g in self.tied_groups]
+
+    @computed_field(description="The labels of tiers, tier for tier.")  # type: ignore[prop-decorator]
+    @property
+    def tiers_labels(self) -> list[list[str]] | None:
+        return None if self.tiers is None else [self._labels(g) for g in self.tiers]
+
+
+class RankingOut(_LabelledSets, BaseModel):
     survey_id: str
     method: str
     items: list[RankedItem]
@@ -312,7 +342,7 @@ class ConsensusItem(BaseModel):
     p_top_k: float | None = None
 
 
-class ConsensusOut(BaseModel):
+class ConsensusOut(_LabelledSets, BaseModel):
     survey_id: str
     method: Literal["borda", "lehmer", "kemeny", "btl"]
     items: list[ConsensusItem]
