@@ -36,16 +36,19 @@ class RankedItem(BaseModel):
 
 class PrivacyRegime(BaseModel):
     verdict: Literal["no data", "above", "near", "below"] = Field(
-        description="above: ε is above the consistency threshold log(mL)/√(mL); near: between it and the "
-        "dividing line 1/√(mL); below: at or under the line, where more respondents no longer help."
+        description="above: ε is above the consistency threshold log(m·n_pair)/√(m·n_pair) (n_pair: "
+        "comparisons per pair); near: between it and the dividing line 1/√(m·n_pair); "
+        "below: at or under the line, where more respondents no longer help."
     )
     explanation: str = Field(description="The verdict in words, with the numbers.")
     effective_epsilon: float | None = Field(
         None, description="The ε whose coth²(ε/2) equals the survey's G(ε) (null without data)."
     )
-    dividing_line_epsilon: float | None = Field(None, description="1/√(mL) (Corollary 2).")
-    consistency_epsilon: float | None = Field(None, description="log(mL)/√(mL) (Corollary 1).")
-    comparisons_per_pair: float | None = Field(None, description="L: mean comparisons per item pair.")
+    dividing_line_epsilon: float | None = Field(
+        None, description="1/√(m·n_pair), n_pair the comparisons per pair (Corollary 2)."
+    )
+    consistency_epsilon: float | None = Field(None, description="log(m·n_pair)/√(m·n_pair) (Corollary 1).")
+    comparisons_per_pair: float | None = Field(None, description="n_pair: mean comparisons per item pair.")
 
 
 class Diagnostics(BaseModel):
