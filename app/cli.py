@@ -11,7 +11,10 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="privrank", description="Privacy-preserving ranking surveys.")
+    parser.add_argument("--version", action="version", version=f"privrank {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser(
@@ -373,6 +376,16 @@ def _migrate() -> int:
     return 0
 
 
+def dashboard_url(host: str, port: int) -> str:
+    """The dashboard's address for a server bound to ``host``: on a wildcard (every interface)
+    it is reached as localhost on this machine; an IPv6 address is bracketed."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
+
+
 def _serve(args) -> int:
     import logging
 
@@ -386,6 +399,10 @@ def _serve(args) -> int:
         # Alembic announces every plugin and step at INFO: quiet unless debugging.
         logging.getLogger("alembic").setLevel(logging.WARNING)
     _prepare_database(migrate=not args.no_migrate)
+    print(
+        f"privrank: the dashboard is at {dashboard_url(args.host, args.port)}",
+        flush=True,
+    )
     uvicorn.run(
         "app.main:create_app",
         factory=True,

@@ -73,7 +73,7 @@ async def get_plan(
         None,
         ge=1,
         le=MAX_PLAN_RESPONDENTS,
-        description="Respondents L (not needed for solve=respondents).",
+        description="Number of respondents (not needed for solve=respondents).",
     ),
     epsilon: str | None = Query(
         None, min_length=1, description="ε, or comma-separated ε values of a distribution."
@@ -90,7 +90,7 @@ async def get_plan(
     replications: int = Query(200, ge=20, le=2000, description="Monte Carlo replicates per prediction."),
     seed: int = Query(0, ge=0, description="Seed of the simulation (predictions are reproducible)."),
     solve: Literal["none", "respondents", "epsilon"] = Query(
-        "none", description="none, respondents (fewest L reaching target) or epsilon (smallest ε)."
+        "none", description="none, respondents (fewest respondents reaching target) or epsilon (smallest ε)."
     ),
     target: float | None = Query(None, gt=0, lt=1, description="Target P(exact top-K) for solve."),
     scores: str | None = Query(
@@ -101,7 +101,7 @@ async def get_plan(
     ),
 ):
     """Predicted ℓ∞ error, Kendall error and probability of recovering the exact
-    top-K — each with its Monte Carlo standard error — for m items, L respondents
+    top-K — each with its Monte Carlo standard error — for m items, a number of respondents
     answering k pairs each at privacy level ε (the server's balanced pair
     assignment and the default λ are simulated), and each respondent's total ε.
     With ``solve``, the fewest respondents or the smallest ε that reach ``target``.

@@ -45,10 +45,11 @@ async def create_release(
     """Run the mechanism on the survey's true answers and store its output.
 
     Costs ``epsilon`` of the survey's person-level budget for ``unit=individual``
-    and ``L·epsilon`` for ``unit=edge`` (a person's L answers, by group privacy).
+    and ``max_comparisons_per_respondent·epsilon`` for ``unit=edge`` (a person's answers,
+    by group privacy).
     A survey with ``zcdp`` accounting sums ρ instead: ``rho`` (noisy counts with
-    discrete Gaussian noise) costs ρ (individual) or L²ρ (edge), and an ``epsilon``
-    release costs (person-level ε)²/2; ``rho`` in a pure survey is 409
+    discrete Gaussian noise) costs ρ (individual) or max_comparisons_per_respondent²·ρ
+    (edge), and an ``epsilon`` release costs (person-level ε)²/2; ``rho`` in a pure survey is 409
     ``pure_accounting``. 409 when the cost exceeds what remains — nothing is spent then. The stored release
     can be read again for free (``GET …/releases/{id}``). The mechanism takes a turn
     with the worker's other long computations, within ``PRIVRANK_ANALYSIS_SECONDS``

@@ -697,9 +697,9 @@ def eps_of(v: np.ndarray) -> np.ndarray:
 def privacy_regime(n_items: int, n_comparisons: int, g: float) -> PrivacyRegime:
     """Where the survey's ε sits relative to the consistency dividing line.
 
-    Corollaries 1–2: with m items and L comparisons per pair, ε ≍ 1/√(mL) is the
-    line below which estimates stop improving with more respondents, and
-    ε ≳ log(mL)/√(mL) guarantees consistency. In incomplete designs L is the mean
+    Corollaries 1–2: with m items and n_pair comparisons per pair (the paper's L),
+    ε ≍ 1/√(m·n_pair) is the line below which estimates stop improving with more respondents, and
+    ε ≳ log(m·n_pair)/√(m·n_pair) guarantees consistency. In incomplete designs n_pair is the mean
     number of comparisons per pair; ε is the effective level whose coth²(ε/2)
     equals G(ε).
     """
@@ -715,22 +715,24 @@ def privacy_regime(n_items: int, n_comparisons: int, g: float) -> PrivacyRegime:
         verdict: Literal["above", "near", "below"] = "above"
         words = (
             f"The respondents' privacy level (effective ε ≈ {eps_eff:.3g}) is above the consistency "
-            f"threshold log(mL)/√(mL) ≈ {consistent:.2g} of the paper's Corollary 1 (m = {n_items} items, "
-            f"L ≈ {per_pair:.3g} comparisons per pair): more respondents keep sharpening the ranking."
+            f"threshold log(m·n_pair)/√(m·n_pair) ≈ {consistent:.2g} of the paper's Corollary 1 "
+            f"(m = {n_items} items, n_pair ≈ {per_pair:.3g} comparisons per pair): more respondents keep "
+            "sharpening the ranking."
         )
     elif eps_eff > line:
         verdict = "near"
         words = (
             f"The respondents' privacy level (effective ε ≈ {eps_eff:.3g}) lies between the dividing line "
-            f"1/√(mL) ≈ {line:.2g} and the consistency threshold ≈ {consistent:.2g}: estimates improve only "
-            "slowly as respondents are added; a larger ε would help more than more respondents."
+            f"1/√(m·n_pair) ≈ {line:.2g} (n_pair ≈ {per_pair:.3g} comparisons per pair) and the "
+            f"consistency threshold ≈ {consistent:.2g}: estimates improve only slowly as respondents are "
+            "added; a larger ε would help more than more respondents."
         )
     else:
         verdict = "below"
         words = (
             f"The respondents' privacy level (effective ε ≈ {eps_eff:.3g}) is at or below the dividing line "
-            f"1/√(mL) ≈ {line:.2g} (Corollary 2): the privacy noise dominates and more respondents will not "
-            "make the ranking reliable; raise ε."
+            f"1/√(m·n_pair) ≈ {line:.2g} (Corollary 2; n_pair ≈ {per_pair:.3g} comparisons per pair): "
+            "the privacy noise dominates and more respondents will not make the ranking reliable; raise ε."
         )
     return PrivacyRegime(
         verdict=verdict,

@@ -315,6 +315,20 @@ def plan_from_survey(
     )
 
 
+def _saving_reason(result) -> str | None:
+    """Why a goal plan gives no saving: a strategy's surveys that stopped at max_answers
+    without meeting the goal have no count of answers to the goal, so no ratio of means."""
+    if result.saving is not None:
+        return None
+    n = result.replications
+    return (
+        f"Not every simulated survey met the goal within max_answers = {result.max_answers:,}: adaptive "
+        f"assignment met it in {result.adaptive.met} of {n}, balanced assignment in {result.balanced.met} "
+        f"of {n}, so there is no ratio of the answers each needs. Raise max_answers, or ask for less "
+        "(a lower level, a smaller top_k, or a larger ε)."
+    )
+
+
 def _goal_plan_out(result, scores: str) -> GoalPlanOut:
     def strategy(p) -> StrategyPlanOut:
         se = p.answers_se if math.isfinite(p.answers_se) else None
@@ -339,6 +353,7 @@ def _goal_plan_out(result, scores: str) -> GoalPlanOut:
         adaptive=strategy(result.adaptive),
         balanced=strategy(result.balanced),
         saving=result.saving,
+        saving_reason=_saving_reason(result),
         scores=scores,
         assumption=_GOAL_ASSUMPTION,
     )

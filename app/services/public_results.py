@@ -16,16 +16,25 @@ turn of work of their own — never one of the turns the analysts' requests use.
 
 Items withheld by moderators (hidden, or back in review) are left out, and ranks count
 only the items shown; archived items are not part of the ranking at all (nor of the count
-of items withheld). The intervals are each item's own score interval, which does not
-depend on which other items are shown; rank intervals, which do, are not published.
+of items withheld). The note that says how to read them is for lay readers: sentences
+named by code (``notes``), whose words are the results catalogs' ``results.note.*``
+messages (app/static/i18n), so that the page says them in its reader's language; ``note``
+is the English text, from the English catalog. It never names API parameters. The
+intervals are each item's own score interval, which does not depend on which other items
+are shown; rank intervals, which do, are not published.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
+from functools import cache
+from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,7 +44,7 @@ from .analysis import ranking
 from .deadline import Deadline
 from .errors import Conflict, NotFound
 from .ranking_surveys import consensus
-from .results.participation import PublicResults, ReleaseRef, ResultItem
+from .results.participation import NotePart, PublicResults, ReleaseRef, ResultItem
 
 __all__ = ["PUBLIC_SECONDS", "PublicSnapshots", "public_results"]
 
@@ -43,6 +52,45 @@ __all__ = ["PUBLIC_SECONDS", "PublicSnapshots", "public_results"]
 PUBLIC_SECONDS = 60.0
 #: Surveys whose snapshot a process keeps (least recently computed dropped first).
 PUBLIC_SURVEYS = 64
+
+
+#: The results page's English catalog: the note's words (results.note.<code>).
+ENGLISH_CATALOG = Path(__file__).resolve().parents[1] / "static" / "i18n" / "results.en.json"
+
+
+@cache
+def _english() -> dict[str, str]:
+    return json.loads(ENGLISH_CATALOG.read_text(encoding="utf-8"))
+
+
+def _fill(value: float | int | str) -> str:
+    if isinstance(value, str):
+        return value
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _filler(params: dict[str, float | int | str]) -> Callable[[re.Match[str]], str]:
+    return lambda m: _fill(params[m.group(1)]) if m.group(1) in params else m.group(0)
+
+
+def note_text(parts: list[NotePart]) -> str:
+    """The note in English: each part's catalog message with its placeholders filled."""
+    words = []
+    for part in parts:
+        key = f"results.note.{part.code}"
+        if part.code == "withheld":
+            key += ".one" if part.params.get("n") == 1 else ".other"
+        words.append(_PLACEHOLDER.sub(_filler(part.params), _english()[key]))
+    return " ".join(words)
+
+
+def _noted(parts: list[NotePart], withheld: int) -> dict:
+    if withheld:
+        parts = [*parts, NotePart(code="withheld", params={"n": withheld})]
+    return {"note": note_text(parts), "notes": parts}
 
 
 class PublicSnapshots:
@@ -106,20 +154,21 @@ def public_results(
         "as_of": utcnow(),
         "withheld": withheld,
     }
-    hidden_note = (
-        f" {withheld} item{'s' if withheld != 1 else ''} hidden by the moderators or waiting for their "
-        f"review {'are' if withheld != 1 else 'is'} not shown; ranks count the items shown."
-        if withheld
-        else ""
-    )
     if survey.privacy_model == "central":
-        return _central(session, survey, shown, base, hidden_note)
+        return _central(session, survey, shown, base, withheld)
     if survey.kind == "ranking":
         try:
             agreed = consensus(session, survey, consensus_cache, "borda", None, None, 0.95, deadline=deadline)
         except Conflict:  # no rankings yet
-            return PublicResults(**base, respondents=0, comparisons=0, items=[], note="No rankings yet.")
+            return PublicResults(
+                **base,
+                respondents=0,
+                comparisons=0,
+                items=[],
+                **_noted([NotePart(code="ranking_none")], withheld),
+            )
         ordered = [c for c in agreed.items if c.item_id in shown]
+        intervals = bool(ordered) and all(c.ci is not None for c in ordered)
         return PublicResults(
             **base,
             respondents=int(agreed.diagnostics.get("rankings", 0)),
@@ -137,25 +186,28 @@ def public_results(
                 )
                 for k, c in enumerate(ordered)
             ],
-            note="Items in the order of their mean position in everyone's rankings (each ranking was "
-            "randomized on the respondent's device or on arrival, so no one's answer can be read from it); "
-            "the interval is the Borda score's 95% interval." + hidden_note,
+            **_noted(
+                [
+                    NotePart(code="ranking"),
+                    NotePart(code="ranking_intervals" if intervals else "no_intervals"),
+                ],
+                withheld,
+            ),
         )
     out = ranking(
         session, survey, fit_cache, "debiased_mle", None, None, 0.95, "sandwich", "cluster", deadline=deadline
     )
     ranked = [r for r in out.items if r.item_id in shown]
-    note = (
-        "Each score is an item's estimated appeal (Bradley–Terry model): a gap of 1 between two items means "
-        "about 2.7 : 1 odds that a respondent prefers the higher one. The bar is the 95% interval; items "
-        "whose intervals overlap a lot may be in either order. Every answer was randomized before it was "
-        "stored, so these results say nothing certain about any one person."
-    )
-    if not out.uncertainty.available:
-        note += f" No intervals yet: {out.uncertainty.message or 'there are not enough answers'}"
-    young = [r for r in ranked if shown[r.item_id].source != "seed"]
-    if young:
-        note += " Items added during the survey have fewer answers, so wider intervals."
+    # Without intervals, a plain "not enough data yet": the analysts' reason (which may name
+    # API options) stays on the analysts' ranking.
+    intervals = out.uncertainty.available
+    parts = [
+        NotePart(code="pairwise"),
+        NotePart(code="pairwise_intervals" if intervals else "no_intervals"),
+        NotePart(code="randomized"),
+    ]
+    if any(shown[r.item_id].source != "seed" for r in ranked):
+        parts.append(NotePart(code="added_later"))
     return PublicResults(
         **base,
         respondents=out.diagnostics.respondents,
@@ -173,7 +225,7 @@ def public_results(
             )
             for k, r in enumerate(ranked)
         ],
-        note=note + hidden_note,
+        **_noted(parts, withheld),
     )
 
 
@@ -182,17 +234,12 @@ def _delta_text(release: Release, survey: Survey) -> str:
     return "" if release.rho is None or survey.delta is None else f", δ = {survey.delta:g}"
 
 
-def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dict, hidden_note: str):
+def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dict, withheld: int):
     release = session.scalars(
         select(Release).where(Release.survey_id == survey.id).order_by(Release.created_at.desc()).limit(1)
     ).first()
     if release is None:
-        return PublicResults(
-            **base,
-            items=[],
-            note="Nothing is published yet: this survey's answers leave the service only as differentially "
-            "private releases, and there has been none.",
-        )
+        return PublicResults(**base, items=[], **_noted([NotePart(code="central_none")], withheld))
     entries = [e for e in release.result.get("items", []) if e["item_id"] in shown]
     entries.sort(key=lambda e: e["rank"])
     created: datetime = release.created_at
@@ -210,7 +257,17 @@ def _central(session: Session, survey: Survey, shown: dict[str, Item], base: dic
             for k, e in enumerate(entries)
         ],
         release=ReleaseRef(id=release.id, created_at=created, epsilon=release.epsilon, method=release.method),
-        note=f"The latest differentially private release ({release.method.replace('_', ' ')}, ε = "
-        f"{release.epsilon:g}{_delta_text(release, survey)}): noise was added so that no one's answers can "
-        "be inferred. Later answers appear with the next release." + hidden_note,
+        **_noted(
+            [
+                NotePart(
+                    code="central_release",
+                    params={
+                        "method": release.method.replace("_", " "),
+                        "eps": release.epsilon,
+                        "delta": _delta_text(release, survey),
+                    },
+                )
+            ],
+            withheld,
+        ),
     )

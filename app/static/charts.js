@@ -258,16 +258,22 @@ export function intervalStrip({ value, lo, hi }, scale, { title, desc }) {
   const x = (v) => stripX(scale, v);
   const svg = frame(STRIP_W, height, title, desc);
   svg.setAttribute("class", "strip");
-  svg.append(
-    svgEl("line", {
-      x1: STRIP_PAD,
-      x2: STRIP_W - STRIP_PAD,
-      y1: y,
-      y2: y,
-      stroke: "#d5d8dd",
-      "stroke-width": 2,
-    }),
-  );
+  const interval = Number.isFinite(lo) && Number.isFinite(hi);
+  // The grey track is the scale the interval sits on; without an interval it would read as
+  // one (a bar across the whole width), so a score alone is a dot on the zero line's scale.
+  if (interval) {
+    svg.append(
+      svgEl("line", {
+        x1: STRIP_PAD,
+        x2: STRIP_W - STRIP_PAD,
+        y1: y,
+        y2: y,
+        stroke: "#d5d8dd",
+        "stroke-width": 2,
+        class: "track",
+      }),
+    );
+  }
   if (scale.min < 0 && scale.max > 0) {
     svg.append(
       svgEl("line", {
@@ -280,7 +286,7 @@ export function intervalStrip({ value, lo, hi }, scale, { title, desc }) {
       }),
     );
   }
-  if (Number.isFinite(lo) && Number.isFinite(hi)) {
+  if (interval) {
     svg.append(
       svgEl("rect", {
         x: x(lo),

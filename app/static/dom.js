@@ -25,13 +25,20 @@ export function h(tag, attrs = {}, ...children) {
 
 /** A number with `d` decimals; "–" when there is none. */
 export const fmt = (x, d = 2) =>
-  x === null || x === undefined || Number.isNaN(x) ? "–" : Number(x).toFixed(d);
+  x === null || x === undefined || Number.isNaN(x) ? "–" : minus(Number(x).toFixed(d));
+
+/**
+ * A number's text with its minus sign as U+2212 (−), the sign every number on the pages
+ * is written with (typography's minus, as wide as the plus; a hyphen-minus "-" would be
+ * narrower and mix with it).
+ */
+export const minus = (text) => text.replace(/-(?=[\d.,∞])/g, "−");
 
 /** A probability as a percentage that never claims certainty: "<1%" and ">99%" at the ends. */
 export const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).toFixed(0)}%`);
 
 /** A number with `digits` significant digits, as the respondent page writes ε (0.001 stays 0.001). */
-export const fmtSignificant = (x, digits = 2) => String(Number(Number(x).toPrecision(digits)));
+export const fmtSignificant = (x, digits = 2) => minus(String(Number(Number(x).toPrecision(digits))));
 
 /**
  * What a Bradley–Terry score means, in words; `prefers` says what the odds are about

@@ -21,14 +21,23 @@ async function fetchCatalog(name, lang) {
 
 /**
  * Loads the catalogs `names` in `lang` (with English beneath) and makes `lang` the page's
- * language, <html lang> included. An unknown language is English.
+ * language, <html lang> included. An unknown language is English. Catalogs loaded together
+ * share one set of keys, so no two may have a key in common (the results catalog's keys
+ * begin with "results."): a shared key would show one page's words on the other, and is
+ * reported as an error.
  */
 export async function loadCatalogs(names, lang = "en") {
   locale = LANGUAGES.includes(lang) ? lang : "en";
   const loaded = await Promise.all(
     names.flatMap((name) => [fetchCatalog(name, "en"), locale === "en" ? null : fetchCatalog(name, locale)]),
   );
+  const owner = {};
   for (let k = 0; k < loaded.length; k += 2) {
+    for (const key of Object.keys(loaded[k])) {
+      if (owner[key] && owner[key] !== names[k / 2])
+        console.error(`catalogs ${owner[key]} and ${names[k / 2]} both have ${key}`);
+      owner[key] = names[k / 2];
+    }
     Object.assign(english, loaded[k]);
     Object.assign(messages, loaded[k + 1] || loaded[k]);
   }
@@ -48,8 +57,12 @@ export function preferredLanguage(...wanted) {
 /** The page's language ("en", "es", …). */
 export const language = () => locale;
 
-/** A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German. */
-export const num = (x, options = {}) => new Intl.NumberFormat(locale, options).format(x);
+/**
+ * A number for the page's language: `num(1234.5)` is "1,234.5" in English, "1.234,5" in German;
+ * a negative one with the minus sign U+2212 ("−0.5"), as dom.js's fmt and the charts write it.
+ */
+export const num = (x, options = {}) =>
+  new Intl.NumberFormat(locale, options).format(x).replace(/-(?=[\d.,∞])/g, "−");
 
 /** A number with exactly `d` decimals ("–" when there is none), as dom.js's fmt but for the page's language. */
 export const fixed = (x, d = 2) =>
@@ -112,9 +125,10 @@ export function t(key, params = {}) {
 /**
  * The page in each of `codes`, as links that set ?lang= (the rest of the address kept), each
  * language named in itself ("Deutsch", "Français"); `current` is marked, not a link. A
- * <footer> for the respondent and results pages, named by the catalog's "page.languages".
+ * <footer> for the respondent and results pages, named by `label` (each page's own catalog
+ * says "Languages").
  */
-export function languageFooter(codes, current) {
+export function languageFooter(codes, current, label) {
   const own = (code) => {
     const name = new Intl.DisplayNames([code], { type: "language" }).of(code);
     return name.charAt(0).toLocaleUpperCase(code) + name.slice(1);
@@ -137,7 +151,7 @@ export function languageFooter(codes, current) {
     return a;
   });
   const nav = document.createElement("nav");
-  nav.setAttribute("aria-label", t("page.languages"));
+  nav.setAttribute("aria-label", label);
   nav.append(...entries.flatMap((el, k) => (k ? [" · ", el] : [el])));
   const footer = document.createElement("footer");
   footer.className = "languages hint";

@@ -40,10 +40,15 @@ function epsilonChoices() {
   return [...set].sort((a, b) => a - b);
 }
 
+/**
+ * How many pairs a respondent can answer at `eps`: as many as the cap allows (⌊budget / ε⌋),
+ * but never more than the survey has, m(m − 1)/2 (app/services/guarantees.py says the same).
+ */
 function answersAt(eps) {
   const { survey } = state;
   if (survey.kind !== "pairwise" || !survey.respondent_budget) return null;
-  const n = Math.floor((survey.respondent_budget + 1e-9) / eps);
+  const pairs = (survey.n_items * (survey.n_items - 1)) / 2;
+  const n = Math.min(Math.floor((survey.respondent_budget + 1e-9) / eps), pairs);
   return tn("intro.budget", n, { budget: sig(survey.respondent_budget) });
 }
 

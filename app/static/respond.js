@@ -41,7 +41,7 @@ async function start() {
   await loadCatalogs(["respond", "results"], survey.language); // results: at the end, if shown
   translatePage();
   document.getElementById("languages")?.remove();
-  document.body.append(languageFooter(survey.languages, survey.language));
+  document.body.append(languageFooter(survey.languages, survey.language, t("page.languages")));
   document.getElementById("survey-name").textContent = survey.title;
   document.title = t("page.title", { title: survey.title });
   if (survey.status !== "open") {

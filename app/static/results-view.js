@@ -28,6 +28,19 @@ export function addedLater(items) {
 }
 
 /**
+ * How to read the results, in the page's language: the service's note sentences by name
+ * (`notes`, each the catalog's "results.note.<code>"), else its English `note`.
+ */
+export function noteText(r) {
+  if (!r.notes?.length) return r.note || "";
+  return r.notes
+    .map(({ code, params = {} }) =>
+      code === "withheld" ? tn("results.note.withheld", params.n, params) : t(`results.note.${code}`, params),
+    )
+    .join(" ");
+}
+
+/**
  * The results as a list of nodes. `level`: the heading level of its sections (2 on the
  * results page under the survey's title, 3 inside the respondent page's thanks);
  * `idPrefix` keeps ids unique.
@@ -37,15 +50,17 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
   const late = addedLater(r.items);
   const out = [];
   const counts = [];
-  if (r.respondents !== null && r.respondents !== undefined) counts.push(tn("respondents", r.respondents));
-  if (r.comparisons !== null && r.comparisons !== undefined) counts.push(tn("comparisons", r.comparisons));
+  if (r.respondents !== null && r.respondents !== undefined)
+    counts.push(tn("results.respondents", r.respondents));
+  if (r.comparisons !== null && r.comparisons !== undefined)
+    counts.push(tn("results.comparisons", r.comparisons));
   out.push(
     h(
       "p",
       { id: `${idPrefix}-summary` },
       counts.length
-        ? t("summary.counts", { when: when(r.as_of), counts: counts.join(", ") })
-        : t("summary.plain", { when: when(r.as_of) }),
+        ? t("results.summary.counts", { when: when(r.as_of), counts: counts.join(", ") })
+        : t("results.summary.plain", { when: when(r.as_of) }),
     ),
   );
   if (r.release) {
@@ -53,11 +68,12 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
       h(
         "p",
         { id: `${idPrefix}-release` },
-        t("release", { when: when(r.release.created_at), eps: fixed(r.release.epsilon) }),
+        t("results.release", { when: when(r.release.created_at), eps: fixed(r.release.epsilon) }),
       ),
     );
   }
-  if (r.note) out.push(h("p", { class: "notice", id: `${idPrefix}-note` }, r.note));
+  const note = noteText(r);
+  if (note) out.push(h("p", { class: "notice", id: `${idPrefix}-note` }, note));
 
   const rows = r.items.map((it) => ({
     value: it.score,
@@ -73,10 +89,12 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
       const isNew = late.has(it.item_id);
       const text = [
         it.score === null || it.score === undefined
-          ? t("item.no_score")
-          : t("item.score", { score: fixed(it.score) }),
-        it.ci ? t("item.range", { lo: fixed(it.ci[0]), hi: fixed(it.ci[1]) }) : null,
-        it.comparisons === null || it.comparisons === undefined ? null : tn("comparisons", it.comparisons),
+          ? t("results.item.no_score")
+          : t("results.item.score", { score: fixed(it.score) }),
+        it.ci ? t("results.item.range", { lo: fixed(it.ci[0]), hi: fixed(it.ci[1]) }) : null,
+        it.comparisons === null || it.comparisons === undefined
+          ? null
+          : tn("results.comparisons", it.comparisons),
       ]
         .filter(Boolean)
         .join(" · ");
@@ -88,11 +106,13 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
           { class: "result-head" },
           h("span", { class: "rank" }, `${it.rank}.`),
           h("span", { class: "result-label" }, it.label),
-          isNew ? h("span", { class: "badge new", title: t("item.new_title") }, t("item.new")) : null,
+          isNew
+            ? h("span", { class: "badge new", title: t("results.item.new_title") }, t("results.item.new"))
+            : null,
         ),
         scale && Number.isFinite(it.score)
           ? intervalStrip(rows[k], scale, {
-              title: t(it.ci ? "item.chart_ci" : "item.chart", { label: it.label }),
+              title: t(it.ci ? "results.item.chart_ci" : "results.item.chart", { label: it.label }),
               desc: text,
             })
           : null,
@@ -100,15 +120,19 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
           "p",
           { class: "result-figures" },
           text,
-          isNew ? h("span", { class: "hint" }, ` · ${t("item.added_later")}`) : null,
+          isNew ? h("span", { class: "hint" }, ` · ${t("results.item.added_later")}`) : null,
         ),
       );
     }),
   );
   out.push(
-    h(heading, { id: headingId }, t("ranking.title")),
-    h("p", { class: "hint" }, t("ranking.hint")),
-    scale ? h("div", { class: "strip-axis" }, stripAxis(scale, t("ranking.axis"))) : null,
+    h(heading, { id: headingId }, t("results.ranking.title")),
+    h(
+      "p",
+      { class: "hint" },
+      t(rows.some((x) => x.lo !== null) ? "results.ranking.hint" : "results.ranking.hint_no_ci"),
+    ),
+    scale ? h("div", { class: "strip-axis" }, stripAxis(scale, t("results.ranking.axis"))) : null,
     list,
   );
   return out.filter(Boolean);

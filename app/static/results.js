@@ -31,16 +31,25 @@ async function start() {
     translateStatic(document);
     main.replaceChildren(
       ...(err.status === 404
-        ? [h("h2", { id: "not-public" }, t("not_public.title")), h("p", {}, t("not_public.text"))]
-        : [h("p", { class: "error", role: "alert", id: "failure" }, t("failure", { error: err.message }))]),
+        ? [
+            h("h2", { id: "not-public" }, t("results.not_public.title")),
+            h("p", {}, t("results.not_public.text")),
+          ]
+        : [
+            h(
+              "p",
+              { class: "error", role: "alert", id: "failure" },
+              t("results.failure", { error: err.message }),
+            ),
+          ]),
     );
     return;
   }
   await loadCatalogs(["results"], r.language);
   translateStatic(document);
   document.getElementById("results-title").textContent = r.title;
-  document.title = t("page.title", { title: r.title });
-  document.body.append(languageFooter(LANGUAGES, r.language));
+  document.title = t("results.page.title", { title: r.title });
+  document.body.append(languageFooter(LANGUAGES, r.language, t("results.page.languages")));
   main.replaceChildren(...resultsContent(r, { level: 2, idPrefix: "results" }));
 }
 

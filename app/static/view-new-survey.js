@@ -127,7 +127,14 @@ export function newSurveyView() {
       .split("\n")
       .map((s) => s.trim())
       .filter(Boolean);
-  const planner = accuracyPreview(val, items);
+  // The cap the survey would have: none when opted out; the service's default (the field's
+  // initial value) when left empty.
+  const budget = () => {
+    const field = form.querySelector("#budget");
+    if (form.querySelector("#budget-unlimited").checked) return null;
+    return Number(field.value === "" ? field.defaultValue : field.value);
+  };
+  const planner = accuracyPreview(val, items, budget);
   const error = h("div", { id: "create-error" });
   const form = h(
     "form",

@@ -8,10 +8,19 @@ import { h, numberField, section } from "/static/dom.js";
 import { fixed, num, percent, t } from "/static/i18n.js";
 
 /**
- * The new-survey form's "Accuracy preview" fieldset. `val(id)` reads a field of the
- * form; `items()` lists the items typed so far.
+ * How many answers at `eps` fit in a total of `budget`: ⌊budget / ε⌋, with the service's
+ * tolerance for a budget that is an exact multiple (app/services/guarantees.py).
  */
-export function accuracyPreview(val, items) {
+export const pairsWithin = (budget, eps) => Math.floor((budget + 1e-9) / eps);
+
+/**
+ * The new-survey form's "Accuracy preview" fieldset. `val(id)` reads a field of the
+ * form; `items()` lists the items typed so far; `budget()` is the total ε a respondent may
+ * spend (null: no cap). Each simulated respondent answers what the survey would let them:
+ * at most the pairs asked for, the pairs there are, and the pairs the cap allows at the
+ * default ε (the service stops a respondent at the cap, app/services/assignment.py).
+ */
+export function accuracyPreview(val, items, budget = () => null) {
   const plannerOut = h("div", { id: "plan-out", "aria-live": "polite" });
   const preview = async () => {
     const labels = items();
@@ -21,11 +30,19 @@ export function accuracyPreview(val, items) {
     }
     plannerOut.replaceChildren(h("p", { class: "hint" }, t("plan.simulating")));
     const allPairs = (labels.length * (labels.length - 1)) / 2;
+    const eps = Number(val("eps-default"));
+    const cap = budget();
+    const affordable = cap === null ? allPairs : pairsWithin(cap, eps);
+    if (affordable < 1) {
+      plannerOut.replaceChildren(h("p", { class: "error" }, t("plan.over_budget", { budget: cap, eps })));
+      return;
+    }
+    const pairs = Math.min(Number(val("plan-pairs")), allPairs, affordable);
     const q = new URLSearchParams({
       items: labels.length,
       respondents: val("plan-respondents"),
-      pairs_per_respondent: Math.min(Number(val("plan-pairs")), allPairs),
-      epsilon: val("eps-default"),
+      pairs_per_respondent: pairs,
+      epsilon: eps,
       k: Math.min(Number(val("plan-k")), labels.length),
     });
     try {
@@ -58,6 +75,9 @@ export function accuracyPreview(val, items) {
             pairs: p.pairs_per_respondent,
             all: allPairs,
           }),
+          affordable < Math.min(Number(val("plan-pairs")), allPairs)
+            ? ` ${t("plan.capped", { budget: cap, eps, pairs })}`
+            : "",
         ),
         h("p", { class: "hint", id: "plan-assumption" }, p.assumption),
       );

@@ -110,7 +110,7 @@ function sizeFields(zcdp) {
 }
 
 export async function centralSections(s, body) {
-  const p_L = s.privacy.max_comparisons_per_respondent;
+  const maxPerRespondent = s.privacy.max_comparisons_per_respondent;
   const zcdp = s.privacy.accounting === "zcdp";
   const ledgerBox = h("div", { id: "ledger-box" });
   const latest = h("div", { id: "release-box" });
@@ -149,7 +149,10 @@ export async function centralSections(s, body) {
       h("label", { for: "rel-unit" }, "What ε protects"),
       select("rel-unit", [
         ["individual", "Everything one respondent answered"],
-        ["edge", "One comparison (costs L·ε)"],
+        [
+          "edge",
+          `One comparison (costs ${maxPerRespondent}·ε: a respondent gives up to ${maxPerRespondent})`,
+        ],
       ]),
     ),
     ...sizeFields(zcdp),
@@ -179,10 +182,10 @@ export async function centralSections(s, body) {
     if (byRho()) {
       const rho = Number(form.querySelector("#rel-rho").value);
       request.rho = rho;
-      spend = `ρ = ${unit === "edge" ? rho * p_L * p_L : rho} of the survey's zCDP budget`;
+      spend = `ρ = ${unit === "edge" ? rho * maxPerRespondent * maxPerRespondent : rho} of the survey's zCDP budget`;
     } else {
       request.epsilon = eps;
-      const cost = unit === "edge" ? eps * p_L : eps;
+      const cost = unit === "edge" ? eps * maxPerRespondent : eps;
       spend = zcdp
         ? `ρ = ε²/2 = ${(cost * cost) / 2} of the survey's zCDP budget`
         : `ε = ${cost} of the survey's privacy budget`;

@@ -171,13 +171,19 @@ export function moderationSection(s, onChange = async () => {}) {
     };
     const merge = () => {
       const id = `merge-${sug.id}`;
-      const best = sug.similar?.find((x) => x.item_id)?.item_id;
+      // The select starts on the most similar item the card flags that can take the merge
+      // (not hidden); without one, on no item: the moderator chooses (never a default that
+      // looks like a suggestion).
+      const targets = items.filter((it) => !["hidden", "archived"].includes(it.status ?? "live"));
+      const best = (sug.similar || [])
+        .filter((x) => x.item_id)
+        .map((x) => x.item_id)
+        .find((itemId) => targets.some((it) => it.id === itemId));
       const select = h(
         "select",
         { id },
-        items
-          .filter((it) => !["hidden", "archived"].includes(it.status ?? "live"))
-          .map((it) => h("option", { value: it.id, selected: it.id === best }, it.label)),
+        h("option", { value: "", disabled: true, selected: !best }, "Choose an item"),
+        targets.map((it) => h("option", { value: it.id, selected: it.id === best }, it.label)),
       );
       open(
         h("label", { for: id }, `Merge “${sug.label}” into`),
@@ -190,8 +196,14 @@ export function moderationSection(s, onChange = async () => {}) {
             {
               type: "button",
               class: "confirm-merge",
-              onclick: () =>
-                decide(`Merged: ${sug.label}`, ["POST", `${base}/merge`], { item_id: select.value }, node),
+              onclick: () => {
+                if (!select.value) {
+                  showError(err, new Error("Choose the item to merge it into."));
+                  select.focus();
+                  return;
+                }
+                decide(`Merged: ${sug.label}`, ["POST", `${base}/merge`], { item_id: select.value }, node);
+              },
             },
             "Merge",
           ),

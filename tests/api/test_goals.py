@@ -299,8 +299,31 @@ def test_goal_planner_compares_the_strategies(client):
     assert plan["saving"] == pytest.approx(
         plan["balanced"]["answers_mean"] / plan["adaptive"]["answers_mean"]
     )
-    assert plan["saving"] > 1
+    assert plan["saving"] > 1 and plan["saving_reason"] is None
     assert plan["scores"] == "the pilot scores given"
+    # Close scores at a small ε within 100 answers: neither strategy meets the goal, no saving, and why.
+    short = client.get(
+        "/v1/plan/goal",
+        params={
+            "items": 8,
+            "top_k": 1,
+            "epsilon": 0.5,
+            "level": 0.9,
+            "scores": "0.2,0.1,0,0,0,0,0,0",
+            "replications": 4,
+            "max_answers": 100,
+        },
+        headers=ADMIN,
+    )
+    assert short.status_code == 200, short.text
+    short = short.json()
+    assert short["adaptive"]["met"] < 4 and short["saving"] is None
+    assert short["saving_reason"] == (
+        f"Not every simulated survey met the goal within max_answers = 100: adaptive assignment met it in "
+        f"{short['adaptive']['met']} of 4, balanced assignment in {short['balanced']['met']} of 4, so there "
+        "is no ratio of the answers each needs. Raise max_answers, or ask for less (a lower level, a "
+        "smaller top_k, or a larger ε)."
+    )
     for bad in ({"items": 8, "top_k": 8}, {"items": 1001}, {"items": 4, "scores": "1,2"}):
         assert client.get("/v1/plan/goal", params=bad, headers=ADMIN).status_code == 422
 

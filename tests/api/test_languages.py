@@ -427,3 +427,68 @@ def test_every_message_a_page_asks_for_is_in_its_english_catalog(name):
                 asked.add(key)
     assert len(asked) > 15, asked  # the pattern finds the calls
     assert asked - set(english) == set(), f"{name}: messages missing from the catalog"
+
+
+#: The catalogs each page loads together, in order (loadCatalogs in respond.js and results.js):
+#: later ones are merged over earlier ones, so a key in two of them shows one page's words on the other.
+LOADED_TOGETHER = {"respond": ("respond", "results"), "results": ("results",)}
+
+
+def _page_text(page: str, code: str) -> dict[str, str]:
+    """The messages the page `page` shows in `code`, merged as i18n.js's loadCatalogs merges them."""
+    shown: dict[str, str] = {}
+    for name in LOADED_TOGETHER[page]:
+        shown.update(_catalog(name, code))
+    return shown
+
+
+def test_the_catalogs_a_page_loads_together_share_no_key():
+    for page, names in LOADED_TOGETHER.items():
+        for k, a in enumerate(names):
+            for b in names[k + 1 :]:
+                assert set(_catalog(a, "en")) & set(_catalog(b, "en")) == set(), (page, a, b)
+    # Each page names its loads as the test assumes.
+    assert 'loadCatalogs(["respond", "results"]' in (STATIC / "respond.js").read_text(encoding="utf-8")
+    assert 'loadCatalogs(["results"]' in (STATIC / "results.js").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("code", LANGUAGES)
+def test_the_respondent_page_reads_its_own_words_in_every_language(code):
+    shown, own, results = _page_text("respond", code), _catalog("respond", code), _catalog("results", code)
+    # What the respondent page shows under its keys is its own catalog's text, never the results page's.
+    for key in ("page.skip", "page.title", "page.languages", "ranking.question", "ranking.hint"):
+        assert shown[key] == own[key], (code, key)
+    results_texts = set(results.values())
+    for key in ("page.skip", "page.title", "ranking.question", "ranking.hint"):
+        assert shown[key] not in results_texts, (code, key, shown[key])
+    # The ranking question says how to order the items: the ↑ and ↓ buttons, and most important first.
+    assert "↑" in shown["ranking.hint"] and "↓" in shown["ranking.hint"], (code, shown["ranking.hint"])
+    first = {"en": "first", "es": "primero", "de": "zuerst", "fr": "premier"}[code]
+    assert first in shown["ranking.question"], (code, shown["ranking.question"])
+    # The tab title does not end in the results page's word; the results page keeps its own.
+    results_word = {"en": "results", "es": "resultados", "de": "Ergebnisse", "fr": "résultats"}[code]
+    assert not shown["page.title"].endswith(results_word), (code, shown["page.title"])
+    assert _page_text("results", code)["results.page.title"].endswith(results_word), code
+
+
+def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
+    """The public results' note is sentences named by code (app/services/public_results.py),
+    each a "results.note.<code>" message; none names an API option, in any language."""
+    source = (STATIC.parent / "services" / "public_results.py").read_text(encoding="utf-8")
+    codes = set(re.findall(r'code="(\w+)"', source)) | {
+        c for pair in re.findall(r'code="(\w+)" if \w+ else "(\w+)"', source) for c in pair
+    }
+    assert {"pairwise", "no_intervals", "ranking_none", "central_release", "withheld"} <= codes, codes
+    for code in LANGUAGES:
+        catalog = _catalog("results", code)
+        for name in codes:
+            keys = (
+                [f"results.note.{name}.one", f"results.note.{name}.other"]
+                if name == "withheld"
+                else [f"results.note.{name}"]
+            )
+            for key in keys:
+                assert key in catalog, (code, key)
+        for key, text in catalog.items():
+            if key.startswith("results.note."):
+                assert "uncertainty" not in text and "bootstrap" not in text, (code, key)

@@ -352,7 +352,13 @@ def test_public_results(client, app, monkeypatch):
     private = _survey(client)
     assert client.get(f"/v1/surveys/{private['id']}/results").status_code == 404
     empty = client.get(f"/v1/surveys/{sid}/results")
-    assert empty.status_code == 200 and "No intervals yet" in empty.json()["note"]
+    assert empty.status_code == 200
+    # Without intervals: a lay note that there is not enough data yet, and nothing about a bar
+    # or how to ask the API for other intervals.
+    note, codes = empty.json()["note"], [n["code"] for n in empty.json()["notes"]]
+    assert "not enough data yet" in note and "no intervals are shown" in note, note
+    assert "bar" not in note and "uncertainty" not in note and "=" not in note, note
+    assert codes == ["pairwise", "no_intervals", "randomized"]
     ids = [i["id"] for i in s["items"]]
     rng = np.random.default_rng(17)  # answers randomized here (privatized: true), so the data is fixed
     keep = np.exp(2.0) / (1 + np.exp(2.0))
@@ -376,7 +382,8 @@ def test_public_results(client, app, monkeypatch):
         assert i["comparisons"] == 120
     scores = [i["score"] for i in out["items"]]
     assert scores == sorted(scores, reverse=True)
-    assert "No intervals" not in out["note"]
+    assert "no intervals" not in out["note"] and "The bar is the 95% interval" in out["note"]
+    assert [n["code"] for n in out["notes"]] == ["pairwise", "pairwise_intervals", "randomized"]
     # The same order as the analysts' ranking.
     ranking = client.get(f"/v1/surveys/{sid}/ranking", headers=ADMIN).json()
     assert [i["item_id"] for i in out["items"]] == [i["item_id"] for i in ranking["items"]]
@@ -385,6 +392,7 @@ def test_public_results(client, app, monkeypatch):
     out = client.get(f"/v1/surveys/{sid}/results").json()
     assert ids[1] not in {i["item_id"] for i in out["items"]} and out["withheld"] == 1
     assert [i["rank"] for i in out["items"]] == [1, 2, 3] and "1 item hidden" in out["note"]
+    assert out["notes"][-1] == {"code": "withheld", "params": {"n": 1}}
     # Turning the page off answers 404 again.
     client.patch(f"/v1/surveys/{sid}", json={"public_results": False}, headers=ADMIN)
     assert client.get(f"/v1/surveys/{sid}/results").status_code == 404

@@ -256,6 +256,11 @@ def test_consensus_by_each_method(client, answered, method):
     assert body["method"] == method
     assert [it["label"] for it in body["items"]] == truth
     assert body["order"] == [ids[x] for x in truth] and body["top_k"] == [ids["Transit"], ids["Schools"]]
+    assert body["top_k_labels"] == ["Transit", "Schools"]
+    if body["tied_groups"] is not None:
+        label = {it["item_id"]: it["label"] for it in body["items"]}
+        assert body["tied_groups_labels"] == [[label[x] for x in g] for g in body["tied_groups"]]
+        assert body["tiers_labels"] == [[label[x] for x in g] for g in body["tiers"]]
     assert [it["rank"] for it in body["items"]] == [1, 2, 3, 4, 5]
     d = body["diagnostics"]
     assert d["rankings"] == 60 and d["items"] == 5 and d["epsilon_min"] == 8.0

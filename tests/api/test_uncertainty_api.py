@@ -122,6 +122,11 @@ def test_ranking_reports_intervals_matching_the_library(client, survey):
     assert set(data["top_k_certain"]) <= set(data["top_k"])
     assert [x for g in data["tiers"] for x in g] == [it["item_id"] for it in data["items"]]
     assert all(len(g) >= 1 for g in data["tied_groups"])
+    # The sets' labels alongside their ids, set for set.
+    label = {it["item_id"]: it["label"] for it in data["items"]}
+    assert data["top_k_labels"] == [label[x] for x in data["top_k"]] and len(data["top_k_labels"]) == 2
+    assert data["tied_groups_labels"] == [[label[x] for x in g] for g in data["tied_groups"]]
+    assert data["tiers_labels"] == [[label[x] for x in g] for g in data["tiers"]]
     # Repeated reads at the same data version give the very same answer (seeded draws, cache).
     assert client.get(f"/v1/surveys/{sid}/ranking?k=2&confidence=0.9", headers=ADMIN).json() == data
 
@@ -161,6 +166,7 @@ def test_bootstrap_and_no_uncertainty_options(client, survey):
     assert all(it["ci"][0] <= it["score"] <= it["ci"][1] for it in p["items"])
     n = client.get(f"/v1/surveys/{sid}/ranking?uncertainty=none", headers=ADMIN).json()
     assert n["uncertainty"]["available"] is False and n["items"][0]["se"] is None and n["tied_groups"] is None
+    assert n["tied_groups_labels"] is None and n["tiers_labels"] is None
     for query in (
         "uncertainty=magic",
         "confidence=1",

@@ -251,15 +251,28 @@ def test_the_results_in_german_on_the_respondent_page_and_the_results_page(serve
     expect(section.get_by_role("heading", name="Rangfolge")).to_be_visible()
     assert sorted(section.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["de"])
     assert "2 Vergleiche" in section.locator("#finish-results-summary").inner_text()
+    expect(section.locator("#finish-results-note")).to_contain_text("Es gibt noch nicht genug Daten")
     # The results page: the browser's German, or ?lang=.
     page.get_by_role("link", name="Die Ergebnisseite").click()
     expect(page.get_by_role("heading", name="Rangfolge")).to_be_visible()
     assert page.evaluate("document.documentElement.lang") == "de"
     assert sorted(page.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["de"])
     assert page.title() == "Stadt — Ergebnisse"
+    # Two comparisons give no intervals: no track that would read as one, and the note says so
+    # in German, without API parameters.
+    expect(page.locator("#results-list svg.strip")).to_have_count(4)
+    expect(page.locator("#results-list svg.strip line.track, #results-list rect.interval")).to_have_count(0)
+    note = page.locator("#results-note")
+    expect(note).to_contain_text("Es gibt noch nicht genug Daten")
+    expect(note).to_contain_text("daher werden keine Intervalle gezeigt")
+    assert "=" not in note.inner_text() and "interval" not in note.inner_text()
+    expect(page.locator("#results-ranking-h + p.hint")).to_have_text(
+        "Das Beliebteste zuerst. Ein Punkt ist der geschätzte Wert eines Elements."
+    )
     page.goto(f"{server.base}/r/{sid}?lang=fr")
     expect(page.get_by_role("heading", name="Classement")).to_be_visible()
     assert sorted(page.locator(".result-label").all_inner_texts()) == sorted(TRANSLATIONS["fr"])
+    expect(page.locator("#results-note")).to_contain_text("Il n'y a pas encore assez de données")
 
 
 def test_the_respondent_switches_language_mid_survey(server, page_in):

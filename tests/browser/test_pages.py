@@ -503,3 +503,19 @@ def test_the_new_survey_form_chooses_zcdp_accounting(server, new_page):
     listed = httpx2.get(f"{server.base}/v1/surveys?limit=1", headers=ADMIN).json()["surveys"][0]
     assert listed["title"] == "Weekly priorities"
     assert (listed["privacy"]["accounting"], listed["privacy"]["delta"]) == ("zcdp", 1e-10)
+
+
+def test_negative_numbers_are_written_with_one_minus_sign(server, new_page, console):
+    """Every formatter the pages use writes a negative number with U+2212, as the charts' ticks do."""
+    console.allow(404)  # a page without a survey, for its modules
+    page = new_page()
+    page.goto(f"{server.base}/r/none")
+    written = page.evaluate(
+        """async () => {
+            const dom = await import("/static/dom.js");
+            const i18n = await import("/static/i18n.js");
+            return [dom.fmt(-0.41), dom.fmtSignificant(-0.0123), i18n.num(-1234.5), i18n.fixed(-0.41),
+                    dom.fmt(0.41), i18n.num(2)];
+        }"""
+    )
+    assert written == ["\u22120.41", "\u22120.012", "\u22121,234.5", "\u22120.41", "0.41", "2"]

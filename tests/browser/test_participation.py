@@ -455,7 +455,9 @@ def test_the_public_results_page(server, new_page, survey_page, console, shots):
     figures = page.locator("#results-list .result-figures").all_inner_texts()
     for text, it in zip(figures, api["items"], strict=True):
         assert f"{it['comparisons']} comparisons" in text
-        assert f"score {it['score']:.2f}" in text
+        # Negative scores are written with the minus sign U+2212, never a hyphen.
+        assert f"score {it['score']:.2f}".replace("-", "\u2212") in text
+    assert any(it["score"] < 0 for it in api["items"])  # scores sum to 0: some are negative
     expect(page.locator("#results-list svg.strip[role=img]")).to_have_count(4)
     expect(page.locator("#results-note")).to_have_text(api["note"])
     expect(page.locator("#results-summary")).to_contain_text(
@@ -541,3 +543,37 @@ def test_the_public_results_of_a_central_survey_are_its_latest_release(server, n
     labels = [x.strip() for x in page.locator("#results-list .result-label").all_inner_texts()]
     assert labels == [it["label"] for it in after["items"]]
     expect(page.locator("#results-note")).to_have_text(after["note"])
+
+
+def test_merge_starts_on_the_item_the_card_flags(server, new_page, survey_page):
+    """ "Merge into…" starts on the item the card flags as a near-duplicate, here not the
+    survey's first; a suggestion whose only near-duplicate is another suggestion starts on
+    no item (not the first one), and Merge asks for a choice rather than merging."""
+    s = _survey(server, suggestions={"enabled": True, "batch": 2})
+    sid = s["id"]
+    for label in ("schools!", "Night buses", "Night bus"):
+        sent = httpx2.post(
+            f"{server.base}/v1/surveys/{sid}/suggestions",
+            json={"label": label},
+            headers=_respondent(server, sid),
+        )
+        assert sent.status_code == 202, sent.text
+    sent = httpx2.post(
+        f"{server.base}/v1/surveys/{sid}/suggestions",
+        json={"label": "Trams"},
+        headers=_respondent(server, sid),
+    )
+    assert _get(server, f"/v1/surveys/{sid}/suggestions")["total"] == 4
+    page = survey_page(sid)
+    dup = _card(page, "schools!")
+    expect(dup.locator(".similar-one").first).to_contain_text("“Schools”")
+    dup.get_by_role("button", name="Merge into…").click()
+    expect(page.get_by_label("Merge “schools!” into")).to_have_value(_item(server, sid, "Schools")["id"])
+    # Flagged: only the other suggestion, which cannot take a merge.
+    night = _card(page, "Night buses")
+    expect(night.locator(".similar-one").first).to_contain_text("“Night bus” (suggestion)")
+    night.get_by_role("button", name="Merge into…").click()
+    expect(page.get_by_label("Merge “Night buses” into")).to_have_value("")
+    night.get_by_role("button", name="Merge", exact=True).click()
+    expect(night.locator(".card-error")).to_contain_text("Choose the item to merge it into.")
+    assert _get(server, f"/v1/surveys/{sid}/suggestions")["total"] == 4  # nothing merged

@@ -455,3 +455,43 @@ def test_epsilon_choices_respect_the_budget(server, new_page):
         "At this level you can answer up to 1 pair "
         "(your total privacy is the sum over your answers, at most ε = 2)."
     )
+
+
+def test_the_intro_counts_no_more_pairs_than_the_survey_has(server, new_page):
+    """A cap of ε = 20 at ε = 1 would allow 20 answers, but four items make only six pairs."""
+    s = _survey(server, epsilon_min=0.5, epsilon_max=1.0, respondent_budget=20.0)
+    page = new_page()
+    page.goto(f"{server.base}/s/{s['id']}")
+    page.get_by_label("Privacy level").select_option("1")
+    expect(page.locator("#epsilon-budget")).to_have_text(
+        "At this level you can answer up to 6 pairs "
+        "(your total privacy is the sum over your answers, at most ε = 20)."
+    )
+    # Where the cap binds, it is the cap: ⌊20 / 0.5⌋ = 40 > 6 still says 6; a cap of 2 at ε = 1 says 2.
+    s = _survey(server, epsilon_min=0.5, epsilon_max=1.0, respondent_budget=2.0)
+    page.goto(f"{server.base}/s/{s['id']}")
+    page.get_by_label("Privacy level").select_option("1")
+    expect(page.locator("#epsilon-budget")).to_contain_text("up to 2 pairs")
+
+
+def test_the_accuracy_preview_simulates_what_the_cap_allows(server, new_page):
+    """Five items make ten pairs; a cap of ε = 3 at ε = 1 allows three: the preview simulates
+    three pairs per respondent, and each respondent's total ε is 3, not 10."""
+    admin = new_page(signed_in=server.base)
+    admin.goto(f"{server.base}/#/new")
+    admin.get_by_label("Items, one per line").fill("\n".join([*ITEMS, "Libraries"]))
+    admin.get_by_label("ε given to respondents who do not choose").fill("1")
+    admin.get_by_label("Total ε one respondent may spend (the sum over its answers)").fill("3")
+    admin.get_by_label("Respondents you expect").fill("50")
+    admin.get_by_label("Pairs each answers").fill("10")
+    admin.get_by_role("button", name="Preview accuracy").click()
+    out = admin.locator("#plan-out")
+    expect(out).to_contain_text("answering 3 of the 10 pairs each", timeout=60_000)
+    expect(out).to_contain_text("The cap of ε = 3 per respondent allows 3 pairs at ε = 1.")
+    total = out.locator("dt", has_text="Each respondent's total ε").locator("xpath=following-sibling::dd")
+    expect(total).to_have_text("3.00")
+    # No cap: the ten pairs asked for.
+    admin.get_by_label("No cap").check()
+    admin.get_by_role("button", name="Preview accuracy").click()
+    expect(out).to_contain_text("answering 10 of the 10 pairs each", timeout=60_000)
+    expect(total).to_have_text("10.00")

@@ -32,8 +32,8 @@ class ReleaseCreate(StrictModel):
         ge=1e-7,
         le=200,
         description="Surveys with zcdp accounting, noisy_counts only: a ρ-zCDP release in its unit, in "
-        "[1e-7, 200] (discrete Gaussian noise of standard deviation L/√ρ, L = 1 for edge). ρ = ε²/8 gives "
-        "noise of the same variance as the ε release.",
+        "[1e-7, 200] (discrete Gaussian noise of standard deviation max_comparisons_per_respondent/√ρ, "
+        "1/√ρ for edge). ρ = ε²/8 gives noise of the same variance as the ε release.",
     )
     k: int | None = Field(None, ge=1, description="Size of the top-K set to report.")
 

@@ -46,7 +46,9 @@ class PrivacyIn(StrictModel):
         None, description="Central: the total ε all releases together may spend (person-level)."
     )
     max_comparisons_per_respondent: int | None = Field(
-        None, description="Central: the most comparisons one respondent may contribute (L of individual DP)."
+        None,
+        description="Central: the most comparisons one respondent may contribute (the contribution bound of "
+        "individual DP).",
     )
     accounting: Literal["pure", "zcdp"] | None = Field(
         None,

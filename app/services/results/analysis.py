@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 class RankedItem(BaseModel):
@@ -36,16 +36,19 @@ class RankedItem(BaseModel):
 
 class PrivacyRegime(BaseModel):
     verdict: Literal["no data", "above", "near", "below"] = Field(
-        description="above: ε is above the consistency threshold log(mL)/√(mL); near: between it and the "
-        "dividing line 1/√(mL); below: at or under the line, where more respondents no longer help."
+        description="above: ε is above the consistency threshold log(m·n_pair)/√(m·n_pair) (n_pair: "
+        "comparisons per pair); near: between it and the dividing line 1/√(m·n_pair); "
+        "below: at or under the line, where more respondents no longer help."
     )
     explanation: str = Field(description="The verdict in words, with the numbers.")
     effective_epsilon: float | None = Field(
         None, description="The ε whose coth²(ε/2) equals the survey's G(ε) (null without data)."
     )
-    dividing_line_epsilon: float | None = Field(None, description="1/√(mL) (Corollary 2).")
-    consistency_epsilon: float | None = Field(None, description="log(mL)/√(mL) (Corollary 1).")
-    comparisons_per_pair: float | None = Field(None, description="L: mean comparisons per item pair.")
+    dividing_line_epsilon: float | None = Field(
+        None, description="1/√(m·n_pair), n_pair the comparisons per pair (Corollary 2)."
+    )
+    consistency_epsilon: float | None = Field(None, description="log(m·n_pair)/√(m·n_pair) (Corollary 1).")
+    comparisons_per_pair: float | None = Field(None, description="n_pair: mean comparisons per item pair.")
 
 
 class Diagnostics(BaseModel):
@@ -133,7 +136,37 @@ class UncertaintyInfo(BaseModel):
     )
 
 
-class RankingOut(BaseModel):
+class _LabelledSets:
+    """The label lists alongside the id lists ``top_k``, ``tied_groups`` and ``tiers``: the
+    same sets, each id replaced by its item's ``label`` as ``items`` gives it. Computed when
+    the answer is written, so that they always match the ids and the items."""
+
+    items: list
+    top_k: list[str] | None
+    tied_groups: list[list[str]] | None
+    tiers: list[list[str]] | None
+
+    def _labels(self, ids: list[str]) -> list[str]:
+        by_id = {it.item_id: it.label for it in self.items}
+        return [by_id[x] for x in ids]
+
+    @computed_field(description="The labels of top_k, in the same order.")  # type: ignore[prop-decorator]
+    @property
+    def top_k_labels(self) -> list[str] | None:
+        return None if self.top_k is None else self._labels(self.top_k)
+
+    @computed_field(description="The labels of tied_groups, group for group.")  # type: ignore[prop-decorator]
+    @property
+    def tied_groups_labels(self) -> list[list[str]] | None:
+        return None if self.tied_groups is None else [self._labels(g) for g in self.tied_groups]
+
+    @computed_field(description="The labels of tiers, tier for tier.")  # type: ignore[prop-decorator]
+    @property
+    def tiers_labels(self) -> list[list[str]] | None:
+        return None if self.tiers is None else [self._labels(g) for g in self.tiers]
+
+
+class RankingOut(_LabelledSets, BaseModel):
     survey_id: str
     method: str
     items: list[RankedItem]
@@ -320,7 +353,7 @@ class ConsensusItem(BaseModel):
     p_top_k: float | None = None
 
 
-class ConsensusOut(BaseModel):
+class ConsensusOut(_LabelledSets, BaseModel):
     survey_id: str
     method: Literal["borda", "lehmer", "kemeny", "btl"]
     items: list[ConsensusItem]

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-__all__ = ["PublicResults", "ReleaseRef", "ResultItem"]
+__all__ = ["NotePart", "PublicResults", "ReleaseRef", "ResultItem"]
 
 
 class ResultItem(BaseModel):
@@ -28,6 +28,17 @@ class ReleaseRef(BaseModel):
     method: str
 
 
+class NotePart(BaseModel):
+    """One sentence of the note, for a page to say in its reader's language: the message
+    ``results.note.<code>`` of the results catalogs (app/static/i18n/results.<lang>.json;
+    ``withheld`` has ``.one`` and ``.other`` forms, chosen by ``n``) with ``params`` filled in."""
+
+    code: str = Field(description="The sentence's name in the results catalogs, after results.note.")
+    params: dict[str, float | int | str] = Field(
+        default_factory=dict, description="Its placeholders' values (numbers unformatted)."
+    )
+
+
 class PublicResults(BaseModel):
     survey_id: str
     title: str
@@ -39,7 +50,11 @@ class PublicResults(BaseModel):
     items: list[ResultItem]
     withheld: int = Field(0, description="Items not shown: hidden by moderators or under review.")
     release: ReleaseRef | None = Field(None, description="Central surveys: the release shown.")
-    note: str = Field(description="How to read the results, in plain words.")
+    note: str = Field(description="How to read the results, in plain words (English): `notes` joined.")
+    notes: list[NotePart] = Field(
+        default_factory=list,
+        description="The note's sentences by name, for pages that show it in another language.",
+    )
     language: str = Field(
         "en",
         description="The language of the labels: ?lang=, then Accept-Language, then the survey's default "

@@ -155,5 +155,10 @@ class GoalPlanOut(BaseModel):
     saving: float | None = Field(
         description="Balanced answers / adaptive answers (null unless every simulated survey met the goal)."
     )
+    saving_reason: str | None = Field(
+        None,
+        description="Why saving is null, in words (null when there is a saving): how many simulated "
+        "surveys of each strategy met the goal within max_answers.",
+    )
     scores: str = Field(description="The true scores simulated.")
     assumption: str = Field(description="What the prediction assumes, in words.")

@@ -65,12 +65,14 @@ class ReleaseFields(BaseModel):
         description="The release's ε in its unit (a ρ release: the ε of its (ε, δ) at the survey's delta)."
     )
     cost: float = Field(
-        description="The person-level ε the release guarantees alone: ε (individual) or L·ε (edge); a ρ "
-        "release's at the survey's delta. What a pure survey's budget is charged."
+        description="The person-level ε the release guarantees alone: ε (individual) or "
+        "max_comparisons_per_respondent·ε (edge); a ρ release's at the survey's delta. "
+        "What a pure survey's budget is charged."
     )
     rho: float | None = ZcdpOnly(description="zcdp releases only (discrete Gaussian): ρ in the unit.")
     cost_rho: float | None = ZcdpOnly(
-        description="zcdp surveys only: the person-level ρ charged (ρ or L²ρ; ε²/2 for a pure-ε release)."
+        description="zcdp surveys only: the person-level ρ charged (ρ, or "
+        "max_comparisons_per_respondent² · ρ for edge; ε²/2 for a pure-ε release)."
     )
     delta: float | None = ZcdpOnly(description="zcdp surveys only: the δ of epsilon, cost and budget_after.")
     cost_explanation: str = Field(description="Why the release costs what it does, in a sentence.")
