@@ -190,6 +190,7 @@ def test_site_cli_errors(server, tmp_path):
     assert p.returncode == 2 and "credential" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monkeypatch):
     """A failed upload (here: the server answers 503 after seeing it) and a re-run must not
     send a *different* message under the same masks — the difference of two uploads would

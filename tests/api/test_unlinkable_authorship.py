@@ -193,6 +193,7 @@ def _attacks(run: dict) -> dict[str, tuple[int, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_alignment_attacks_do_no_better_than_guessing_within_a_batch(client, app):
     run = _run(client, app, BATCH, seed=5)
     assert run["held"] == 0  # every batch completed: 40 and 20 contributions, batches of 5
