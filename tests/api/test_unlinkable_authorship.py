@@ -211,6 +211,7 @@ def test_alignment_attacks_do_no_better_than_guessing_within_a_batch(client, app
         assert correct <= _bound(batches), (name, correct, attempted, _bound(batches))
 
 
+@pytest.mark.slow
 def test_the_attacks_name_the_authors_of_contributions_published_as_they_arrive(client, app):
     """The control: the same attacks on batches of one name almost every author in what a
     database reader sees (rows in order of arrival), which is what batches take away."""
