@@ -204,6 +204,7 @@ def test_a_pair_counts_only_on_items_the_respondent_has_not_answered_about(clien
         assert not touched & {p["a"], p["b"]}
 
 
+@pytest.mark.slow
 def test_a_cycle_of_majorities_is_never_certified_and_reported_unreachable(client):
     """Three items whose respondents all answer the cycle a > b, b > c, c > a (randomized
     at ε = 4): no majority top 1 exists. Served pairs are answered until the goal says
