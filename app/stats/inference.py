@@ -524,28 +524,48 @@ def _flattened(lw_fit, lw_centre, v_fit, v_centre, design, identified) -> bool:
     return bool(np.any(ratio > SEPARATED_MAX_SE_RATIO))
 
 
+def _ridge_removed(fit: BTLFit, check: Check):
+    """Steps 1–2 of :func:`confidence`: the ridge-removed centre θ̃ (:func:`_unshrink`),
+    L_W⁺ at θ̂ and at θ̃, and the weights (σ, σ', W, V) at θ̃. Raises ``not_identified``
+    where the step is not finite or σ' underflowed across a cut at θ̃."""
+    data, comp, m = fit.fit_data, fit.component, fit.theta.size
+    check()
+    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
+    check()
+    if not np.all(np.isfinite(centre)):
+        raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED)
+    weights = _weights(centre, (data.i, data.j, data.n, data.v))
+    try:
+        lw_pinv = laplacian_pinv(laplacian(m, data.i, data.j, weights[2]), comp)
+    except SingularLaplacian:
+        # The step went so far out that σ' underflowed across a cut: the model se there
+        # is unbounded, the limit of what _flattened measures (docs/uncertainty.md §5).
+        separated = _separated(fit.theta, data, comp)
+        raise IntervalsUnavailable("not_identified", _SEPARATED if separated else _NOT_IDENTIFIED) from None
+    return centre, lw_pinv_fit, lw_pinv, weights
+
+
+def _refuse_flattened(fit: BTLFit, lw_pinv_fit, lw_pinv, v_centre, identified) -> None:
+    """Raise ``not_identified`` for separated data whose ridge removal went out along a
+    flat direction (:func:`_separated` and :func:`_flattened`)."""
+    data, m = fit.fit_data, fit.theta.size
+    v_fit = _weights(fit.theta, (data.i, data.j, data.n, data.v))[3]
+    if _separated(fit.theta, data, fit.component) and _flattened(
+        lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, data.i, data.j), identified
+    ):
+        raise IntervalsUnavailable("not_identified", _SEPARATED)
+
+
 def _refuse_separated(fit: BTLFit) -> None:
-    """Raise ``not_identified`` where :func:`confidence` would for separated data: the
-    unpenalized fit does not exist (:func:`_separated`) and the ridge removal heads out
-    along a flat direction (:func:`_flattened`). A bootstrap cannot see this itself: every
-    replicate is held by the same ridge, so their spread is near zero (standard errors of
-    10⁻¹³ on answers that were never randomized) — certainty the data do not give."""
+    """Raise ``not_identified`` where :func:`confidence` would for separated data. A
+    bootstrap cannot see this itself: every replicate is held by the same ridge, so their
+    spread is near zero (standard errors of 10⁻¹³ on answers that were never randomized) —
+    certainty the data do not give."""
     data, comp = fit.data, fit.component
     if data is None or data.i.size == 0 or not _separated(fit.theta, data, comp):
         return
-    m, i, j, n = fit.theta.size, data.i, data.j, data.n
-    identified = np.bincount(comp)[comp] > 1
-    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
-    if not np.all(np.isfinite(centre)):
-        raise IntervalsUnavailable("not_identified", _SEPARATED)
-    _, _, w, v_centre = _weights(centre, (i, j, n, data.v))
-    try:
-        lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
-    except SingularLaplacian:
-        raise IntervalsUnavailable("not_identified", _SEPARATED) from None
-    v_fit = _weights(fit.theta, (i, j, n, data.v))[3]
-    if _flattened(lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, i, j), identified):
-        raise IntervalsUnavailable("not_identified", _SEPARATED)
+    _, lw_pinv_fit, lw_pinv, weights = _ridge_removed(fit, _no_check)
+    _refuse_flattened(fit, lw_pinv_fit, lw_pinv, weights[3], np.bincount(comp)[comp] > 1)
 
 
 def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDArray, NDArray]:
@@ -867,21 +887,9 @@ def confidence(
             raise ValueError("the empirical variance needs Σz² per pair (fit from PairStats)")
         zbar = data.s / n
         spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
-    # 1. Remove the ridge: one Newton step of the unpenalized objective from θ̂.
-    check()
-    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
-    check()
-    if not np.all(np.isfinite(centre)):
-        raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED)
-    # 2. Sandwich at the corrected point.
-    s, sp, w, v_model = _weights(centre, (i, j, n, data.v))
-    try:
-        lw_pinv = laplacian_pinv(laplacian(m, i, j, w), comp)
-    except SingularLaplacian:
-        # The step went so far out that σ' underflowed across a cut: the model se there
-        # is unbounded, the limit of what _flattened measures (docs/uncertainty.md §5).
-        separated = _separated(fit.theta, data, comp)
-        raise IntervalsUnavailable("not_identified", _SEPARATED if separated else _NOT_IDENTIFIED) from None
+    # 1–2. Remove the ridge (one Newton step of the unpenalized objective from θ̂); the
+    # sandwich at the corrected point.
+    centre, lw_pinv_fit, lw_pinv, (s, sp, _, v_model) = _ridge_removed(fit, check)
     check()
     crit = float(ndtri(0.5 + level / 2.0))
     df: float | None = None
@@ -902,10 +910,7 @@ def confidence(
     cov = 0.5 * (cov + cov.T)
     check()
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    if _separated(fit.theta, data, comp) and _flattened(
-        lw_pinv_fit, lw_pinv, _weights(fit.theta, (i, j, n, data.v))[3], v_model, (m, i, j), identified
-    ):
-        raise IntervalsUnavailable("not_identified", _SEPARATED)
+    _refuse_flattened(fit, lw_pinv_fit, lw_pinv, v_model, identified)
     ridge_shift = centre - fit.theta
     ridge_se = _largest_in_se(ridge_shift, se, identified)
     if ridge_se > RIDGE_MAX_SE:
