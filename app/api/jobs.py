@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from ..db.models import Job, SurveyStats
 from ..services import auth, jobs
-from ..services.surveys import get_survey, item_count, require_local, require_pairwise
+from ..services.surveys import active_item_count, get_survey, require_local, require_pairwise
 from .common import errors
 from .deps import ReaderDep, SessionDep
 from .schemas import ErrorOut
@@ -83,7 +83,7 @@ def as_job_if_long(
     else:
         stats = session.get(SurveyStats, survey.id)
         n = int(stats.n_comparisons) if stats is not None else 0
-        predicted = jobs.predicted_seconds(kind, parameters, item_count(session, survey.id), n)
+        predicted = jobs.predicted_seconds(kind, parameters, active_item_count(session, survey), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None
     return _accepted(_submit(request, session, survey, kind, parameters, who))

@@ -410,7 +410,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
     from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
     from .analysis import BOOTSTRAP_MAX_COMPARISONS, check_ranking_parameters
     from .planning import check_pilot_scores
-    from .surveys import item_count
+    from .surveys import active_item_count
 
     p = parameters
     if kind == "design":
@@ -433,7 +433,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
                 f"{seconds:g} s: ask for fewer replications, items or epsilon values"
             )
         return
-    m = item_count(session, survey.id)
+    m = active_item_count(session, survey)  # what the ranking and the planners see
     if kind in ("ranking", "bootstrap"):
         uncertainty = "bootstrap" if kind == "bootstrap" else p.get("uncertainty", "sandwich")
         check_ranking_parameters(

@@ -147,3 +147,19 @@ def test_who_may_archive_and_where(client):
     assert r.status_code == 409 and "cannot be archived" in r.json()["detail"]
     bad = client.patch(f"/v1/surveys/{s['id']}/items/{item}", json={"status": "deleted"}, headers=ADMIN)
     assert bad.status_code == 422
+
+
+def test_jobs_count_the_items_a_ranking_ranks(client):
+    """A job is checked against the items its ranking or plan sees: with one of five items
+    archived, k = 5 is refused before the job is stored, and a plan's scores take four
+    values (one per item still ranked)."""
+    labels = ["A", "B", "C", "D", "E"]
+    s = _survey(client, labels)
+    sid = s["id"]
+    _send(client, s, _answers(labels, 12, seed=2))
+    assert _archive(client, sid, s["items"][4]["id"]).status_code == 200
+    r = client.post(f"/v1/surveys/{sid}/jobs", json={"kind": "ranking", "k": 5}, headers=ADMIN)
+    assert r.status_code == 422 and "between 1 and the number of items (4)" in r.text, r.text
+    body = {"kind": "plan", "k": 2, "respondents": 20, "replications": 20, "scores": [1.0, 0.5, 0.0, -0.5]}
+    r = client.post(f"/v1/surveys/{sid}/jobs", json=body, headers=ADMIN)
+    assert r.status_code in (201, 202), r.text
