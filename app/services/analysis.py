@@ -54,7 +54,7 @@ from ..stats.inference import (
 )
 from ..stats.mechanisms import randomization_p_value
 from ..stats.metrics import tie_groups
-from ..stats.pairs import PairStats
+from ..stats.pairs import PairStats, reduce_by_pair
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
 from .cache import OBJECT_BYTES, ByteLRU, nbytes
@@ -593,28 +593,19 @@ def _randomization_from_rows(m: int, i, j, y, eps) -> float:
     """The randomization check of stored answers (one row each) at their own ε."""
     if i.size == 0:
         return 1.0
-    lo, hi = np.minimum(i, j), np.maximum(i, j)
-    key = lo * m + hi
     won_lo = np.where(i < j, y, 1 - y).astype(np.float64)
     truthful = expit(np.asarray(eps, dtype=np.float64))
-    _, inverse = np.unique(key, return_inverse=True)
-    size = int(inverse.max()) + 1
-    return randomization_p_value(
-        np.bincount(inverse, minlength=size),
-        np.bincount(inverse, won_lo, size),
-        np.bincount(inverse, truthful, size),
-    )
+    _, _, n, (wins, top) = reduce_by_pair(np.minimum(i, j), np.maximum(i, j), m, (won_lo, truthful))
+    return randomization_p_value(n, wins, top)
 
 
 def _randomization(survey: Survey, entry: _Entry) -> float | None:
     """The stored answers' randomization check: from their own ε where they were read,
     otherwise bounded with the survey's largest allowed ε (None: no local ε, central)."""
-    if entry.randomization is not None:
-        return entry.randomization
-    if survey.epsilon_max is None or entry.stats.n_comparisons == 0:
-        return None
-    st = entry.stats
-    return randomization_p_value(st.n, st.sum_y, st.n * float(expit(survey.epsilon_max)))
+    if entry.randomization is None and survey.epsilon_max is not None and entry.stats.n_comparisons:
+        st = entry.stats
+        entry.randomization = randomization_p_value(st.n, st.sum_y, st.n * float(expit(survey.epsilon_max)))
+    return entry.randomization
 
 
 def current_fit(
