@@ -790,8 +790,9 @@ def _cluster_variance(
     df = float(min(dfs.min(initial=np.inf), g - 1.0))
     if choice == "auto":
         bound = _bound_meat(centre, clusters)
-        se_model = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, model_meat, lw_pinv), 0.0))
-        se_bound = np.sqrt(np.maximum(np.einsum("ij,jk,ki->i", lw_pinv, bound, lw_pinv), 0.0))
+        # diag(L_W⁺ M L_W⁺) as ((L_W⁺ M) ∘ L_W⁺)·1 (L_W⁺ is symmetric): one BLAS product.
+        se_model = np.sqrt(np.maximum(((lw_pinv @ model_meat) * lw_pinv).sum(axis=1), 0.0))
+        se_bound = np.sqrt(np.maximum(((lw_pinv @ bound) * lw_pinv).sum(axis=1), 0.0))
         t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model[identified].mean()
         if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound[identified].mean():
             return "cluster_bound", bound, None
@@ -1210,7 +1211,8 @@ def rank_confidence(
     est = order_restricted(theta, pt, comp, _precision(np.sqrt(np.maximum(np.diag(c), 0.0))))
     gen = rng if rng is not None else entropy.generator()
     check()
-    crit, crit_each, se_pair = _critical_values(c, level, comp, n_draws, gen, df, check)
+    root = _mvn_root(c)  # one eigendecomposition for every set of draws below
+    crit, crit_each, se_pair = _critical_values(c, level, comp, n_draws, gen, df, check, root)
     check()
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b (simultaneously)
@@ -1223,7 +1225,6 @@ def rank_confidence(
     marginal = np.column_stack((1 + below_a.sum(axis=1), m - above_a.sum(axis=1))).astype(np.int64)
     p_top = None
     if k is not None and comp.max(initial=0) == 0:
-        root = _mvn_root(c)
         inside = np.zeros(m, dtype=np.int64)
         block = max(1, _BLOCK_VALUES // m)
         for start in range(0, n_draws, block):
@@ -1277,8 +1278,10 @@ def _critical_values(
     gen: np.random.Generator,
     df: float | None,
     check: Check,
+    root: NDArray | None = None,
 ) -> tuple[float, NDArray[np.float64], NDArray[np.float64]]:
-    """The simultaneous critical value c, each item's marginal one c_a and the pairs' se.
+    """The simultaneous critical value c, each item's marginal one c_a and the pairs' se
+    (``root``: :func:`_mvn_root` of ``cov``, when the caller has it).
 
     From one set of draws Z (normal, or t with ``df``) with T_ab = |Z_a − Z_b|/se_ab over
     same-component pairs: c is the ``level``-quantile of max_{a,b} T_ab and c_a that of
@@ -1293,11 +1296,11 @@ def _critical_values(
     if not others.any():
         return 0.0, np.zeros(m), se_pair
     if m * m * n_draws > 20_000_000:
-        crit, _ = simultaneous_critical_value(cov, level, component, n_draws, gen, df)
+        crit, _ = simultaneous_critical_value(cov, level, component, n_draws, gen, df, root)
         q = 1.0 - (1.0 - level) / (2.0 * np.maximum(others, 1))
         each = ndtri(q) if df is None else stdtrit(df, q)
         return crit, np.where(others > 0, np.minimum(each, crit), 0.0).astype(np.float64), se_pair
-    root = _mvn_root(cov)
+    root = _mvn_root(cov) if root is None else root
     inv = np.where(finite, 1.0 / np.where(finite, se_pair, 1.0), 0.0)
     largest = np.empty((n_draws, m))
     block = max(1, _BLOCK_PAIR_STATS // (m * m))
@@ -1326,8 +1329,10 @@ def simultaneous_critical_value(
     n_draws: int,
     rng: np.random.Generator,
     df: float | None = None,
+    root: NDArray | None = None,
 ) -> tuple[float, NDArray[np.float64]]:
-    """The simultaneous critical value for all pairwise differences, and their se.
+    """The simultaneous critical value for all pairwise differences, and their se
+    (``root``: :func:`_mvn_root` of ``cov``, when the caller has it).
 
     The ``level``-quantile of max over same-component pairs of |Z_a − Z_b|/se_ab,
     Z ~ N(0, cov) (or the multivariate t with ``df`` degrees of freedom), from
@@ -1346,7 +1351,7 @@ def simultaneous_critical_value(
     if n_pairs == 0:
         return 0.0, se_pair
     if n_pairs * n_draws <= 20_000_000:
-        zdraw = _draw(rng, _mvn_root(c), n_draws, df)
+        zdraw = _draw(rng, _mvn_root(c) if root is None else root, n_draws, df)
         a, b, se_same = iu[0][same], iu[1][same], se_pair[iu][same]
         # The largest |t| of each draw, a block of draws at a time (4 MB of pair statistics).
         largest = np.empty(n_draws)
