@@ -146,24 +146,28 @@ class _LabelledSets:
     tied_groups: list[list[str]] | None
     tiers: list[list[str]] | None
 
-    def _labels(self, ids: list[str]) -> list[str]:
+    def _groups_labels(self, groups: list[list[str]] | None) -> list[list[str]] | None:
+        """Each group's ids replaced by labels (one id → label map for all the groups)."""
+        if groups is None:
+            return None
         by_id = {it.item_id: it.label for it in self.items}
-        return [by_id[x] for x in ids]
+        return [[by_id[x] for x in g] for g in groups]
 
     @computed_field(description="The labels of top_k, in the same order.")  # type: ignore[prop-decorator]
     @property
     def top_k_labels(self) -> list[str] | None:
-        return None if self.top_k is None else self._labels(self.top_k)
+        labels = self._groups_labels(None if self.top_k is None else [self.top_k])
+        return None if labels is None else labels[0]
 
     @computed_field(description="The labels of tied_groups, group for group.")  # type: ignore[prop-decorator]
     @property
     def tied_groups_labels(self) -> list[list[str]] | None:
-        return None if self.tied_groups is None else [self._labels(g) for g in self.tied_groups]
+        return self._groups_labels(self.tied_groups)
 
     @computed_field(description="The labels of tiers, tier for tier.")  # type: ignore[prop-decorator]
     @property
     def tiers_labels(self) -> list[list[str]] | None:
-        return None if self.tiers is None else [self._labels(g) for g in self.tiers]
+        return self._groups_labels(self.tiers)
 
 
 class RankingOut(_LabelledSets, BaseModel):
