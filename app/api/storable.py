@@ -48,26 +48,28 @@ def unstorable(value: str) -> bool:
 
 
 def _first_unstorable(value: Any, where: tuple) -> tuple[tuple, str] | None:
-    """The location of the first string (or object key) in ``value`` that cannot be
-    stored, or of its first number that is not finite, with what is wrong with it; None
-    when there is none. Iterative: a deeply nested body does not exhaust the stack."""
+    """The location, in document order (an object's keys before its values), of the
+    first string or object key in ``value`` that cannot be stored, or of its first number
+    that is not finite, with what is wrong with it; None when there is none. Iterative: a
+    deeply nested body does not exhaust the stack."""
     stack: list[tuple[Any, tuple]] = [(value, where)]
     while stack:
         node, loc = stack.pop()
         if isinstance(node, str):
-            if UNSTORABLE.search(node):
+            if unstorable(node):
                 return loc, _NOT_TEXT
         elif isinstance(node, float):
             if not math.isfinite(node):
                 return loc, _NOT_FINITE
         elif isinstance(node, dict):
+            children = []
             for key, child in node.items():
-                if UNSTORABLE.search(key):
+                if unstorable(key):
                     return (*loc, "<key>"), _NOT_TEXT
-                shown = key if _FIELD_NAME.fullmatch(key) else "<key>"
-                stack.append((child, (*loc, shown)))
+                children.append((child, (*loc, key if _FIELD_NAME.fullmatch(key) else "<key>")))
+            stack.extend(reversed(children))  # popped in document order
         elif isinstance(node, list):
-            stack.extend((child, (*loc, k)) for k, child in enumerate(node))
+            stack.extend((node[k], (*loc, k)) for k in range(len(node) - 1, -1, -1))
     return None
 
 
