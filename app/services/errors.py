@@ -74,8 +74,8 @@ class NotInstalled(ServiceError):
 class _RetryLater(ServiceError):
     """A refusal that goes away: ``retry_after`` seconds (at least 1) is worth waiting."""
 
-    def __init__(self, detail: str, retry_after: float = 5.0) -> None:
-        super().__init__(detail)
+    def __init__(self, detail: str, retry_after: float = 5.0, code: str | None = None) -> None:
+        super().__init__(detail, code)
         self.retry_after = max(1, math.ceil(retry_after))
 
 

@@ -325,12 +325,11 @@ def _check_room(session: Session, survey: Survey, settings: dict) -> None:
     hour = to_hour(now)
     this_hour = session.scalar(select(func.count()).where(mine, Suggestion.received_at >= hour))
     if int(this_hour or 0) + room > per_hour:
-        error = TooMany(
+        raise TooMany(
             f"this survey takes at most {per_hour} suggestions an hour; retry in the next hour",
             retry_after=(hour + timedelta(hours=1) - now).total_seconds(),
+            code="suggestions_hourly",
         )
-        error.code = "suggestions_hourly"
-        raise error
 
 
 def _author(token: str, survey_id: str, kind: str) -> str:

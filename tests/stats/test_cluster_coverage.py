@@ -12,23 +12,15 @@ one survey are correlated; the surveys are independent); the seeds are fixed.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from app.stats.preflib import read_preflib
-from app.stats.resampling import Population, coverage, heterogeneous_population
+from app.stats.resampling import coverage, heterogeneous_population
 from app.stats.simulation import uniform_theta
-from tests.helpers.real_data import cems_population
+from tests.helpers.real_data import cems_population, debian_population
 from tests.helpers.stats import Z, full_validation, size
 
-DEBIAN = Path(__file__).resolve().parents[1] / "data" / "preflib-debian"
 REPS = 400
-
-
-def _ballots(name: str) -> Population:
-    return Population.from_ballots(read_preflib(DEBIAN / name))
 
 
 @pytest.mark.validation
@@ -53,7 +45,7 @@ def test_resampled_ballots_are_covered_with_respondents_as_clusters(name, eps, p
     cluster-robust ones on the same surveys, by more than Z standard errors of the paired
     difference. That check runs at full size only: the shortfall is 2–11 points, under
     Z standard errors for some cases at 100 surveys."""
-    pop = _ballots(name)
+    pop = debian_population(name)
     rng = np.random.default_rng([pop.n_respondents, int(eps * 10), pairs or 0])
     c = coverage(pop, pop.n_respondents, eps, size(100, REPS), rng, pairs)
     assert c.refused <= 0.01 and c.method == "cluster"
@@ -128,7 +120,7 @@ def test_the_estimand_is_the_population_fit():
 
 
 def test_ballots_become_one_respondent_each_and_samples_keep_them_apart():
-    pop = _ballots("00002-00000006.soi")
+    pop = debian_population("00002-00000006.soi")
     assert pop.n_respondents == 436 and pop.n_items == 5
     assert pop.sizes.max() == 10  # a complete ballot over 5 items implies 10 pairs
     rng = np.random.default_rng(0)
