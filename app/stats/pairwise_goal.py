@@ -530,8 +530,7 @@ def draw_pairwise_respondent(
         ys.append(int(y))
     i, j = np.array(xs, dtype=np.int64), np.array(ys, dtype=np.int64)
     if answers is not None and i.size:
-        lo, hi = np.minimum(i, j), np.maximum(i, j)
-        n[lo * m - lo * (lo + 1) // 2 + (hi - lo - 1)] += 1  # disjoint pairs: no index twice
+        n[pair_index(i, j, m)[0]] += 1  # disjoint pairs: no index twice
     return i, j
 
 
