@@ -50,9 +50,9 @@ server. Pieces:
   Borda the items with the highest chance of beating an item drawn at random, pairwise
   the set whose every member beats every other item by a majority. They agree under
   BTL and differ when preferences cycle or the population is polarized, so the admin
-  chooses the certificate at creation (:func:`resolve_goal`; there is no automatic
-  choice), it is stored with the goal and never changes (goals stored without one are
-  Borda), and every goal status names its estimand (:func:`estimand_text`).
+  chooses the certificate at creation (:func:`resolve_goal`), it is stored with the goal
+  and never changes (goals stored without one are Borda), and every goal status names
+  its estimand (:func:`estimand_text`).
 * **State.** The sequences' sums and the bounds (intersected over time, so that the
   goal once met stays met) live in ``survey_stats.goal_state``, updated by
   :func:`app.services.aggregation.fold_pending` under the fold lock. Adding items
@@ -217,8 +217,7 @@ def resolve_goal(
     certificate: str = "borda",
 ) -> GoalSpec | None:
     """Check a new survey's assignment and goal; the goal (None without one), with the
-    certificate the admin chose (:data:`CERTIFICATES`: each certifies its own estimand,
-    so none is chosen for the admin)."""
+    certificate the admin chose (:data:`CERTIFICATES`: each certifies its own estimand)."""
     if assignment not in ("balanced", "adaptive"):
         raise Invalid("assignment must be 'balanced' or 'adaptive'")
     if model == "central" and (assignment != "balanced" or has_goal):
@@ -438,9 +437,9 @@ class GoalState(_SequenceState):
 class PairGoalState(_SequenceState):
     """A pairwise-certificate goal's state (:mod:`app.stats.pairwise_goal`, without
     transitive closure): the pairs' sums, their intersected bounds and the BTL fit that
-    orders the drawer's guess (an answer counts once, for its pair). A state in the
-    format that held the closed relation after the fit (magic ``PRP1``) is read by its
-    bounds and fit alone: the relation is rebuilt from the bounds, without closure."""
+    orders the drawer's guess (an answer counts once, for its pair). A state with magic
+    ``PRP1`` also holds a transitively closed relation after the fit; it is read by its
+    bounds and fit alone, and the relation rebuilt from the bounds without closure."""
 
     _MAGIC = b"PRP2"
     #: The magic of states holding the fit and the transitively closed relation.
@@ -488,7 +487,7 @@ class PairGoalState(_SequenceState):
         m = seqs.n_items
         if not derived:  # a state without its fit: compute it
             return cls._status(seqs, goal, bounds)
-        # The fit, then (in PRP1 states) the closed relation, which is not used.
+        # The fit, then (PRP1 states) a closed relation, which is skipped.
         if len(derived) not in (8 * m, 8 * m + (m * m + 7) // 8):
             raise ValueError("corrupt goal state")
         score = np.frombuffer(derived[: 8 * m], "<f8").copy()
@@ -592,8 +591,8 @@ def current_state(
 
 def goal_met(session: Session, survey: Survey) -> bool:
     """Whether the goal was met at the last fold (reads the state's header only, except
-    for a pairwise state holding a closed relation, whose "met" assumed transitivity:
-    that one is checked again from its bounds)."""
+    for a ``PRP1`` pairwise state, whose "met" flag rests on transitive closure: that
+    one is checked again from its bounds)."""
     payload = session.scalar(select(SurveyStats.goal_state).where(SurveyStats.survey_id == survey.id))
     if payload is None:
         return False

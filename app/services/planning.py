@@ -412,7 +412,7 @@ def run_goal_plan(
 ) -> GoalPlanOut:
     """``GET /v1/plan/goal``: answers a goal needs under adaptive and balanced assignment,
     the adaptive design certified by ``certificate`` (``borda`` or ``pairwise``: the
-    admin's choice of estimand, never made for it)."""
+    admin's choice of estimand)."""
     deadline = deadline or Deadline.none()
     work = work or WorkSlots(1)
     if not 2 <= items <= MAX_GOAL_PLAN_ITEMS:
