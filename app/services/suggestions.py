@@ -249,7 +249,7 @@ def _slot_digest(token: str, survey_id: str, kind: str, k: int) -> str:
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
 
 
-def _take_slot(session: Session, survey_id: str, token: str, kind: str, limit: int) -> int | None:
+def take_slot(session: Session, survey_id: str, token: str, kind: str, limit: int) -> int | None:
     """Insert the respondent's first free ``kind`` slot, in the caller's transaction; its
     index, or None when all ``limit`` are used. Concurrent requests of one token each get
     a different slot (PostgreSQL: a second insert of one key waits for the first to
@@ -283,7 +283,7 @@ def submit(session: Session, survey: Survey, token: str, label: str) -> int:
         if survey.status != "open":
             raise Conflict("this survey is closed", code="survey_closed")
         _check_room(session, survey, settings)
-        k = _take_slot(session, survey.id, token, "suggestion", limit)
+        k = take_slot(session, survey.id, token, "suggestion", limit)
         if k is None:
             made = "the one suggestion" if limit == 1 else f"the {limit} suggestions"
             raise Conflict(
@@ -478,7 +478,7 @@ def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> Non
         if _flagged(session, survey.id, item_id, digest):  # a concurrent repeat was first
             session.rollback()
             return
-        if _take_slot(session, survey.id, token, "flag", FLAGS_PER_RESPONDENT) is None:
+        if take_slot(session, survey.id, token, "flag", FLAGS_PER_RESPONDENT) is None:
             raise Conflict(
                 f"you have flagged the {FLAGS_PER_RESPONDENT} items a respondent may flag", code="flag_limit"
             )

@@ -36,11 +36,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..db.models import ParticipationSlot, Survey, UndecidedCount
+from ..db.models import Survey, UndecidedCount
 from ..db.session import begin_write
 from ..stats import entropy
 from .errors import Conflict, Invalid
 from .secrets import service_secret
+from .suggestions import take_slot
 from .surveys import require_pairwise
 
 __all__ = ["SHARDS", "UndecidedTickets", "record_undecided", "undecided_count"]
@@ -88,11 +89,6 @@ class UndecidedTickets:
         return x
 
 
-def _spent_digest(token: str, survey_id: str, x: str) -> str:
-    message = f"privrank undecided v1:{survey_id}:{x}".encode()
-    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()
-
-
 def record_undecided(session: Session, survey: Survey, token: str, x: str) -> bool:
     """Add one "can't decide" to an open pairwise survey's count for the served pair
     ``x`` (:meth:`UndecidedTickets.pair_digest`), once per respondent token and pair:
@@ -103,13 +99,7 @@ def record_undecided(session: Session, survey: Survey, token: str, x: str) -> bo
     begin_write(session)
     insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     try:
-        spent = session.execute(
-            insert(ParticipationSlot)
-            .values(survey_id=survey.id, digest=_spent_digest(token, survey.id, x))
-            .on_conflict_do_nothing()
-            .returning(ParticipationSlot.digest)
-        ).scalar_one_or_none()
-        if spent is None:
+        if take_slot(session, survey.id, token, f"undecided:{x}", 1) is None:
             session.rollback()
             return False
         row = {"survey_id": survey.id, "shard": entropy.randbelow(SHARDS), "n": 1}
