@@ -3,7 +3,7 @@
  * only as an Authorization header — never in a URL), list and create surveys, and per
  * survey: progress, coverage, the ranking with intervals, the win-probability matrix,
  * releases and the budget (central surveys), consensus methods (ranking surveys),
- * exports, open/close. Routes live in the URL hash: #/, #/new, #/survey/{id}.
+ * exports, open/close. Routes live in the URL hash: #/, #/new, #/keys, #/survey/{id}.
  *
  * The modules: dom.js (element and number helpers), session.js (key, role, main
  * element), api.js (requests), charts.js (SVG), and one view-*.js per view.
@@ -15,6 +15,7 @@
 import { showError, whoAmI } from "/static/api.js";
 import { loadCatalogs, t, translateStatic } from "/static/i18n.js";
 import { app, forgetKey, session, storedKey } from "/static/session.js";
+import { keysView } from "/static/view-keys.js";
 import { newSurveyView } from "/static/view-new-survey.js";
 import { signInView } from "/static/view-signin.js";
 import { surveyView } from "/static/view-survey.js";
@@ -30,9 +31,11 @@ async function route() {
   try {
     if (!session.role) session.role = await whoAmI();
     document.getElementById("nav-new").hidden = session.role !== "admin";
+    document.getElementById("nav-keys").hidden = session.role !== "admin";
     const hash = location.hash || "#/";
     const m = hash.match(/^#\/survey\/([A-Za-z0-9_]+)$/);
     if (hash === "#/new") newSurveyView();
+    else if (hash === "#/keys" || hash.startsWith("#/keys?")) await keysView();
     else if (m) await surveyView(m[1]);
     else await listView(); // #/, #/?show=N, and any unknown route
   } catch (err) {
@@ -50,6 +53,7 @@ document.title = t("page.title");
 document.getElementById("sign-out").addEventListener("click", () => {
   forgetKey();
   session.role = null;
+  document.getElementById("nav-keys").hidden = true;
   location.hash = "#/";
   signInView();
 });

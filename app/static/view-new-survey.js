@@ -1,6 +1,7 @@
 /**
- * The new-survey form (#/new, admins only): items, question, privacy model, participation
- * (suggestions and reports, public results), the respondents' language and the planner.
+ * The new-survey form (#/new, admins only): items, question, privacy model, a goal and
+ * adaptive assignment (local pairwise surveys), participation (suggestions and reports,
+ * public results), the respondents' language and the planner.
  */
 import { api, showError } from "/static/api.js";
 import { announce, h, numberField } from "/static/dom.js";
@@ -73,12 +74,74 @@ export function newSurveyView() {
       h("p", { id: "accounting-hint", class: "hint" }, t("new.accounting_hint")),
     ),
   );
+  const radio = (name, value, text, attrs = {}) =>
+    h("label", {}, h("input", { type: "radio", name, value, ...attrs }), text);
   const checkbox = (id, text, attrs = {}) =>
     h(
       "div",
       { class: "field" },
       h("label", { class: "check" }, h("input", { type: "checkbox", id, ...attrs }), text),
     );
+  // Local pairwise surveys: what to certify, and how pairs are picked (fixed at creation).
+  const goal = h(
+    "fieldset",
+    { id: "goal-fields" },
+    h("legend", {}, t("new.goal.legend")),
+    h("p", { class: "hint", id: "goal-hint" }, t("new.goal.hint")),
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, t("new.goal.what")),
+      h(
+        "div",
+        { class: "choice-row" },
+        radio("goal", "none", t("new.goal.none"), { checked: true }),
+        radio("goal", "top_k", t("new.goal.top_k")),
+        radio("goal", "full", t("new.goal.full")),
+      ),
+    ),
+    h(
+      "div",
+      { class: "sub-fields", id: "goal-details" },
+      numberField("goal-k", t("new.goal.k"), 3, { min: 1, step: 1 }),
+      h(
+        "div",
+        { class: "field" },
+        h("label", { for: "goal-level" }, t("new.goal.level")),
+        h(
+          "select",
+          { id: "goal-level", "aria-describedby": "goal-level-hint" },
+          [0.9, 0.95, 0.99].map((x) => h("option", { value: x, selected: x === 0.95 }, percent(x))),
+        ),
+        h("p", { class: "hint", id: "goal-level-hint" }, t("new.goal.level_hint")),
+      ),
+      checkbox("goal-close", t("new.goal.close")),
+    ),
+    h(
+      "fieldset",
+      {},
+      h("legend", {}, t("new.assignment.legend")),
+      h(
+        "div",
+        { class: "choice-row" },
+        radio("assignment", "balanced", t("new.assignment.balanced"), { checked: true }),
+        radio("assignment", "adaptive", t("new.assignment.adaptive"), { id: "assignment-adaptive" }),
+      ),
+      h("p", { class: "hint", id: "assignment-hint" }, t("new.assignment.hint")),
+    ),
+    h(
+      "fieldset",
+      { id: "certificate-field", "aria-describedby": "certificate-hint" },
+      h("legend", {}, t("new.goal.certificate")),
+      h(
+        "div",
+        { class: "choice-column" },
+        radio("certificate", "borda", t("new.goal.certificate.borda"), { checked: true }),
+        radio("certificate", "pairwise", t("new.goal.certificate.pairwise"), { id: "certificate-pairwise" }),
+      ),
+      h("p", { class: "hint", id: "certificate-hint" }, t("new.goal.certificate_hint")),
+    ),
+  );
   const suggestFields = h(
     "div",
     { id: "suggestion-fields", class: "sub-fields", hidden: true },
@@ -203,6 +266,7 @@ export function newSurveyView() {
     ),
     local,
     central,
+    goal,
     participation,
     planner,
     h("div", { class: "actions" }, h("button", { type: "submit", id: "create-btn" }, t("new.create"))),
@@ -224,6 +288,22 @@ export function newSurveyView() {
     if (ranking) suggest.checked = false;
     suggestFields.hidden = !suggest.checked;
     form.querySelector("#budget-fields").hidden = ranking;
+    // A goal and adaptive assignment are for local pairwise surveys; adaptive steers towards
+    // a goal, and the pairwise certificate needs adaptive assignment.
+    goal.hidden = isCentral || ranking;
+    const aim = form.querySelector('input[name="goal"]:checked').value;
+    const adaptive = form.querySelector("#assignment-adaptive");
+    adaptive.disabled = aim === "none";
+    if (adaptive.disabled && adaptive.checked)
+      form.querySelector('input[name="assignment"][value="balanced"]').checked = true;
+    form.querySelector("#goal-details").hidden = aim === "none";
+    form.querySelector("#goal-k").disabled = aim !== "top_k";
+    form.querySelector("#goal-k").max = Math.max(1, items().length - 1);
+    form.querySelector("#certificate-field").hidden = aim === "none";
+    const pairwise = form.querySelector("#certificate-pairwise");
+    pairwise.disabled = !adaptive.checked;
+    if (pairwise.disabled && pairwise.checked)
+      form.querySelector('input[name="certificate"][value="borda"]').checked = true;
     form.querySelector("#budget").disabled = form.querySelector("#budget-unlimited").checked;
     const finish = form.querySelector("#results-on-finish");
     finish.disabled = !form.querySelector("#public-results").checked;
@@ -269,6 +349,18 @@ export function newSurveyView() {
         flag_threshold: Number(val("flag-threshold")),
         batch: Number(val("batch")),
       };
+    }
+    if (model() === "local" && kind() === "pairwise") {
+      body.assignment = form.querySelector('input[name="assignment"]:checked').value;
+      const aim = form.querySelector('input[name="goal"]:checked').value;
+      if (aim !== "none") {
+        body.goal = {
+          ...(aim === "top_k" ? { top_k: Number(val("goal-k")) } : { full_ranking: true }),
+          level: Number(val("goal-level")),
+          close_when_met: form.querySelector("#goal-close").checked,
+          certificate: form.querySelector('input[name="certificate"]:checked').value,
+        };
+      }
     }
     if (form.querySelector("#public-results").checked) body.public_results = true;
     if (form.querySelector("#results-on-finish").checked) body.results_on_finish = true;

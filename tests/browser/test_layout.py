@@ -180,7 +180,7 @@ def test_scores_are_explained_in_words(server, new_page, surveys):
         assert "null" not in page.locator(box).inner_text()  # no left-out paragraph shown as "null"
 
 
-@pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking"])
+@pytest.mark.parametrize("view", ["list", "pairwise", "central", "ranking", "new", "keys"])
 def test_no_sideways_scrolling_on_a_phone(server, new_page, surveys, view):
     """At 375 px the page itself never scrolls sideways: wide tables and charts scroll inside
     their own box, which the keyboard can reach and a screen reader names; the ranking table
@@ -198,6 +198,15 @@ def test_no_sideways_scrolling_on_a_phone(server, new_page, surveys, view):
         expect(page.locator("#ranking-table")).to_be_visible()
     elif view == "central":
         _open_survey(page, server, surveys["central"]["id"], "#ledger tbody tr")
+    elif view == "new":  # the form with every goal field showing
+        page.goto(server.base + "/#/new")
+        page.get_by_label("Certify the top K items").check()
+        expect(page.locator("#goal-details")).to_be_visible()
+    elif view == "keys":  # the list, and a key just minted in its one-time field
+        page.goto(server.base + "/#/keys")
+        page.get_by_role("button", name="Mint key").click()
+        expect(page.locator("#minted-key")).to_be_visible()
+        expect(page.locator("#keys-table")).to_be_visible()
     else:
         _open_survey(page, server, surveys["ranking"]["id"], "#ranking-box svg")
     width = page.evaluate("() => document.documentElement.scrollWidth")
