@@ -72,7 +72,7 @@ import secrets
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -92,6 +92,7 @@ __all__ = [
     "MAX_LEVEL",
     "MIN_LEVEL",
     "PAIRWISE_MAX_ITEMS",
+    "Estimand",
     "GoalSpec",
     "GoalState",
     "PairGoalState",
@@ -116,9 +117,12 @@ COUNT_I, COUNT_J, COUNT_PAIR = 1, 2, 4
 
 CERTIFICATES = ("borda", "pairwise")
 
+#: What a goal certifies: one of :data:`ESTIMANDS`' values.
+Estimand = Literal["borda_top_k", "borda_ranking", "majority_top_k", "majority_ranking"]
+
 #: What each certificate certifies, for a top-K goal and for the whole ranking
 #: (docs/uncertainty.md §9).
-ESTIMANDS = {
+ESTIMANDS: dict[tuple[str, bool], Estimand] = {
     ("borda", False): "borda_top_k",
     ("borda", True): "borda_ranking",
     ("pairwise", False): "majority_top_k",

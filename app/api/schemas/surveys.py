@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ...limits import MAX_ITEMS
-from ...services.goals import CERTIFICATE_CHOICE, CERTIFICATES
+from ...services.goals import CERTIFICATE_CHOICE, CERTIFICATES, Estimand
 from ...services.results.privacy import BudgetPolicy, PrivacySummary
 from .common import Label, StrictModel, Text
 
@@ -80,9 +80,6 @@ def _certificate(value: object) -> object:
 
 #: ``borda`` or ``pairwise``: each certifies its own estimand (docs/uncertainty.md §9).
 Certificate = Annotated[Literal["borda", "pairwise"], BeforeValidator(_certificate)]
-
-#: What a goal certifies.
-Estimand = Literal["borda_top_k", "borda_ranking", "majority_top_k", "majority_ranking"]
 
 
 class GoalIn(StrictModel):

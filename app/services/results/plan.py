@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..goals import Estimand
+
 
 class EstimateOut(BaseModel):
     mean: float
@@ -139,7 +141,7 @@ class GoalPlanOut(BaseModel):
     certificate: Literal["borda", "pairwise"] = Field(
         description="The adaptive design's certificate (balanced assignment is Borda-certified)."
     )
-    estimand: Literal["borda_top_k", "borda_ranking", "majority_top_k", "majority_ranking"] = Field(
+    estimand: Estimand = Field(
         description="What the adaptive design's certificate certifies (the simulated BTL scores make the "
         "Borda and majority estimands the same set or order, so false_certifications compares with it)."
     )
