@@ -122,7 +122,8 @@ def revoke_key(session: Session, key_id: str, env_admin_key: str | None = None) 
             )
             if not others:
                 raise Conflict(
-                    "this is the last admin key; mint another admin key or set PRIVRANK_ADMIN_KEY first"
+                    "this is the last admin key: replace it with `privrank admin-key rotate` (which "
+                    "revokes it), or set PRIVRANK_ADMIN_KEY first"
                 )
         row.revoked_at = utcnow()
     session.commit()
