@@ -558,7 +558,10 @@ def _plan(args) -> int:
         print(f"  {label:48s} {getattr(p, key).mean:.4f} +/- {getattr(p, key).se:.4f}")
     totals = ", ".join(f"{t:g}" for t in p.respondent_epsilon_total)
     print(f"each respondent's total epsilon (composition over its pairs): {totals}")
-    print(f"G(eps) = {p.G:.3g}; dividing line 1/sqrt(mL) = {p.dividing_line_epsilon:.3g}")
+    print(
+        f"G(eps) = {p.G:.3g}; "
+        f"dividing line 1/sqrt(items x comparisons per pair) = {p.dividing_line_epsilon:.3g}"
+    )
     return 0
 
 

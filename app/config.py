@@ -160,6 +160,15 @@ class Settings(BaseSettings):
         description="Failed authentications per client address and minute before 429s "
         "(per worker, or for all instances together with REDIS_URL; 0: no limit).",
     )
+    suggest_per_hour: int = Field(
+        default=10,
+        validation_alias="PRIVRANK_SUGGEST_PER_HOUR",
+        ge=0,
+        description="Suggestions per client address and hour, whatever the survey or the respondent "
+        "token (429 with Retry-After beyond; a burst of this many, then one every hour / this). Per "
+        "worker, or for all instances together with REDIS_URL; 0: no limit. On top of each survey's "
+        "own suggestion limits.",
+    )
     max_import_bytes: int = Field(
         default=256 * 2**20,
         validation_alias="PRIVRANK_MAX_IMPORT_BYTES",

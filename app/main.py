@@ -266,6 +266,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "integration": settings.integration_per_minute,
             "auth_failures": settings.auth_failures_per_minute,
         },
+        per_hour={"suggestions": settings.suggest_per_hour},
         redis_url=settings.redis_url,
         salt=lambda: service_secret(app.state.session_factory, "ratelimit"),
     )

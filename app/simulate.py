@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .stats.scenarios import METRICS, SCENARIOS, SCHEME_LABELS, ScenarioResult, run_scenario
+from .stats.scenarios import METRICS, PARAM_NAMES, SCENARIOS, SCHEME_LABELS, ScenarioResult, run_scenario
 
 __all__ = ["plot_scenario", "run"]
 
@@ -20,13 +20,13 @@ def _label(key: str, value) -> str:
         return METRICS[value][0]
     if key == "scheme":
         return SCHEME_LABELS[value]
-    names = {"epsilon": "ε", "delta": "Δ", "method": ""}
+    names = {"epsilon": "ε", "delta": "Δ", "method": "", **PARAM_NAMES}
     prefix = names.get(key, key)
     return f"{prefix} = {value}" if prefix else str(value)
 
 
 def plot_scenario(result: ScenarioResult, path: Path) -> Path:
-    """Draw the scenario's panels (mean ± 1.96·se against L, one line per series)."""
+    """Draw the scenario's panels (mean ± 1.96·se against n_pair, one line per series)."""
     try:
         import matplotlib
     except ImportError:
@@ -87,7 +87,7 @@ def plot_scenario(result: ScenarioResult, path: Path) -> Path:
                 )
             ax.set_xscale("log", base=2)
             ax.set_xticks(sc.grid["L"], [str(x) for x in sc.grid["L"]])
-            ax.set_xlabel("L (respondents)")
+            ax.set_xlabel("n_pair (comparisons of each pair)")
             ax.set_ylabel(METRICS[metric][0])
             title = ", ".join(_label(k, v) for k, v in fixed.items())
             ax.set_title(f"({next(letters)}) {title}".strip(), fontsize=10)

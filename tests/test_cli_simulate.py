@@ -26,6 +26,32 @@ def test_simulate_writes_table_and_figure(tmp_path, capsys):
         assert png.startswith(PNG_MAGIC) and len(png) > 20_000
 
 
+def test_the_tables_and_figures_name_the_comparisons_per_pair(tmp_path, capsys, monkeypatch):
+    """The column and the figure's axis say n_pair (the comparisons of each pair), with a
+    line saying what it is; the paper's L only in that line."""
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    texts: list[str] = []
+    save = Figure.savefig
+
+    def savefig(fig, *args, **kwargs):
+        texts.extend(t.get_text() for t in fig.findobj(Text))
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    assert main(["simulate", "-s", "IV", "--replications", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[2].split()
+    assert header[:3] == ["m", "scheme", "n_pair"], header
+    assert (
+        "n_pair: the comparisons of each pair (every pair answered by n_pair respondents; the paper's L)"
+        in out
+    )
+    assert "n_pair (comparisons of each pair)" in texts
+    assert not [t for t in texts if re.search(r"(?<![\w'])L\b|mL", t)], texts
+
+
 def test_the_output_states_the_replicates_that_ran(capsys):
     """A short run never quotes another run's replicate count (it used to print the
     paper's 50 or 100 in the notes of a 10-replicate run)."""

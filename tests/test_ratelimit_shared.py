@@ -54,6 +54,21 @@ def test_two_limiters_on_one_redis_share_one_bucket(redis_url):
     b.close()
 
 
+def test_a_per_hour_limit_refills_over_an_hour_in_redis(redis_url):
+    """Suggestions (``per_hour``): 3 an hour for every limiter on the Redis, a token back
+    every 20 minutes — not every 20 seconds, as a per-minute bucket of 3 would."""
+    a = RateLimiter({}, per_hour={"suggestions": 3}, redis_url=redis_url, salt=_salt)
+    b = RateLimiter({}, per_hour={"suggestions": 3}, redis_url=redis_url, salt=_salt)
+    ip = _client()
+    assert [(a if k % 2 else b).take("suggestions", ip) for k in range(3)] == [None] * 3
+    wait = a.take("suggestions", ip)
+    assert wait is not None and 1200 - 5 <= wait <= 1200, wait  # Redis's clock ran a little
+    assert b.take("suggestions", _client()) is None  # per client
+    assert not a.degraded and not b.degraded
+    a.close()
+    b.close()
+
+
 def test_concurrent_takes_from_many_threads_never_overdraw(redis_url):
     """8 threads on each of 3 limiters race for a bucket of 50: exactly 50 succeed, and
     at most what refilled while they raced (a read-then-write outside one atomic script
@@ -103,7 +118,9 @@ def test_redis_holds_no_client_address(redis_url):
         if client.type(key) != b"hash":
             continue
         assert ip.encode() not in b"".join(client.hgetall(key).values())
-        assert 0 < client.pttl(key) <= 61_000  # gone once the bucket would be full again
+        # Gone once the bucket would be full again: a minute, an hour for suggestions.
+        hourly = key.startswith("privrank:ratelimit:suggestions:")
+        assert 0 < client.pttl(key) <= (3_601_000 if hourly else 61_000)
     client.close()
     lim.close()
 

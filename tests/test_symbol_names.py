@@ -15,8 +15,9 @@ from pathlib import Path
 from app.main import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
-#: A lone capital L: not part of a word, a path or an option, and not "the paper's L".
-BARE_L = re.compile(r"(?<![\w'’/.\-])(?<!paper's )L(?![\w'’\[])")
+#: A lone capital L: not part of a word, a path or an option, and not "the paper's L" —
+#: also in a product or a coefficient ("mL", "2L/ε").
+BARE_L = re.compile(r"(?<![\w'’/.\-])(?<!paper's )(?:\d*[a-z]?)L(?![\w'’\[])")
 
 
 def _bare(text: str) -> list[str]:
@@ -36,6 +37,17 @@ def test_the_api_descriptions_spell_their_quantities_out(monkeypatch, tmp_path):
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path}/n.db")
     schema = json.dumps(create_app().openapi(), ensure_ascii=False)
     assert _bare(schema) == []
+
+
+def test_the_cli_output_spells_its_quantities_out(capsys):
+    from app.cli import main
+
+    assert main(["plan", "-m", "6", "--respondents", "40", "-p", "5", "-e", "1", "-k", "2", "-r", "10"]) == 0
+    assert main(["simulate", "-s", "II", "--replications", "2", "--no-figures"]) == 0
+    out = capsys.readouterr().out
+    assert "dividing line 1/sqrt(items x comparisons per pair)" in out
+    assert "ε ∝ 1/√(m·n_pair)" in out and "n_pair: the comparisons of each pair" in out
+    assert _bare(out) == []
 
 
 def test_the_privacy_regime_names_comparisons_per_pair():

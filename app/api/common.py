@@ -106,8 +106,8 @@ def _goal_spec(goal: GoalSpec) -> dict:
 def survey_out(session, survey: Survey, cache=None, *, operator: bool = True) -> SurveyOut:
     """The survey with its items and, with a goal, where the goal stands (pending answers
     are folded first: after a fold in progress, if any). A central survey's exact
-    respondent and comparison counts are the operator's (admins and analysts): for
-    anyone else (``operator=False``: moderators) they are left out (null)."""
+    respondent, comparison and “can't decide” counts are the operator's (admins and
+    analysts): for anyone else (``operator=False``: moderators) they are left out (null)."""
     goal = None
     if survey.goal:
         fold_pending(session, survey.id)
@@ -125,11 +125,12 @@ def survey_out(session, survey: Survey, cache=None, *, operator: bool = True) ->
             n_items=report.n_items,
             unreachable=report.unreachable,
         )
+    hidden = not operator and survey.privacy_model == "central"
     return SurveyOut(
         **_survey_fields(survey, len(items)),
         items=[item_out(i) for i in items],
         goal=goal,
-        undecided=undecided_count(session, survey.id),
+        undecided=None if hidden else undecided_count(session, survey.id),
         pending_suggestions=pending_count(session, survey.id) if survey.suggestions else 0,
         **(_central_counts(session, survey) if operator else {}),
     )

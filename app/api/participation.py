@@ -13,6 +13,7 @@ from ..services.surveys import BATCH_DEFAULT, UNSET, get_survey
 from .bounded import run_bounded
 from .common import Lang, Offset, errors, item_out, language_of
 from .deps import ModeratorDep, RespondentDep, SessionDep, bearer_token
+from .ratelimit import RateLimiter, TooManyRequests, client_address
 from .schemas import (
     ItemOut,
     ItemStatusIn,
@@ -74,8 +75,19 @@ def suggest(
     409: the survey takes no suggestions, is closed, your suggestions are used up
     (``suggestion_limit``) or the survey has taken all it accepts (``suggestions_full``);
     429 (``suggestions_hourly``, with Retry-After): the survey has taken its suggestions
-    for this hour."""
+    for this hour; 429 (``suggestions_address``, with Retry-After): this client address
+    has sent its suggestions for now (``PRIVRANK_SUGGEST_PER_HOUR``, whatever the survey
+    or the token). A refused suggestion stores nothing and uses none of your allowance."""
     survey, _ = ctx
+    limiter: RateLimiter = request.app.state.rate_limiter
+    wait = limiter.take("suggestions", client_address(request))
+    if wait is not None:
+        per_hour = limiter.per_hour["suggestions"]
+        raise TooManyRequests(
+            f"too many suggestions from this address (at most {per_hour} an hour); retry later",
+            wait,
+            code="suggestions_address",
+        )
     remaining = svc.submit(session, survey, _token(request), body.label)
     return SuggestionReceived(remaining=remaining, batch=int((survey.suggestions or {})["batch"]))
 

@@ -1,13 +1,16 @@
-"""Per-client rate limits: respondent registration and failed authentication.
+"""Per-client rate limits: respondent registration, failed authentication and
+suggestions.
 
 Token buckets per (limit, client address): a bucket holds up to ``per_minute``
-tokens and refills at ``per_minute`` per minute. Registration takes a token per
+tokens and refills at ``per_minute`` per minute (a ``per_hour`` limit: up to
+``per_hour`` tokens, refilled at ``per_hour`` per hour). Registration takes a token per
 request (an integration key's registration from its own bucket, ``integration``,
 keyed by the key's id instead of the address); a failed authentication takes one
 per failure, and a client whose failure bucket is empty is refused (429) before its
-credentials are even checked — a key cannot be guessed faster than the limit. The
-client address is the connection's peer, or the proxy's ``X-Forwarded-For`` when
-uvicorn trusts that proxy (``--forwarded-allow-ips``).
+credentials are even checked — a key cannot be guessed faster than the limit; a
+suggestion takes one per request (``suggestions``, per hour), before anything is
+stored. The client address is the connection's peer, or the proxy's
+``X-Forwarded-For`` when uvicorn trusts that proxy (``--forwarded-allow-ips``).
 
 Where the buckets live:
 
@@ -19,7 +22,8 @@ Where the buckets live:
   bucket and the instances' clocks need not agree. Bucket keys carry no address: an
   HMAC of it under a random salt kept in the database (not in Redis: whoever reads
   Redis cannot test the 2³² IPv4 addresses against the keys), and each bucket
-  expires once it would be full again (a minute).
+  expires once it would be full again (within a minute, or an hour for a per-hour
+  limit).
 
   When Redis cannot be reached (or answers with an error) the limiter falls back to
   this process's buckets, logs one warning, and tries Redis again after
@@ -61,9 +65,10 @@ def client_address(request: Request) -> str:
 
 
 class Buckets(Protocol):
-    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
-        """With ``consume``, take a token if there is one; either way, None when one was
-        (or is) available, else the seconds until one is (nothing taken)."""
+    def take(self, name: str, client: str, cap: int, consume: bool, period: float = 60.0) -> float | None:
+        """With ``consume``, take a token if there is one (the bucket holds ``cap`` and
+        refills ``cap`` every ``period`` seconds); either way, None when one was (or is)
+        available, else the seconds until one is (nothing taken)."""
 
 
 #: What one bucket is counted as (its key and two floats).
@@ -79,24 +84,25 @@ class LocalBuckets:
         self._buckets = ByteLRU(max_clients * _BUCKET_BYTES)
         self._lock = threading.Lock()  # a take is a read and a write of one bucket
 
-    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
+    def take(self, name: str, client: str, cap: int, consume: bool, period: float = 60.0) -> float | None:
         with self._lock:
             now = time.monotonic()
             tokens, stamp = self._buckets.get((name, client)) or (float(cap), now)
-            tokens = min(float(cap), tokens + (now - stamp) * cap / 60.0)
+            tokens = min(float(cap), tokens + (now - stamp) * cap / period)
             if tokens < 1.0:
-                return (1.0 - tokens) * 60.0 / cap
+                return (1.0 - tokens) * period / cap
             if consume:
                 self._buckets.put((name, client), (tokens - 1.0, now), _BUCKET_BYTES)
         return None
 
 
-# KEYS[1]: the bucket. ARGV: capacity (tokens, refilled over 60 s), 1 to take a token.
+# KEYS[1]: the bucket. ARGV: capacity (tokens), 1 to take a token, the seconds over
+# which the bucket refills from empty.
 # Returns nil when a token was (or is) available, else the seconds to wait (a string:
 # Redis turns Lua numbers into integers).
 _TAKE = """
 local cap = tonumber(ARGV[1])
-local rate = cap / 60.0
+local rate = cap / tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'stamp')
@@ -135,8 +141,8 @@ class RedisBuckets:
         mac = hmac.new(self._salt, f"{name}\0{client}".encode(), hashlib.sha256).hexdigest()[:32]
         return f"privrank:ratelimit:{name}:{mac}"
 
-    def take(self, name: str, client: str, cap: int, consume: bool) -> float | None:
-        wait = self._script(keys=[self._key(name, client)], args=[cap, 1 if consume else 0])
+    def take(self, name: str, client: str, cap: int, consume: bool, period: float = 60.0) -> float | None:
+        wait = self._script(keys=[self._key(name, client)], args=[cap, 1 if consume else 0, period])
         return None if wait is None else float(wait)
 
     def close(self) -> None:
@@ -144,7 +150,8 @@ class RedisBuckets:
 
 
 class RateLimiter:
-    """Token buckets keyed by (name, client); ``per_minute=0`` disables a limit.
+    """Token buckets keyed by (name, client), each limit given per minute (``per_minute``)
+    or per hour (``per_hour``); 0 disables a limit.
 
     With ``redis_url``, the buckets are shared through Redis (their keys salted with
     ``salt()``, the same for every instance), and this process's buckets stand in
@@ -156,8 +163,12 @@ class RateLimiter:
         max_clients: int = 100_000,
         redis_url: str | None = None,
         salt: Callable[[], bytes] | None = None,
+        per_hour: dict[str, int] | None = None,
     ) -> None:
         self.per_minute = dict(per_minute)
+        self.per_hour = dict(per_hour or {})
+        if self.per_minute.keys() & self.per_hour.keys():
+            raise ValueError("a limit is per minute or per hour, not both")
         self.local = LocalBuckets(max_clients)
         if redis_url and salt is None:
             raise ValueError("shared buckets need the salt every instance shares")
@@ -172,12 +183,14 @@ class RateLimiter:
         return self.shared is not None and time.monotonic() < self._down_until
 
     def _take(self, name: str, client: str, consume: bool) -> float | None:
-        cap = self.per_minute.get(name, 0)
+        cap, period = (
+            (self.per_hour[name], 3600.0) if name in self.per_hour else (self.per_minute.get(name, 0), 60.0)
+        )
         if cap <= 0:
             return None
         if self.shared is not None and time.monotonic() >= self._down_until:
             try:
-                wait = self.shared.take(name, client, cap, consume)
+                wait = self.shared.take(name, client, cap, consume, period)
             except Exception as exc:  # any Redis failure: connection, timeout, script error
                 with self._state:
                     first, self._failing = not self._failing, True
@@ -194,7 +207,7 @@ class RateLimiter:
                     if back:
                         log.warning("Redis is back: rate limits are shared again")
                 return wait
-        return self.local.take(name, client, cap, consume)
+        return self.local.take(name, client, cap, consume, period)
 
     def retry_after(self, name: str, client: str) -> float | None:
         """Seconds until a token is available, or None when one is (nothing is taken)."""

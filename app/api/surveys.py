@@ -97,8 +97,8 @@ def list_surveys(
     summary="Get a survey",
 )
 def get_survey(*, survey_id: str, who: ViewerDep, session: SessionDep) -> SurveyOut:
-    """A central survey's ``respondents`` and ``comparisons`` are exact counts for the
-    operator (admins and analysts); a moderator gets null there."""
+    """A central survey's ``respondents``, ``comparisons`` and ``undecided`` are exact
+    counts for the operator (admins and analysts); a moderator gets null there."""
     operator = who.role in (ADMIN, ANALYST)
     return survey_out(session, svc.get_survey(session, survey_id), operator=operator)
 

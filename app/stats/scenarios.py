@@ -33,7 +33,7 @@ from .simulation import (
 )
 from .theory import SCHEMES, scheme_epsilon
 
-__all__ = ["METRICS", "SCENARIOS", "Scenario", "ScenarioResult", "run_scenario"]
+__all__ = ["METRICS", "PARAM_NAMES", "SCENARIOS", "Scenario", "ScenarioResult", "run_scenario"]
 
 #: Metric key → (label, function(theta_hat, theta_true, k)).
 METRICS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray, int], float]]] = {
@@ -44,10 +44,17 @@ METRICS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray, int], float]]] =
 }
 
 SCHEME_LABELS = {
-    "log_over_sqrt": "ε ∝ log(mL)/√(mL)",
-    "inv_sqrt": "ε ∝ 1/√(mL)",
-    "inv_sqrt_log": "ε ∝ 1/(√(mL)·log mL)",
+    "log_over_sqrt": "ε ∝ log(m·n_pair)/√(m·n_pair)",
+    "inv_sqrt": "ε ∝ 1/√(m·n_pair)",
+    "inv_sqrt_log": "ε ∝ 1/(√(m·n_pair)·log(m·n_pair))",
 }
+
+#: How the tables and figures name a grid parameter: the grids keep the paper's symbols,
+#: the output says n_pair for its L (the comparisons of each pair: every pair is answered
+#: by n_pair respondents in the complete design).
+PARAM_NAMES = {"L": "n_pair"}
+#: The line under each table's title that says what n_pair is.
+N_PAIR = "n_pair: the comparisons of each pair (every pair answered by n_pair respondents; the paper's L)"
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ SCENARIOS: dict[str, Scenario] = {
         series="m",
         panel_rows="metric",
         panel_cols="epsilon",
-        notes="θ*~U(−2,2) centered, redrawn per replicate; λ = G(ε) (λ_paper = G/L).",
+        notes="θ*~U(−2,2) centered, redrawn per replicate; λ = G(ε) (λ_paper = G/n_pair).",
     ),
     "II": Scenario(
         "II",
@@ -98,7 +105,7 @@ SCENARIOS: dict[str, Scenario] = {
         series="scheme",
         panel_rows="metric",
         panel_cols="m",
-        notes="ε = 1 at L = 100 for every scheme; schemes named by formula "
+        notes="ε = 1 at n_pair = 100 for every scheme; schemes named by formula "
         "(the paper's text swaps Schemes 1 and 3); the paper does not state its number of replicates.",
     ),
     "III": Scenario(
@@ -160,7 +167,7 @@ class ScenarioResult:
     def format_table(self) -> str:
         sc = self.scenario
         params = list(sc.grid)
-        head = [*params, *(f"{m} (±1.96·se)" for m in sc.metrics)]
+        head = [*(PARAM_NAMES.get(p, p) for p in params), *(f"{m} (±1.96·se)" for m in sc.metrics)]
         lines = []
         for row in self.rows:
             cells = [_fmt_param(k, row[k]) for k in params]
@@ -169,6 +176,7 @@ class ScenarioResult:
         widths = [max(len(h), *(len(r[c]) for r in lines)) for c, h in enumerate(head)]
         out = [
             f"{sc.title} ({sc.figure} of the paper; {self.replications} replicates per cell)",
+            N_PAIR,
             "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
             "  ".join("-" * w for w in widths),
         ]

@@ -48,3 +48,23 @@ def test_a_moderator_does_not_get_a_central_surveys_counts(client):
     assert seen.status_code == 200, seen.text
     assert seen.json()["respondents"] is None and seen.json()["comparisons"] is None
     assert [it["id"] for it in seen.json()["items"]] == [a, b, c]  # the settings and items stay theirs
+
+
+def test_a_moderator_does_not_get_a_central_surveys_undecided_count(client):
+    """“Can't decide” is a survey-wide count like the other two (README): exact for the
+    operator, null for a moderator."""
+    s = create_central_survey(client, items=("a", "b", "c"))
+    sid = s["id"]
+    _, one = register(client, sid)
+    (pair,) = client.get(f"/v1/surveys/{sid}/pairs", params={"count": 1}, headers=one).json()["pairs"]
+    r = client.post(f"/v1/surveys/{sid}/undecided", json={"ticket": pair["undecided_ticket"]}, headers=one)
+    assert r.status_code == 204, r.text
+    url = f"/v1/surveys/{sid}"
+    for operator in (ADMIN, analyst_headers(client)):
+        assert client.get(url, headers=operator).json()["undecided"] == 1
+    seen = client.get(url, headers=analyst_headers(client, role="moderator"))
+    assert seen.status_code == 200, seen.text
+    assert seen.json()["undecided"] is None
+    # The survey list's summaries carry no count at all.
+    listed = client.get("/v1/surveys", headers=analyst_headers(client, role="moderator")).json()
+    assert all("undecided" not in summary for summary in listed["surveys"])

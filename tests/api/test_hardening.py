@@ -343,6 +343,23 @@ def test_rate_limiter_refills_over_time(monkeypatch):
     assert all(lim.take("off", "ip") is None for _ in range(1000))
 
 
+def test_a_per_hour_limit_refills_one_token_every_hour_over_its_size(monkeypatch):
+    from app.api import ratelimit
+
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
+    lim = ratelimit.RateLimiter({"x": 60}, per_hour={"suggestions": 4})
+    assert all(lim.take("suggestions", "ip") is None for _ in range(4))
+    assert lim.take("suggestions", "ip") == pytest.approx(900.0)  # 4 an hour: one every 15 min
+    assert lim.take("suggestions", "other") is None  # per client
+    now[0] += 899.0
+    assert lim.take("suggestions", "ip") == pytest.approx(1.0)
+    now[0] += 1.0
+    assert lim.take("suggestions", "ip") is None and lim.take("suggestions", "ip") is not None
+    with pytest.raises(ValueError):
+        ratelimit.RateLimiter({"x": 1}, per_hour={"x": 1})
+
+
 def test_hostile_labels_are_stored_and_returned_verbatim(client, db):
     """SQL, HTML, format-string and unicode payloads are data: stored as given, returned
     as JSON strings, and every table still there."""

@@ -1,17 +1,23 @@
 """Limits on suggestions (app.services.suggestions, README "Limits on suggestions"): a
 survey accepts at most ``per_hour`` suggestions per clock hour and ``max_total`` in all,
 on top of each respondent's ``per_respondent``; the batching that hides authorship is
-unchanged (a batch is published whole, so each limit leaves room for one)."""
+unchanged (a batch is published whole, so each limit leaves room for one). A client
+address sends at most ``PRIVRANK_SUGGEST_PER_HOUR`` suggestions an hour, whatever its
+tokens (app.api.participation)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db.models import HeldContribution, Item, Suggestion, to_hour, utcnow
 from app.services import suggestions as suggestions_module
-from tests.helpers.api import ADMIN, analyst_headers, register
+from tests.helpers.api import ADMIN, ADMIN_KEY, analyst_headers, make_app, register, writes
+from tests.helpers.live import LiveServer
 
 
 def _survey(client, **settings) -> str:
@@ -118,3 +124,89 @@ def test_limits_are_checked(client):
         r = client.post("/v1/surveys", json=body, headers=ADMIN)
         assert r.status_code == 422, settings
         assert "Traceback" not in r.text
+
+
+def _from(app, address: str) -> TestClient:
+    """A client of ``app`` (its lifespan run by another) calling from ``address``."""
+    return TestClient(app, client=(address, 50000))
+
+
+def test_one_address_is_limited_whatever_its_tokens_and_others_still_get_through(database_url):
+    """Throw-away tokens from one address (3 an hour): the 4th suggestion is refused with
+    429 and Retry-After, stores nothing and uses none of the token's allowance; another
+    address is not affected and the survey's own hourly allowance is left to it."""
+    app = make_app(database_url, PRIVRANK_SUGGEST_PER_HOUR=3)
+    with TestClient(app) as admin:
+        flood, other = _from(app, "203.0.113.7"), _from(app, "198.51.100.20")
+        sid = _survey(admin, per_respondent=3, batch=2, per_hour=100)
+        tokens = [register(flood, sid)[1] for _ in range(4)]
+        assert [_suggest(flood, sid, tokens[k], f"idea {k}").status_code for k in range(3)] == [202] * 3
+        before = writes(app)
+        refused = [_suggest(flood, sid, tokens[k], f"more {k}") for k in (0, 3)]
+        assert writes(app) == before  # nothing stored: no suggestion, no held row, no slot
+        for r in refused:
+            assert r.status_code == 429, r.text
+            assert r.json()["code"] == "suggestions_address"
+            assert "too many suggestions from this address (at most 3 an hour)" in r.json()["detail"]
+            assert 1 <= int(r.headers["Retry-After"]) <= 1200  # 3 an hour: a token every 20 min
+        # Another address suggests, with a token of the flooding address too: the refusal
+        # used none of its allowance.
+        ok = _suggest(other, sid, tokens[3], "from elsewhere")
+        assert ok.status_code == 202 and ok.json()["remaining"] == 2
+        _, mine = register(other, sid)
+        assert _suggest(other, sid, mine, "mine").status_code == 202
+        assert _counts(app, sid)[1] == 4  # two batches of 2 published (moderation "after")
+    app.state.engine.dispose()
+
+
+def test_the_survey_hourly_limit_still_applies_with_the_address_limit(database_url, monkeypatch):
+    """Both limits at once (3 an address, 4 a survey-hour): the address limit refuses what
+    the survey would still take, and the survey refuses a fresh address once its hour is
+    taken."""
+    now = utcnow()
+    monkeypatch.setattr(suggestions_module, "utcnow", lambda: now)
+    app = make_app(database_url, PRIVRANK_SUGGEST_PER_HOUR=3)
+    with TestClient(app) as admin:
+        sid = _survey(admin, per_respondent=3, batch=2, per_hour=4)
+        one, two, three = (_from(app, f"192.0.2.{k}") for k in (1, 2, 3))
+        codes = [_suggest(one, sid, register(one, sid)[1], f"idea {k}").status_code for k in range(4)]
+        assert codes == [202, 202, 202, 429]  # one batch published, one suggestion held
+        assert _suggest(two, sid, register(two, sid)[1], "second address").status_code == 202
+        assert _counts(app, sid)[1] == 4  # the survey's hour is taken
+        r = _suggest(three, sid, register(three, sid)[1], "third address")
+        assert r.status_code == 429 and r.json()["code"] == "suggestions_hourly"
+        assert int(r.headers["Retry-After"]) <= (to_hour(now) + timedelta(hours=1) - now).total_seconds() + 1
+        assert _counts(app, sid)[1] == 4
+    app.state.engine.dispose()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_address_is_the_forwarded_one_only_from_a_trusted_proxy(trusted, tmp_path):
+    """The suggestion limit (1 an hour) sees the address the registration limit sees:
+    without PRIVRANK_FORWARDED_ALLOW_IPS a claimed X-Forwarded-For changes nothing; with
+    the proxy trusted, each forwarded address has its own bucket (and a second suggestion
+    from the first address is refused)."""
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path}/fwd.db", "PRIVRANK_ADMIN_KEY": ADMIN_KEY}
+    env["PRIVRANK_SUGGEST_PER_HOUR"] = "1"
+    if trusted:
+        env["PRIVRANK_FORWARDED_ALLOW_IPS"] = "127.0.0.1"
+    server = LiveServer(env)
+    try:
+        body = {"title": "t", "items": ["a", "b"], "suggestions": {"enabled": True, "batch": 2}}
+        sid = httpx2.post(server.base + "/v1/surveys", json=body, headers=ADMIN).json()["id"]
+        codes = []
+        for address in ("203.0.113.1", "203.0.113.2", "203.0.113.1"):
+            forwarded = {"X-Forwarded-For": address}
+            token = httpx2.post(
+                server.base + f"/v1/surveys/{sid}/respondents", json={}, headers=forwarded
+            ).json()["token"]
+            r = httpx2.post(
+                server.base + f"/v1/surveys/{sid}/suggestions",
+                json={"label": f"from {address}"},
+                headers={**forwarded, "Authorization": f"Bearer {token}"},
+            )
+            codes.append(r.status_code)
+    finally:
+        server.stop()
+    assert codes == ([202, 202, 429] if trusted else [202, 429, 429])

@@ -189,7 +189,12 @@ def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
     from app.config import Settings
     from app.main import create_app
 
-    values = {"PRIVRANK_REGISTER_PER_MINUTE": 0, "PRIVRANK_AUTH_FAILURES_PER_MINUTE": 0, **settings}
+    values = {
+        "PRIVRANK_REGISTER_PER_MINUTE": 0,
+        "PRIVRANK_AUTH_FAILURES_PER_MINUTE": 0,
+        "PRIVRANK_SUGGEST_PER_HOUR": 0,
+        **settings,
+    }
     if admin_key is not None:
         values["PRIVRANK_ADMIN_KEY"] = admin_key
     return create_app(Settings(DATABASE_URL=url, **values))

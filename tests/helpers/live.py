@@ -25,7 +25,11 @@ class LiveServer:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         # Tests drive many respondents from one address: rate limits off unless a test sets them.
-        limits = {"PRIVRANK_REGISTER_PER_MINUTE": "0", "PRIVRANK_AUTH_FAILURES_PER_MINUTE": "0"}
+        limits = {
+            "PRIVRANK_REGISTER_PER_MINUTE": "0",
+            "PRIVRANK_AUTH_FAILURES_PER_MINUTE": "0",
+            "PRIVRANK_SUGGEST_PER_HOUR": "0",
+        }
         full_env = {**os.environ, "PRIVRANK_LOG_LEVEL": "warning", **limits, **env}
         for name in ("PRIVRANK_ADMIN_KEY", "DATABASE_URL"):  # only what the test asks for
             if name not in env:

@@ -231,7 +231,7 @@ def test_scenario_results_are_reproducible_and_tabulated():
     assert a.rows == b.rows
     assert len(a.rows) == 3 * 3 * 4
     table = a.format_table()
-    assert "Figure 5" in table and "ε ∝ 1/√(mL)" in table
+    assert "Figure 5" in table and "ε ∝ 1/√(m·n_pair)" in table
     # Part of the grid: the cells asked for, with the numbers the whole grid gives them.
     part = run_scenario("IV", replications=2, seed=9, cells=[dict(m=20), dict(scheme="inv_sqrt", L=400)])
     assert part.rows == [r for r in a.rows if r["m"] == 20 or (r["scheme"] == "inv_sqrt" and r["L"] == 400)]

@@ -377,10 +377,11 @@ class SurveyFields(BaseModel):
 class SurveyOut(SurveyFields):
     items: list[ItemOut]
     goal: GoalOut | None = Field(None, description="The goal and where it stands; null without one.")
-    undecided: int = Field(
+    undecided: int | None = Field(
         0,
         description="“Can't decide” answers so far: a survey-level count, with nothing stored about the "
-        "pairs or the respondents.",
+        "pairs or the respondents. Central surveys: for admins and analysts (an exact count, as "
+        "respondents and comparisons); null for moderators.",
     )
     pending_suggestions: int = Field(0, description="Suggestions waiting for a moderator.")
     respondents: int | None = Field(

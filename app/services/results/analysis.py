@@ -82,7 +82,8 @@ class Diagnostics(BaseModel):
         description="Distribution of respondents' total ε (sum over their answers): mean and quantiles."
     )
     privacy_regime: PrivacyRegime = Field(
-        description="Where ε sits relative to the dividing line ε ≍ 1/√(mL) of Corollaries 1–2, in words."
+        description="Where ε sits relative to the dividing line ε ≍ 1/√(m·n_pair) of Corollaries 1–2 "
+        "(n_pair: comparisons per pair), in words."
     )
     ties: bool
     top_k_boundary_tied: bool | None
