@@ -61,12 +61,12 @@ async function useLanguage(lang) {
   await loadCatalogs(["dashboard"], lang);
   translateStatic(document);
   document.title = t("page.title");
-  document.getElementById("language").value = language();
+  document.getElementById("ui-language").value = language();
 }
 
 /** The header's language picker: each language named in itself ("Deutsch", "Français"). */
 function languagePicker() {
-  const picker = document.getElementById("language");
+  const picker = document.getElementById("ui-language");
   picker.replaceChildren(
     ...LANGUAGES.map((code) => {
       const name = new Intl.DisplayNames([code], { type: "language" }).of(code);

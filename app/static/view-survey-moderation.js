@@ -6,7 +6,7 @@
  */
 import { api, showError } from "/static/api.js";
 import { announce, h, section } from "/static/dom.js";
-import { language, num, percent, t, tn } from "/static/i18n.js";
+import { language, num, t, tn } from "/static/i18n.js";
 import { session } from "/static/session.js";
 
 /** An item's source and status in words ("moderation.source.<source>", "moderation.status.<status>"). */
@@ -41,7 +41,9 @@ function similarHint(x) {
     h(
       "span",
       { class: "similarity" },
-      t("moderation.similar", { similarity: percent(Math.round(100 * x.similarity) / 100) }),
+      t("moderation.similar", {
+        similarity: num(Math.round(100 * x.similarity) / 100, { style: "percent" }),
+      }),
     ),
     x.same_text ? h("span", { class: "badge same-text" }, t("moderation.same_text")) : null,
   );
