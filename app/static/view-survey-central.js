@@ -185,14 +185,14 @@ export async function centralSections(s, body) {
       const rho = Number(form.querySelector("#rel-rho").value);
       request.rho = rho;
       spend = t("central.spend.rho", {
-        rho: unit === "edge" ? rho * maxPerRespondent * maxPerRespondent : rho,
+        rho: sig(unit === "edge" ? rho * maxPerRespondent * maxPerRespondent : rho, 6),
       });
     } else {
       request.epsilon = eps;
       const cost = unit === "edge" ? eps * maxPerRespondent : eps;
       spend = zcdp
-        ? t("central.spend.rho_eps", { rho: (cost * cost) / 2 })
-        : t("central.spend.eps", { eps: cost });
+        ? t("central.spend.rho_eps", { rho: sig((cost * cost) / 2, 6) })
+        : t("central.spend.eps", { eps: sig(cost, 6) });
     }
     if (!confirm(spend)) return;
     try {
