@@ -3,6 +3,7 @@
  * downloads, who the key belongs to, and how a failed request is shown.
  */
 import { h } from "/static/dom.js";
+import { num, t } from "/static/i18n.js";
 import { PrivrankError } from "/static/privrank.js";
 import { forgetKey, session, storedKey } from "/static/session.js";
 
@@ -46,16 +47,8 @@ export async function download(path, filename) {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-/** Why a credential that is no dashboard key cannot sign in, by its role. */
-const NOT_A_DASHBOARD_KEY = {
-  integration:
-    "This is an integration key: it may only register respondents from another service " +
-    "(POST /v1/surveys/{id}/respondents), so it cannot open the dashboard. " +
-    "Sign in with an admin, analyst or moderator key.",
-  respondent:
-    "This is a respondent's token, for the respondent page: the dashboard needs an admin, analyst or moderator key.",
-  site: "This is a federated site's credential, for privrank site: the dashboard needs an admin, analyst or moderator key.",
-};
+/** Why a credential that is no dashboard key cannot sign in, by its role ("errors.not_dashboard.<role>"). */
+const NOT_A_DASHBOARD_KEY = ["integration", "respondent", "site"];
 
 /**
  * The stored key's role: "admin", "analyst" or "moderator" (other credentials cannot use
@@ -67,7 +60,7 @@ export async function whoAmI() {
   if (!["admin", "analyst", "moderator"].includes(me.role)) {
     throw new ApiError(
       403,
-      NOT_A_DASHBOARD_KEY[me.role] ?? "The dashboard needs an admin, analyst or moderator key.",
+      t(NOT_A_DASHBOARD_KEY.includes(me.role) ? `errors.not_dashboard.${me.role}` : "errors.not_dashboard"),
     );
   }
   return me.role;
@@ -111,7 +104,7 @@ export async function followJob(job, where, label) {
     },
     fill,
   );
-  const text = h("span", { id: "job-progress-text" }, "queued");
+  const text = h("span", { id: "job-progress-text" }, t("job.queued"));
   const cancel = h(
     "button",
     {
@@ -123,7 +116,7 @@ export async function followJob(job, where, label) {
         await api("DELETE", `/v1/jobs/${job.id}`).catch(() => {});
       },
     },
-    "Cancel",
+    t("job.cancel"),
   );
   where.replaceChildren(
     h(
@@ -136,14 +129,17 @@ export async function followJob(job, where, label) {
   );
   const started = Date.now();
   for (;;) {
-    if (!where.isConnected) throw new ApiError(0, "left the page"); // nobody is watching: stop polling
+    if (!where.isConnected) throw new ApiError(0, t("job.left")); // nobody is watching: stop polling
     const pct = Math.round(100 * job.progress);
     fill.style.width = `${pct}%`;
     bar.setAttribute("aria-valuenow", String(pct));
-    text.textContent = job.status === "queued" ? "waiting for a runner…" : `${pct}% done`;
+    text.textContent =
+      job.status === "queued"
+        ? t("job.waiting")
+        : t("job.done", { pct: num(pct / 100, { style: "percent" }) });
     if (job.status === "done") return job.result;
-    if (job.status === "failed") throw new ApiError(500, `the job failed: ${job.error}`);
-    if (job.status === "cancelled") throw new ApiError(409, "the job was cancelled");
+    if (job.status === "failed") throw new ApiError(500, t("job.failed", { error: job.error }));
+    if (job.status === "cancelled") throw new ApiError(409, t("job.cancelled"));
     await sleep(Date.now() - started < 10_000 ? 500 : 2000); // closely at first, then every 2 s
     job = await api("GET", `/v1/jobs/${job.id}`);
   }

@@ -3,7 +3,8 @@
  * Every chart is an <svg role="img"> with a <title> and <desc>, and every value it
  * shows is also written as text, so it reads without colour.
  */
-import { fmt, h } from "/static/dom.js";
+import { h } from "/static/dom.js";
+import { fixed, t } from "/static/i18n.js";
 
 const NS = "http://www.w3.org/2000/svg";
 let uid = 0;
@@ -131,7 +132,7 @@ export function niceTicks(min, max, target = 4) {
 export function errorBarChart(rows, { title, desc, axisLabel = "score" }) {
   // The label and note columns are as wide as their text (labels cut to 24 characters),
   // so that nothing is clipped at the chart's edges.
-  const notes = rows.map((r) => r.note ?? fmt(r.value));
+  const notes = rows.map((r) => r.note ?? fixed(r.value));
   const labelW = Math.max(40, widest(rows.map((r) => cut(r.label, 24))) + 14);
   const noteW = Math.max(30, widest(notes) + 16);
   const plotW = 420;
@@ -231,11 +232,12 @@ const stripX = (scale, v) =>
   STRIP_PAD + ((v - scale.min) / (scale.max - scale.min)) * (STRIP_W - 2 * STRIP_PAD);
 
 /**
- * The axis of a column of interval strips: the scale's ticks, `caption` above them.
+ * The axis of a column of interval strips: the scale's ticks, `caption` above them;
+ * `describe(from, to)` says its span for screen readers, in the page's words.
  * Scales with its box like the strips (class "strip"), so it reads on a phone.
  */
-export function stripAxis(scale, caption) {
-  const svg = frame(STRIP_W, 34, caption, `Axis from ${scale.ticks[0].text} to ${scale.ticks.at(-1).text}.`);
+export function stripAxis(scale, caption, describe) {
+  const svg = frame(STRIP_W, 34, caption, describe(scale.ticks[0].text, scale.ticks.at(-1).text));
   svg.setAttribute("class", "strip");
   svg.append(svgEl("text", { x: STRIP_W / 2, y: 11, "text-anchor": "middle", class: "tick" }, caption));
   svg.append(svgEl("line", { x1: STRIP_PAD, x2: STRIP_W - STRIP_PAD, y1: 30, y2: 30, stroke: "#1b1b1b" }));
@@ -390,7 +392,7 @@ export function budgetBar(spent, total) {
       "aria-valuemin": "0",
       "aria-valuemax": String(total),
       "aria-valuenow": String(spent),
-      "aria-label": `privacy budget spent: ${fmt(spent)} of ${fmt(total)}`,
+      "aria-label": t("chart.budget", { spent: fixed(spent), total: fixed(total) }),
     },
     bar,
   );

@@ -8,12 +8,14 @@
  * The modules: dom.js (element and number helpers), session.js (key, role, main
  * element), api.js (requests), charts.js (SVG), and one view-*.js per view.
  *
- * The shell's words (index.html, the survey list, the new-survey form, the planners) come
- * from the "dashboard" catalog (app/static/i18n/dashboard.<lang>.json, through i18n.js's
- * t()); English is the only one so far, and adding a language is adding its catalog.
+ * Every word the dashboard shows comes from the "dashboard" catalog
+ * (app/static/i18n/dashboard.<lang>.json, through i18n.js's t()), in English, Spanish,
+ * German and French; adding a language is adding its catalog. The language is the one the
+ * user picks in the header (kept in localStorage), else the browser's (preferredLanguage);
+ * picking another re-renders the current view, <html lang> included.
  */
 import { showError, whoAmI } from "/static/api.js";
-import { loadCatalogs, t, translateStatic } from "/static/i18n.js";
+import { LANGUAGES, language, loadCatalogs, preferredLanguage, t, translateStatic } from "/static/i18n.js";
 import { app, forgetKey, session, storedKey } from "/static/session.js";
 import { keysView } from "/static/view-keys.js";
 import { newSurveyView } from "/static/view-new-survey.js";
@@ -46,9 +48,52 @@ async function route() {
 
 session.route = route;
 
-await loadCatalogs(["dashboard"], "en");
-translateStatic(document);
-document.title = t("page.title");
+/** Where the language the user picked is kept (localStorage: every tab, across visits). */
+const PICKED = "privrank.dashboard.language";
+
+function pickedLanguage() {
+  try {
+    return localStorage.getItem(PICKED);
+  } catch {
+    return null; // storage refused (a private window's policy): the browser's language
+  }
+}
+
+/** Loads the catalog in `lang` and translates the shell: markup, tab title, the picker. */
+async function useLanguage(lang) {
+  await loadCatalogs(["dashboard"], lang);
+  translateStatic(document);
+  document.title = t("page.title");
+  document.getElementById("ui-language").value = language();
+}
+
+/** The header's language picker: each language named in itself ("Deutsch", "Français"). */
+function languagePicker() {
+  const picker = document.getElementById("ui-language");
+  picker.replaceChildren(
+    ...LANGUAGES.map((code) => {
+      const name = new Intl.DisplayNames([code], { type: "language" }).of(code);
+      const option = document.createElement("option");
+      option.value = code;
+      option.lang = code;
+      option.textContent = name.charAt(0).toLocaleUpperCase(code) + name.slice(1);
+      return option;
+    }),
+  );
+  picker.addEventListener("change", async () => {
+    try {
+      localStorage.setItem(PICKED, picker.value);
+    } catch {
+      // not remembered: this page still changes
+    }
+    await useLanguage(picker.value);
+    await route();
+    picker.focus();
+  });
+}
+
+languagePicker();
+await useLanguage(pickedLanguage() || preferredLanguage());
 
 document.getElementById("sign-out").addEventListener("click", () => {
   forgetKey();

@@ -1,8 +1,10 @@
 /**
  * The DOM helpers every page shares (the dashboard, the respondent page and the charts):
  * building elements, formatting numbers, the live region, and the dashboard's panels.
- * Written once here; nothing in this module touches the page when it is imported.
+ * Written once here; nothing in this module touches the page when it is imported. The
+ * dashboard's words here come from its catalog ("scores.", "chart.").
  */
+import { num, t } from "/static/i18n.js";
 
 /**
  * An element: `attrs` become attributes (a key starting with "on" adds an event
@@ -41,14 +43,20 @@ export const pct = (x) => (x < 0.01 ? "<1%" : x > 0.99 ? ">99%" : `${(100 * x).t
 export const fmtSignificant = (x, digits = 2) => minus(String(Number(Number(x).toPrecision(digits))));
 
 /**
- * What a Bradley–Terry score means, in words; `prefers` says what the odds are about
- * ("a respondent prefers the higher-scored one"). A gap d between two scores means odds
- * of e^d : 1, a probability of 1/(1+e^−d), that the higher-scored item wins: e ≈ 2.7 (73%)
- * for d = 1, e² ≈ 7.4 (88%) for d = 2.
+ * What a Bradley–Terry score means, in words: the dashboard's "scores.bt.pairwise" (what a
+ * respondent prefers), or "scores.bt.ranking" (`implied`: the pairs that rankings imply). A gap
+ * d between two scores means odds of e^d : 1, a probability of 1/(1+e^−d), that the
+ * higher-scored item wins: e ≈ 2.7 (73%) for d = 1, e² ≈ 7.4 (88%) for d = 2.
  */
-export const bradleyTerryText = (scale, prefers) =>
-  `Scores are on the Bradley–Terry scale${scale}: a gap of 1 between two items means odds of about ` +
-  `2.7 : 1 (73%) that ${prefers}, a gap of 2 about 7.4 : 1 (88%). Only differences between scores mean anything.`;
+export const bradleyTerryText = (implied = false) =>
+  t(implied ? "scores.bt.ranking" : "scores.bt.pairwise", {
+    gap1: num(1),
+    gap2: num(2),
+    odds1: num(2.7),
+    odds2: num(7.4),
+    p1: num(0.73, { style: "percent" }),
+    p2: num(0.88, { style: "percent" }),
+  });
 
 /** Says `text` through the page's live region (#status), for screen-reader users. */
 export function announce(text) {
@@ -91,7 +99,7 @@ export function tableWrap(label, table) {
 
 /** The scrolling box a chart sits in, named after the chart's title. */
 export function chartBox(svg) {
-  const title = svg.querySelector("title")?.textContent || "Chart";
+  const title = svg.querySelector("title")?.textContent || t("chart.default");
   return scrollBox("chart", title, svg);
 }
 

@@ -31,6 +31,9 @@ export async function loadCatalogs(names, lang = "en") {
   const loaded = await Promise.all(
     names.flatMap((name) => [fetchCatalog(name, "en"), locale === "en" ? null : fetchCatalog(name, locale)]),
   );
+  // A page that changes its language (the dashboard's picker) keeps none of the last one's words.
+  for (const key of Object.keys(messages)) delete messages[key];
+  for (const key of Object.keys(english)) delete english[key];
   const owner = {};
   for (let k = 0; k < loaded.length; k += 2) {
     for (const key of Object.keys(loaded[k])) {

@@ -132,7 +132,15 @@ export function resultsContent(r, { level = 2, idPrefix = "results" } = {}) {
       { class: "hint" },
       t(rows.some((x) => x.lo !== null) ? "results.ranking.hint" : "results.ranking.hint_no_ci"),
     ),
-    scale ? h("div", { class: "strip-axis" }, stripAxis(scale, t("results.ranking.axis"))) : null,
+    scale
+      ? h(
+          "div",
+          { class: "strip-axis" },
+          stripAxis(scale, t("results.ranking.axis"), (from, to) =>
+            t("results.ranking.axis_span", { from, to }),
+          ),
+        )
+      : null,
     list,
   );
   return out.filter(Boolean);

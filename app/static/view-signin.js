@@ -1,6 +1,7 @@
 /** The dashboard's sign-in form: an admin, analyst or moderator key, kept only in this tab. */
 import { whoAmI } from "/static/api.js";
 import { announce, h } from "/static/dom.js";
+import { t } from "/static/i18n.js";
 import { app, forgetKey, session, storeKey } from "/static/session.js";
 
 export function signInView(message) {
@@ -12,21 +13,15 @@ export function signInView(message) {
   const form = h(
     "form",
     { id: "signin", "aria-describedby": "signin-help" },
-    h("h2", {}, "Sign in"),
-    h(
-      "p",
-      { id: "signin-help", class: "hint" },
-      "Use an admin, analyst or moderator key. It is kept only in this tab (session storage) and sent as an " +
-        "Authorization header; it never appears in a URL. Integration keys, respondent tokens and site " +
-        "credentials do not open the dashboard.",
-    ),
+    h("h2", {}, t("signin.title")),
+    h("p", { id: "signin-help", class: "hint" }, t("signin.help")),
     h(
       "div",
       { class: "field" },
-      h("label", { for: "key" }, "API key"),
+      h("label", { for: "key" }, t("signin.key")),
       h("input", { id: "key", type: "password", autocomplete: "off", required: true }),
     ),
-    h("div", { class: "actions" }, h("button", { type: "submit" }, "Sign in")),
+    h("div", { class: "actions" }, h("button", { type: "submit" }, t("signin.submit"))),
     msg,
   );
   form.addEventListener("submit", async (ev) => {
@@ -34,11 +29,11 @@ export function signInView(message) {
     storeKey(form.querySelector("#key").value.trim());
     try {
       session.role = await whoAmI();
-      announce(`Signed in as ${session.role}`);
+      announce(t("signin.signed_in", { role: t(`role.${session.role}`) }));
       session.route();
     } catch (err) {
       forgetKey();
-      signInView(err.status === 401 ? "That key was not accepted." : err.message);
+      signInView(err.status === 401 ? t("signin.refused") : err.message);
       return;
     }
   });

@@ -5,18 +5,21 @@
  */
 import { api, showError } from "/static/api.js";
 import { budgetBar } from "/static/charts.js";
-import { bradleyTerryText, fmt, fmtSignificant, h, section, tableWrap } from "/static/dom.js";
+import { bradleyTerryText, h, section, tableWrap } from "/static/dom.js";
+import { dateTime, fixed, num, sig, t } from "/static/i18n.js";
 
 function ledgerTable(releases, zcdp) {
-  const columns = zcdp
-    ? ["When", "Method", "Unit", "ε (at δ)", "ρ charged", "ε left after (at δ)", "Top"]
-    : ["When", "Method", "Unit", "ε", "Cost", "Budget left after", "Top"];
+  const columns = (
+    zcdp
+      ? ["when", "method", "unit", "eps_delta", "rho", "left_delta", "top"]
+      : ["when", "method", "unit", "eps", "cost", "left", "top"]
+  ).map((c) => t(`central.col.${c}`));
   return tableWrap(
-    "Releases",
+    t("central.releases"),
     h(
       "table",
       { id: "ledger" },
-      h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+      h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
       h(
         "tbody",
         {},
@@ -24,16 +27,12 @@ function ledgerTable(releases, zcdp) {
           h(
             "tr",
             {},
-            h("td", {}, new Date(r.created_at).toLocaleString()),
-            h("td", {}, r.method),
-            h("td", {}, r.unit),
-            h("td", { class: "num" }, fmt(r.epsilon)),
-            h(
-              "td",
-              { class: "num", title: r.cost_explanation },
-              zcdp ? fmtSignificant(r.cost_rho, 3) : fmt(r.cost),
-            ),
-            h("td", { class: "num" }, fmt(r.budget_after)),
+            h("td", {}, dateTime(r.created_at)),
+            h("td", {}, t(`central.method.${r.method}`)),
+            h("td", {}, t(`central.unit.${r.unit}`)),
+            h("td", { class: "num" }, fixed(r.epsilon)),
+            h("td", { class: "num", title: r.cost_explanation }, zcdp ? sig(r.cost_rho, 3) : fixed(r.cost)),
+            h("td", { class: "num" }, fixed(r.budget_after)),
             h(
               "td",
               {},
@@ -56,13 +55,13 @@ function countsList(s) {
       "div",
       {},
       h("dt", {}, term),
-      h("dd", { id }, value === undefined || value === null ? "–" : String(value)),
+      h("dd", { id }, value === undefined || value === null ? "–" : num(value)),
     );
   return h(
     "dl",
     { class: "stats", id: "central-counts" },
-    stat("stat-respondents", "Respondents", s.respondents),
-    stat("stat-comparisons", "Comparisons stored", s.comparisons),
+    stat("stat-respondents", t("central.respondents"), s.respondents),
+    stat("stat-comparisons", t("central.comparisons"), s.comparisons),
   );
 }
 
@@ -72,13 +71,15 @@ function select(id, options) {
 
 /** The budget in words: ε (pure), or (ε, δ) with the ρ behind it (zCDP). */
 function budgetText(b) {
-  if (b.accounting !== "zcdp")
-    return `Spent ε = ${fmt(b.spent)} of ${fmt(b.total)}; ${fmt(b.remaining)} remains.`;
-  return (
-    `zCDP accounting: spent (ε, δ) = (${fmt(b.spent)}, ${b.delta}) of ε = ${fmt(b.total)}; ` +
-    `${fmt(b.remaining)} remains. ρ spent ${fmtSignificant(b.rho_spent, 3)} of ` +
-    `${fmtSignificant(b.rho_total, 3)}; ${fmtSignificant(b.rho_remaining, 3)} remains.`
-  );
+  const eps = { spent: fixed(b.spent), total: fixed(b.total), remaining: fixed(b.remaining) };
+  if (b.accounting !== "zcdp") return t("central.budget.pure", eps);
+  return t("central.budget.zcdp", {
+    ...eps,
+    delta: String(b.delta),
+    rho_spent: sig(b.rho_spent, 3),
+    rho_total: sig(b.rho_total, 3),
+    rho_remaining: sig(b.rho_remaining, 3),
+  });
 }
 
 /** The release's size: ε for a pure ε-DP release, or (zCDP surveys) ρ for discrete Gaussian counts. */
@@ -86,23 +87,23 @@ function sizeFields(zcdp) {
   const eps = h(
     "div",
     { class: "field", id: "rel-eps-field" },
-    h("label", { for: "rel-eps" }, "ε of this release"),
+    h("label", { for: "rel-eps" }, t("central.release_eps")),
     h("input", { id: "rel-eps", type: "number", step: "any", min: 0.001, max: 20, value: 0.5 }),
   );
   if (!zcdp) return [eps];
   const by = h(
     "div",
     { class: "field" },
-    h("label", { for: "rel-by" }, "Noise"),
+    h("label", { for: "rel-by" }, t("central.noise")),
     select("rel-by", [
-      ["rho", "Discrete Gaussian, by ρ (zCDP; noisy counts)"],
-      ["epsilon", "Laplace, by ε (pure ε-DP; costs ε²/2)"],
+      ["rho", t("central.noise.rho")],
+      ["epsilon", t("central.noise.epsilon")],
     ]),
   );
   const rho = h(
     "div",
     { class: "field", id: "rel-rho-field" },
-    h("label", { for: "rel-rho" }, "ρ of this release"),
+    h("label", { for: "rel-rho" }, t("central.release_rho")),
     h("input", { id: "rel-rho", type: "number", step: "any", min: 1e-7, max: 200, value: 0.03 }),
   );
   eps.hidden = true;
@@ -124,9 +125,13 @@ export async function centralSections(s, body) {
         budgetBar(b.spent, b.total),
         ledger.releases.length
           ? ledgerTable(ledger.releases, zcdp)
-          : h("p", { class: "hint" }, "No releases yet."),
+          : h("p", { class: "hint" }, t("central.no_releases")),
         ledger.total > ledger.releases.length
-          ? h("p", { class: "hint" }, `The newest ${ledger.releases.length} of ${ledger.total} releases.`)
+          ? h(
+              "p",
+              { class: "hint" },
+              t("central.newest", { shown: ledger.releases.length, total: ledger.total }),
+            )
           : null,
       ].filter(Boolean),
     );
@@ -137,26 +142,23 @@ export async function centralSections(s, body) {
     h(
       "div",
       { class: "field" },
-      h("label", { for: "rel-method" }, "Method"),
+      h("label", { for: "rel-method" }, t("central.method")),
       select("rel-method", [
-        ["noisy_counts", "Noisy win counts (best for top-K)"],
-        ["perturbed_mle", "Perturbed MLE (scores)"],
+        ["noisy_counts", t("central.method.noisy_counts.long")],
+        ["perturbed_mle", t("central.method.perturbed_mle.long")],
       ]),
     ),
     h(
       "div",
       { class: "field" },
-      h("label", { for: "rel-unit" }, "What ε protects"),
+      h("label", { for: "rel-unit" }, t("central.unit")),
       select("rel-unit", [
-        ["individual", "Everything one respondent answered"],
-        [
-          "edge",
-          `One comparison (costs ${maxPerRespondent}·ε: a respondent gives up to ${maxPerRespondent})`,
-        ],
+        ["individual", t("central.unit.individual.long")],
+        ["edge", t("central.unit.edge.long", { max: maxPerRespondent })],
       ]),
     ),
     ...sizeFields(zcdp),
-    h("div", { class: "actions" }, h("button", { type: "submit" }, "Make release")),
+    h("div", { class: "actions" }, h("button", { type: "submit" }, t("central.make"))),
   );
   const byRho = () => zcdp && form.querySelector("#rel-by").value === "rho";
   if (zcdp)
@@ -182,23 +184,30 @@ export async function centralSections(s, body) {
     if (byRho()) {
       const rho = Number(form.querySelector("#rel-rho").value);
       request.rho = rho;
-      spend = `ρ = ${unit === "edge" ? rho * maxPerRespondent * maxPerRespondent : rho} of the survey's zCDP budget`;
+      spend = t("central.spend.rho", {
+        rho: sig(unit === "edge" ? rho * maxPerRespondent * maxPerRespondent : rho, 6),
+      });
     } else {
       request.epsilon = eps;
       const cost = unit === "edge" ? eps * maxPerRespondent : eps;
       spend = zcdp
-        ? `ρ = ε²/2 = ${(cost * cost) / 2} of the survey's zCDP budget`
-        : `ε = ${cost} of the survey's privacy budget`;
+        ? t("central.spend.rho_eps", { rho: sig((cost * cost) / 2, 6) })
+        : t("central.spend.eps", { eps: sig(cost, 6) });
     }
-    if (!confirm(`This release spends ${spend}, irreversibly. Go on?`)) return;
+    if (!confirm(spend)) return;
     try {
       const r = await api("POST", `/v1/surveys/${s.id}/releases`, request);
-      const costText = zcdp
-        ? `cost ρ = ${fmtSignificant(r.cost_rho, 3)} (alone (ε, δ) = (${fmt(r.cost)}, ${r.delta}))`
-        : `cost ε = ${fmt(r.cost)}`;
+      const cost = zcdp
+        ? t("central.released.zcdp", {
+            id: r.id,
+            rho: sig(r.cost_rho, 3),
+            eps: fixed(r.cost),
+            delta: String(r.delta),
+          })
+        : t("central.released.pure", { id: r.id, eps: fixed(r.cost) });
       latest.replaceChildren(
         ...[
-          h("p", {}, `Release ${r.id}: ${costText}. ${r.cost_explanation}`),
+          h("p", {}, cost, " ", r.cost_explanation),
           h(
             "ol",
             {},
@@ -206,7 +215,9 @@ export async function centralSections(s, body) {
               h(
                 "li",
                 {},
-                `${it.label} (${"score" in it ? `score ${fmt(it.score)}` : `noisy wins ${it.noisy_wins}`})`,
+                "score" in it
+                  ? t("central.item.score", { label: it.label, score: fixed(it.score) })
+                  : t("central.item.wins", { label: it.label, wins: it.noisy_wins }),
               ),
             ),
           ),
@@ -214,8 +225,7 @@ export async function centralSections(s, body) {
             ? h(
                 "p",
                 { class: "hint", id: "release-score-meaning" },
-                `${bradleyTerryText("", "a respondent prefers the higher-scored one")} ` +
-                  "The scores include the noise that makes the release differentially private.",
+                `${bradleyTerryText()} ${t("central.score_noise")}`,
               )
             : null,
         ].filter(Boolean),
@@ -228,26 +238,12 @@ export async function centralSections(s, body) {
   body.append(
     section(
       "budget",
-      "Privacy budget and releases",
+      t("central.title"),
       countsList(s),
-      h(
-        "p",
-        { class: "hint" },
-        "Exact counts, for the survey's operators: the answers themselves leave the service only as differentially private releases.",
-      ),
+      h("p", { class: "hint" }, t("central.counts_hint")),
       ledgerBox,
     ),
-    section(
-      "new-release",
-      "New release",
-      h(
-        "p",
-        { class: "hint" },
-        "True answers never leave the service; a release is differentially private and spends budget.",
-      ),
-      form,
-      latest,
-    ),
+    section("new-release", t("central.new"), h("p", { class: "hint" }, t("central.new_hint")), form, latest),
   );
   await load();
 }

@@ -7,6 +7,7 @@
  */
 import { api, showError } from "/static/api.js";
 import { announce, h, section } from "/static/dom.js";
+import { t } from "/static/i18n.js";
 
 /** The <iframe> a site pastes to show the respondent page. */
 export function iframeSnippet(s, base = location.origin) {
@@ -49,17 +50,17 @@ function snippetBox(id, label, text) {
       onclick: async () => {
         try {
           await navigator.clipboard.writeText(text);
-          copied.textContent = "Copied.";
+          copied.textContent = t("embed.copied");
         } catch {
           // No clipboard access (e.g. a page not served over HTTPS): select it to copy by hand.
           area.focus();
           area.select();
-          copied.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+          copied.textContent = t("embed.selected");
         }
         announce(copied.textContent);
       },
     },
-    "Copy",
+    t("embed.copy"),
   );
   return h(
     "div",
@@ -75,12 +76,8 @@ function originsEditor(s, role, onSaved) {
   const origins = s.embed_origins ?? [];
   const current = origins.length
     ? h("ul", { id: "embed-origins" }, ...origins.map((o) => h("li", { class: "mono" }, o)))
-    : h(
-        "p",
-        { id: "embed-origins", class: "hint" },
-        "No site may embed this survey yet: its pages refuse every frame.",
-      );
-  const out = h("div", {}, h("p", {}, "Sites allowed to show this survey in a frame:"), current);
+    : h("p", { id: "embed-origins", class: "hint" }, t("embed.none"));
+  const out = h("div", {}, h("p", {}, t("embed.allowed")), current);
   if (role !== "admin") return out;
   const box = h("textarea", {
     id: "embed-origins-input",
@@ -91,7 +88,7 @@ function originsEditor(s, role, onSaved) {
   });
   box.value = origins.join("\n");
   const error = h("div", { id: "embed-error" });
-  const save = h("button", { type: "submit", id: "embed-save" }, "Save sites");
+  const save = h("button", { type: "submit", id: "embed-save" }, t("embed.save"));
   const form = h(
     "form",
     {
@@ -106,7 +103,7 @@ function originsEditor(s, role, onSaved) {
         error.replaceChildren();
         try {
           const fresh = await api("PATCH", `/v1/surveys/${s.id}`, { embed_origins: wanted });
-          announce(`Embedding sites saved: ${fresh.embed_origins.length}`);
+          announce(t("embed.saved", { n: fresh.embed_origins.length }));
           await onSaved(fresh);
         } catch (err) {
           save.disabled = false;
@@ -117,14 +114,9 @@ function originsEditor(s, role, onSaved) {
     h(
       "div",
       { class: "field" },
-      h("label", { for: "embed-origins-input" }, "Allowed sites (one origin a line)"),
+      h("label", { for: "embed-origins-input" }, t("embed.input")),
       box,
-      h(
-        "p",
-        { class: "hint", id: "embed-origins-help" },
-        "An origin is scheme://host[:port], e.g. https://www.example.org, or https://*.example.org for its " +
-          "subdomains; at most 20. Leave empty to allow none. A change reaches every server within seconds.",
-      ),
+      h("p", { class: "hint", id: "embed-origins-help" }, t("embed.help", { max: 20 })),
     ),
     h("div", { class: "actions" }, save),
     error,
@@ -141,21 +133,15 @@ export function embedSection(s, role) {
   if (s.embed_origins === undefined) return null;
   const node = section(
     "embed",
-    "Embed",
+    t("embed.title"),
     originsEditor(s, role, async (fresh) => {
       const next = embedSection(fresh, role);
       node.replaceWith(next);
       next.querySelector("#embed-origins-input")?.focus();
     }),
-    h(
-      "p",
-      { class: "hint" },
-      "Paste one of these into a page of an allowed site. The frame shows the respondent page as it is here; " +
-        "the script is for a site that draws its own questions (it calls this service from that site, so the " +
-        "site must also be in PRIVRANK_CORS_ORIGINS).",
-    ),
-    snippetBox("embed-iframe", "Frame (iframe)", iframeSnippet(s)),
-    snippetBox("embed-script", "Script (privrank.js)", moduleSnippet(s)),
+    h("p", { class: "hint" }, t("embed.paste")),
+    snippetBox("embed-iframe", t("embed.iframe"), iframeSnippet(s)),
+    snippetBox("embed-script", t("embed.script"), moduleSnippet(s)),
   );
   return node;
 }

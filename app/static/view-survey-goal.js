@@ -4,13 +4,16 @@
  * estimate of the answers adaptive assignment saves against balanced assignment.
  */
 import { api, showError } from "/static/api.js";
-import { h, pct, section } from "/static/dom.js";
+import { h, section } from "/static/dom.js";
+import { fixed, num, percent, t } from "/static/i18n.js";
 
-function goalText(g) {
-  const by = g.certificate === "pairwise" ? " by the pairwise certificate" : "";
-  return g.full_ranking
-    ? `the whole ranking, certified${by} at the ${pct(g.level)} level`
-    : `the top ${g.top_k}, certified${by} at the ${pct(g.level)} level`;
+/** The goal in words: "goal.text.<full|top>[_pairwise]", at its level, by its assignment. */
+function goalText(g, assignment) {
+  const which = `${g.full_ranking ? "full" : "top"}${g.certificate === "pairwise" ? "_pairwise" : ""}`;
+  return t(`goal.text.${which}.${assignment === "adaptive" ? "adaptive" : "balanced"}`, {
+    k: g.top_k,
+    level: percent(g.level),
+  });
 }
 
 function settledBar(g) {
@@ -20,7 +23,7 @@ function settledBar(g) {
     "aria-valuemin": 0,
     "aria-valuemax": g.n_items,
     "aria-valuenow": g.resolved,
-    "aria-label": "Items settled",
+    "aria-label": t("goal.settled_label"),
   });
   const fill = h("span");
   fill.style.width = `${(100 * g.resolved) / Math.max(1, g.n_items)}%`;
@@ -33,85 +36,85 @@ export function goalContent(s) {
   const g = s.goal;
   const labels = Object.fromEntries(s.items.map((it) => [it.id, it.label]));
   const state = g.met
-    ? `Met${s.status === "closed" && g.close_when_met ? " — the survey closed itself" : ""}`
+    ? t(s.status === "closed" && g.close_when_met ? "goal.state.met_closed" : "goal.state.met")
     : g.unreachable
-      ? "Never met: the answers show that preferences cycle, so no such set or order exists"
-      : "Not yet met";
+      ? t("goal.state.unreachable")
+      : t("goal.state.not_yet");
   return [
     h(
       "p",
       {},
-      h("strong", {}, "Goal: "),
-      goalText(g),
-      `, with ${s.assignment} assignment. `,
+      h("strong", {}, t("goal.label")),
+      " ",
+      goalText(g, s.assignment),
+      " ",
       h("strong", { id: "goal-state" }, state),
       ".",
     ),
     h("p", { class: "hint", id: "goal-estimand" }, g.estimand_text),
-    h(
-      "p",
-      { class: "hint" },
-      `${g.resolved} of ${g.n_items} items settled (certainly in or out, or placed):`,
-    ),
+    h("p", { class: "hint" }, t("goal.settled", { resolved: g.resolved, n: g.n_items })),
     settledBar(g),
     h(
       "dl",
       { class: "stats" },
+      h("div", {}, h("dt", {}, t("goal.answers_used")), h("dd", { id: "goal-answers" }, num(g.answers_used))),
       h(
         "div",
         {},
-        h("dt", {}, "Answers since the goal's count began"),
-        h("dd", { id: "goal-answers" }, String(g.answers_used)),
-      ),
-      h(
-        "div",
-        {},
-        h(
-          "dt",
-          {},
-          g.certificate === "pairwise"
-            ? "Answers the certificate counted (one per answer, for its pair)"
-            : "Item samples the certificate counted",
-        ),
-        h("dd", {}, String(g.counted_answers)),
+        h("dt", {}, t(g.certificate === "pairwise" ? "goal.counted.pairwise" : "goal.counted.borda")),
+        h("dd", {}, num(g.counted_answers)),
       ),
     ),
     g.met
       ? h(
           "p",
           { id: "goal-items" },
-          h("strong", {}, g.full_ranking ? "Certified order: " : `Certified top ${g.top_k}: `),
+          h(
+            "strong",
+            {},
+            g.full_ranking ? t("goal.certified_order") : t("goal.certified_top", { k: g.top_k }),
+          ),
+          " ",
           g.items.map((id) => labels[id] ?? id).join(g.full_ranking ? " > " : ", "),
         )
-      : h(
-          "p",
-          { class: "hint" },
-          "Certified means: with probability at least the level, the set (or order) is the population's, even though the survey was checked after every answer and its pairs were chosen from the answers.",
-        ),
+      : h("p", { class: "hint" }, t("goal.certified_means")),
   ];
 }
 
 /** The planner's estimate of the saving, from the survey's current fit. */
 async function savingContent(s, box) {
-  box.replaceChildren(h("p", { class: "hint" }, "Estimating the answers saved…"));
+  box.replaceChildren(h("p", { class: "hint" }, t("goal.estimating")));
   try {
     const p = await api("GET", `/v1/surveys/${s.id}/goal/plan?replications=5`);
     const a = p.adaptive;
     const b = p.balanced;
-    const fmtN = (x) => Math.round(x).toLocaleString("en");
+    const whole = (x) => num(Math.round(x));
     box.replaceChildren(
       h(
         "p",
         { id: "goal-saving" },
-        h("strong", {}, "Planner's estimate: "),
+        h("strong", {}, t("goal.estimate")),
+        " ",
         p.saving
-          ? `adaptive assignment meets this goal in about ${fmtN(a.answers_mean)} answers, balanced in about ${fmtN(b.answers_mean)}: ${p.saving.toFixed(1)}× fewer answers.`
-          : `within ${fmtN(p.max_answers)} answers, adaptive met the goal in ${a.met} of ${p.replications} simulated surveys and balanced in ${b.met}.`,
+          ? t("goal.saving", {
+              adaptive: whole(a.answers_mean),
+              balanced: whole(b.answers_mean),
+              times: fixed(p.saving, 1),
+            })
+          : t("goal.no_saving", {
+              max: whole(p.max_answers),
+              adaptive: a.met,
+              balanced: b.met,
+              replications: p.replications,
+            }),
       ),
       h(
         "p",
         { class: "hint" },
-        `From ${p.replications} simulated surveys per strategy with the current estimates as the true scores, at ε = ${p.epsilon}; adaptive with this goal's ${p.certificate === "pairwise" ? "pairwise" : "Borda"} certificate, balanced with the Borda certificate.`,
+        t(p.certificate === "pairwise" ? "goal.saving_from.pairwise" : "goal.saving_from.borda", {
+          replications: p.replications,
+          eps: p.epsilon,
+        }),
       ),
     );
   } catch (err) {
@@ -126,10 +129,10 @@ export function goalSection(s) {
   const estimate = h(
     "button",
     { type: "button", class: "secondary", id: "estimate-saving", onclick: () => savingContent(s, saving) },
-    "Estimate the answers saved",
+    t("goal.estimate_button"),
   );
   return {
-    node: section("goal", "Goal", standing, estimate, saving),
+    node: section("goal", t("goal.title"), standing, estimate, saving),
     refresh: (fresh) => standing.replaceChildren(...goalContent(fresh)),
   };
 }

@@ -6,13 +6,21 @@
  */
 import { api, showError } from "/static/api.js";
 import { announce, h, section } from "/static/dom.js";
+import { language, num, t, tn } from "/static/i18n.js";
 import { session } from "/static/session.js";
 
-const SOURCES = { seed: "seed", added: "added", suggested: "suggested" };
-const STATUS_TEXT = { live: "live", hidden: "hidden", review: "under review", archived: "archived" };
+/** An item's source and status in words ("moderation.source.<source>", "moderation.status.<status>"). */
+const SOURCES = ["seed", "added", "suggested"];
+const STATUSES = ["live", "hidden", "review", "archived"];
+const sourceText = (source) => (SOURCES.includes(source) ? t(`moderation.source.${source}`) : source);
+const statusText = (status) => (STATUSES.includes(status) ? t(`moderation.status.${status}`) : status);
+/** A suggestion's status in words ("moderation.filter.<status>"). */
+const SUGGESTION_STATUSES = ["pending", "approved", "rejected", "merged"];
+const suggestionStatus = (status) =>
+  SUGGESTION_STATUSES.includes(status) ? t(`moderation.filter.${status}`) : status;
 
 /** A date and time (the service rounds a suggestion's arrival down to the hour). */
-const hour = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+const hour = (iso) => new Date(iso).toLocaleString(language(), { dateStyle: "medium", timeStyle: "short" });
 
 const moderates = () => session.role === "admin" || session.role === "moderator";
 
@@ -26,10 +34,18 @@ function similarHint(x) {
   return h(
     "li",
     { class: "similar-one" },
-    `“${x.label}” `,
-    h("span", { class: "hint" }, x.item_id ? "(item) " : "(suggestion) "),
-    h("span", { class: "similarity" }, `${Math.round(100 * x.similarity)}% similar`),
-    x.same_text ? h("span", { class: "badge same-text" }, "same text") : null,
+    t("moderation.quoted", { label: x.label }),
+    " ",
+    h("span", { class: "hint" }, t(x.item_id ? "moderation.similar.item" : "moderation.similar.suggestion")),
+    " ",
+    h(
+      "span",
+      { class: "similarity" },
+      t("moderation.similar", {
+        similarity: num(Math.round(100 * x.similarity) / 100, { style: "percent" }),
+      }),
+    ),
+    x.same_text ? h("span", { class: "badge same-text" }, t("moderation.same_text")) : null,
   );
 }
 
@@ -43,7 +59,7 @@ export function moderationSection(s, onChange = async () => {}) {
     "select",
     { id: "suggestion-filter" },
     ["pending", "approved", "rejected", "merged", "all"].map((v) =>
-      h("option", { value: v, selected: v === "pending" }, v === "all" ? "all" : v),
+      h("option", { value: v, selected: v === "pending" }, t(`moderation.filter.${v}`)),
     ),
   );
   const count = h("p", { id: "suggestions-count", role: "status" });
@@ -77,22 +93,29 @@ export function moderationSection(s, onChange = async () => {}) {
         { class: "sugg-head" },
         labelText,
         " ",
-        sug.status === "pending" ? null : h("span", { class: `badge ${sug.status}` }, sug.status),
+        sug.status === "pending"
+          ? null
+          : h("span", { class: `badge ${sug.status}` }, suggestionStatus(sug.status)),
       ),
       h(
         "p",
         { class: "hint" },
-        `Received around ${hour(sug.received_at)}`,
-        sug.decided_at ? `; decided ${hour(sug.decided_at)}` : "",
-        sug.item_id ? `; item “${byId()[sug.item_id] ?? sug.item_id}”` : "",
-        sug.reason ? `; reason: ${sug.reason}` : "",
-        ".",
+        [
+          t("moderation.received", { when: hour(sug.received_at) }),
+          sug.decided_at ? t("moderation.decided", { when: hour(sug.decided_at) }) : null,
+          sug.item_id ? t("moderation.item", { label: byId()[sug.item_id] ?? sug.item_id }) : null,
+          sug.reason ? t("moderation.reason", { reason: sug.reason }) : null,
+        ]
+          .filter(Boolean)
+          .join(t("moderation.separator")),
+        t("moderation.end"),
       ),
       sug.similar?.length
         ? h(
             "div",
             { class: "similar" },
-            h("span", { class: "similar-h" }, "Near-duplicates: "),
+            h("span", { class: "similar-h" }, t("moderation.near_duplicates")),
+            " ",
             h("ul", {}, sug.similar.map(similarHint)),
           )
         : null,
@@ -107,12 +130,16 @@ export function moderationSection(s, onChange = async () => {}) {
       editor.querySelector("input, select")?.focus();
     };
     const cancel = () =>
-      h("button", { type: "button", class: "secondary", onclick: () => editor.replaceChildren() }, "Cancel");
+      h(
+        "button",
+        { type: "button", class: "secondary", onclick: () => editor.replaceChildren() },
+        t("moderation.cancel"),
+      );
     const edit = () => {
       const id = `edit-${sug.id}`;
       const input = h("input", { id, type: "text", maxlength: 200, value: sug.label });
       open(
-        h("label", { for: id }, `New wording for “${sug.label}”`),
+        h("label", { for: id }, t("moderation.new_wording", { label: sug.label })),
         input,
         h(
           "div",
@@ -126,14 +153,14 @@ export function moderationSection(s, onChange = async () => {}) {
                 err.replaceChildren();
                 try {
                   const updated = await api("PATCH", base, { label: input.value.trim() });
-                  announce(`Suggestion reworded: ${updated.label}`);
+                  announce(t("moderation.reworded", { label: updated.label }));
                   node.replaceWith(card(updated));
                 } catch (e) {
                   showError(err, e);
                 }
               },
             },
-            "Save",
+            t("moderation.save"),
           ),
           cancel(),
         ),
@@ -143,7 +170,7 @@ export function moderationSection(s, onChange = async () => {}) {
       const id = `reason-${sug.id}`;
       const input = h("input", { id, type: "text", maxlength: 500, required: true });
       open(
-        h("label", { for: id }, `Why reject “${sug.label}”?`),
+        h("label", { for: id }, t("moderation.why_reject", { label: sug.label })),
         input,
         h(
           "div",
@@ -156,14 +183,19 @@ export function moderationSection(s, onChange = async () => {}) {
               onclick: () => {
                 const reason = input.value.trim();
                 if (!reason) {
-                  showError(err, new Error("Give a reason for rejecting."));
+                  showError(err, new Error(t("moderation.need_reason")));
                   input.focus();
                   return;
                 }
-                decide(`Rejected: ${sug.label}`, ["POST", `${base}/reject`], { reason }, node);
+                decide(
+                  t("moderation.rejected", { label: sug.label }),
+                  ["POST", `${base}/reject`],
+                  { reason },
+                  node,
+                );
               },
             },
-            "Reject suggestion",
+            t("moderation.reject_suggestion"),
           ),
           cancel(),
         ),
@@ -182,11 +214,11 @@ export function moderationSection(s, onChange = async () => {}) {
       const select = h(
         "select",
         { id },
-        h("option", { value: "", disabled: true, selected: !best }, "Choose an item"),
+        h("option", { value: "", disabled: true, selected: !best }, t("moderation.choose")),
         targets.map((it) => h("option", { value: it.id, selected: it.id === best }, it.label)),
       );
       open(
-        h("label", { for: id }, `Merge “${sug.label}” into`),
+        h("label", { for: id }, t("moderation.merge_into", { label: sug.label })),
         select,
         h(
           "div",
@@ -198,14 +230,19 @@ export function moderationSection(s, onChange = async () => {}) {
               class: "confirm-merge",
               onclick: () => {
                 if (!select.value) {
-                  showError(err, new Error("Choose the item to merge it into."));
+                  showError(err, new Error(t("moderation.need_target")));
                   select.focus();
                   return;
                 }
-                decide(`Merged: ${sug.label}`, ["POST", `${base}/merge`], { item_id: select.value }, node);
+                decide(
+                  t("moderation.merged", { label: sug.label }),
+                  ["POST", `${base}/merge`],
+                  { item_id: select.value },
+                  node,
+                );
               },
             },
-            "Merge",
+            t("moderation.merge"),
           ),
           cancel(),
         ),
@@ -220,13 +257,14 @@ export function moderationSection(s, onChange = async () => {}) {
           {
             type: "button",
             class: "approve",
-            onclick: () => decide(`Approved: ${sug.label}`, ["POST", `${base}/approve`], {}, node),
+            onclick: () =>
+              decide(t("moderation.approved", { label: sug.label }), ["POST", `${base}/approve`], {}, node),
           },
-          "Approve",
+          t("moderation.approve"),
         ),
-        h("button", { type: "button", class: "secondary edit", onclick: edit }, "Edit"),
-        h("button", { type: "button", class: "secondary reject", onclick: reject }, "Reject"),
-        h("button", { type: "button", class: "secondary merge", onclick: merge }, "Merge into…"),
+        h("button", { type: "button", class: "secondary edit", onclick: edit }, t("moderation.edit")),
+        h("button", { type: "button", class: "secondary reject", onclick: reject }, t("moderation.reject")),
+        h("button", { type: "button", class: "secondary merge", onclick: merge }, t("moderation.merge_menu")),
       ),
       editor,
       err,
@@ -240,12 +278,12 @@ export function moderationSection(s, onChange = async () => {}) {
       (it) => (it.status && it.status !== "live") || it.flags > 0 || (after && it.source === "suggested"),
     );
     if (!shown.length)
-      return [h("p", { class: "hint" }, `No item is reported${after ? ", suggested" : ""} or hidden.`)];
+      return [h("p", { class: "hint" }, t(after ? "moderation.none_after" : "moderation.none"))];
     const setStatus = (it, status) => async (ev) => {
       ev.target.disabled = true;
       try {
         await api("PATCH", `/v1/surveys/${s.id}/items/${encodeURIComponent(it.id)}`, { status });
-        announce(`${it.label}: ${status === "live" ? "restored" : status}`);
+        announce(t(`moderation.set.${status}`, { label: it.label }));
         await load();
         await onChange();
       } catch (e) {
@@ -256,25 +294,23 @@ export function moderationSection(s, onChange = async () => {}) {
     return [
       h(
         "div",
-        { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Items to review" },
+        { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("moderation.review_label") },
         h(
           "table",
           { id: "review-table" },
-          h(
-            "caption",
-            {},
-            after
-              ? "Items suggested or reported by respondents, under review or hidden"
-              : "Items reported by respondents, under review or hidden",
-          ),
+          h("caption", {}, t(after ? "moderation.review_caption_after" : "moderation.review_caption")),
           h(
             "thead",
             {},
             h(
               "tr",
               {},
-              ["Item", "Source", "Status", "Reports", ""].map((t) =>
-                h("th", { scope: "col", class: t === "Reports" ? "num" : null }, t),
+              ["item", "source", "status", "reports", null].map((c) =>
+                h(
+                  "th",
+                  { scope: "col", class: c === "reports" ? "num" : null },
+                  c ? t(`moderation.col.${c}`) : "",
+                ),
               ),
             ),
           ),
@@ -286,9 +322,9 @@ export function moderationSection(s, onChange = async () => {}) {
                 "tr",
                 { "data-item": it.id },
                 h("th", { scope: "row" }, it.label),
-                h("td", {}, SOURCES[it.source] ?? it.source ?? "–"),
-                h("td", {}, h("span", { class: `badge ${it.status}` }, STATUS_TEXT[it.status] ?? it.status)),
-                h("td", { class: "num" }, String(it.flags ?? 0)),
+                h("td", {}, it.source ? sourceText(it.source) : "–"),
+                h("td", {}, h("span", { class: `badge ${it.status}` }, statusText(it.status))),
+                h("td", { class: "num" }, num(it.flags ?? 0)),
                 h(
                   "td",
                   {},
@@ -300,14 +336,14 @@ export function moderationSection(s, onChange = async () => {}) {
                           ? h(
                               "button",
                               { type: "button", class: "restore", onclick: setStatus(it, "live") },
-                              "Restore",
+                              t("moderation.restore"),
                             )
                           : null,
                         it.status !== "hidden"
                           ? h(
                               "button",
                               { type: "button", class: "secondary hide", onclick: setStatus(it, "hidden") },
-                              "Hide",
+                              t("moderation.hide"),
                             )
                           : null,
                         it.status !== "archived"
@@ -318,7 +354,7 @@ export function moderationSection(s, onChange = async () => {}) {
                                 class: "secondary archive",
                                 onclick: setStatus(it, "archived"),
                               },
-                              "Archive",
+                              t("moderation.archive"),
                             )
                           : null,
                       )
@@ -329,12 +365,7 @@ export function moderationSection(s, onChange = async () => {}) {
           ),
         ),
       ),
-      h(
-        "p",
-        { class: "hint" },
-        "Restore shows the item to respondents again and clears its reports; a hidden item is never shown; " +
-          "an archived one is also left out of the rankings and of the survey's item limit (its answers stay).",
-      ),
+      h("p", { class: "hint" }, t("moderation.review_hint")),
       h("div", { id: "review-error" }),
     ];
   }
@@ -346,22 +377,22 @@ export function moderationSection(s, onChange = async () => {}) {
       items = now.items;
       review.replaceChildren(...reviewContent(now.suggestions?.moderation === "after"));
       if (!now.suggestions?.enabled) {
-        count.textContent = "This survey does not take suggestions.";
+        count.textContent = t("moderation.off");
         list.replaceChildren();
         return;
       }
       const data = await api("GET", `/v1/surveys/${s.id}/suggestions?status=${filter.value}&limit=100`);
-      const what = filter.value === "all" ? "" : `${filter.value} `;
-      count.textContent =
+      const counted =
         data.total === 0
-          ? `No ${what}suggestions.`
-          : `${data.total} ${what}${data.total === 1 ? "suggestion" : "suggestions"}` +
-            (data.total > data.suggestions.length ? ` (showing ${data.suggestions.length})` : "") +
-            "." +
-            (data.held > 0
-              ? ` ${data.held} more ${data.held === 1 ? "waits" : "wait"} for a batch: ` +
-                `${data.held_respondents} of the ${data.batch} respondents whose suggestions are published together.`
-              : "");
+          ? t(`moderation.count.${filter.value}.none`)
+          : data.total > data.suggestions.length
+            ? tn(`moderation.count.${filter.value}.showing`, data.total, { shown: data.suggestions.length })
+            : tn(`moderation.count.${filter.value}`, data.total);
+      const held =
+        data.held > 0
+          ? tn("moderation.held", data.held, { respondents: data.held_respondents, batch: data.batch })
+          : null;
+      count.textContent = held ? `${counted} ${held}` : counted;
       list.replaceChildren(...data.suggestions.map(card));
     } catch (e) {
       showError(listError, e);
@@ -371,25 +402,17 @@ export function moderationSection(s, onChange = async () => {}) {
   filter.addEventListener("change", load);
   const node = section(
     "moderation",
-    "Moderation",
-    h(
-      "p",
-      { class: "hint" },
-      "Respondents' suggestions and reports are stored without any link to who sent them: each is held " +
-        "until enough different respondents have sent one, then published with theirs in random order, " +
-        "all with the same time rounded to the hour.",
-    ),
-    h("h4", {}, "Suggestions"),
-    h("div", { class: "field" }, h("label", { for: "suggestion-filter" }, "Show"), filter),
+    t("moderation.title"),
+    h("p", { class: "hint" }, t("moderation.hint")),
+    h("h4", {}, t("moderation.suggestions")),
+    h("div", { class: "field" }, h("label", { for: "suggestion-filter" }, t("moderation.show")), filter),
     count,
     list,
     listError,
     h(
       "h4",
       {},
-      s.suggestions?.moderation === "after"
-        ? "Suggested, reported and hidden items"
-        : "Reported and hidden items",
+      t(s.suggestions?.moderation === "after" ? "moderation.reported_after" : "moderation.reported"),
     ),
     review,
   );
@@ -400,22 +423,22 @@ export function moderationSection(s, onChange = async () => {}) {
 export function itemsSection(s) {
   return section(
     "items",
-    "Items",
+    t("items.title"),
     h(
       "div",
-      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Items" },
+      { class: "table-wrap", tabindex: "0", role: "region", "aria-label": t("items.title") },
       h(
         "table",
         { id: "items-table" },
-        h("caption", { class: "visually-hidden" }, "The survey's items with their source and status"),
+        h("caption", { class: "visually-hidden" }, t("items.caption")),
         h(
           "thead",
           {},
           h(
             "tr",
             {},
-            ["Item", "Source", "Status", "Reports"].map((t) =>
-              h("th", { scope: "col", class: t === "Reports" ? "num" : null }, t),
+            ["item", "source", "status", "reports"].map((c) =>
+              h("th", { scope: "col", class: c === "reports" ? "num" : null }, t(`moderation.col.${c}`)),
             ),
           ),
         ),
@@ -427,17 +450,13 @@ export function itemsSection(s) {
               "tr",
               { "data-item": it.id },
               h("td", {}, it.label),
-              h("td", { class: "source" }, SOURCES[it.source] ?? it.source ?? "seed"),
+              h("td", { class: "source" }, sourceText(it.source ?? "seed")),
               h(
                 "td",
                 { class: "status" },
-                h(
-                  "span",
-                  { class: `badge ${it.status ?? "live"}` },
-                  STATUS_TEXT[it.status] ?? it.status ?? "live",
-                ),
+                h("span", { class: `badge ${it.status ?? "live"}` }, statusText(it.status ?? "live")),
               ),
-              h("td", { class: "num" }, String(it.flags ?? 0)),
+              h("td", { class: "num" }, num(it.flags ?? 0)),
             ),
           ),
         ),

@@ -4,7 +4,8 @@
  */
 import { api, showError } from "/static/api.js";
 import { errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
-import { autoRefresh, bradleyTerryText, chartBox, fmt, h, pct, section, tableWrap } from "/static/dom.js";
+import { autoRefresh, bradleyTerryText, chartBox, h, section, tableWrap } from "/static/dom.js";
+import { fixed, num, percent, t } from "/static/i18n.js";
 import { surveyPlanSection } from "/static/view-plan.js";
 import { goalSection } from "/static/view-survey-goal.js";
 
@@ -35,14 +36,14 @@ export async function pairwiseSections(s, body) {
   autoRefresh(load, "survey-title");
   body.append(
     ...(goal ? [goal.node] : []),
-    section("progress", "Progress", progress, h("div", { id: "coverage-box" })),
+    section("progress", t("pairwise.progress"), progress, h("div", { id: "coverage-box" })),
     section(
       "ranking",
-      "Ranking",
-      h("div", { class: "field" }, h("label", { for: "k" }, "Top-K size"), kInput),
+      t("pairwise.ranking"),
+      h("div", { class: "field" }, h("label", { for: "k" }, t("pairwise.k")), kInput),
       rankingBox,
     ),
-    section("pairwise", "Who beats whom", h("div", { id: "pairwise-box" })),
+    section("pairwise", t("pairwise.who_beats"), h("div", { id: "pairwise-box" })),
     ...(s.items.length <= 100 ? [surveyPlanSection(s, kInput)] : []),
   );
   await load();
@@ -50,17 +51,17 @@ export async function pairwiseSections(s, body) {
     const cov = await api("GET", `/v1/surveys/${s.id}/coverage`);
     const labels = cov.items.map((x) => x.label);
     body.querySelector("#coverage-box").replaceChildren(
-      h("h4", {}, `Comparisons per pair (${cov.pairs_observed} of ${cov.pairs_total} pairs answered)`),
+      h("h4", {}, t("pairwise.coverage.heading", { observed: cov.pairs_observed, total: cov.pairs_total })),
       chartBox(
         heatmap(cov.counts, labels, {
-          title: "Coverage: comparisons per pair",
-          desc: "Each cell counts the stored comparisons of the row and column items.",
+          title: t("pairwise.coverage.title"),
+          desc: t("pairwise.coverage.desc"),
         }),
       ),
       hiddenTable(
-        "Comparisons per pair",
+        t("pairwise.coverage.table"),
         ["", ...labels],
-        cov.counts.map((row, r) => [labels[r], ...row.map((v) => (v === null ? "–" : String(v)))]),
+        cov.counts.map((row, r) => [labels[r], ...row.map((v) => (v === null ? "–" : num(v)))]),
       ),
     );
   } catch (err) {
@@ -71,32 +72,30 @@ export async function pairwiseSections(s, body) {
       const pw = await api("GET", `/v1/surveys/${s.id}/pairwise`);
       const box = body.querySelector("#pairwise-box");
       if (!pw.available)
-        box.replaceChildren(h("p", { class: "hint" }, `No intervals yet: ${pw.message || pw.reason}`));
+        box.replaceChildren(
+          h("p", { class: "hint" }, t("pairwise.no_intervals", { reason: pw.message || pw.reason })),
+        );
       else
         box.replaceChildren(
-          h(
-            "p",
-            { class: "hint" },
-            "Cell = estimated probability that the row item is preferred to the column item.",
-          ),
+          h("p", { class: "hint" }, t("pairwise.cell")),
           chartBox(
             heatmap(
               pw.probability,
               pw.items.map((x) => x.label),
               {
-                title: "Win probabilities",
-                desc: "Estimated probability that the row item beats the column item.",
+                title: t("pairwise.win.title"),
+                desc: t("pairwise.win.desc"),
                 max: 1,
-                format: (v) => v.toFixed(2),
+                format: (v) => fixed(v),
               },
             ),
           ),
           hiddenTable(
-            "Estimated probability that the row item is preferred to the column item",
+            t("pairwise.win.table"),
             ["", ...pw.items.map((x) => x.label)],
             pw.probability.map((row, r) => [
               pw.items[r].label,
-              ...row.map((v) => (v === null ? "–" : v.toFixed(2))),
+              ...row.map((v) => (v === null ? "–" : fixed(v))),
             ]),
           ),
         );
@@ -110,21 +109,41 @@ function progressContent(d, undecided) {
   return h(
     "dl",
     { class: "stats" },
-    h("div", {}, h("dt", {}, "Respondents"), h("dd", { id: "stat-respondents" }, String(d.respondents))),
-    h("div", {}, h("dt", {}, "Comparisons"), h("dd", { id: "stat-comparisons" }, String(d.comparisons))),
-    h(
-      "div",
-      { title: "A count for the survey: nothing is kept about which pair or who" },
-      h("dt", {}, "“Can't decide”"),
-      h("dd", { id: "stat-undecided" }, String(undecided ?? 0)),
-    ),
-    h("div", {}, h("dt", {}, "Pairs answered"), h("dd", {}, `${d.pairs_observed} / ${d.pairs_total}`)),
-    h("div", {}, h("dt", {}, "Connected"), h("dd", {}, d.connected ? "yes" : `no (${d.n_components} parts)`)),
     h(
       "div",
       {},
-      h("dt", {}, "Connectivity (normalized)"),
-      h("dd", {}, fmt(d.algebraic_connectivity_normalized)),
+      h("dt", {}, t("pairwise.stat.respondents")),
+      h("dd", { id: "stat-respondents" }, num(d.respondents)),
+    ),
+    h(
+      "div",
+      {},
+      h("dt", {}, t("pairwise.stat.comparisons")),
+      h("dd", { id: "stat-comparisons" }, num(d.comparisons)),
+    ),
+    h(
+      "div",
+      { title: t("pairwise.stat.undecided_title") },
+      h("dt", {}, t("pairwise.stat.undecided")),
+      h("dd", { id: "stat-undecided" }, num(undecided ?? 0)),
+    ),
+    h(
+      "div",
+      {},
+      h("dt", {}, t("pairwise.stat.pairs")),
+      h("dd", {}, t("pairwise.stat.pairs_value", { observed: d.pairs_observed, total: d.pairs_total })),
+    ),
+    h(
+      "div",
+      {},
+      h("dt", {}, t("pairwise.stat.connected")),
+      h("dd", {}, d.connected ? t("pairwise.yes") : t("pairwise.no_parts", { n: d.n_components })),
+    ),
+    h(
+      "div",
+      {},
+      h("dt", {}, t("pairwise.stat.connectivity")),
+      h("dd", {}, fixed(d.algebraic_connectivity_normalized)),
     ),
   );
 }
@@ -136,13 +155,13 @@ function rankingContent(r, k) {
     value: it.score,
     lo: it.ci ? it.ci[0] : null,
     hi: it.ci ? it.ci[1] : null,
-    note: it.rank_ci ? `rank ${it.rank} (${it.rank_ci[0]}–${it.rank_ci[1]})` : `rank ${it.rank}`,
+    note: it.rank_ci
+      ? t("pairwise.note.range", { rank: it.rank, lo: it.rank_ci[0], hi: it.rank_ci[1] })
+      : t("pairwise.note", { rank: it.rank }),
   }));
   const out = [];
   if (r.diagnostics.comparisons === 0) {
-    out.push(
-      h("p", { class: "hint", id: "no-data" }, "No answers yet: the ranking appears as respondents answer."),
-    );
+    out.push(h("p", { class: "hint", id: "no-data" }, t("pairwise.no_data")));
     return out;
   }
   if (!r.uncertainty.available && r.uncertainty.reason !== "not_requested") {
@@ -150,34 +169,35 @@ function rankingContent(r, k) {
       h(
         "p",
         { class: "notice", id: "no-intervals", role: "status" },
-        h("strong", {}, "Not enough data for intervals yet. "),
+        h("strong", {}, t("pairwise.not_enough")),
+        " ",
         r.uncertainty.message || r.uncertainty.reason,
-        " The scores below are point estimates only: do not read their order as certain.",
+        " ",
+        t("pairwise.point_estimates"),
       ),
     );
   } else if (r.uncertainty.available) {
-    out.push(h("p", { class: "hint", id: "estimand" }, `Intervals are for ${r.uncertainty.estimand}.`));
+    out.push(
+      h("p", { class: "hint", id: "estimand" }, t("pairwise.estimand", { estimand: r.uncertainty.estimand })),
+    );
   }
   out.push(
     chartBox(
       errorBarChart(rows, {
-        title: "Estimated scores with confidence intervals",
-        desc: `Items by estimated BTL score θ̂, best first, with ${pct(r.uncertainty.level)} confidence intervals and rank intervals.`,
-        axisLabel: `score θ̂ with ${pct(r.uncertainty.level)} intervals`,
+        title: t("pairwise.chart.title"),
+        desc: t("pairwise.chart.desc", { level: percent(r.uncertainty.level) }),
+        axisLabel: t("pairwise.chart.axis", { level: percent(r.uncertainty.level) }),
       }),
     ),
-    h(
-      "p",
-      { class: "hint", id: "score-meaning" },
-      bradleyTerryText("", "a respondent prefers the higher-scored one"),
-    ),
+    h("p", { class: "hint", id: "score-meaning" }, bradleyTerryText()),
   );
   if (r.top_k) {
     out.push(
       h(
         "p",
         { id: "top-k" },
-        h("strong", {}, `Top ${k}: `),
+        h("strong", {}, t("pairwise.top", { k })),
+        " ",
         r.items
           .slice(0, k)
           .map((it, n) =>
@@ -186,9 +206,7 @@ function rankingContent(r, k) {
         h(
           "span",
           { class: "hint" },
-          certain.size
-            ? ` — ✓ marks items certainly in the top ${k} at the ${pct(r.uncertainty.level)} level (jointly).`
-            : ` — no item is certainly in the top ${k} yet at the ${pct(r.uncertainty.level)} level (jointly).`,
+          ` — ${t(certain.size ? "pairwise.top.certain" : "pairwise.top.none", { k, level: percent(r.uncertainty.level) })}`,
         ),
       ),
     );
@@ -200,23 +218,32 @@ function rankingContent(r, k) {
       h(
         "p",
         {},
-        h("strong", {}, "Statistically tied: "),
+        h("strong", {}, t("pairwise.tied")),
+        " ",
         groups.length
-          ? groups.map((g) => `{${g.map((x) => byId[x]).join(", ")}}`).join("; ") +
-              " (runs of items no two of which differ significantly; an item can be in several)"
-          : "no two items are tied.",
+          ? t("pairwise.tied.groups", {
+              groups: groups.map((g) => `{${g.map((x) => byId[x]).join(", ")}}`).join("; "),
+            })
+          : t("pairwise.tied.none"),
       ),
     );
   }
-  const columns = ["Rank", "Item", "Score", "Interval", "Rank interval", `P(top ${k})`];
+  const columns = [
+    t("pairwise.col.rank"),
+    t("pairwise.col.item"),
+    t("pairwise.col.score"),
+    t("pairwise.col.interval"),
+    t("pairwise.col.rank_interval"),
+    t("pairwise.col.p_top", { k }),
+  ];
   out.push(
     tableWrap(
-      "Ranking with intervals",
+      t("pairwise.table"),
       h(
         "table",
         { id: "ranking-table" },
-        h("caption", { class: "visually-hidden" }, "Ranking with intervals"),
-        h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+        h("caption", { class: "visually-hidden" }, t("pairwise.table")),
+        h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
         h(
           "tbody",
           {},
@@ -224,15 +251,15 @@ function rankingContent(r, k) {
             h(
               "tr",
               {},
-              h("td", {}, String(it.rank)),
+              h("td", {}, num(it.rank)),
               h("td", {}, it.label),
-              h("td", { class: "num" }, fmt(it.score)),
-              h("td", { class: "nowrap" }, it.ci ? `${fmt(it.ci[0])} – ${fmt(it.ci[1])}` : "–"),
+              h("td", { class: "num" }, fixed(it.score)),
+              h("td", { class: "nowrap" }, it.ci ? `${fixed(it.ci[0])} – ${fixed(it.ci[1])}` : "–"),
               h("td", { class: "nowrap" }, it.rank_ci ? `${it.rank_ci[0]}–${it.rank_ci[1]}` : "–"),
               h(
                 "td",
                 { class: "num" },
-                it.p_top_k === null || it.p_top_k === undefined ? "–" : pct(it.p_top_k),
+                it.p_top_k === null || it.p_top_k === undefined ? "–" : percent(it.p_top_k),
               ),
             ),
           ),

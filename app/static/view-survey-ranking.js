@@ -1,29 +1,26 @@
 /** A ranking survey's sections: the consensus by the chosen method, and its federated rounds. */
 import { api, showError } from "/static/api.js";
 import { errorBarChart } from "/static/charts.js";
-import { autoRefresh, bradleyTerryText, chartBox, fmt, h, section } from "/static/dom.js";
+import { autoRefresh, bradleyTerryText, chartBox, h, section } from "/static/dom.js";
+import { fixed, num, t } from "/static/i18n.js";
 import { roundsSection } from "/static/view-survey-rounds.js";
 
-const METHODS = [
-  ["borda", "Borda (mean position)"],
-  ["kemeny", "Kemeny (closest in Kendall distance)"],
-  ["btl", "BTL on implied pairs"],
-  ["lehmer", "Lehmer majority"],
-];
-
-const COPIES = "the randomized copies of the respondents' rankings";
+/** The consensus methods, each named by its "ranking.method.<method>" message. */
+const METHODS = ["borda", "kemeny", "btl", "lehmer"];
 
 /** What the consensus chart's values are, in words, for `method` over `m` items. */
 function scoreMeaning(method, m) {
-  if (method === "borda")
-    return `Scores are Borda points: the mean number of items a ranking puts below the item (${m} items: from 0 to ${m - 1}), over ${COPIES}.`;
-  if (method === "btl")
-    return `${bradleyTerryText(" of the pairs the rankings imply", "a ranking puts the higher-scored one above the other")} Fitted to ${COPIES}.`;
-  return `This method orders the items without scores: the chart shows each item's mean position (1 = first) in ${COPIES}.`;
+  if (method === "borda") return t("ranking.meaning.borda", { m, max: m - 1, zero: 0 });
+  if (method === "btl") return bradleyTerryText(true);
+  return t("ranking.meaning.positions", { one: 1 });
 }
 
 export async function rankingSurveySections(s, body) {
-  const method = h("select", { id: "method" }, ...METHODS.map(([v, t]) => h("option", { value: v }, t)));
+  const method = h(
+    "select",
+    { id: "method" },
+    ...METHODS.map((v) => h("option", { value: v }, t(`ranking.method.${v}`))),
+  );
   const box = h("div", { id: "ranking-box" });
   const load = async () => {
     try {
@@ -37,7 +34,7 @@ export async function rankingSurveySections(s, body) {
         value: it.score ?? it.mean_position,
         lo: it.ci ? it.ci[0] : null,
         hi: it.ci ? it.ci[1] : null,
-        note: `rank ${it.rank}, mean position ${fmt(it.mean_position)}`,
+        note: t("ranking.note", { rank: it.rank, position: fixed(it.mean_position) }),
       }));
       // (null children left out: replaceChildren would write them as the text "null")
       box.replaceChildren(
@@ -45,38 +42,35 @@ export async function rankingSurveySections(s, body) {
           h(
             "dl",
             { class: "stats" },
-            h("div", {}, h("dt", {}, "Rankings"), h("dd", { id: "stat-rankings" }, String(d.rankings))),
             h(
               "div",
               {},
-              h("dt", {}, "Mean Kendall distance to the consensus"),
-              h("dd", {}, fmt(d.mean_kendall_distance)),
+              h("dt", {}, t("ranking.stat.rankings")),
+              h("dd", { id: "stat-rankings" }, num(d.rankings)),
             ),
-            h("div", {}, h("dt", {}, "Smallest ε"), h("dd", {}, fmt(d.epsilon_min))),
+            h("div", {}, h("dt", {}, t("ranking.stat.kendall")), h("dd", {}, fixed(d.mean_kendall_distance))),
+            h("div", {}, h("dt", {}, t("ranking.stat.eps_min")), h("dd", {}, fixed(d.epsilon_min))),
           ),
           chartBox(
             errorBarChart(rows, {
-              title: `Consensus by ${method.value}`,
-              desc: "Items in consensus order with their score (or mean position) and intervals when available.",
-              axisLabel: r.items[0].score === null ? "mean position (1 = best)" : "score",
+              title: t("ranking.chart.title", { method: method.value }),
+              desc: t("ranking.chart.desc"),
+              axisLabel:
+                r.items[0].score === null
+                  ? t("ranking.chart.axis_position", { one: 1 })
+                  : t("ranking.chart.axis_score"),
             }),
           ),
           h("p", { class: "hint", id: "score-meaning" }, scoreMeaning(r.method, r.items.length)),
-          h("p", {}, h("strong", {}, "Order: "), r.items.map((it) => it.label).join(" > ")),
+          h("p", {}, h("strong", {}, t("ranking.order")), " ", r.items.map((it) => it.label).join(" > ")),
           r.uncertainty.available
             ? null
-            : h("p", { class: "hint" }, `No intervals: ${r.uncertainty.reason}.`),
+            : h("p", { class: "hint" }, t("ranking.no_intervals", { reason: r.uncertainty.reason })),
         ].filter(Boolean),
       );
     } catch (err) {
       if (err.status === 409)
-        box.replaceChildren(
-          h(
-            "p",
-            { class: "hint", id: "no-data" },
-            "No rankings yet: the consensus appears as respondents answer.",
-          ),
-        );
+        box.replaceChildren(h("p", { class: "hint", id: "no-data" }, t("ranking.no_data")));
       else showError(box, err);
     }
   };
@@ -85,8 +79,8 @@ export async function rankingSurveySections(s, body) {
   body.append(
     section(
       "ranking",
-      "Consensus",
-      h("div", { class: "field" }, h("label", { for: "method" }, "Method"), method),
+      t("ranking.title"),
+      h("div", { class: "field" }, h("label", { for: "method" }, t("ranking.method")), method),
       box,
     ),
   );

@@ -6,19 +6,18 @@
  * are shown once, with the command each site runs — and cancel an open one.
  */
 import { api, showError } from "/static/api.js";
-import { announce, fmtSignificant, h, numberField, section, tableWrap } from "/static/dom.js";
+import { announce, h, numberField, section, tableWrap } from "/static/dom.js";
+import { sig, t } from "/static/i18n.js";
 import { session } from "/static/session.js";
 
-const METHODS = [
-  ["borda", "Borda FRA (mean position)"],
-  ["lehmer", "Lehmer FRA (majority per Lehmer coordinate)"],
-];
+/** The round's algorithms, each named by its "rounds.method.<method>" message. */
+const METHODS = ["borda", "lehmer"];
 
 /** What a site declared with its contribution. */
 function declared(site) {
-  if (site.privatization === "mallows") return `Mallows, ε = ${fmtSignificant(site.epsilon, 3)}`;
-  if (site.privatization === "none") return "not privatized";
-  return "not declared yet";
+  if (site.privatization === "mallows") return t("rounds.declared.mallows", { eps: sig(site.epsilon, 3) });
+  if (site.privatization === "none") return t("rounds.declared.none");
+  return t("rounds.declared.unknown");
 }
 
 /** The sites an open round waits for, in words (null when it waits for none). */
@@ -27,10 +26,10 @@ function waitingFor(x) {
   const missing = x.sites.filter((z) => !z.contributed);
   if (!missing.length) return null;
   const keyless = missing.filter((z) => !z.joined).map((z) => z.name);
-  return (
-    `Waiting for: ${missing.map((z) => z.name).join(", ")}` +
-    (keyless.length ? ` (no key registered yet: ${keyless.join(", ")}).` : ".")
-  );
+  const sites = missing.map((z) => z.name).join(", ");
+  return keyless.length
+    ? t("rounds.waiting.keyless", { sites, keyless: keyless.join(", ") })
+    : t("rounds.waiting", { sites });
 }
 
 /** A published consensus, best first, tied items as one group {A = B}. */
@@ -54,7 +53,7 @@ function consensusText(result) {
 }
 
 function roundCard(s, x, reload) {
-  const columns = ["Site", "Key registered", "Contributed", "Declared privatization"];
+  const columns = ["site", "joined", "contributed", "declared"].map((c) => t(`rounds.col.${c}`));
   const wait = waitingFor(x);
   const card = h(
     "article",
@@ -62,15 +61,23 @@ function roundCard(s, x, reload) {
     h(
       "h4",
       { id: `round-${x.id}-h` },
-      `Round ${x.id}: ${x.method === "borda" ? "Borda" : "Lehmer"} FRA, φ = ${x.parameters.phi}, `,
-      h("span", { class: `badge ${x.status === "open" ? "open" : "closed"}` }, x.status),
+      t(x.method === "borda" ? "rounds.heading.borda" : "rounds.heading.lehmer", {
+        id: x.id,
+        phi: x.parameters.phi,
+      }),
+      " ",
+      h(
+        "span",
+        { class: `badge ${x.status === "open" ? "open" : "closed"}` },
+        t(`rounds.status.${x.status}`),
+      ),
     ),
     tableWrap(
-      `Sites of round ${x.id}`,
+      t("rounds.sites_of", { id: x.id }),
       h(
         "table",
         { class: "round-sites" },
-        h("thead", {}, h("tr", {}, ...columns.map((t) => h("th", { scope: "col" }, t)))),
+        h("thead", {}, h("tr", {}, ...columns.map((c) => h("th", { scope: "col" }, c)))),
         h(
           "tbody",
           {},
@@ -79,8 +86,8 @@ function roundCard(s, x, reload) {
               "tr",
               {},
               h("td", {}, z.name),
-              h("td", {}, z.joined ? "yes" : "no"),
-              h("td", {}, z.contributed ? "yes" : "no"),
+              h("td", {}, t(z.joined ? "rounds.yes" : "rounds.no")),
+              h("td", {}, t(z.contributed ? "rounds.yes" : "rounds.no")),
               h("td", {}, declared(z)),
             ),
           ),
@@ -88,20 +95,21 @@ function roundCard(s, x, reload) {
       ),
     ),
     wait ? h("p", { class: "waiting" }, wait) : null,
-    h("p", { class: "round-privacy" }, h("strong", {}, "Privacy: "), x.privacy.statement, "."),
+    h("p", { class: "round-privacy" }, h("strong", {}, t("rounds.privacy")), " ", x.privacy.statement, "."),
   );
   if (x.result) {
     card.append(
       h(
         "p",
         { class: "round-consensus" },
-        h("strong", {}, "Consensus (best first): "),
+        h("strong", {}, t("rounds.consensus")),
+        " ",
         consensusText(x.result),
       ),
-      h("p", { class: "hint" }, `Ties: ${x.result.tie_break}`),
+      h("p", { class: "hint" }, t("rounds.ties", { tie_break: x.result.tie_break })),
     );
   } else if (x.status === "cancelled") {
-    card.append(h("p", { class: "hint" }, "Cancelled: no consensus was published."));
+    card.append(h("p", { class: "hint" }, t("rounds.cancelled")));
   }
   if (session.role === "admin" && x.status === "open") {
     const out = h("div");
@@ -111,14 +119,11 @@ function roundCard(s, x, reload) {
         type: "button",
         class: "danger",
         onclick: async () => {
-          if (
-            !confirm(`Cancel round ${x.id}? The masked messages are deleted and no consensus is published.`)
-          )
-            return;
+          if (!confirm(t("rounds.cancel_confirm", { id: x.id }))) return;
           cancel.disabled = true;
           try {
             await api("POST", `/v1/surveys/${s.id}/rounds/${x.id}/cancel`);
-            announce(`Round ${x.id} cancelled`);
+            announce(t("rounds.cancelled_one", { id: x.id }));
             await reload();
           } catch (err) {
             cancel.disabled = false;
@@ -126,15 +131,18 @@ function roundCard(s, x, reload) {
           }
         },
       },
-      "Cancel round",
+      t("rounds.cancel"),
     );
     card.append(h("div", { class: "actions" }, cancel), out);
   }
   return card;
 }
 
-/** A button that copies `text`; where the clipboard is refused it selects `field` instead. */
-function copyButton(label, text, field) {
+/**
+ * A button named `label` that copies `text` (saying `copied` when done); where the clipboard
+ * is refused it selects `field` instead.
+ */
+function copyButton(label, copied, text, field) {
   const button = h(
     "button",
     {
@@ -143,15 +151,15 @@ function copyButton(label, text, field) {
       onclick: async () => {
         try {
           await navigator.clipboard.writeText(text);
-          announce(`${label} copied`);
-          button.textContent = "Copied";
+          announce(copied);
+          button.textContent = t("rounds.copied");
         } catch {
           field.select();
-          announce("Copying was refused: the text is selected, press Ctrl+C (⌘C) to copy it");
+          announce(t("rounds.copy_refused"));
         }
       },
     },
-    `Copy ${label}`,
+    label,
   );
   return button;
 }
@@ -162,13 +170,8 @@ function credentialsPanel(round, done) {
   const panel = h(
     "div",
     { id: "round-credentials", role: "region", "aria-labelledby": "round-credentials-h" },
-    h("h4", { id: "round-credentials-h" }, `Credentials of round ${round.id}`),
-    h(
-      "p",
-      { class: "error" },
-      "Shown only now: the service keeps a hash of each credential, not the credential. Copy each one and " +
-        "give it to its site only (it lets the holder contribute as that site).",
-    ),
+    h("h4", { id: "round-credentials-h" }, t("rounds.credentials", { id: round.id })),
+    h("p", { class: "error" }, t("rounds.shown_once")),
   );
   round.sites.forEach((z, k) => {
     const command =
@@ -192,45 +195,44 @@ function credentialsPanel(round, done) {
       h(
         "div",
         { class: "site-credential", "data-site": z.name },
-        h("h5", {}, `Site ${z.name}`),
+        h("h5", {}, t("rounds.site", { name: z.name })),
         h(
           "div",
           { class: "field" },
-          h("label", { for: `site-token-${k}` }, `Credential of ${z.name}`),
+          h("label", { for: `site-token-${k}` }, t("rounds.credential_label", { name: z.name })),
           field,
         ),
         h(
           "div",
           { class: "field" },
-          h("label", { for: `site-command-${k}` }, `Command for ${z.name}`),
+          h("label", { for: `site-command-${k}` }, t("rounds.command_label", { name: z.name })),
           commandField,
         ),
         h(
           "div",
           { class: "actions" },
-          copyButton(`credential of ${z.name}`, z.token, field),
-          copyButton(`command for ${z.name}`, command, commandField),
+          copyButton(
+            t("rounds.copy_credential", { name: z.name }),
+            t("rounds.copied_credential", { name: z.name }),
+            z.token,
+            field,
+          ),
+          copyButton(
+            t("rounds.copy_command", { name: z.name }),
+            t("rounds.copied_command", { name: z.name }),
+            command,
+            commandField,
+          ),
         ),
       ),
     );
   });
   panel.append(
-    h(
-      "p",
-      { class: "hint" },
-      "Each site runs the command next to its rankings file (PrefLib .soc/.soi, or CSV with a 'ranking' " +
-        "column). --epsilon privatizes each local ranking with the Mallows mechanism (ε-ranking DP) and is " +
-        "declared to the round; leave it out to send the rankings as they are. `privrank site status` shows " +
-        "the round from the site's side.",
-    ),
+    h("p", { class: "hint" }, t("rounds.command_hint")),
     h(
       "div",
       { class: "actions" },
-      h(
-        "button",
-        { type: "button", id: "credentials-done", onclick: done },
-        "I have given every site its credential",
-      ),
+      h("button", { type: "button", id: "credentials-done", onclick: done }, t("rounds.done")),
     ),
   );
   return panel;
@@ -240,22 +242,22 @@ function openForm(s, reload, credentialsBox) {
   const method = h(
     "select",
     { id: "round-method" },
-    ...METHODS.map(([v, t]) => h("option", { value: v }, t)),
+    ...METHODS.map((v) => h("option", { value: v }, t(`rounds.method.${v}`))),
   );
   const sites = h("textarea", {
     id: "round-sites",
     rows: 3,
     required: true,
-    placeholder: "north\nsouth\neast",
+    placeholder: t("rounds.sites_placeholder"),
   });
   const lehmer = h(
     "div",
     { id: "lehmer-fields", hidden: true },
-    numberField("round-max-rankings", "Most rankings in all the sites together (M)", 1000000, {
+    numberField("round-max-rankings", t("rounds.max_rankings"), 1000000, {
       min: 1,
       step: 1,
     }),
-    numberField("round-failure", "Allowed failure probability", 0.01, { min: 0.000001, max: 0.5 }),
+    numberField("round-failure", t("rounds.failure"), 0.01, { min: 0.000001, max: 0.5 }),
   );
   method.addEventListener("change", () => {
     lehmer.hidden = method.value !== "lehmer";
@@ -265,31 +267,18 @@ function openForm(s, reload, credentialsBox) {
   const form = h(
     "form",
     { id: "round-form" },
-    h("div", { class: "field" }, h("label", { for: "round-method" }, "Algorithm"), method),
+    h("div", { class: "field" }, h("label", { for: "round-method" }, t("rounds.algorithm")), method),
     h(
       "div",
       { class: "field" },
-      h("label", { for: "round-sites" }, "Sites, one per line"),
+      h("label", { for: "round-sites" }, t("rounds.sites")),
       sites,
-      h(
-        "p",
-        { class: "hint" },
-        "Letters, digits and . _ - (at least three sites; two must be allowed below).",
-      ),
+      h("p", { class: "hint" }, t("rounds.sites_hint")),
     ),
-    numberField("round-phi", "Public dispersion φ", 0.6, { min: 0.01, max: 0.95 }),
+    numberField("round-phi", t("rounds.phi"), 0.6, { min: 0.01, max: 0.95 }),
     lehmer,
-    h(
-      "div",
-      { class: "field" },
-      h(
-        "label",
-        { class: "check" },
-        two,
-        "Allow two sites (each then learns the other's message from the published aggregate)",
-      ),
-    ),
-    h("div", { class: "actions" }, h("button", { type: "submit" }, "Open round")),
+    h("div", { class: "field" }, h("label", { class: "check" }, two, t("rounds.two_sites"))),
+    h("div", { class: "actions" }, h("button", { type: "submit" }, t("rounds.open"))),
     out,
   );
   form.addEventListener("submit", async (ev) => {
@@ -314,10 +303,10 @@ function openForm(s, reload, credentialsBox) {
       credentialsBox.replaceChildren(
         credentialsPanel(round, () => {
           credentialsBox.replaceChildren();
-          announce("Credentials hidden");
+          announce(t("rounds.hidden"));
         }),
       );
-      announce(`Round ${round.id} opened: copy each site's credential now`);
+      announce(t("rounds.opened", { id: round.id }));
       await reload();
       credentialsBox.querySelector("input")?.focus();
     } catch (err) {
@@ -327,13 +316,8 @@ function openForm(s, reload, credentialsBox) {
   return h(
     "details",
     { class: "settings", id: "open-round" },
-    h("summary", {}, "Open a federated round"),
-    h(
-      "p",
-      { class: "hint" },
-      "Sites that hold rankings of this survey's items combine them without pooling them: the server sees " +
-        "only masked messages and publishes the consensus when every site has contributed.",
-    ),
+    h("summary", {}, t("rounds.open_summary")),
+    h("p", { class: "hint" }, t("rounds.open_hint")),
     form,
   );
 }
@@ -347,10 +331,10 @@ export function roundsSection(s) {
       const page = await api("GET", `/v1/surveys/${s.id}/rounds`);
       list.replaceChildren(
         ...[
-          page.rounds.length ? null : h("p", { class: "hint", id: "no-rounds" }, "No federated rounds yet."),
+          page.rounds.length ? null : h("p", { class: "hint", id: "no-rounds" }, t("rounds.none")),
           ...page.rounds.map((x) => roundCard(s, x, load)),
           page.total > page.rounds.length
-            ? h("p", { class: "hint" }, `The newest ${page.rounds.length} of ${page.total} rounds.`)
+            ? h("p", { class: "hint" }, t("rounds.newest", { shown: page.rounds.length, total: page.total }))
             : null,
         ].filter(Boolean),
       );
@@ -360,7 +344,7 @@ export function roundsSection(s) {
   };
   const node = section(
     "rounds",
-    "Federated rounds",
+    t("rounds.title"),
     session.role === "admin" && s.status === "open" ? openForm(s, load, credentialsBox) : null,
     credentialsBox,
     list,

@@ -6,7 +6,7 @@
  */
 import { api, download, showError } from "/static/api.js";
 import { announce, h } from "/static/dom.js";
-import { t } from "/static/i18n.js";
+import { t, tn } from "/static/i18n.js";
 import { privacySummaryText } from "/static/privacy-summary.js";
 import { app, session } from "/static/session.js";
 import { centralSections } from "/static/view-survey-central.js";
@@ -22,7 +22,7 @@ function surveyTitle(s) {
     { id: "survey-title" },
     s.title,
     " ",
-    h("span", { class: `badge ${s.status}`, id: "survey-status" }, s.status),
+    h("span", { class: `badge ${s.status}`, id: "survey-status" }, t(`status.${s.status}`)),
   );
 }
 
@@ -35,17 +35,15 @@ async function moderatorView(s) {
     h(
       "p",
       { id: "moderation-summary" },
-      `${s.items.length} items` +
-        (s.suggestions?.enabled
-          ? `; ${s.pending_suggestions ?? 0} ${s.pending_suggestions === 1 ? "suggestion waits" : "suggestions wait"} for a moderator.`
-          : ".") +
-        " As a moderator you see the suggestions and the reported items.",
+      s.suggestions?.enabled
+        ? tn("survey.moderator_summary.pending", s.pending_suggestions ?? 0, { items: s.items.length })
+        : t("survey.moderator_summary", { items: s.items.length }),
     ),
   );
   const body = h("div", { id: "survey-body" });
   app.replaceChildren(head, body);
   if (!hasModeration(s)) {
-    body.append(h("p", { class: "hint", id: "no-moderation" }, "This survey takes no suggestions."));
+    body.append(h("p", { class: "hint", id: "no-moderation" }, t("survey.no_suggestions")));
     return;
   }
   const moderation = moderationSection(s);
@@ -60,7 +58,7 @@ function settingToggle(s, id, text, patch, checked, { disabled = false, hint = n
     box.disabled = true;
     try {
       await api("PATCH", `/v1/surveys/${s.id}`, patch(box.checked));
-      announce(`${text}: ${box.checked ? "on" : "off"}`);
+      announce(t(box.checked ? "survey.setting_on" : "survey.setting_off", { setting: text }));
       await session.route();
       document.getElementById(id)?.focus();
     } catch (err) {
@@ -82,7 +80,8 @@ function participationSettings(s) {
       h(
         "p",
         {},
-        "Public results: ",
+        t("survey.public_results"),
+        " ",
         h("a", { href: resultsLink, class: "mono", id: "public-results-link" }, resultsLink),
       ),
     );
@@ -92,10 +91,12 @@ function participationSettings(s) {
       h(
         "p",
         { id: "suggestions-settings" },
-        `Participants may suggest items (up to ${s.suggestions.per_respondent} each; ` +
-          `${s.suggestions.moderation === "after" ? "shown at once, reviewed after" : "approved by a moderator first"}; ` +
-          `${s.suggestions.flag_threshold} reports send an item to review; published in batches from ` +
-          `${s.suggestions.batch} respondents). Pending suggestions: ${s.pending_suggestions ?? 0}.`,
+        t(`survey.suggestions_settings.${s.suggestions.moderation === "after" ? "after" : "before"}`, {
+          per: s.suggestions.per_respondent,
+          flags: s.suggestions.flag_threshold,
+          batch: s.suggestions.batch,
+          pending: s.pending_suggestions ?? 0,
+        }),
       ),
     );
   }
@@ -103,12 +104,12 @@ function participationSettings(s) {
   const fields = h(
     "details",
     { class: "settings", id: "settings" },
-    h("summary", {}, "Participation settings"),
+    h("summary", {}, t("survey.settings")),
     s.kind === "pairwise"
       ? settingToggle(
           s,
           "toggle-suggestions",
-          "Participants may suggest items (and report items)",
+          t("new.suggestions"),
           (on) => ({ suggestions: on ? { ...(s.suggestions ?? {}), enabled: true } : null }),
           Boolean(s.suggestions?.enabled),
         )
@@ -116,19 +117,19 @@ function participationSettings(s) {
     settingToggle(
       s,
       "toggle-public-results",
-      `Publish results at /r/${s.id}`,
+      t("survey.toggle_public", { path: `/r/${s.id}` }),
       (on) => (on ? { public_results: true } : { public_results: false, results_on_finish: false }),
       Boolean(s.public_results),
     ),
     settingToggle(
       s,
       "toggle-results-on-finish",
-      "Show results at the end of the respondent page",
+      t("new.results_on_finish"),
       (on) => ({ results_on_finish: on }),
       Boolean(s.results_on_finish),
       {
         disabled: !s.public_results,
-        hint: s.public_results ? null : h("p", { class: "hint" }, "Needs the results to be published."),
+        hint: s.public_results ? null : h("p", { class: "hint" }, t("survey.needs_public")),
       },
     ),
     h("div", { id: "settings-error" }),
@@ -149,7 +150,9 @@ export async function surveyView(id) {
     h(
       "p",
       {},
-      `${s.kind === "ranking" ? "Ranking question" : "Pairwise questions"} over ${s.items.length} items, ${s.privacy.model} privacy model.`,
+      t(`survey.describe.${s.kind === "ranking" ? "ranking" : "pairwise"}.${s.privacy.model}`, {
+        n: s.items.length,
+      }),
     ),
     h(
       "div",
@@ -157,7 +160,13 @@ export async function surveyView(id) {
       h("h3", {}, t("summary.title")),
       h("p", {}, privacySummaryText(s.privacy.summary)),
     ),
-    h("p", {}, "Respondent link: ", h("a", { href: link, class: "mono", id: "respondent-link" }, link)),
+    h(
+      "p",
+      {},
+      t("survey.respondent_link"),
+      " ",
+      h("a", { href: link, class: "mono", id: "respondent-link" }, link),
+    ),
     participationSettings(s),
   );
   const actions = h("div", { class: "actions" });
@@ -172,11 +181,10 @@ export async function surveyView(id) {
           id: "toggle-status",
           class: closing ? "danger" : null,
           onclick: async () => {
-            if (closing && !confirm("Close this survey? New respondents and answers will be refused."))
-              return;
+            if (closing && !confirm(t("survey.close_confirm"))) return;
             try {
               await api("PATCH", `/v1/surveys/${s.id}`, { status: closing ? "closed" : "open" });
-              announce(`Survey ${closing ? "closed" : "reopened"}`);
+              announce(t(closing ? "survey.closed" : "survey.reopened"));
               await session.route();
               document.getElementById("toggle-status")?.focus();
             } catch (err) {
@@ -185,7 +193,7 @@ export async function surveyView(id) {
             }
           },
         },
-        closing ? "Close survey" : "Reopen survey",
+        t(closing ? "survey.close" : "survey.reopen"),
       ),
     );
   }
@@ -194,7 +202,11 @@ export async function surveyView(id) {
     const exportCsv = () =>
       download(`/v1/surveys/${s.id}/${file}`, `${s.id}-${file}`).catch((e) => announce(e.message));
     actions.append(
-      h("button", { type: "button", class: "secondary", id: "export", onclick: exportCsv }, `Export ${file}`),
+      h(
+        "button",
+        { type: "button", class: "secondary", id: "export", onclick: exportCsv },
+        t("survey.export", { file }),
+      ),
     );
   }
   actions.append(
@@ -209,7 +221,7 @@ export async function surveyView(id) {
           document.getElementById("refresh")?.focus();
         },
       },
-      "Refresh",
+      t("survey.refresh"),
     ),
   );
   head.append(actions, actionError);

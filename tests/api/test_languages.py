@@ -1,11 +1,14 @@
 """Languages (app.services.languages): which language a respondent gets (?lang=, then
 Accept-Language, then the survey's default, then English), the survey's default language,
-item label translations (create, add, PATCH) and the respondent-facing outputs that use them."""
+item label translations (create, add, PATCH) and the respondent-facing outputs that use them;
+and the pages' message catalogs (respondent page, results page, dashboard): complete in every
+language, and the dashboard's scripts showing no English of their own."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ from sqlalchemy import select
 from app.db.models import Item
 from app.services.languages import LANGUAGES, accepted, choose_language
 from tests.helpers.api import ADMIN, analyst_headers, register
+from tests.helpers.jsliterals import literals
 
 ITEMS = ["Housing", "Transit", "Parks"]
 SPANISH = ["Vivienda", "Transporte", "Parques"]
@@ -362,13 +366,13 @@ def _catalog(name: str, code: str) -> dict[str, str]:
     return json.loads((CATALOGS / f"{name}.{code}.json").read_text(encoding="utf-8"))
 
 
-#: The catalogs of the pages respondents and the public see: one per language.
-PUBLIC = ("respond", "results")
+#: The pages' catalogs (respondents, the public, the dashboard's users): one per language each.
+CATALOG_NAMES = ("respond", "results", "dashboard")
 
 
-@pytest.mark.parametrize("name", PUBLIC)
+@pytest.mark.parametrize("name", CATALOG_NAMES)
 @pytest.mark.parametrize("code", [c for c in LANGUAGES if c != "en"])
-def test_every_respondent_catalog_has_the_english_keys_and_placeholders(name, code):
+def test_every_catalog_has_the_english_keys_and_placeholders(name, code):
     english, other = _catalog(name, "en"), _catalog(name, code)
     assert set(other) == set(english), (
         f"{code}: missing {set(english) - set(other)}, extra {set(other) - set(english)}"
@@ -379,7 +383,7 @@ def test_every_respondent_catalog_has_the_english_keys_and_placeholders(name, co
 
 
 def test_there_is_a_catalog_per_language_and_no_other():
-    for name in PUBLIC:
+    for name in CATALOG_NAMES:
         assert sorted(p.name for p in CATALOGS.glob(f"{name}.*.json")) == sorted(
             f"{name}.{c}.json" for c in LANGUAGES
         )
@@ -402,11 +406,11 @@ USERS = {
     "dashboard": [
         "index.html",
         "dashboard.js",
-        "view-surveys.js",
-        "view-new-survey.js",
-        "view-plan.js",
-        "view-survey.js",
+        "api.js",
+        "dom.js",
+        "charts.js",
         "privacy-summary.js",
+        *(p.name for p in STATIC.glob("view-*.js")),
     ],
 }
 #: A message a script asks for by a literal key: t("key" …), tn("key" …) (with .one and .other), or
@@ -428,6 +432,24 @@ def test_every_message_a_page_asks_for_is_in_its_english_catalog(name):
                 asked.add(key)
     assert len(asked) > 15, asked  # the pattern finds the calls
     assert asked - set(english) == set(), f"{name}: messages missing from the catalog"
+
+
+#: A message a script asks for by a key it composes: t(`prefix.${…}.rest` …), tn(`…` …).
+COMPOSED = re.compile(r"\b(tn?)\(\s*`([\w.]*\$\{[^`]*)`")
+
+
+def test_every_composed_key_has_messages_in_the_dashboard_catalog():
+    """A key built from a value (t(`status.${s.status}`)) names a family of messages: the
+    catalog has at least one, and every language has the same ones (checked above)."""
+    english = _catalog("dashboard", "en")
+    families = set()
+    for file in USERS["dashboard"]:
+        for fn, template in COMPOSED.findall((STATIC / file).read_text(encoding="utf-8")):
+            pattern = re.sub(r"\\\$\\\{.*?\\\}", r"[\\w.]+", re.escape(template))
+            pattern += r"\.(one|other)" if fn == "tn" else ""
+            families.add(pattern)
+            assert any(re.fullmatch(pattern, key) for key in english), (file, template)
+    assert len(families) > 10, families  # the pattern finds the calls
 
 
 #: The catalogs each page loads together, in order (loadCatalogs in respond.js and results.js):
@@ -493,3 +515,118 @@ def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
         for key, text in catalog.items():
             if key.startswith("results.note."):
                 assert "uncertainty" not in text and "bootstrap" not in text, (code, key)
+
+
+# -- no English of the dashboard's own ----------------------------------------------------
+
+#: The dashboard's scripts: every word they show comes from the "dashboard" catalog.
+DASHBOARD_SCRIPTS = [
+    "dashboard.js",
+    "api.js",
+    "dom.js",
+    "charts.js",
+    "privacy-summary.js",
+    *sorted(p.name for p in STATIC.glob("view-*.js")),
+]
+#: Where a literal is not shown: a message key (t, tn), a module path, an element or event
+#: name, a request's method and path, a selector, a stored setting's name, a comparison.
+NOT_SHOWN_AFTER = re.compile(
+    r"""(\btn?\(|\bfrom|\bimport|\bh\(|svgEl\(|createElement\(|api\(|api\("\w+",|download\(|"""
+    r"""querySelector(All)?\(|getElementById\(|addEventListener\(|setAttribute\(|"""
+    r"""(get|set|remove)Item\(|===|!==|includes\(|startsWith\(|\bcase|\.font\s*=|\[)\s*$"""
+)
+#: An attribute or option that is shown (its value must come from the catalog); any other
+#: key's value (class, id, type, role, for, href, …) is not.
+SHOWN_KEYS = {"text", "title", '"aria-label"', "placeholder", "label", "desc", "axisLabel", "caption", "alt"}
+KEY_BEFORE = re.compile(r"""([\w$]+|"[\w-]+")\s*:\s*$""")
+#: Calls and assignments whose string argument is shown.
+SHOWN_AFTER = re.compile(
+    r"""(\}\s*,|confirm\(|alert\(|announce\(|Error\(|ApiError\(\s*\d+\s*,|textContent\s*=)\s*$"""
+)
+#: Prose: two words, a capitalised word, or a sentence's end.
+PROSE = re.compile(r"[A-Za-z]\s+[A-Za-z]|^\W*[A-Z][a-z]|[a-z][.:?!…]\s*$")
+#: A URL, a path, a file name, or code shown as code (the embed snippets, a site's command).
+NOT_WORDS = re.compile(
+    r"^(/|#|https?:|<|  |--|PRIVRANK_|[\w.-]+\.(js|csv|json|svg)$|[a-z_]+(\.\w+)+\.?$)|://"
+)
+
+
+def _operand_start(before: str) -> str:
+    """The code before the expression that ends `before` (a ternary's branch: back past its
+    condition to the "(", "[", "{", "," or ";" that opens it, skipping balanced brackets)."""
+    depth = 0
+    for k in range(len(before) - 1, -1, -1):
+        c = before[k]
+        if c in ")]}":
+            depth += 1
+        elif c in "([{" and depth:
+            depth -= 1
+        elif c in "([{,;" and not depth:
+            return before[: k + 1]
+    return ""
+
+
+def _shown_english(name: str) -> list[tuple[int, str]]:
+    """The literals with letters in `name` that the page would show as they are."""
+    shown = []
+    for lit in literals((STATIC / name).read_text(encoding="utf-8")):
+        text = lit.text
+        if not re.search(r"[A-Za-z]{2,}", text) or NOT_WORDS.search(text):
+            continue
+        if NOT_SHOWN_AFTER.search(lit.before):
+            continue
+        if re.match(r"(in\b|===|!==)", lit.after):  # a property test, a comparison
+            continue
+        if lit.after.startswith(":") and re.search(r"[{,]\s*$", lit.before):  # an object's key
+            continue
+        context = lit.before
+        ternary = re.search(r"((?<!\?)\?|:)\s*$", context)  # (not ?? : a default)
+        if ternary and not KEY_BEFORE.search(context) and not PROSE.search(text):
+            # A ternary's branch: what it is an argument or a value of.
+            head = _operand_start(context.rstrip(" ?:"))
+            if NOT_SHOWN_AFTER.search(head) or head.endswith("${"):  # a key's part, a template's
+                continue
+            segment = context[len(head) :]
+            key = re.match(r"\s*([\w$]+|\"[\w-]+\")\s*:", segment)
+            if key and key.group(1) not in SHOWN_KEYS:
+                continue
+            shown.append((lit.line, text))
+            continue
+        key = KEY_BEFORE.search(context)
+        if key:
+            if key.group(1) in SHOWN_KEYS:
+                shown.append((lit.line, text))
+            continue
+        if PROSE.search(text) or SHOWN_AFTER.search(lit.before):
+            shown.append((lit.line, text))
+    return shown
+
+
+def test_the_english_audit_finds_words_shown_as_they_are(tmp_path, monkeypatch):
+    """The audit below tells a shown word from an id, a class, a URL or a key."""
+    source = """import { t } from "/static/i18n.js";
+const a = h("p", { class: "hint big", id: "x-y", title: "Full title" }, "Sign in");
+const b = h("td", {}, z ? t("rounds.yes") : "no", "yes");
+h("button", { type: "button", "aria-label": t("k.label"), placeholder: "https://example.org" }, t("a.b"));
+if (!confirm("Close it?")) announce(`Round ${n} cancelled`);
+api("GET", `/v1/surveys/${id}`); el.querySelector("#rel-eps option[value=x]");
+const s = x === "pending" ? "on" : null; // "Not a literal"
+"""
+    (tmp_path / "view-x.js").write_text(source, encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "STATIC", tmp_path)
+    assert [text for _, text in _shown_english("view-x.js")] == [
+        "Full title",
+        "Sign in",
+        "no",
+        "Close it?",
+        "Round  cancelled",
+        "on",
+    ]
+
+
+@pytest.mark.parametrize("name", DASHBOARD_SCRIPTS)
+def test_no_dashboard_script_shows_english_of_its_own(name):
+    """Text children, shown attributes (aria-label, title, placeholder), chart titles,
+    confirm() dialogs, announcements and client-side error messages come through t(): a
+    literal with words in such a place would stay English in every language."""
+    assert _shown_english(name) == [], name

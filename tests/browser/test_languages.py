@@ -1,14 +1,19 @@
 """The respondent page in each language (Playwright + Debian Chromium): chosen by ?lang=, by the
 browser's languages (Accept-Language), or by the survey's default; its text from the catalogs,
-<html lang> set, item labels translated, numbers written the language's way."""
+<html lang> set, item labels translated, numbers written the language's way. The dashboard in
+the browser's language or the one picked in its header, with none of its English left."""
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import httpx2
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import ADMIN, ITEMS, signed_in_script
+from tests.helpers.browser import ADMIN, ITEMS, api_respondent, signed_in_script
 
 #: The survey's item labels (ITEMS) in the other languages.
 TRANSLATIONS = {
@@ -295,3 +300,187 @@ def test_the_respondent_switches_language_mid_survey(server, page_in):
     shown = {page.locator("#choice-a").inner_text(), page.locator("#choice-b").inner_text()}
     assert shown <= set(TRANSLATIONS["de"]), shown
     expect(page.get_by_role("navigation", name="Sprachen").locator("[aria-current]")).to_have_text("Deutsch")
+
+
+# -- the dashboard ------------------------------------------------------------------------
+
+CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+#: A placeholder in a message: {name}.
+PLACEHOLDER = re.compile(r"\{\w+\}")
+
+
+def _dashboard_catalog(code: str) -> dict[str, str]:
+    return json.loads((CATALOGS / f"dashboard.{code}.json").read_text(encoding="utf-8"))
+
+
+def _english_fragments(code: str) -> set[str]:
+    """The English dashboard's words that the `code` dashboard must not show: each message
+    that differs in `code`, cut at its placeholders, keeping the pieces with a word of three
+    letters or more that the translation does not also hold (a piece between placeholders
+    only when it has two words: one word alone, such as "intervals", is also the service's)."""
+    english, other = _dashboard_catalog("en"), _dashboard_catalog(code)
+    fragments = set()
+    for key, text in english.items():
+        if text == other[key]:
+            continue
+        for piece in PLACEHOLDER.split(text):
+            piece = piece.strip(" .,:;()")
+            whole = piece == text.strip(" .,:;()")
+            if re.search(r"[A-Za-z]{3,}", piece) and piece not in other[key] and (whole or " " in piece):
+                fragments.add(piece)
+    return fragments
+
+
+def _english_shown(page, fragments: set[str], own: list[str]) -> list[str]:
+    """The fragments the page's main element shows, as whole words. The texts the service
+    writes in English (an estimand, a round's privacy statement, a release's cost) and the
+    users' own words `own` (surveys' titles, items, suggestions) are not the dashboard's
+    and are left out."""
+    text = page.evaluate(
+        """() => {
+            const main = document.getElementById("app").cloneNode(true);
+            main.querySelectorAll("#goal-estimand, #estimand, .round-privacy, textarea")
+                .forEach((el) => el.remove());
+            return main.innerText;
+        }"""
+    )
+    for label in sorted(own, key=len, reverse=True):
+        text = text.replace(label, " ")
+    return sorted(f for f in fragments if re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text))
+
+
+SURVEY_TITLES = ["Pairs with ideas", "Rank them", "Trusted", "To the goal"]
+
+
+def _post(server, path: str, body: dict, headers: dict | None = None) -> dict:
+    r = httpx2.post(f"{server.base}{path}", json=body, headers=headers if headers is not None else ADMIN)
+    assert r.status_code in (200, 201, 202), r.text
+    return r.json()
+
+
+def _dashboard_surveys(server) -> dict[str, str]:
+    """One survey of each kind, with answers: pairwise (local, taking suggestions, one
+    waiting for a moderator), ranking, central (with a release), and a goal survey."""
+    privacy = {"epsilon_default": 2.0, "epsilon_max": 8.0, "respondent_budget": 48.0}
+    pairwise = _post(
+        server,
+        "/v1/surveys",
+        {
+            "title": SURVEY_TITLES[0],
+            "items": ITEMS,
+            "privacy": privacy,
+            "suggestions": {"enabled": True, "moderation": "before", "batch": 2},
+        },
+    )["id"]
+    ranking = _post(server, "/v1/surveys", {"title": SURVEY_TITLES[1], "items": ITEMS, "kind": "ranking"})
+    central = _post(
+        server,
+        "/v1/surveys",
+        {
+            "title": SURVEY_TITLES[2],
+            "items": ITEMS,
+            "privacy": {"model": "central", "total_budget": 2.0, "max_comparisons_per_respondent": 6},
+        },
+    )["id"]
+    goal = _post(
+        server,
+        "/v1/surveys",
+        {
+            "title": SURVEY_TITLES[3],
+            "items": ITEMS,
+            "privacy": {"epsilon_default": 2, "respondent_budget": 12},
+            "assignment": "adaptive",
+            "goal": {"top_k": 1, "level": 0.9},
+        },
+    )["id"]
+    with httpx2.Client(base_url=server.base, timeout=60) as api:
+        for sid in (pairwise, central, goal):
+            for _ in range(3):
+                api_respondent(api, sid, count=6, epsilon=None if sid != pairwise else 8.0)
+    for label in ("Night buses", "Bike lanes"):  # a batch of two: both published, pending
+        token = _post(server, f"/v1/surveys/{pairwise}/respondents", {}, {})["token"]
+        headers = {"Authorization": f"Bearer {token}"}
+        _post(server, f"/v1/surveys/{pairwise}/suggestions", {"label": label}, headers)
+    ids = {it["label"]: it["id"] for it in ranking["items"]}
+    for _ in range(3):
+        reg = _post(server, f"/v1/surveys/{ranking['id']}/respondents", {}, {})
+        body = {"privatized": False, "ranking": [ids[x] for x in ITEMS]}
+        _post(
+            server,
+            f"/v1/surveys/{ranking['id']}/responses",
+            body,
+            {"Authorization": f"Bearer {reg['token']}"},
+        )
+    body = {"method": "perturbed_mle", "unit": "individual", "epsilon": 1.0, "k": 3}
+    _post(server, f"/v1/surveys/{central}/releases", body)
+    return {"pairwise": pairwise, "ranking": ranking["id"], "central": central, "goal": goal}
+
+
+#: What each survey's view shows once it has drawn its sections (the last ones drawn).
+READY = {
+    "pairwise": ["#suggestions li.suggestion", "#ranking-table", "#coverage-box svg", "#pairwise-box svg"],
+    "ranking": ["#ranking-box svg", "#no-rounds"],
+    "central": ["#ledger tbody tr", "#embed"],
+    "goal": ["#goal-state", "#ranking-table", "#pairwise-box svg"],
+}
+
+
+def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
+    """A browser that speaks German: the shell, the list, each kind of survey (its sections,
+    the moderation, the goal, the rounds, the ledger) and the sign-in form show no message of
+    the English catalog that the German one words differently."""
+    surveys = _dashboard_surveys(server)
+    fragments = _english_fragments("de")
+    assert {"Progress", "Who beats whom", "Close survey", "Sign in"} <= fragments  # the cut keeps words
+    titles = [
+        s["title"]
+        for s in httpx2.get(f"{server.base}/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
+    ]
+    own = [*titles, *ITEMS, "Night buses", "Bike lanes"]  # this server's surveys (other tests' too)
+    page = page_in("de-DE", width=1280, height=900, signed_in=server.base)
+    page.goto(server.base + "/")
+    expect(page.get_by_role("heading", name="Umfragen")).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == "de"
+    assert page.title() == "privrank — Dashboard"
+    expect(page.get_by_role("navigation", name="Hauptmenü")).to_contain_text("Neue Umfrage")
+    assert _english_shown(page, fragments, own) == []
+    for kind, sid in surveys.items():
+        page.goto(f"{server.base}/#/survey/{sid}")
+        for ready in READY[kind]:
+            expect(page.locator(ready).first).to_be_visible()
+        expect(page.locator("#survey-status")).to_have_text("offen")
+        if kind == "goal":
+            page.get_by_role("button", name="Eingesparte Antworten schätzen").click()
+            expect(page.locator("#goal-saving")).to_contain_text("Schätzung des Planers:", timeout=60_000)
+        assert _english_shown(page, fragments, own) == [], kind
+    page.get_by_role("button", name="Abmelden").click()
+    expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
+    assert _english_shown(page, fragments, own) == []
+
+
+def test_the_language_picker_switches_the_dashboard_and_is_remembered(server, page_in):
+    """The header's picker: the current view is drawn again in the language picked, the
+    choice outlives a reload and a new tab, and the browser's language no longer decides."""
+    sid = _post(server, "/v1/surveys", {"title": "Picked", "items": ITEMS})["id"]
+    page = page_in("en-US", width=1280, height=900, signed_in=server.base)
+    page.goto(f"{server.base}/#/survey/{sid}")
+    expect(page.get_by_role("heading", name="Progress")).to_be_visible()
+    picker = page.get_by_label("Language", exact=True)
+    assert picker.locator("option").all_inner_texts() == ["English", "Español", "Deutsch", "Français"]
+    picker.select_option("fr")
+    expect(page.get_by_role("heading", name="Progression")).to_be_visible()
+    expect(page.get_by_role("button", name="Clôturer l'enquête")).to_be_visible()
+    assert page.evaluate("document.documentElement.lang") == "fr"
+    assert page.title() == "privrank — tableau de bord"
+    expect(page.get_by_role("link", name="Enquêtes", exact=True)).to_be_visible()
+    page.reload()
+    expect(page.get_by_role("heading", name="Progression")).to_be_visible()
+    assert page.get_by_label("Langue", exact=True).input_value() == "fr"
+    other = page.context.new_page()
+    other.goto(server.base + "/")
+    expect(other.get_by_role("heading", name="Enquêtes")).to_be_visible()
+    assert other.evaluate("document.documentElement.lang") == "fr"
+    page.get_by_label("Langue", exact=True).select_option("es")
+    expect(page.get_by_role("heading", name="Progreso")).to_be_visible()
+    page.get_by_role("button", name="Cerrar sesión").click()
+    expect(page.get_by_role("heading", name="Iniciar sesión")).to_be_visible()
