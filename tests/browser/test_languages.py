@@ -427,7 +427,8 @@ READY = {
 
 def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
     """A browser that speaks German: the shell, the list, each kind of survey (its sections,
-    the moderation, the goal, the rounds, the ledger) and the sign-in form show no message of
+    the moderation, the goal, the rounds, the ledger), the new-survey form, the keys and the
+    sign-in form show no message of
     the English catalog that the German one words differently."""
     surveys = _dashboard_surveys(server)
     fragments = _english_fragments("de")
@@ -453,6 +454,17 @@ def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
             page.get_by_role("button", name="Eingesparte Antworten schätzen").click()
             expect(page.locator("#goal-saving")).to_contain_text("Schätzung des Planers:", timeout=60_000)
         assert _english_shown(page, fragments, own) == [], kind
+    # The new-survey form with its goal fields showing, and the keys view with a key just minted.
+    page.goto(server.base + "/#/new")
+    page.get_by_label("Die obersten K Elemente zertifizieren").check()
+    expect(page.locator("#goal-details")).to_be_visible()
+    assert _english_shown(page, fragments, own) == [], "new"
+    page.goto(server.base + "/#/keys")
+    page.get_by_label("Rolle").select_option("integration")
+    page.get_by_role("button", name="Schlüssel erstellen").click()
+    expect(page.locator("#minted-use")).to_contain_text("Ihr anderer Dienst")
+    expect(page.locator("#keys-table")).to_contain_text("Integration")
+    assert _english_shown(page, fragments, own) == [], "keys"
     page.get_by_role("button", name="Abmelden").click()
     expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
     assert _english_shown(page, fragments, own) == []
