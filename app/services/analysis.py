@@ -42,6 +42,7 @@ from ..db.models import Comparison, Item, Respondent, Survey
 from ..stats import BTLFit, competition_ranks, fit_debiased_mle_stats, fit_naive_mle_stats, pair_stats
 from ..stats.inference import (
     MAX_ITEMS_COVARIANCE,
+    REASONS,
     Clusters,
     Confidence,
     IntervalsUnavailable,
@@ -576,6 +577,11 @@ def _with_clusters(
         clusters,
     )
 
+
+#: Why a pairwise ranking or its win probabilities have no intervals (``uncertainty.reason``):
+#: the fit's own (:data:`app.stats.inference.REASONS`) and the service's (the dashboard
+#: has a message for each).
+INTERVAL_REASONS = (*REASONS, "unrandomized_answers", "not_requested")
 
 #: Below this p-value the stored answers are taken to be unrandomized (Hoeffding's bound
 #: combined over the pairs: a survey whose answers were randomized at their declared ε is

@@ -73,6 +73,9 @@ CONSENSUS_METHODS = ("borda", "lehmer", "kemeny", "btl")
 #: Fewest rankings for which intervals are given: below it the normal approximation
 #: undercovers (0.84 at 5 rankings, 0.92 at 10 in the review's simulation).
 MIN_RANKINGS_FOR_INTERVALS = 30
+#: Why a consensus has no intervals (``uncertainty.reason_code``): the method has no
+#: standard errors (lehmer, kemeny), or fewer than MIN_RANKINGS_FOR_INTERVALS rankings.
+CONSENSUS_REASONS = ("no_standard_errors", "too_few_rankings")
 RANKINGS_CSV_COLUMNS = ("respondent", "epsilon", "source", "ranking", "created_at")
 #: Separator of item ids in the ``ranking`` column of rankings.csv (ids never contain it).
 RANKING_SEPARATOR = ">"
@@ -255,7 +258,8 @@ class _Core:
     objective: int  # its Kendall objective: total distance to the stored rankings
     score: np.ndarray | None  # borda points or btl θ̂; None for lehmer and kemeny
     conf: Confidence | None  # intervals (borda, btl), when there are enough rankings
-    reason: str | None  # why conf is None
+    reason: str | None  # why conf is None, in a sentence
+    reason_code: str | None  # the same as a code (:data:`CONSENSUS_REASONS`)
     extra: dict[str, Any]  # the method's own diagnostics (the answer's free-form ``diagnostics``)
     exact_ties: list[list[int]] | None  # borda: groups of items with equal position sums
 
@@ -265,6 +269,7 @@ def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Genera
     score: np.ndarray | None = None
     conf: Confidence | None = None
     reason: str | None = None
+    reason_code: str | None = None
     extra: dict[str, Any] = {}
     exact_ties = None
     if method == "borda":
@@ -276,6 +281,7 @@ def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Genera
     elif method == "lehmer":
         order = lehmer_aggregate(stats, rng)
         reason = "the Lehmer majority has no standard errors"
+        reason_code = "no_standard_errors"
     elif method == "kemeny":
         res = kemeny_consensus(stats, rng)
         order = res.order
@@ -287,6 +293,7 @@ def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Genera
             "optimality_gap": res.gap,
         }
         reason = "the Kemeny consensus has no standard errors"
+        reason_code = "no_standard_errors"
     else:
         fit = fit_ranking_btl(stats, lam)
         score = fit.theta
@@ -304,9 +311,11 @@ def _compute(stats: RankingStats, method: str, lam: float, rng: np.random.Genera
                 f"intervals need at least {MIN_RANKINGS_FOR_INTERVALS} rankings (their normal approximation "
                 "covers too little below that)"
             )
+            reason_code = "too_few_rankings"
         else:
             conf = borda_confidence(stats, level) if method == "borda" else btl_confidence(stats, fit, level)
-    return _Core(order, int(kemeny_objective(order, stats)), score, conf, reason, extra, exact_ties)
+    objective = int(kemeny_objective(order, stats))
+    return _Core(order, objective, score, conf, reason, reason_code, extra, exact_ties)
 
 
 def consensus(
@@ -423,6 +432,8 @@ def consensus(
             method=None if conf is None else conf.method,
             level=level,
             reason=core.reason if conf is None else None,
+            reason_code=core.reason_code if conf is None else None,
+            min_rankings=MIN_RANKINGS_FOR_INTERVALS if core.reason_code == "too_few_rankings" else None,
             critical_value=None if ranks is None else float(ranks.critical_value),
         ),
         diagnostics=diagnostics,

@@ -126,6 +126,13 @@ export function t(key, params = {}) {
 }
 
 /**
+ * Whether the page's catalogs have the message `key`: a sentence the server writes in
+ * English is shown from the catalog by its code only when the catalog knows the code
+ * (server-words.js), and as the server wrote it otherwise.
+ */
+export const hasMessage = (key) => key in english;
+
+/**
  * The page in each of `codes`, as links that set ?lang= (the rest of the address kept), each
  * language named in itself ("Deutsch", "Français"); `current` is marked, not a link. A
  * <footer> for the respondent and results pages, named by `label` (each page's own catalog

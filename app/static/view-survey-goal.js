@@ -6,6 +6,7 @@
 import { api, showError } from "/static/api.js";
 import { h, section } from "/static/dom.js";
 import { fixed, num, percent, t } from "/static/i18n.js";
+import { goalEstimandText } from "/static/server-words.js";
 
 /** The goal in words: "goal.text.<full|top>[_pairwise]", at its level, by its assignment. */
 function goalText(g, assignment) {
@@ -51,7 +52,7 @@ export function goalContent(s) {
       h("strong", { id: "goal-state" }, state),
       ".",
     ),
-    h("p", { class: "hint", id: "goal-estimand" }, g.estimand_text),
+    h("p", { class: "hint", id: "goal-estimand" }, goalEstimandText(g)),
     h("p", { class: "hint" }, t("goal.settled", { resolved: g.resolved, n: g.n_items })),
     settledBar(g),
     h(

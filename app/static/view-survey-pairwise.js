@@ -6,6 +6,7 @@ import { api, showError } from "/static/api.js";
 import { errorBarChart, heatmap, hiddenTable } from "/static/charts.js";
 import { autoRefresh, bradleyTerryText, chartBox, h, section, tableWrap } from "/static/dom.js";
 import { fixed, num, percent, t } from "/static/i18n.js";
+import { estimandText, reasonText } from "/static/server-words.js";
 import { surveyPlanSection } from "/static/view-plan.js";
 import { goalSection } from "/static/view-survey-goal.js";
 
@@ -73,7 +74,7 @@ export async function pairwiseSections(s, body) {
       const box = body.querySelector("#pairwise-box");
       if (!pw.available)
         box.replaceChildren(
-          h("p", { class: "hint" }, t("pairwise.no_intervals", { reason: pw.message || pw.reason })),
+          h("p", { class: "hint" }, t("pairwise.no_intervals", { reason: reasonText(pw) })),
         );
       else
         box.replaceChildren(
@@ -171,14 +172,18 @@ function rankingContent(r, k) {
         { class: "notice", id: "no-intervals", role: "status" },
         h("strong", {}, t("pairwise.not_enough")),
         " ",
-        r.uncertainty.message || r.uncertainty.reason,
+        reasonText(r.uncertainty),
         " ",
         t("pairwise.point_estimates"),
       ),
     );
   } else if (r.uncertainty.available) {
     out.push(
-      h("p", { class: "hint", id: "estimand" }, t("pairwise.estimand", { estimand: r.uncertainty.estimand })),
+      h(
+        "p",
+        { class: "hint", id: "estimand" },
+        t("pairwise.estimand", { estimand: estimandText(r.uncertainty) }),
+      ),
     );
   }
   out.push(

@@ -3,6 +3,7 @@ import { api, showError } from "/static/api.js";
 import { errorBarChart } from "/static/charts.js";
 import { autoRefresh, bradleyTerryText, chartBox, h, section } from "/static/dom.js";
 import { fixed, num, t } from "/static/i18n.js";
+import { reasonText } from "/static/server-words.js";
 import { roundsSection } from "/static/view-survey-rounds.js";
 
 /** The consensus methods, each named by its "ranking.method.<method>" message. */
@@ -65,7 +66,7 @@ export async function rankingSurveySections(s, body) {
           h("p", {}, h("strong", {}, t("ranking.order")), " ", r.items.map((it) => it.label).join(" > ")),
           r.uncertainty.available
             ? null
-            : h("p", { class: "hint" }, t("ranking.no_intervals", { reason: r.uncertainty.reason })),
+            : h("p", { class: "hint" }, t("ranking.no_intervals", { reason: reasonText(r.uncertainty) })),
         ].filter(Boolean),
       );
     } catch (err) {

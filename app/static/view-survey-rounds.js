@@ -8,6 +8,7 @@
 import { api, showError } from "/static/api.js";
 import { announce, h, numberField, section, tableWrap } from "/static/dom.js";
 import { sig, t } from "/static/i18n.js";
+import { roundPrivacyText, tieBreakText } from "/static/server-words.js";
 import { session } from "/static/session.js";
 
 /** The round's algorithms, each named by its "rounds.method.<method>" message. */
@@ -95,7 +96,7 @@ function roundCard(s, x, reload) {
       ),
     ),
     wait ? h("p", { class: "waiting" }, wait) : null,
-    h("p", { class: "round-privacy" }, h("strong", {}, t("rounds.privacy")), " ", x.privacy.statement, "."),
+    h("p", { class: "round-privacy" }, h("strong", {}, t("rounds.privacy")), " ", roundPrivacyText(x), "."),
   );
   if (x.result) {
     card.append(
@@ -106,7 +107,7 @@ function roundCard(s, x, reload) {
         " ",
         consensusText(x.result),
       ),
-      h("p", { class: "hint" }, t("rounds.ties", { tie_break: x.result.tie_break })),
+      h("p", { class: "hint" }, t("rounds.ties", { tie_break: tieBreakText(x) })),
     );
   } else if (x.status === "cancelled") {
     card.append(h("p", { class: "hint" }, t("rounds.cancelled")));

@@ -117,6 +117,15 @@ class UncertaintyInfo(BaseModel):
         "often than randomized response at their declared ε allows), not_requested."
     )
     message: str | None = Field(None, description="The same in a plain sentence.")
+    reason_code: str | None = Field(
+        None,
+        description="Ranking surveys, whose `reason` is a sentence: the same as a code — "
+        "no_standard_errors (lehmer, kemeny have none) or too_few_rankings (fewer than `min_rankings` "
+        "rankings). Null elsewhere.",
+    )
+    min_rankings: int | None = Field(
+        None, description="With reason_code too_few_rankings: the fewest rankings intervals are given for."
+    )
     estimand: str | None = Field(None, description="What the intervals are for, in words.")
     n_clusters: int | None = Field(None, description="Respondents behind the covariance (cluster methods).")
     interval_critical_value: float | None = Field(
@@ -408,6 +417,7 @@ class ConsensusOut(_LabelledSets, BaseModel):
                         "method": None,
                         "level": 0.95,
                         "reason": "the Kemeny consensus has no standard errors",
+                        "reason_code": "no_standard_errors",
                         "critical_value": None,
                     },
                     "diagnostics": {

@@ -1,0 +1,86 @@
+/**
+ * The sentences the service writes in English, in the dashboard's language. The service
+ * sends each with a code (and the numbers it needs) beside it; here each is the dashboard
+ * catalog's message for that code. A code the catalog does not know (a newer service) is
+ * shown as the service wrote it, so that a sentence is never left out.
+ */
+import { hasMessage, language, percent, sig, t, tn } from "/static/i18n.js";
+
+/**
+ * Why a ranking has no intervals, from its `uncertainty` (or the win probabilities'
+ * answer): the code is `reason` (pairwise surveys) or `reason_code` (ranking surveys,
+ * whose `reason` is the sentence); else the service's `message` or `reason`.
+ */
+export function reasonText(u) {
+  const code = u.reason_code ?? u.reason;
+  return hasMessage(`uncertainty.reason.${code}`)
+    ? t(`uncertainty.reason.${code}`, { n: u.min_rankings })
+    : u.message || u.reason || "";
+}
+
+/** What a pairwise ranking's intervals are for, by their method (`uncertainty.estimand` otherwise). */
+export function estimandText(u) {
+  return hasMessage(`uncertainty.estimand.${u.method}`)
+    ? t(`uncertainty.estimand.${u.method}`, { g: u.n_clusters })
+    : u.estimand;
+}
+
+/** What a goal certifies, by its `estimand`, top K and level (`estimand_text` otherwise). */
+export function goalEstimandText(g) {
+  const level = percent(g.level);
+  if (g.top_k === null || g.top_k === undefined)
+    return hasMessage(`goal.estimand.${g.estimand}`)
+      ? t(`goal.estimand.${g.estimand}`, { level })
+      : g.estimand_text;
+  return hasMessage(`goal.estimand.${g.estimand}.other`)
+    ? tn(`goal.estimand.${g.estimand}`, g.top_k, { level })
+    : g.estimand_text;
+}
+
+/** How a federated round broke ties, by its method (the result's `tie_break` otherwise). */
+export function tieBreakText(x) {
+  return hasMessage(`rounds.tie_break.${x.method}`) ? t(`rounds.tie_break.${x.method}`) : x.result.tie_break;
+}
+
+/** Site names as a list in the page's language ("north, south and east"). */
+function names(sites) {
+  return new Intl.ListFormat(language(), { type: "conjunction" }).format(sites.map((z) => z.name));
+}
+
+/**
+ * A federated round's privacy from what its sites declared (`sites`, `privacy`), as
+ * app/services/federation.py's privacy_summary words it; the service's `statement` when a
+ * site declared something the dashboard does not know.
+ */
+export function roundPrivacyText(x) {
+  const sites = x.sites;
+  if (sites.some((z) => z.privatization && !["mallows", "none"].includes(z.privatization)))
+    return x.privacy.statement;
+  const waiting = sites.filter((z) => !z.contributed);
+  if (waiting.length === sites.length) return t("rounds.privacy.none_yet");
+  const unknown = sites.filter((z) => z.contributed && !z.privatization);
+  const mallows = sites.filter((z) => z.privatization === "mallows" && z.epsilon !== null);
+  const plain = sites.filter((z) => z.privatization === "none");
+  const perSite = mallows.map((z) => t("rounds.privacy.site_eps", { name: z.name, eps: sig(z.epsilon, 3) }));
+  const parts = [];
+  const m = Number(x.parameters.n_items ?? 0);
+  if (!waiting.length && !plain.length && !unknown.length && x.privacy.epsilon_max !== null) {
+    const eps = x.privacy.epsilon_max;
+    const params = { eps: sig(eps, 3), bound: sig((eps * m) / 2, 3), m, sites: perSite.join(", ") };
+    parts.push(
+      new Set(mallows.map((z) => z.epsilon)).size > 1
+        ? t("rounds.privacy.all_per_site", params)
+        : t("rounds.privacy.all", params),
+    );
+  } else {
+    if (mallows.length)
+      parts.push(
+        tn("rounds.privacy.mallows", mallows.length, { sites: names(mallows), eps: perSite.join(", ") }),
+      );
+    if (plain.length) parts.push(tn("rounds.privacy.plain", plain.length, { sites: names(plain) }));
+    if (unknown.length) parts.push(tn("rounds.privacy.unknown", unknown.length, { sites: names(unknown) }));
+    if (waiting.length)
+      parts.push(t("rounds.privacy.waiting", { sites: waiting.map((z) => z.name).join(", ") }));
+  }
+  return `${parts.join("; ")}. ${t("rounds.privacy.unverified")}`;
+}
