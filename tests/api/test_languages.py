@@ -15,7 +15,9 @@ import pytest
 from sqlalchemy import select
 
 from app.db.models import Item
+from app.services import analysis, federation, goals
 from app.services.languages import LANGUAGES, accepted, choose_language
+from app.services.ranking_surveys import CONSENSUS_REASONS
 from tests.helpers.api import ADMIN, analyst_headers, register
 from tests.helpers.jsliterals import literals
 
@@ -410,6 +412,7 @@ USERS = {
         "dom.js",
         "charts.js",
         "privacy-summary.js",
+        "server-words.js",
         *(p.name for p in STATIC.glob("view-*.js")),
     ],
 }
@@ -517,6 +520,62 @@ def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
                 assert "uncertainty" not in text and "bootstrap" not in text, (code, key)
 
 
+# -- the service's sentences on the dashboard ----------------------------------------------
+
+#: Where the service says why a ranking has no intervals, and how: the fit's
+#: IntervalsUnavailable("code", …), the analysis service's _Intervals(None, "code", …), the
+#: ranking consensus's reason_code = "code".
+REASON_SOURCES = {
+    "stats/inference.py": r'IntervalsUnavailable\(\s*"(\w+)"',
+    "services/analysis.py": r'_Intervals\(\s*None,\s*"(\w+)"',
+    "services/ranking_surveys.py": r'reason_code = "(\w+)"',
+}
+
+
+def _reason_codes() -> set[str]:
+    """Every code the service gives for a ranking without intervals, read from its source."""
+    codes: set[str] = set()
+    for path, pattern in REASON_SOURCES.items():
+        found = set(re.findall(pattern, (STATIC.parent / path).read_text(encoding="utf-8")))
+        assert found, path  # the pattern finds the codes
+        codes |= found
+    return codes
+
+
+def test_every_reason_for_missing_intervals_has_a_message_in_every_dashboard_catalog():
+    """The dashboard says why there are no intervals by the reason's code ("uncertainty.reason.<code>"),
+    in every language; the codes the service emits are the ones it documents."""
+    codes = _reason_codes()
+    assert {"no_comparisons", "too_few_respondents", "no_standard_errors", "too_few_rankings"} <= codes
+    assert codes == set(analysis.INTERVAL_REASONS) | set(CONSENSUS_REASONS), codes
+    for code in LANGUAGES:
+        catalog = _catalog("dashboard", code)
+        assert {c for c in codes if f"uncertainty.reason.{c}" not in catalog} == set(), code
+
+
+def test_every_estimand_and_tie_break_has_a_message_in_every_dashboard_catalog():
+    """What intervals are for (by their method), what a goal certifies (by its estimand, for
+    one item and for several), and how a federated round broke ties (by its method)."""
+    keys = {f"uncertainty.estimand.{method}" for method in analysis._ESTIMANDS}
+    for estimand in goals.ESTIMANDS.values():
+        top_k = estimand.endswith("_top_k")
+        keys |= {f"goal.estimand.{estimand}.one", f"goal.estimand.{estimand}.other"} if top_k else set()
+        keys |= set() if top_k else {f"goal.estimand.{estimand}"}
+    keys |= {f"rounds.tie_break.{method}" for method in federation.TIE_BREAK}
+    assert len(keys) == 6 + 6 + 2, keys
+    for code in LANGUAGES:
+        catalog = _catalog("dashboard", code)
+        assert keys - set(catalog) == set(), code
+        # The numbers are placeholders: a top-K estimand names its K and level, a cluster one its respondents.
+        for key in keys:
+            if key.startswith("goal.estimand."):
+                assert "{level}" in catalog[key], (code, key)
+            if key.endswith("_top_k.other"):
+                assert catalog[key].count("{n}") == 2, (code, key)
+            if key.startswith("uncertainty.estimand.cluster"):
+                assert "{g}" in catalog[key], (code, key)
+
+
 # -- no English of the dashboard's own ----------------------------------------------------
 
 #: The dashboard's scripts: every word they show comes from the "dashboard" catalog.
@@ -526,6 +585,7 @@ DASHBOARD_SCRIPTS = [
     "dom.js",
     "charts.js",
     "privacy-summary.js",
+    "server-words.js",
     *sorted(p.name for p in STATIC.glob("view-*.js")),
 ]
 #: Where a literal is not shown: a message key (t, tn), a module path, an element or event

@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from app.db.models import Ranking
+from app.services.ranking_surveys import MIN_RANKINGS_FOR_INTERVALS
 from app.stats.rankings import (
     borda_aggregate,
     kemeny_consensus,
@@ -272,12 +273,29 @@ def test_consensus_by_each_method(client, answered, method):
         assert all(it["se"] > 0 and it["ci"][0] < it["score"] < it["ci"][1] for it in body["items"])
         assert body["items"][0]["rank_ci"][0] == 1 and body["top_k_certain"] == body["top_k"]
         assert sum(it["p_top_k"] for it in body["items"]) == pytest.approx(2.0, abs=1e-6)
+        assert body["uncertainty"]["reason_code"] is None and body["uncertainty"]["min_rankings"] is None
     else:
         assert body["uncertainty"]["available"] is False and body["items"][0]["score"] is None
+        # Why, in a sentence for API clients and as a code for the dashboard's translations.
+        assert body["uncertainty"]["reason"].endswith("has no standard errors")
+        assert body["uncertainty"]["reason_code"] == "no_standard_errors"
     if method == "kemeny":
         assert d["exact"] is True and d["lower_bound"] <= d["kendall_objective"]
     if method == "borda":
         assert body["items"][0]["score"] == pytest.approx(5 - body["items"][0]["mean_position"])
+
+
+@pytest.mark.parametrize("method", ["borda", "btl"])
+def test_too_few_rankings_for_intervals_say_so_by_code(client, method):
+    s = ranking_survey(client, epsilon_max=10.0)
+    order = [it["id"] for it in s["items"]]
+    for _ in range(3):
+        _, h = register(client, s["id"], 8.0)
+        assert submit(client, s["id"], h, order).status_code == 201
+    u = client.get(f"/v1/surveys/{s['id']}/ranking?method={method}", headers=ADMIN).json()["uncertainty"]
+    assert u["available"] is False
+    assert u["reason"].startswith(f"intervals need at least {MIN_RANKINGS_FOR_INTERVALS} rankings"), u
+    assert u["reason_code"] == "too_few_rankings" and u["min_rankings"] == MIN_RANKINGS_FOR_INTERVALS
 
 
 def test_default_method_and_refusals(client, answered, unchanged):
