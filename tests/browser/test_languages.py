@@ -10,9 +10,11 @@ import re
 from pathlib import Path
 
 import httpx2
+import numpy as np
 import pytest
 from playwright.sync_api import expect
 
+from app.site import masked_message, new_private_key, public_key
 from tests.helpers.browser import ADMIN, ITEMS, api_respondent, signed_in_script
 
 #: The survey's item labels (ITEMS) in the other languages.
@@ -332,15 +334,13 @@ def _english_fragments(code: str) -> set[str]:
 
 
 def _english_shown(page, fragments: set[str], own: list[str]) -> list[str]:
-    """The fragments the page's main element shows, as whole words. The texts the service
-    writes in English (an estimand, a round's privacy statement, a release's cost) and the
-    users' own words `own` (surveys' titles, items, suggestions) are not the dashboard's
+    """The fragments the page's main element shows, as whole words. The users' own words
+    `own` (surveys' titles, items, suggestions) and what they type are not the dashboard's
     and are left out."""
     text = page.evaluate(
         """() => {
             const main = document.getElementById("app").cloneNode(true);
-            main.querySelectorAll("#goal-estimand, #estimand, .round-privacy, textarea")
-                .forEach((el) => el.remove());
+            main.querySelectorAll("textarea").forEach((el) => el.remove());
             return main.innerText;
         }"""
     )
@@ -349,7 +349,9 @@ def _english_shown(page, fragments: set[str], own: list[str]) -> list[str]:
     return sorted(f for f in fragments if re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text))
 
 
-SURVEY_TITLES = ["Pairs with ideas", "Rank them", "Trusted", "To the goal"]
+SURVEY_TITLES = ["Pairs with ideas", "Rank them", "Trusted", "To the goal", "Not yet answered"]
+#: The federated rounds' sites (their names are the admin's words).
+SITES = ["north-site", "south-site", "east-site"]
 
 
 def _post(server, path: str, body: dict, headers: dict | None = None) -> dict:
@@ -358,9 +360,33 @@ def _post(server, path: str, body: dict, headers: dict | None = None) -> dict:
     return r.json()
 
 
+def _complete_round(server, sid: str) -> None:
+    """A Borda round of SITES on the ranking survey `sid`, completed with what each site
+    declared: north-site Mallows at ε = 1, south-site nothing, east-site Mallows at ε = 2."""
+    opened = _post(server, f"/v1/surveys/{sid}/rounds", {"method": "borda", "sites": SITES})
+    declarations = [
+        {"privatization": "mallows", "epsilon": 1.0},
+        {"privatization": "none"},
+        {"privatization": "mallows", "epsilon": 2.0},
+    ]
+    headers = {x["name"]: {"Authorization": f"Bearer {x['token']}"} for x in opened["sites"]}
+    private = {name: new_private_key() for name in SITES}
+    for name in SITES:  # every site registers its key before any contributes
+        body = {"public_key": public_key(private[name])}
+        r = httpx2.put(f"{server.base}/v1/site/key", json=body, headers=headers[name])
+        assert r.status_code == 200, r.text
+    for name, declaration in zip(SITES, declarations, strict=True):
+        view = httpx2.get(f"{server.base}/v1/site", headers=headers[name]).json()
+        orders = np.array([[1, 3, 0, 2], [1, 0, 3, 2]])  # two local rankings of ITEMS
+        body = {"masked": masked_message(view, private[name], orders), **declaration}
+        _post(server, "/v1/site/contribution", body, headers[name])
+
+
 def _dashboard_surveys(server) -> dict[str, str]:
     """One survey of each kind, with answers: pairwise (local, taking suggestions, one
-    waiting for a moderator), ranking, central (with a release), and a goal survey."""
+    waiting for a moderator), ranking (with a completed federated round and one no site has
+    contributed to), central (with a release), a goal survey, and a pairwise survey without
+    answers."""
     privacy = {"epsilon_default": 2.0, "epsilon_max": 8.0, "respondent_budget": 48.0}
     pairwise = _post(
         server,
@@ -413,15 +439,33 @@ def _dashboard_surveys(server) -> dict[str, str]:
         )
     body = {"method": "perturbed_mle", "unit": "individual", "epsilon": 1.0, "k": 3}
     _post(server, f"/v1/surveys/{central}/releases", body)
-    return {"pairwise": pairwise, "ranking": ranking["id"], "central": central, "goal": goal}
+    _complete_round(server, ranking["id"])
+    _post(server, f"/v1/surveys/{ranking['id']}/rounds", {"method": "lehmer", "sites": SITES, "phi": 0.5})
+    empty = _post(server, "/v1/surveys", {"title": SURVEY_TITLES[4], "items": ITEMS})["id"]
+    return {"pairwise": pairwise, "ranking": ranking["id"], "central": central, "goal": goal, "empty": empty}
 
 
+#: Where each survey's view shows a sentence the service composes, and its German start.
+SERVICE_SENTENCES = {
+    "pairwise": [("#estimand", "Die Intervalle gelten für die BTL-Werte")],
+    "ranking": [
+        ("#ranking-box", "Keine Intervalle: Intervalle brauchen mindestens 30 Rangfolgen"),
+        ("#rounds", "Die Standorte north-site und east-site haben mit dem Mallows-Mechanismus"),
+        ("#rounds", "Dies sind die eigenen Angaben der Standorte"),
+        ("#rounds", "Noch kein Standort hat beigetragen"),
+        ("#rounds", "Gleichstände: Elemente mit gleichen Summen sind gleichauf"),
+    ],
+    "central": [],
+    "goal": [("#goal-estimand", "Die Borda-Spitze (Platz 1), zertifiziert auf dem Niveau 90")],
+    "empty": [("#pairwise-box", "Noch keine Intervalle: Es gibt noch keine Vergleiche.")],
+}
 #: What each survey's view shows once it has drawn its sections (the last ones drawn).
 READY = {
     "pairwise": ["#suggestions li.suggestion", "#ranking-table", "#coverage-box svg", "#pairwise-box svg"],
-    "ranking": ["#ranking-box svg", "#no-rounds"],
+    "ranking": ["#ranking-box svg", ".round-consensus", ".round-privacy"],
     "central": ["#ledger tbody tr", "#embed"],
     "goal": ["#goal-state", "#ranking-table", "#pairwise-box svg"],
+    "empty": ["#no-data", "#pairwise-box p"],
 }
 
 
@@ -437,7 +481,7 @@ def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
         s["title"]
         for s in httpx2.get(f"{server.base}/v1/surveys?limit=1000", headers=ADMIN).json()["surveys"]
     ]
-    own = [*titles, *ITEMS, "Night buses", "Bike lanes"]  # this server's surveys (other tests' too)
+    own = [*titles, *ITEMS, *SITES, "Night buses", "Bike lanes"]  # this server's surveys (other tests' too)
     page = page_in("de-DE", width=1280, height=900, signed_in=server.base)
     page.goto(server.base + "/")
     expect(page.get_by_role("heading", name="Umfragen")).to_be_visible()
@@ -453,6 +497,9 @@ def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
         if kind == "goal":
             page.get_by_role("button", name="Eingesparte Antworten schätzen").click()
             expect(page.locator("#goal-saving")).to_contain_text("Schätzung des Planers:", timeout=60_000)
+        # The sentences the service composes, in German by their codes.
+        for selector, german in SERVICE_SENTENCES[kind]:
+            expect(page.locator(selector).first).to_contain_text(german)
         assert _english_shown(page, fragments, own) == [], kind
     # The new-survey form with its goal fields showing, and the keys view with a key just minted.
     page.goto(server.base + "/#/new")
@@ -468,6 +515,82 @@ def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
     page.get_by_role("button", name="Abmelden").click()
     expect(page.get_by_role("heading", name="Anmelden")).to_be_visible()
     assert _english_shown(page, fragments, own) == []
+
+
+def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
+    """The sentences the service composes, shown by their codes in German in the branches a
+    survey above does not reach; a code the dashboard does not know shows the service's
+    English as it is, never nothing."""
+    fragments = _english_fragments("de")
+    page = page_in("de-DE", width=1280, height=900, signed_in=server.base)
+    page.goto(server.base + "/")
+    expect(page.get_by_role("heading", name="Umfragen")).to_be_visible()
+    shown = page.evaluate(
+        """async () => {
+            const w = await import("/static/server-words.js");
+            const site = (name, privatization, epsilon) =>
+                ({ name, contributed: true, privatization, epsilon });
+            const round = (sites, epsilon_max, statement = "") => ({
+                method: "lehmer", parameters: { n_items: 4 }, sites,
+                privacy: { epsilon_max, statement },
+            });
+            const reasons = ["too_few_respondents", "not_identified", "unstable_correction",
+                "too_many_items", "unrandomized_answers", "not_requested"];
+            const methods = ["cluster", "cluster_cr2", "cluster_bound", "cluster_bootstrap",
+                "sandwich", "bootstrap"];
+            const goals = [["borda_top_k", 2], ["borda_ranking", null], ["majority_top_k", 1],
+                ["majority_ranking", null]];
+            const goal = (estimand, top_k, estimand_text = "English") =>
+                w.goalEstimandText({ estimand, top_k, level: 0.9, estimand_text });
+            const waiting = { name: "b", contributed: false };
+            return {
+                all: w.roundPrivacyText(round([site("a", "mallows", 1), site("b", "mallows", 1)], 1)),
+                perSite: w.roundPrivacyText(round([site("a", "mallows", 1), site("b", "mallows", 2)], 2)),
+                unknown: w.roundPrivacyText(round([site("a", null, null), waiting], null)),
+                tieBreak: w.tieBreakText({ method: "lehmer", result: { tie_break: "English" } }),
+                reasons: reasons.map((reason) => w.reasonText({ reason, message: "English" })),
+                estimands: methods.map((method) =>
+                    w.estimandText({ method, n_clusters: 1234, estimand: "English" })),
+                goals: goals.map(([estimand, top_k]) => goal(estimand, top_k)),
+                newer: [
+                    w.reasonText({ reason: "a_newer_reason", message: "A newer sentence." }),
+                    w.reasonText({ reason: "a sentence of an older service" }),
+                    w.estimandText({ method: "a_newer_method", estimand: "a newer estimand" }),
+                    goal("a_newer_goal", 2, "A newer goal."),
+                    w.tieBreakText({ method: "a_newer_method", result: { tie_break: "a newer tie-break" } }),
+                    w.roundPrivacyText(round([site("a", "a_newer_mechanism", 1)], null, "a newer statement")),
+                ],
+            };
+        }"""
+    )
+    assert (
+        "bei ε ≤ 1 privatisiert (ε-Rangfolgen-DP" in shown["all"]
+        and "εm/2 = 2 bei m = 4 Elementen" in shown["all"]
+    ), shown
+    assert "bei ε ≤ 2 privatisiert (a ε = 1, b ε = 2)" in shown["perSite"], shown
+    assert shown["unknown"].startswith("Standort a hat beigetragen, bevor"), shown
+    assert "noch nicht angegeben (kein Beitrag): b" in shown["unknown"], shown
+    assert shown["tieBreak"].startswith("Der entschlüsselte Konsens"), shown
+    assert "1.234 Befragte" in shown["estimands"][0], shown  # a number in German
+    assert shown["goals"][0].startswith(
+        "Die ersten 2 nach Borda, zertifiziert auf dem Niveau 90\u00a0%: die 2 Elemente"
+    )
+    assert shown["goals"][2].startswith(
+        "Die Mehrheitsspitze (Platz 1), zertifiziert auf dem Niveau 90\u00a0%: ein Element"
+    )
+    texts = [shown["all"], shown["perSite"], shown["unknown"], shown["tieBreak"]]
+    texts += shown["reasons"] + shown["estimands"] + shown["goals"]
+    for text in texts:
+        assert "English" not in text and "{" not in text, text
+        assert [f for f in fragments if re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text)] == [], text
+    assert shown["newer"] == [
+        "A newer sentence.",
+        "a sentence of an older service",
+        "a newer estimand",
+        "A newer goal.",
+        "a newer tie-break",
+        "a newer statement",
+    ]
 
 
 def test_the_language_picker_switches_the_dashboard_and_is_remembered(server, page_in):
