@@ -84,3 +84,26 @@ export function roundPrivacyText(x) {
   }
   return `${parts.join("; ")}. ${t("rounds.privacy.unverified")}`;
 }
+
+const given = (x) => x !== null && x !== undefined;
+
+/**
+ * Why a central release costs what it does, from its method, unit, ε, cost and, on zCDP
+ * surveys, ρ, cost_rho and δ (app/services/releases.py's cost_explanation in words); the
+ * release's `cost_explanation` for a unit the dashboard does not know.
+ */
+export function costText(r) {
+  if (!hasMessage(`central.unit.${r.unit}`)) return r.cost_explanation;
+  const params = { eps: sig(r.epsilon, 4), cost: sig(r.cost, 4), unit: t(`central.unit.${r.unit}`) };
+  if (given(r.cost_rho) && given(r.delta)) {
+    Object.assign(params, { cost_rho: sig(r.cost_rho, 4), delta: String(r.delta) });
+    if (!given(r.rho)) return t("central.cost.zcdp_pure", params);
+    const per = r.unit === "edge" ? Math.round(Math.sqrt(r.cost_rho / r.rho)) : 1;
+    return t(`central.cost.zcdp_${r.unit}`, { ...params, rho: sig(r.rho, 4), per });
+  }
+  const per = r.epsilon > 0 ? Math.round(r.cost / r.epsilon) : 0;
+  const text = t(`central.cost.${r.unit}`, { ...params, per });
+  return r.unit === "edge" && r.method === "noisy_counts"
+    ? `${text} ${t("central.cost.noisy_counts", params)}`
+    : text;
+}

@@ -7,6 +7,7 @@ import { api, showError } from "/static/api.js";
 import { budgetBar } from "/static/charts.js";
 import { bradleyTerryText, h, section, tableWrap } from "/static/dom.js";
 import { dateTime, fixed, num, sig, t } from "/static/i18n.js";
+import { costText } from "/static/server-words.js";
 
 function ledgerTable(releases, zcdp) {
   const columns = (
@@ -31,7 +32,7 @@ function ledgerTable(releases, zcdp) {
             h("td", {}, t(`central.method.${r.method}`)),
             h("td", {}, t(`central.unit.${r.unit}`)),
             h("td", { class: "num" }, fixed(r.epsilon)),
-            h("td", { class: "num", title: r.cost_explanation }, zcdp ? sig(r.cost_rho, 3) : fixed(r.cost)),
+            h("td", { class: "num", title: costText(r) }, zcdp ? sig(r.cost_rho, 3) : fixed(r.cost)),
             h("td", { class: "num" }, fixed(r.budget_after)),
             h(
               "td",
@@ -207,7 +208,7 @@ export async function centralSections(s, body) {
         : t("central.released.pure", { id: r.id, eps: fixed(r.cost) });
       latest.replaceChildren(
         ...[
-          h("p", {}, cost, " ", r.cost_explanation),
+          h("p", {}, cost, " ", costText(r)),
           h(
             "ol",
             {},

@@ -18,6 +18,7 @@ from app.db.models import Item
 from app.services import analysis, federation, goals
 from app.services.languages import LANGUAGES, accepted, choose_language
 from app.services.ranking_surveys import CONSENSUS_REASONS
+from app.stats.central import UNITS
 from tests.helpers.api import ADMIN, analyst_headers, register
 from tests.helpers.jsliterals import literals
 
@@ -553,16 +554,19 @@ def test_every_reason_for_missing_intervals_has_a_message_in_every_dashboard_cat
         assert {c for c in codes if f"uncertainty.reason.{c}" not in catalog} == set(), code
 
 
-def test_every_estimand_and_tie_break_has_a_message_in_every_dashboard_catalog():
+def test_every_estimand_tie_break_and_cost_has_a_message_in_every_dashboard_catalog():
     """What intervals are for (by their method), what a goal certifies (by its estimand, for
-    one item and for several), and how a federated round broke ties (by its method)."""
+    one item and for several), how a federated round broke ties (by its method) and why a
+    central release costs what it does (by its unit)."""
     keys = {f"uncertainty.estimand.{method}" for method in analysis._ESTIMANDS}
     for estimand in goals.ESTIMANDS.values():
         top_k = estimand.endswith("_top_k")
         keys |= {f"goal.estimand.{estimand}.one", f"goal.estimand.{estimand}.other"} if top_k else set()
         keys |= set() if top_k else {f"goal.estimand.{estimand}"}
     keys |= {f"rounds.tie_break.{method}" for method in federation.TIE_BREAK}
-    assert len(keys) == 6 + 6 + 2, keys
+    # A central release's cost, by its unit, pure or zCDP.
+    keys |= {f"central.cost.{unit}" for unit in UNITS} | {f"central.cost.zcdp_{unit}" for unit in UNITS}
+    assert len(keys) == 6 + 6 + 2 + 4, keys
     for code in LANGUAGES:
         catalog = _catalog("dashboard", code)
         assert keys - set(catalog) == set(), code

@@ -500,6 +500,9 @@ def test_the_dashboard_in_german_shows_none_of_its_english(server, page_in):
         # The sentences the service composes, in German by their codes.
         for selector, german in SERVICE_SENTENCES[kind]:
             expect(page.locator(selector).first).to_contain_text(german)
+        if kind == "central":  # the release's cost, explained in the ledger's cost cell's title
+            cost = page.locator("#ledger tbody tr").first.locator("td.num").nth(1)
+            expect(cost).to_have_attribute("title", re.compile(r"^ε = 1 schützt alles, was eine befragte"))
         assert _english_shown(page, fragments, own) == [], kind
     # The new-survey form with its goal fields showing, and the keys view with a key just minted.
     page.goto(server.base + "/#/new")
@@ -543,7 +546,16 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
             const goal = (estimand, top_k, estimand_text = "English") =>
                 w.goalEstimandText({ estimand, top_k, level: 0.9, estimand_text });
             const waiting = { name: "b", contributed: false };
+            const release = (method, unit, epsilon, cost, rho, cost_rho, delta) => ({
+                method, unit, epsilon, cost, rho, cost_rho, delta, cost_explanation: "English",
+            });
             return {
+                costs: [
+                    release("noisy_counts", "edge", 0.5, 3, null, null, null),
+                    release("noisy_counts", "individual", 0.5, 0.5, 0.01, 0.01, 1e-10),
+                    release("noisy_counts", "edge", 0.5, 3, 0.01, 0.36, 1e-10),
+                    release("perturbed_mle", "edge", 0.5, 3, null, 4.5, 1e-10),
+                ].map(w.costText),
                 all: w.roundPrivacyText(round([site("a", "mallows", 1), site("b", "mallows", 1)], 1)),
                 perSite: w.roundPrivacyText(round([site("a", "mallows", 1), site("b", "mallows", 2)], 2)),
                 unknown: w.roundPrivacyText(round([site("a", null, null), waiting], null)),
@@ -559,6 +571,7 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
                     goal("a_newer_goal", 2, "A newer goal."),
                     w.tieBreakText({ method: "a_newer_method", result: { tie_break: "a newer tie-break" } }),
                     w.roundPrivacyText(round([site("a", "a_newer_mechanism", 1)], null, "a newer statement")),
+                    w.costText({ unit: "a_newer_unit", epsilon: 1, cost_explanation: "a newer cost" }),
                 ],
             };
         }"""
@@ -579,7 +592,12 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
         "Die Mehrheitsspitze (Platz 1), zertifiziert auf dem Niveau 90\u00a0%: ein Element"
     )
     texts = [shown["all"], shown["perSite"], shown["unknown"], shown["tieBreak"]]
-    texts += shown["reasons"] + shown["estimands"] + shown["goals"]
+    texts += shown["reasons"] + shown["estimands"] + shown["goals"] + shown["costs"]
+    edge, individual_rho, edge_rho, pure = shown["costs"]
+    assert "bis zu 6 Antworten" in edge and "6 × 0,5 = 3" in edge and edge.endswith("bei ε = 3."), edge
+    assert "ρ = 0,01 des zCDP-Budgets" in individual_rho and "(0,5, 1e-10)-DP" in individual_rho
+    assert "ρ = 6² × 0,01 = 0,36" in edge_rho, edge_rho
+    assert "(ε = 0,5 je Vergleich) ist ρ = ε²/2 = 4,5-zCDP" in pure, pure
     for text in texts:
         assert "English" not in text and "{" not in text, text
         assert [f for f in fragments if re.search(rf"(?<!\w){re.escape(f)}(?!\w)", text)] == [], text
@@ -590,6 +608,7 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
         "A newer goal.",
         "a newer tie-break",
         "a newer statement",
+        "a newer cost",
     ]
 
 
