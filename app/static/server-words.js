@@ -107,3 +107,29 @@ export function costText(r) {
     ? `${text} ${t("central.cost.noisy_counts", params)}`
     : text;
 }
+
+const expit = (x) => 1 / (1 + Math.exp(-x));
+
+/**
+ * What the accuracy preview (GET /v1/plan) assumes, from its design and its true-score
+ * model (`score_model` with `spread` or `gap`); the plan's `assumption` for a model the
+ * dashboard does not know.
+ */
+export function planAssumptionText(p) {
+  const model = p.score_model;
+  if (!hasMessage(`plan.truth.${model}`)) return p.assumption;
+  if ((model === "uniform" && !given(p.spread)) || (model === "even" && !given(p.gap))) return p.assumption;
+  const truth = t(`plan.truth.${model}`, {
+    spread: given(p.spread) ? sig(p.spread, 4) : "",
+    beats: given(p.spread) ? percent(expit(2 * p.spread)) : "",
+    gap: given(p.gap) ? sig(p.gap, 4) : "",
+    points: given(p.gap) ? Math.round(100 * (expit(p.gap) - 0.5)) : "",
+  });
+  return t("plan.assumption", {
+    truth,
+    respondents: p.n_respondents,
+    pairs: p.pairs_per_respondent,
+    eps: new Intl.ListFormat(language(), { type: "disjunction" }).format(p.epsilon.map((e) => sig(e, 4))),
+    k: p.k,
+  });
+}

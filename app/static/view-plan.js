@@ -6,6 +6,7 @@
 import { apiOrJob, showError } from "/static/api.js";
 import { h, numberField, section } from "/static/dom.js";
 import { fixed, num, percent, t } from "/static/i18n.js";
+import { planAssumptionText } from "/static/server-words.js";
 
 /**
  * How many answers at `eps` fit in a total of `budget`: ⌊budget / ε⌋, with the service's
@@ -79,7 +80,7 @@ export function accuracyPreview(val, items, budget = () => null) {
             ? ` ${t("plan.capped", { budget: cap, eps, pairs })}`
             : "",
         ),
-        h("p", { class: "hint", id: "plan-assumption" }, p.assumption),
+        h("p", { class: "hint", id: "plan-assumption" }, planAssumptionText(p)),
       );
     } catch (err) {
       showError(plannerOut, err);

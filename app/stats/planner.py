@@ -120,6 +120,11 @@ class Plan:
     dividing_line_epsilon: float
     scores: str
     assumption: str
+    #: The true-score model in words for code: "pilot", "even" (``gap`` apart) or "uniform"
+    #: (drawn between −``spread`` and ``spread``); ``assumption`` words it with the design.
+    score_model: str = "uniform"
+    spread: float | None = None
+    gap: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -328,6 +333,9 @@ def plan(
             else f"uniform on (−{spread:g}, {spread:g})"
         ),
         assumption=assumption,
+        score_model="pilot" if pilot is not None else "even" if gap is not None else "uniform",
+        spread=None if pilot is not None or gap is not None else float(spread),
+        gap=None if pilot is not None or gap is None else float(gap),
     )
 
 

@@ -119,3 +119,22 @@ def test_only_the_projects_own_messages_are_passed_on():
     with pytest.raises(ValueError) as other:
         np.zeros(2).reshape(3)
     assert invalid_from(other.value).detail == COMPUTATION_FAILED
+
+
+@pytest.mark.parametrize(
+    ("query", "model", "spread", "gap", "words"),
+    [
+        ("", "uniform", 2.0, None, "drawn at random between −2 and 2"),
+        ("&spread=1.5", "uniform", 1.5, None, "drawn at random between −1.5 and 1.5"),
+        ("&gap=0.5", "even", None, 0.5, "evenly spaced, 0.5 apart"),
+        ("&scores=0,1,2", "pilot", None, None, "equal to the pilot scores given"),
+    ],
+)
+def test_a_plan_names_its_true_score_model_by_code(client, query, model, spread, gap, words):
+    """Beside the assumption in words, the model as a code with its number, for a client that
+    words the assumption in its own language (the dashboard)."""
+    r = client.get(DESIGN + query, headers=ADMIN)
+    assert r.status_code == 200, r.text
+    plan = r.json()["plan"]
+    assert (plan["score_model"], plan["spread"], plan["gap"]) == (model, spread, gap)
+    assert words in plan["assumption"]

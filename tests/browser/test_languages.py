@@ -549,7 +549,13 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
             const release = (method, unit, epsilon, cost, rho, cost_rho, delta) => ({
                 method, unit, epsilon, cost, rho, cost_rho, delta, cost_explanation: "English",
             });
+            const plan = (score_model, spread, gap) => ({
+                score_model, spread, gap, n_respondents: 1200, pairs_per_respondent: 10,
+                epsilon: [0.5, 1], k: 3, assumption: "English",
+            });
             return {
+                plans: [plan("uniform", 2, null), plan("even", null, 0.5), plan("pilot", null, null)]
+                    .map(w.planAssumptionText),
                 costs: [
                     release("noisy_counts", "edge", 0.5, 3, null, null, null),
                     release("noisy_counts", "individual", 0.5, 0.5, 0.01, 0.01, 1e-10),
@@ -572,6 +578,7 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
                     w.tieBreakText({ method: "a_newer_method", result: { tie_break: "a newer tie-break" } }),
                     w.roundPrivacyText(round([site("a", "a_newer_mechanism", 1)], null, "a newer statement")),
                     w.costText({ unit: "a_newer_unit", epsilon: 1, cost_explanation: "a newer cost" }),
+                    w.planAssumptionText({ score_model: "a_newer_model", assumption: "a newer assumption" }),
                 ],
             };
         }"""
@@ -592,7 +599,12 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
         "Die Mehrheitsspitze (Platz 1), zertifiziert auf dem Niveau 90\u00a0%: ein Element"
     )
     texts = [shown["all"], shown["perSite"], shown["unknown"], shown["tieBreak"]]
-    texts += shown["reasons"] + shown["estimands"] + shown["goals"] + shown["costs"]
+    texts += shown["reasons"] + shown["estimands"] + shown["goals"] + shown["costs"] + shown["plans"]
+    uniform, even, pilot = shown["plans"]
+    assert "zufällig zwischen −2 und 2 gezogen" in uniform, uniform
+    assert "in etwa 98\u00a0% der Fälle" in uniform, uniform  # σ(2·2)
+    assert "1.200 Befragte beantworten je 10 verschiedene Paare bei ε = 0,5 oder 1" in uniform, uniform
+    assert "um 12 Prozentpunkte" in even and "gleich den angegebenen Pilotwerten" in pilot  # σ(0.5) − ½
     edge, individual_rho, edge_rho, pure = shown["costs"]
     assert "bis zu 6 Antworten" in edge and "6 × 0,5 = 3" in edge and edge.endswith("bei ε = 3."), edge
     assert "ρ = 0,01 des zCDP-Budgets" in individual_rho and "(0,5, 1e-10)-DP" in individual_rho
@@ -609,6 +621,7 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
         "a newer tie-break",
         "a newer statement",
         "a newer cost",
+        "a newer assumption",
     ]
 
 

@@ -37,6 +37,13 @@ class PlanBody(BaseModel):
     dividing_line_epsilon: float
     scores: str = Field(description="The true-score model simulated.")
     assumption: str = Field(description="What the prediction assumes, in words.")
+    score_model: Literal["pilot", "even", "uniform"] = Field(
+        "uniform",
+        description="The true-score model as a code, for clients that word `assumption` themselves: "
+        "pilot (the scores given), even (`gap` apart) or uniform (drawn between −`spread` and `spread`).",
+    )
+    spread: float | None = Field(None, description="With score_model uniform: the scores' range.")
+    gap: float | None = Field(None, description="With score_model even: the gap between neighbours.")
 
 
 class PlanOut(BaseModel):
