@@ -4,7 +4,7 @@
  * catalog's message for that code. A code the catalog does not know (a newer service) is
  * shown as the service wrote it, so that a sentence is never left out.
  */
-import { hasMessage, language, percent, sig, t, tn } from "/static/i18n.js";
+import { fixed, hasMessage, language, percent, sig, t, tn } from "/static/i18n.js";
 
 /**
  * Why a ranking has no intervals, from its `uncertainty` (or the win probabilities'
@@ -131,5 +131,36 @@ export function planAssumptionText(p) {
     pairs: p.pairs_per_respondent,
     eps: new Intl.ListFormat(language(), { type: "disjunction" }).format(p.epsilon.map((e) => sig(e, 4))),
     k: p.k,
+  });
+}
+
+/**
+ * What "how many more respondents?" assumes (GET /v1/surveys/{id}/plan asked, as the
+ * dashboard asks, without the new respondents' design: they copy the current ones), from
+ * its scores' source, τ and where τ came from, and the current respondents and answers,
+ * as app/stats/survey_plan.py's assumption_text words it; the plan's `assumption` for a
+ * source the dashboard does not know.
+ */
+export function surveyPlanAssumptionText(r) {
+  const p = r.plan;
+  if (!hasMessage(`plan.survey.source.${r.scores}`) || !(p.current_respondents > 0)) return p.assumption;
+  const level = percent(r.level);
+  const interval = r.tau_source === "query" ? null : r.tau_interval;
+  const origin = !interval
+    ? t("plan.survey.tau_origin.given")
+    : interval[1] < 0.005
+      ? t("plan.survey.tau_origin.no_sign")
+      : t("plan.survey.tau_origin.interval", { level, lo: fixed(interval[0]), hi: fixed(interval[1]) });
+  return t("plan.survey.assumption", {
+    source: t(`plan.survey.source.${r.scores}`),
+    respondents: p.current_respondents,
+    answers: p.current_comparisons,
+    mean: fixed(p.current_comparisons / p.current_respondents, 1),
+    hetero:
+      r.tau > 0
+        ? t("plan.survey.hetero.tau", { tau: fixed(r.tau), origin })
+        : t("plan.survey.hetero.none", { origin }),
+    level,
+    k: r.k,
   });
 }

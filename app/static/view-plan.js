@@ -6,7 +6,7 @@
 import { apiOrJob, showError } from "/static/api.js";
 import { h, numberField, section } from "/static/dom.js";
 import { fixed, num, percent, t } from "/static/i18n.js";
-import { planAssumptionText } from "/static/server-words.js";
+import { planAssumptionText, surveyPlanAssumptionText } from "/static/server-words.js";
 
 /**
  * How many answers at `eps` fit in a total of `budget`: ⌊budget / ε⌋, with the service's
@@ -158,7 +158,7 @@ export function surveyPlanSection(s, kInput) {
           h("div", {}, h("dt", {}, t("plan.survey.tau")), h("dd", {}, fixed(r.tau))),
           h("div", {}, h("dt", {}, t("plan.survey.added")), h("dd", {}, num(p.added_comparisons))),
         ),
-        h("p", { class: "hint", id: "survey-plan-assumption" }, p.assumption),
+        h("p", { class: "hint", id: "survey-plan-assumption" }, surveyPlanAssumptionText(r)),
       );
     } catch (err) {
       showError(out, err);

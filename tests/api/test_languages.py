@@ -19,7 +19,7 @@ from app.db.models import Item
 from app.services import analysis, federation, goals
 from app.services.languages import LANGUAGES, accepted, choose_language
 from app.services.ranking_surveys import CONSENSUS_REASONS
-from app.services.results.plan import PlanBody
+from app.services.results.plan import PlanBody, SurveyPlanOut
 from app.stats.central import UNITS
 from tests.helpers.api import ADMIN, analyst_headers, register
 from tests.helpers.jsliterals import literals
@@ -559,7 +559,8 @@ def test_every_reason_for_missing_intervals_has_a_message_in_every_dashboard_cat
 def test_every_estimand_tie_break_and_cost_has_a_message_in_every_dashboard_catalog():
     """What intervals are for (by their method), what a goal certifies (by its estimand, for
     one item and for several), how a federated round broke ties (by its method), why a
-    central release costs what it does (by its unit) and the accuracy preview's true scores."""
+    central release costs what it does (by its unit) and where each planner's true scores
+    come from."""
     keys = {f"uncertainty.estimand.{method}" for method in analysis._ESTIMANDS}
     for estimand in goals.ESTIMANDS.values():
         top_k = estimand.endswith("_top_k")
@@ -571,7 +572,9 @@ def test_every_estimand_tie_break_and_cost_has_a_message_in_every_dashboard_cata
     # The accuracy preview's true scores, by their model.
     models = typing.get_args(PlanBody.model_fields["score_model"].annotation)
     keys |= {f"plan.truth.{model}" for model in models}
-    assert len(keys) == 6 + 6 + 2 + 4 + 3, keys
+    sources = typing.get_args(SurveyPlanOut.model_fields["scores"].annotation)
+    keys |= {f"plan.survey.source.{source}" for source in sources}
+    assert len(keys) == 6 + 6 + 2 + 4 + 3 + 2, keys
     for code in LANGUAGES:
         catalog = _catalog("dashboard", code)
         assert keys - set(catalog) == set(), code

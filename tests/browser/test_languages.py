@@ -556,6 +556,10 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
             return {
                 plans: [plan("uniform", 2, null), plan("even", null, 0.5), plan("pilot", null, null)]
                     .map(w.planAssumptionText),
+                here: w.surveyPlanAssumptionText({
+                    scores: "fit", level: 0.95, k: 3, tau: 0.25, tau_source: "estimated",
+                    tau_interval: [0.1, 0.4], plan: { current_respondents: 7, current_comparisons: 42 },
+                }),
                 costs: [
                     release("noisy_counts", "edge", 0.5, 3, null, null, null),
                     release("noisy_counts", "individual", 0.5, 0.5, 0.01, 0.01, 1e-10),
@@ -579,6 +583,7 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
                     w.roundPrivacyText(round([site("a", "a_newer_mechanism", 1)], null, "a newer statement")),
                     w.costText({ unit: "a_newer_unit", epsilon: 1, cost_explanation: "a newer cost" }),
                     w.planAssumptionText({ score_model: "a_newer_model", assumption: "a newer assumption" }),
+                    w.surveyPlanAssumptionText({ scores: "a_newer", plan: { assumption: "a newer plan" } }),
                 ],
             };
         }"""
@@ -600,6 +605,10 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
     )
     texts = [shown["all"], shown["perSite"], shown["unknown"], shown["tieBreak"]]
     texts += shown["reasons"] + shown["estimands"] + shown["goals"] + shown["costs"] + shown["plans"]
+    texts.append(shown["here"])
+    assert "die aktuellen 7 Befragten behalten ihre 42 beantworteten Paare" in shown["here"], shown["here"]
+    assert "im Mittel 6,0" in shown["here"] and "τ = 0,25" in shown["here"], shown["here"]
+    assert "Intervall zu 95\u00a0% von 0,10 bis 0,40" in shown["here"], shown["here"]
     uniform, even, pilot = shown["plans"]
     assert "zufällig zwischen −2 und 2 gezogen" in uniform, uniform
     assert "in etwa 98\u00a0% der Fälle" in uniform, uniform  # σ(2·2)
@@ -622,7 +631,60 @@ def test_the_services_sentences_are_the_dashboards_own_by_code(server, page_in):
         "a newer statement",
         "a newer cost",
         "a newer assumption",
+        "a newer plan",
     ]
+
+
+def test_in_english_the_dashboards_words_are_the_services(server, page_in):
+    """On an English dashboard the sentences worded from codes are the service's own: what a
+    goal certifies, what the intervals are for and what each planner assumes (the planners
+    ending in a pointer to the dashboard rather than to an API path)."""
+    sid = _post(
+        server,
+        "/v1/surveys",
+        {
+            "title": "Worded alike",
+            "items": ITEMS,
+            "privacy": {"epsilon_default": 2, "respondent_budget": 12},
+            "assignment": "adaptive",
+            "goal": {"top_k": 2, "level": 0.9},
+        },
+    )["id"]
+    with httpx2.Client(base_url=server.base, timeout=60) as api:
+        for _ in range(4):
+            api_respondent(api, sid, count=6)
+    survey = httpx2.get(f"{server.base}/v1/surveys/{sid}", headers=ADMIN).json()
+    ranking = httpx2.get(f"{server.base}/v1/surveys/{sid}/ranking", headers=ADMIN).json()
+    query = "items=5&respondents=30&pairs_per_respondent=4&epsilon=1&k=2&replications=20"
+    design = httpx2.get(f"{server.base}/v1/plan?{query}", headers=ADMIN, timeout=120).json()["plan"]
+    here = httpx2.get(
+        f"{server.base}/v1/surveys/{sid}/plan?k=2&respondents=2&replications=20", headers=ADMIN, timeout=120
+    ).json()
+    assert here["plan"]["current_respondents"] == 4, here
+    page = page_in("en-US", width=1280, height=900, signed_in=server.base)
+    page.goto(server.base + "/")
+    expect(page.get_by_role("heading", name="Surveys")).to_be_visible()
+    shown = page.evaluate(
+        """async ([goal, uncertainty, design, here]) => {
+            const w = await import("/static/server-words.js");
+            return [w.goalEstimandText(goal), w.estimandText(uncertainty), w.planAssumptionText(design),
+                w.surveyPlanAssumptionText(here)];
+        }""",
+        [survey["goal"], ranking["uncertainty"], design, here],
+    )
+    assert shown[0] == survey["goal"]["estimand_text"]
+    if ranking["uncertainty"]["available"]:
+        assert shown[1] == ranking["uncertainty"]["estimand"]
+    api_path = " Once answers arrive, plan from the survey itself (GET /v1/surveys/{id}/plan)."
+    assert design["assumption"].endswith(api_path), design["assumption"]
+    assert (
+        shown[2]
+        == design["assumption"].removesuffix(api_path)
+        + " Once answers arrive, plan from the survey's own page."
+    )
+    api_field = ", as GET …/ranking reports in top_k_certain."
+    assert here["plan"]["assumption"].endswith(api_field), here["plan"]["assumption"]
+    assert shown[3] == here["plan"]["assumption"].removesuffix(api_field) + "."
 
 
 def test_the_language_picker_switches_the_dashboard_and_is_remembered(server, page_in):
