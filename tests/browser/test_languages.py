@@ -459,12 +459,16 @@ SERVICE_SENTENCES = {
     "goal": [("#goal-estimand", "Die Borda-Spitze (Platz 1), zertifiziert auf dem Niveau 90")],
     "empty": [("#pairwise-box", "Noch keine Intervalle: Es gibt noch keine Vergleiche.")],
 }
+#: The win probabilities, or the sentence saying why there are none: the live server
+#: randomizes the API respondents' answers (OS CSPRNG), and a few answers can leave a
+#: survey without intervals (a separated item, or a small-sample bias flagged).
+WIN_PROBABILITIES = "#pairwise-box svg, #pairwise-box p"
 #: What each survey's view shows once it has drawn its sections (the last ones drawn).
 READY = {
-    "pairwise": ["#suggestions li.suggestion", "#ranking-table", "#coverage-box svg", "#pairwise-box svg"],
+    "pairwise": ["#suggestions li.suggestion", "#ranking-table", "#coverage-box svg", WIN_PROBABILITIES],
     "ranking": ["#ranking-box svg", ".round-consensus", ".round-privacy"],
     "central": ["#ledger tbody tr", "#embed"],
-    "goal": ["#goal-state", "#ranking-table", "#pairwise-box svg"],
+    "goal": ["#goal-state", "#ranking-table", WIN_PROBABILITIES],
     "empty": ["#no-data", "#pairwise-box p"],
 }
 
