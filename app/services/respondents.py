@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 from dataclasses import dataclass
 
@@ -15,7 +13,7 @@ from ..db.models import Ranking, Respondent, Survey, new_id
 from ..db.session import begin_write
 from .auth import hash_secret, new_secret
 from .errors import Conflict, Invalid, NotFound
-from .secrets import service_secret
+from .secrets import ServiceHmac
 from .surveys import local_epsilons
 
 __all__ = [
@@ -98,23 +96,18 @@ def comparisons_remaining(survey: Survey, respondent: Respondent) -> int | None:
     return max(0, survey.max_comparisons - respondent.n_comparisons)
 
 
-class ExternalIds:
+class ExternalIds(ServiceHmac):
     """Maps an integration's ``external_id`` to the digest stored in
     ``respondents.external_key``: HMAC-SHA256 of (survey id, external id) under the
-    ``external_ids`` service secret (read once, when first needed). The survey id is in
-    the message, so one person's digests in two surveys are unrelated; the raw id is
-    never stored, and this class never logs it."""
+    ``external_ids`` service secret. The survey id is in the message, so one person's
+    digests in two surveys are unrelated; the raw id is never stored, and this class
+    never logs it."""
 
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
-        self._session_factory = session_factory
-        self._secret: bytes | None = None
+        super().__init__(session_factory, "external_ids")
 
     def key(self, survey_id: str, external_id: str) -> str:
-        if self._secret is None:
-            # Concurrent first calls agree: service_secret() lets one insert win.
-            self._secret = service_secret(self._session_factory, "external_ids")
-        message = f"privrank external id v1\0{survey_id}\0{external_id}".encode()
-        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()
+        return self.hmac(f"privrank external id v1\0{survey_id}\0{external_id}").hex()
 
 
 def register_respondent(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 
 from sqlalchemy import select
@@ -11,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ..db.models import ServiceSecret, utcnow
 from ..db.session import begin_write
 
-__all__ = ["service_secret"]
+__all__ = ["ServiceHmac", "service_secret"]
 
 
 def service_secret(session_factory: sessionmaker[Session], name: str, size: int = 32) -> bytes:
@@ -31,3 +33,19 @@ def service_secret(session_factory: sessionmaker[Session], name: str, size: int 
         value = session.scalar(select(ServiceSecret.value).where(ServiceSecret.name == name))
         assert value is not None
         return bytes(value)
+
+
+class ServiceHmac:
+    """HMAC-SHA256 under the service secret called ``name``, read once, when first needed
+    (every instance reads the same; concurrent first calls agree, :func:`service_secret`)."""
+
+    def __init__(self, session_factory: sessionmaker[Session], name: str) -> None:
+        self._session_factory = session_factory
+        self._name = name
+        self._secret: bytes | None = None
+
+    def hmac(self, message: str) -> bytes:
+        """The digest of ``message`` (UTF-8)."""
+        if self._secret is None:
+            self._secret = service_secret(self._session_factory, self._name)
+        return hmac.new(self._secret, message.encode(), hashlib.sha256).digest()

@@ -28,7 +28,6 @@ and slots of suggestions, flags and passes look alike.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 
 from sqlalchemy import func, select
@@ -40,7 +39,7 @@ from ..db.models import Survey, UndecidedCount
 from ..db.session import begin_write
 from ..stats import entropy
 from .errors import Conflict, Invalid
-from .secrets import service_secret
+from .secrets import ServiceHmac
 from .suggestions import take_slot
 from .surveys import require_pairwise
 
@@ -56,19 +55,14 @@ def _b64(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest[:16]).decode().rstrip("=")
 
 
-class UndecidedTickets:
-    """Issues and checks undecided tickets under the ``undecided`` service secret (read
-    once, when first needed; every instance reads the same)."""
+class UndecidedTickets(ServiceHmac):
+    """Issues and checks undecided tickets under the ``undecided`` service secret."""
 
     def __init__(self, session_factory: sessionmaker[Session]) -> None:
-        self._session_factory = session_factory
-        self._secret: bytes | None = None
+        super().__init__(session_factory, "undecided")
 
     def _mac(self, message: str) -> str:
-        if self._secret is None:
-            # Concurrent first calls agree: service_secret() lets one insert win.
-            self._secret = service_secret(self._session_factory, "undecided")
-        return _b64(hmac.new(self._secret, message.encode(), hashlib.sha256).digest())
+        return _b64(self.hmac(message))
 
     def issue(self, survey_id: str, respondent_id: str, a: str, b: str) -> str:
         """The ticket of the pair {a, b} served to a respondent (either orientation)."""
