@@ -103,12 +103,14 @@ function mintForm(onMinted) {
       announce(t("keys.minted", { role: t(`keys.role.${created.role}`) }));
       out.querySelector("#minted-key").focus();
       out.querySelector("#minted-key").select();
-      await onMinted();
     } catch (err) {
       showError(out, err);
+      return;
     } finally {
       button.disabled = false;
     }
+    // The key stays on screen whatever the list's reload answers (onMinted shows its own errors).
+    await onMinted();
   });
   return form;
 }
@@ -201,7 +203,12 @@ export async function keysView() {
       { "aria-labelledby": "keys-h" },
       h("h2", { id: "keys-h" }, t("keys.title")),
       h("p", { class: "hint" }, t("keys.intro")),
-      h("div", { class: "panel" }, h("h3", {}, t("keys.mint_title")), mintForm(load)),
+      h(
+        "div",
+        { class: "panel" },
+        h("h3", {}, t("keys.mint_title")),
+        mintForm(() => load().catch((err) => showError(status, err))),
+      ),
       h("div", { class: "panel" }, h("h3", {}, t("keys.list_title")), status, listing),
     ),
   );
