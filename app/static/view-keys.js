@@ -6,10 +6,20 @@
 import { api, showError } from "/static/api.js";
 import { announce, h, tableWrap } from "/static/dom.js";
 import { dateTime, num, t } from "/static/i18n.js";
-import { app, session } from "/static/session.js";
+import { app, session, storedKey } from "/static/session.js";
 
 /** The roles an admin may mint, in the order the form offers them. */
 const ROLES = ["analyst", "moderator", "integration"];
+
+/**
+ * The key just minted and who minted it (the signed-in key): drawn again when the Keys
+ * view is (another language picked, more rows shown), never once the view is left — the
+ * back button does not bring it back — nor for another sign-in.
+ */
+let minted = null;
+window.addEventListener("hashchange", () => {
+  if (!location.hash.startsWith("#/keys")) minted = null;
+});
 
 /** The new key, shown once: in a read-only field with a copy button, and how to use it. */
 function mintedPanel(created) {
@@ -75,7 +85,7 @@ function mintForm(onMinted) {
     maxlength: 200,
     "aria-describedby": "key-label-hint",
   });
-  const out = h("div", { id: "mint-out" });
+  const out = h("div", { id: "mint-out" }, minted ? mintedPanel(minted.created) : null);
   const form = h(
     "form",
     { id: "mint-form" },
@@ -98,12 +108,14 @@ function mintForm(onMinted) {
       const body = { role: role.value };
       if (label.value.trim()) body.label = label.value.trim();
       const created = await api("POST", "/v1/keys", body);
+      minted = { created, by: storedKey() };
       out.replaceChildren(mintedPanel(created));
       label.value = "";
       announce(t("keys.minted", { role: t(`keys.role.${created.role}`) }));
       out.querySelector("#minted-key").focus();
       out.querySelector("#minted-key").select();
     } catch (err) {
+      minted = null; // the error takes the panel's place
       showError(out, err);
       return;
     } finally {
@@ -165,6 +177,7 @@ export async function keysView() {
     app.replaceChildren(h("p", { class: "error" }, t("keys.admin_only")));
     return;
   }
+  if (minted && minted.by !== storedKey()) minted = null;
   const limit = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("show")) || 100;
   const listing = h("div", { id: "keys-list" });
   const status = h("div", { id: "keys-status" });
