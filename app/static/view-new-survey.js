@@ -103,7 +103,8 @@ export function newSurveyView() {
     h(
       "div",
       { class: "sub-fields", id: "goal-details" },
-      numberField("goal-k", t("new.goal.k"), 3, { min: 1, step: 1 }),
+      // Required: an empty K would be sent as 0 (disabled, for a whole ranking, it is not checked).
+      numberField("goal-k", t("new.goal.k"), 3, { min: 1, step: 1, required: true }),
       h(
         "div",
         { class: "field" },

@@ -208,3 +208,25 @@ def test_a_goal_the_service_refuses_is_explained_and_stores_nothing(server, new_
     admin.get_by_role("button", name="Create survey").click()
     expect(admin.locator("#create-error")).to_contain_text("goal.top_k must be between 1 and")
     assert httpx2.get(f"{server.base}/v1/surveys?limit=1", headers=ADMIN).json()["total"] == before
+
+
+def test_an_empty_k_is_caught_on_the_form_and_sends_nothing(server, new_page):
+    """K left empty: the browser asks for it (nothing is sent, so no 422 in the service's
+    words about ``goal.top_k``); with a whole ranking as the goal, K is not asked for."""
+    admin = new_page()
+    sign_in(admin, server.base)
+    sent = []
+    admin.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    admin.get_by_role("link", name="New survey").click()
+    admin.get_by_label("Title").fill("No K")
+    admin.get_by_label("Items, one per line").fill("\n".join(ITEMS))
+    admin.get_by_label("Certify the top K items").check()
+    k = admin.get_by_label("K: how many top items")
+    k.fill("")
+    admin.get_by_role("button", name="Create survey").click()
+    expect(k).to_be_focused()
+    assert k.evaluate("el => el.validity.valueMissing")
+    assert sent == []
+    admin.get_by_label("Certify the whole ranking").check()
+    admin.get_by_role("button", name="Create survey").click()
+    expect(admin.get_by_role("heading", name="No K")).to_be_visible()
