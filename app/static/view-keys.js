@@ -6,7 +6,8 @@
 import { api, showError } from "/static/api.js";
 import { announce, h, tableWrap } from "/static/dom.js";
 import { dateTime, num, t } from "/static/i18n.js";
-import { app, session, storedKey } from "/static/session.js";
+import { app, forgetKey, session, storedKey } from "/static/session.js";
+import { signInView } from "/static/view-signin.js";
 
 /** The roles an admin may mint, in the order the form offers them. */
 const ROLES = ["analyst", "moderator", "integration"];
@@ -129,10 +130,23 @@ function mintForm(onMinted) {
 
 /** One key's row: its role, label, dates, and a Revoke button while it is active. */
 function keyRow(k, reload, status) {
+  // The signed-in key's id is the part of the key before its dot.
+  const own = (storedKey() || "").split(".")[0] === k.id;
   const revoke = async () => {
-    if (!window.confirm(t("keys.revoke_confirm", { label: k.label || k.id }))) return;
+    const question = own
+      ? t("keys.revoke_own_confirm")
+      : t("keys.revoke_confirm", { label: k.label || k.id });
+    if (!window.confirm(question)) return;
     try {
       await api("DELETE", `/v1/keys/${encodeURIComponent(k.id)}`);
+      if (own) {
+        forgetKey();
+        session.role = null;
+        document.getElementById("nav-new").hidden = true;
+        document.getElementById("nav-keys").hidden = true;
+        signInView(t("keys.revoked_own"));
+        return;
+      }
       announce(t("keys.revoked_announce", { label: k.label || k.id }));
       await reload();
     } catch (err) {

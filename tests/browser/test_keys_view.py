@@ -1,11 +1,18 @@
 """The Keys view keeps a key it has just minted on screen — the one time the key is
 shown — for as long as the admin stays on the view, whatever the view draws meanwhile
 (a failed reload of the list, another language); leaving the view takes it away, and
-the back button does not bring it back."""
+the back button does not bring it back. Revoking the key one is signed in with is said
+to be that, before and after."""
 
 from __future__ import annotations
 
+import httpx2
 from playwright.sync_api import expect
+
+from app.db.session import make_engine, make_session_factory
+from app.services.admin_keys import rotate_admin_key
+from tests.helpers.browser import ADMIN, ADMIN_KEY
+from tests.helpers.live import LiveServer
 
 
 def _mint(page, label: str) -> str:
@@ -55,3 +62,32 @@ def test_the_minted_key_stays_through_a_language_switch_and_goes_with_the_view(s
     expect(page.locator("#keys-table")).to_be_visible()
     expect(page.locator("#minted-key")).to_have_count(0)
     assert key not in page.content()
+
+
+def test_revoking_the_signed_in_key_says_so_before_and_after(tmp_path, new_page, dialogs):
+    """An admin signed in with a database admin key (``privrank admin-key rotate``) revokes
+    that very key: the confirmation says it is the key in use, and the sign-in form that
+    follows says why it is there (``PRIVRANK_ADMIN_KEY`` is set, so the revocation is allowed)."""
+    url = f"sqlite:///{tmp_path}/own.db"
+    server = LiveServer({"DATABASE_URL": url, "PRIVRANK_ADMIN_KEY": ADMIN_KEY})
+    try:
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            key_id, key, _ = rotate_admin_key(session)
+        engine.dispose()
+        page = new_page()
+        page.goto(server.base + "/")
+        page.get_by_label("API key").fill(key)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("link", name="Keys").click()
+        page.locator(f'tr[data-key="{key_id}"]').get_by_role("button", name="Revoke").click()
+        expect(page.locator("#signin-msg")).to_have_text(
+            "You revoked the key you were signed in with. Sign in with another admin key."
+        )
+        expect(page.get_by_role("link", name="Keys")).to_be_hidden()
+        assert dialogs and dialogs[-1].startswith("This is the key you are signed in with.")
+        assert page.evaluate("sessionStorage.getItem('privrank.key')") is None
+        keys = httpx2.get(server.base + "/v1/keys", headers=ADMIN).json()["keys"]
+        assert next(k for k in keys if k["id"] == key_id)["revoked_at"] is not None
+    finally:
+        server.stop()
