@@ -130,12 +130,13 @@ function mintForm(onMinted) {
 
 /** One key's row: its role, label, dates, and a Revoke button while it is active. */
 function keyRow(k, reload, status) {
+  // The label as written into a sentence: isolated, so that a right-to-left label (or a
+  // direction override in it) cannot reorder the words around it; the id when it is blank.
+  const name = `\u2068${k.label?.trim() || k.id}\u2069`;
   // The signed-in key's id is the part of the key before its dot.
   const own = (storedKey() || "").split(".")[0] === k.id;
   const revoke = async () => {
-    const question = own
-      ? t("keys.revoke_own_confirm")
-      : t("keys.revoke_confirm", { label: k.label || k.id });
+    const question = own ? t("keys.revoke_own_confirm") : t("keys.revoke_confirm", { label: name });
     if (!window.confirm(question)) return;
     try {
       await api("DELETE", `/v1/keys/${encodeURIComponent(k.id)}`);
@@ -147,7 +148,7 @@ function keyRow(k, reload, status) {
         signInView(t("keys.revoked_own"));
         return;
       }
-      announce(t("keys.revoked_announce", { label: k.label || k.id }));
+      announce(t("keys.revoked_announce", { label: name }));
       await reload();
     } catch (err) {
       showError(status, err);
@@ -158,7 +159,7 @@ function keyRow(k, reload, status) {
     { "data-key": k.id },
     h("td", {}, h("code", {}, k.id)),
     h("td", {}, t(`keys.role.${k.role}`)),
-    h("td", {}, k.label || "–"),
+    h("td", {}, k.label?.trim() || "–"),
     h("td", {}, dateTime(k.created_at)),
     h(
       "td",
@@ -178,7 +179,7 @@ function keyRow(k, reload, status) {
               type: "button",
               class: "danger",
               onclick: revoke,
-              "aria-label": t("keys.revoke_label", { label: k.label || k.id }),
+              "aria-label": t("keys.revoke_label", { label: name }),
             },
             t("keys.revoke"),
           ),

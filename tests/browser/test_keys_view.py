@@ -91,3 +91,28 @@ def test_revoking_the_signed_in_key_says_so_before_and_after(tmp_path, new_page,
         assert next(k for k in keys if k["id"] == key_id)["revoked_at"] is not None
     finally:
         server.stop()
+
+
+#: A label that turns the text after it right to left (U+202E RIGHT-TO-LEFT OVERRIDE).
+RTL = "\u202eevil"
+
+
+def test_a_keys_label_cannot_reorder_the_sentences_it_is_written_into(server, new_page, dialogs):
+    """A label with a right-to-left override is isolated in the confirmation (and the
+    button's name), so the words after it keep their order; a blank label is named by the
+    key's id."""
+    made = {
+        label: httpx2.post(server.base + "/v1/keys", json={"label": label}, headers=ADMIN).json()["id"]
+        for label in (RTL, "   ")
+    }
+    page = new_page(signed_in=server.base)
+    page.goto(server.base + "/#/keys")
+    blank = page.locator(f'tr[data-key="{made["   "]}"]')
+    expect(blank.get_by_role("button", name=f"Revoke the key \u2068{made['   ']}\u2069")).to_be_visible()
+    expect(blank.locator("td").nth(2)).to_have_text("–")
+    rtl = page.locator(f'tr[data-key="{made[RTL]}"]')
+    rtl.get_by_role("button").click()
+    expect(rtl).to_contain_text("revoked")
+    assert dialogs[-1] == (
+        "Revoke the key \u2068\u202eevil\u2069? Whoever holds it loses access at once; this cannot be undone."
+    )
