@@ -26,10 +26,14 @@
  *
  * Network: submissions carry an Idempotency-Key, so the library retries network
  * failures and 5xx answers (with backoff) without ever storing an answer twice; a
- * 429 is retried after its Retry-After; requests without a key (registration) are
+ * 429 is retried after its Retry-After when that is at most a minute (a longer wait,
+ * an hourly limit's, is raised as `PrivrankError` at once); requests without a key (registration) are
  * not retried after a network failure (the first one may have arrived); other 4xx
  * answers are raised as `PrivrankError` with the server's message.
  */
+
+/** The longest Retry-After (seconds) a request waits out before trying again. */
+const MAX_RETRY_WAIT = 60;
 
 // -- randomness -----------------------------------------------------------------
 
@@ -243,8 +247,11 @@ export class PrivrankClient {
       }
       if (response.status === 429 && attempt < this.retries) {
         const wait = Number(response.headers.get("Retry-After")) || 1;
-        await sleep(1000 * Math.min(wait, 60) + randomInt(250));
-        continue;
+        // A wait of minutes (an hourly limit) is not sat out with the page held: raised.
+        if (wait <= MAX_RETRY_WAIT) {
+          await sleep(1000 * wait + randomInt(250));
+          continue;
+        }
       }
       if (response.status >= 500 && safe && attempt < this.retries) {
         await sleep(delay + randomInt(250));

@@ -15,7 +15,8 @@ import httpx2
 from playwright.sync_api import expect
 
 from app.stats import entropy
-from tests.helpers.browser import ADMIN, ITEMS, TRUTH, api_respondent, shown_pair
+from tests.helpers.browser import ADMIN, ADMIN_KEY, ITEMS, TRUTH, api_respondent, shown_pair
+from tests.helpers.live import LiveServer
 
 
 def _survey(server, title: str = "Which policy matters most?", **settings) -> dict:
@@ -577,3 +578,40 @@ def test_merge_starts_on_the_item_the_card_flags(server, new_page, survey_page):
     night.get_by_role("button", name="Merge", exact=True).click()
     expect(night.locator(".card-error")).to_contain_text("Choose the item to merge it into.")
     assert _get(server, f"/v1/surveys/{sid}/suggestions")["total"] == 4  # nothing merged
+
+
+def test_an_hourly_refusal_is_said_at_once_not_waited_out(tmp_path, new_page, console):
+    """Past the address's suggestions for the hour (PRIVRANK_SUGGEST_PER_HOUR=1) the service
+    answers 429 with a Retry-After of an hour: the page says so at once and lets the
+    respondent go on, instead of holding the Send button while it retries for minutes."""
+    server = LiveServer(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp_path}/hourly.db",
+            "PRIVRANK_ADMIN_KEY": ADMIN_KEY,
+            "PRIVRANK_SUGGEST_PER_HOUR": "1",
+        }
+    )
+    try:
+        body = {"title": "Hourly", "items": ITEMS, "suggestions": {"enabled": True, "per_respondent": 3}}
+        sid = httpx2.post(f"{server.base}/v1/surveys", json=body, headers=ADMIN).json()["id"]
+        console.allow(429)
+        resp = new_page(width=420, height=900)
+        posts: list[int] = []
+        resp.on(
+            "response",
+            lambda r: (
+                posts.append(r.status)
+                if r.request.method == "POST" and r.url.endswith("/suggestions")
+                else None
+            ),
+        )
+        _start(resp, f"{server.base}/s/{sid}?n=3")
+        resp.get_by_text("Suggest an idea").click()
+        _suggest(resp, "Bike lanes")
+        expect(resp.locator("#suggest-msg")).to_contain_text("You can suggest 2 more ideas.")
+        _suggest(resp, "Night buses")
+        expect(resp.locator("#suggest-msg")).to_contain_text("too many suggestions from this address")
+        expect(resp.locator("#suggest-send")).to_be_enabled()
+        assert posts == [202, 429]  # asked once, not again after a minute
+    finally:
+        server.stop()
