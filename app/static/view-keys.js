@@ -193,11 +193,13 @@ export async function keysView() {
     return;
   }
   if (minted && minted.by !== storedKey()) minted = null;
-  const limit = Number(new URLSearchParams(location.hash.split("?")[1] || "").get("show")) || 100;
+  // How many keys to show (#/keys?show=N): a whole number from 1 to 1000, else 100.
+  const asked = Math.trunc(Number(new URLSearchParams(location.hash.split("?")[1] || "").get("show")));
+  const limit = asked >= 1 ? Math.min(asked, 1000) : 100;
   const listing = h("div", { id: "keys-list" });
   const status = h("div", { id: "keys-status" });
   const load = async () => {
-    const data = await api("GET", `/v1/keys?limit=${Math.min(limit, 1000)}`);
+    const data = await api("GET", `/v1/keys?limit=${limit}`);
     const head = ["id", "role", "label", "created", "status", "action"].map((c) =>
       h("th", { scope: "col" }, t(`keys.col.${c}`)),
     );

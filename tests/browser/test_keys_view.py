@@ -116,3 +116,18 @@ def test_a_keys_label_cannot_reorder_the_sentences_it_is_written_into(server, ne
     assert dialogs[-1] == (
         "Revoke the key \u2068\u202eevil\u2069? Whoever holds it loses access at once; this cannot be undone."
     )
+
+
+def test_a_hand_edited_show_count_still_lists_the_keys(server, new_page):
+    """#/keys?show=N with N negative, fractional or not a number: the list is shown (100
+    keys, or N rounded down), never the service's 422 about ``limit`` in place of the view."""
+    for _ in range(3):
+        httpx2.post(server.base + "/v1/keys", json={"label": "counted"}, headers=ADMIN)
+    page = new_page(signed_in=server.base)
+    for show, rows in (("-5", None), ("2.5", 2), ("abc", None), ("1e9", None)):
+        page.goto(f"{server.base}/#/keys?show={show}")
+        page.reload()
+        expect(page.locator("#keys-table")).to_be_visible()
+        expect(page.locator("#app .error")).to_have_count(0)
+        if rows is not None:
+            expect(page.locator("#keys-table tbody tr")).to_have_count(rows)
