@@ -17,6 +17,10 @@ from app.stats.preflib import read_preflib
 from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 
+#: Every test here drives a live server and the CLI as processes: the first to run also
+#: starts the server and fills its surveys (over 10 s on a busy machine).
+pytestmark = pytest.mark.slow
+
 KEY = "export-admin"
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 DEBIAN = Path(__file__).resolve().parent / "data" / "preflib-debian" / "00002-00000006.soi"
