@@ -69,6 +69,24 @@ def test_a_per_hour_limit_refills_over_an_hour_in_redis(redis_url):
     b.close()
 
 
+def test_a_token_given_back_in_redis_is_shared_and_never_overfills(redis_url):
+    a = RateLimiter({}, per_hour={"suggestions": 2}, redis_url=redis_url, salt=_salt)
+    b = RateLimiter({}, per_hour={"suggestions": 2}, redis_url=redis_url, salt=_salt)
+    ip = _client()
+    assert a.take("suggestions", ip) is None and b.take("suggestions", ip) is None
+    assert a.take("suggestions", ip) is not None
+    b.give_back("suggestions", ip)  # another instance refused the request it took for
+    assert a.take("suggestions", ip) is None
+    assert b.take("suggestions", ip) is not None
+    fresh = _client()
+    for _ in range(5):
+        a.give_back("suggestions", fresh)  # a bucket Redis does not hold is full
+    assert [b.take("suggestions", fresh) is None for _ in range(3)] == [True, True, False]
+    assert not a.degraded and not b.degraded
+    a.close()
+    b.close()
+
+
 def test_concurrent_takes_from_many_threads_never_overdraw(redis_url):
     """8 threads on each of 3 limiters race for a bucket of 50: exactly 50 succeed, and
     at most what refilled while they raced (a read-then-write outside one atomic script

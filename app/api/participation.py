@@ -88,7 +88,13 @@ def suggest(
             wait,
             code="suggestions_address",
         )
-    remaining = svc.submit(session, survey, _token(request), body.label)
+    try:
+        remaining = svc.submit(session, survey, _token(request), body.label)
+    except Exception:
+        # Refused (or failed): nothing was stored, so the address's token goes back — one
+        # respondent's refused suggestions never lock out others behind the same address.
+        limiter.give_back("suggestions", client_address(request))
+        raise
     return SuggestionReceived(remaining=remaining, batch=int((survey.suggestions or {})["batch"]))
 
 

@@ -70,6 +70,9 @@ class Buckets(Protocol):
         refills ``cap`` every ``period`` seconds); either way, None when one was (or is)
         available, else the seconds until one is (nothing taken)."""
 
+    def give_back(self, name: str, client: str, cap: int, period: float = 60.0) -> None:
+        """Return one token taken from the bucket (never above ``cap``)."""
+
 
 #: What one bucket is counted as (its key and two floats).
 _BUCKET_BYTES = 256
@@ -94,6 +97,15 @@ class LocalBuckets:
             if consume:
                 self._buckets.put((name, client), (tokens - 1.0, now), _BUCKET_BYTES)
         return None
+
+    def give_back(self, name: str, client: str, cap: int, period: float = 60.0) -> None:
+        with self._lock:
+            found = self._buckets.get((name, client))
+            if found is None:
+                return  # dropped or never taken from: full
+            now = time.monotonic()
+            tokens = min(float(cap), found[0] + (now - found[1]) * cap / period + 1.0)
+            self._buckets.put((name, client), (tokens, now), _BUCKET_BYTES)
 
 
 # KEYS[1]: the bucket. ARGV: capacity (tokens), 1 to take a token, the seconds over
@@ -120,6 +132,23 @@ end
 return nil
 """
 
+# KEYS[1]: the bucket. ARGV: capacity, the seconds over which it refills from empty.
+# Adds back one token (never above the capacity); a bucket that expired is full.
+_GIVE_BACK = """
+local cap = tonumber(ARGV[1])
+local rate = cap / tonumber(ARGV[2])
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'stamp')
+if not b[1] then
+  return nil
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local tokens = math.min(cap, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * rate + 1)
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'stamp', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((cap - tokens) / rate * 1000) + 1000)
+return nil
+"""
+
 
 class RedisBuckets:
     """Token buckets in Redis, shared by every process that uses the same Redis and
@@ -132,6 +161,7 @@ class RedisBuckets:
             url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30
         )
         self._script = self._client.register_script(_TAKE)
+        self._give_back = self._client.register_script(_GIVE_BACK)
         self._salt_source = salt
         self._salt: bytes | None = None
 
@@ -144,6 +174,9 @@ class RedisBuckets:
     def take(self, name: str, client: str, cap: int, consume: bool, period: float = 60.0) -> float | None:
         wait = self._script(keys=[self._key(name, client)], args=[cap, 1 if consume else 0, period])
         return None if wait is None else float(wait)
+
+    def give_back(self, name: str, client: str, cap: int, period: float = 60.0) -> None:
+        self._give_back(keys=[self._key(name, client)], args=[cap, period])
 
     def close(self) -> None:
         self._client.close()
@@ -182,10 +215,14 @@ class RateLimiter:
         """True while Redis is configured but failing (the limits are per process)."""
         return self.shared is not None and time.monotonic() < self._down_until
 
+    def _limit(self, name: str) -> tuple[int, float]:
+        """The bucket's capacity and the seconds over which it refills (capacity 0: no limit)."""
+        if name in self.per_hour:
+            return self.per_hour[name], 3600.0
+        return self.per_minute.get(name, 0), 60.0
+
     def _take(self, name: str, client: str, consume: bool) -> float | None:
-        cap, period = (
-            (self.per_hour[name], 3600.0) if name in self.per_hour else (self.per_minute.get(name, 0), 60.0)
-        )
+        cap, period = self._limit(name)
         if cap <= 0:
             return None
         if self.shared is not None and time.monotonic() >= self._down_until:
@@ -216,6 +253,21 @@ class RateLimiter:
     def take(self, name: str, client: str) -> float | None:
         """Take a token; None when allowed, else the seconds to wait (nothing taken)."""
         return self._take(name, client, consume=True)
+
+    def give_back(self, name: str, client: str) -> None:
+        """Return a token :meth:`take` took for a request that was then refused, so that a
+        refusal costs the client address nothing (to the buckets it was taken from: Redis,
+        or this process's while Redis is down)."""
+        cap, period = self._limit(name)
+        if cap <= 0:
+            return
+        if self.shared is not None and time.monotonic() >= self._down_until:
+            try:
+                self.shared.give_back(name, client, cap, period)
+                return
+            except Exception:  # Redis failing: the token came from, or goes to, this process
+                pass
+        self.local.give_back(name, client, cap, period)
 
     def close(self) -> None:
         if self.shared is not None:

@@ -360,6 +360,24 @@ def test_a_per_hour_limit_refills_one_token_every_hour_over_its_size(monkeypatch
         ratelimit.RateLimiter({"x": 1}, per_hour={"x": 1})
 
 
+def test_a_token_given_back_can_be_taken_again_but_never_overfills(monkeypatch):
+    from app.api import ratelimit
+
+    now = [1000.0]
+    monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
+    lim = ratelimit.RateLimiter({}, per_hour={"suggestions": 2})
+    assert lim.take("suggestions", "ip") is None and lim.take("suggestions", "ip") is None
+    assert lim.take("suggestions", "ip") is not None
+    lim.give_back("suggestions", "ip")  # the second request was refused after its take
+    assert lim.take("suggestions", "ip") is None
+    assert lim.take("suggestions", "ip") is not None
+    # Giving back to a full (or never used) bucket adds nothing beyond its size.
+    for _ in range(5):
+        lim.give_back("suggestions", "fresh")
+    assert [lim.take("suggestions", "fresh") is None for _ in range(3)] == [True, True, False]
+    lim.give_back("off", "ip")  # no limit: nothing to give back
+
+
 def test_hostile_labels_are_stored_and_returned_verbatim(client, db):
     """SQL, HTML, format-string and unicode payloads are data: stored as given, returned
     as JSON strings, and every table still there."""

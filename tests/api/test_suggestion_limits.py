@@ -159,6 +159,24 @@ def test_one_address_is_limited_whatever_its_tokens_and_others_still_get_through
     app.state.engine.dispose()
 
 
+def test_refused_suggestions_cost_their_address_nothing(database_url):
+    """Behind one address (3 an hour), a respondent whose own allowance is used up keeps
+    sending: each refusal (409) gives the address's token back, so two colleagues behind
+    the same address still suggest — and then the address limit holds."""
+    app = make_app(database_url, PRIVRANK_SUGGEST_PER_HOUR=3)
+    with TestClient(app) as admin:
+        office = _from(app, "203.0.113.50")
+        sid = _survey(admin, per_respondent=1, batch=2, per_hour=100)
+        eager = register(office, sid)[1]
+        assert _suggest(office, sid, eager, "first").status_code == 202
+        again = [_suggest(office, sid, eager, f"again {k}") for k in range(5)]
+        assert [(r.status_code, r.json()["code"]) for r in again] == [(409, "suggestion_limit")] * 5
+        colleagues = [register(office, sid)[1] for _ in range(3)]
+        codes = [_suggest(office, sid, c, f"colleague {k}").status_code for k, c in enumerate(colleagues)]
+        assert codes == [202, 202, 429]
+    app.state.engine.dispose()
+
+
 def test_the_survey_hourly_limit_still_applies_with_the_address_limit(database_url, monkeypatch):
     """Both limits at once (3 an address, 4 a survey-hour): the address limit refuses what
     the survey would still take, and the survey refuses a fresh address once its hour is
