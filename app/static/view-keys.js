@@ -46,7 +46,7 @@ function mintedPanel(created) {
   };
   return h(
     "div",
-    { class: "notice", id: "minted", role: "alert" },
+    { class: "notice", id: "minted" },
     h("p", {}, h("strong", {}, t("keys.minted", { role: t(`keys.role.${created.role}`) }))),
     h(
       "div",

@@ -44,6 +44,10 @@ def _mint(page, role: str, label: str) -> str:
     page.get_by_role("button", name="Mint key").click()
     shown = page.locator("#minted-key")
     expect(shown).to_be_visible()
+    # Announced in words through the live region; the panel itself is no alert, which a
+    # screen reader would read aloud with the key in it.
+    expect(page.locator("#status")).to_contain_text("key minted")
+    assert page.locator("#minted").get_attribute("role") is None
     expect(page.locator("#minted-hint")).to_contain_text("only time the key is shown")
     expect(page.locator(f"#keys-table tr:has-text('{label}')")).to_contain_text("active")
     return shown.input_value()
