@@ -591,15 +591,7 @@ def test_every_estimand_tie_break_and_cost_has_a_message_in_every_dashboard_cata
 # -- no English of the dashboard's own ----------------------------------------------------
 
 #: The dashboard's scripts: every word they show comes from the "dashboard" catalog.
-DASHBOARD_SCRIPTS = [
-    "dashboard.js",
-    "api.js",
-    "dom.js",
-    "charts.js",
-    "privacy-summary.js",
-    "server-words.js",
-    *sorted(p.name for p in STATIC.glob("view-*.js")),
-]
+DASHBOARD_SCRIPTS = sorted(name for name in USERS["dashboard"] if name.endswith(".js"))
 #: Where a literal is not shown: a message key (t, tn), a module path, an element or event
 #: name, a request's method and path, a selector, a stored setting's name, a comparison.
 NOT_SHOWN_AFTER = re.compile(
