@@ -10,7 +10,8 @@ per failure, and a client whose failure bucket is empty is refused (429) before 
 credentials are even checked — a key cannot be guessed faster than the limit; a
 suggestion takes one per request (``suggestions``, per hour), before anything is
 stored. The client address is the connection's peer, or the proxy's
-``X-Forwarded-For`` when uvicorn trusts that proxy (``--forwarded-allow-ips``).
+``X-Forwarded-For`` when uvicorn trusts that proxy (``--forwarded-allow-ips``); an
+IPv6 client counts by its /64 network (:func:`client_address`).
 
 Where the buckets live:
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
 import threading
 import time
@@ -46,7 +48,7 @@ from fastapi import Request
 from ..services.cache import ByteLRU
 from ..services.errors import TooMany
 
-__all__ = ["LocalBuckets", "RateLimiter", "RedisBuckets", "TooManyRequests", "client_address"]
+__all__ = ["LocalBuckets", "RateLimiter", "RedisBuckets", "TooManyRequests", "client_address", "client_key"]
 
 log = logging.getLogger("privrank.ratelimit")
 
@@ -60,8 +62,31 @@ class TooManyRequests(TooMany):
     """Over a rate limit of this client address (429 with ``Retry-After``)."""
 
 
+#: The IPv6 prefix length a client is counted by: one subscriber, household or host is
+#: normally given a whole /64 (RFC 6177, RFC 7421), and picks addresses in it at will
+#: (privacy extensions, RFC 8981).
+IPV6_CLIENT_PREFIX = 64
+
+
+def client_key(host: str) -> str:
+    """What a limit counts a client by: an IPv4 address as it is (an IPv4-mapped IPv6
+    address as its IPv4), an IPv6 address by its /64 network — else one client could
+    take a fresh address for every request — and anything else (a test client's name)
+    as it is."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{address}/{IPV6_CLIENT_PREFIX}", strict=False))
+    return str(address)
+
+
 def client_address(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+    """The client a per-address limit counts (:func:`client_key` of the peer's address)."""
+    return client_key(request.client.host) if request.client else "unknown"
 
 
 class Buckets(Protocol):

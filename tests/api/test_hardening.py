@@ -328,6 +328,42 @@ def test_registration_and_failed_authentication_are_rate_limited(database_url):
     app.state.engine.dispose()
 
 
+@pytest.mark.parametrize(
+    ("host", "key"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("::ffff:203.0.113.7", "203.0.113.7"),  # IPv4-mapped: the IPv4 client
+        ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::1", "2001:db8:1:2::/64"),
+        ("::1", "::/64"),
+        ("testclient", "testclient"),
+    ],
+)
+def test_a_limit_counts_an_ipv6_client_by_its_64(host, key):
+    from app.api.ratelimit import client_key
+
+    assert client_key(host) == key
+
+
+def test_fresh_ipv6_addresses_in_one_64_share_a_registration_bucket(database_url):
+    """A client that takes a new address of its /64 for every registration is still one
+    client (limit 3 a minute); a client of another /64 is not affected."""
+    from fastapi.testclient import TestClient
+
+    app = make_app(database_url, "limits-admin", PRIVRANK_REGISTER_PER_MINUTE=3)
+    admin = {"Authorization": "Bearer limits-admin"}
+    with TestClient(app) as c:
+        sid = c.post("/v1/surveys", json={"title": "t", "items": ["a", "b"]}, headers=admin).json()["id"]
+        codes = []
+        for k in range(4):
+            hopper = TestClient(app, client=(f"2001:db8:5:6::{k + 1:x}", 50000))
+            codes.append(hopper.post(f"/v1/surveys/{sid}/respondents", json={}).status_code)
+        assert codes == [201, 201, 201, 429]
+        neighbour = TestClient(app, client=("2001:db8:5:7::1", 50000))
+        assert neighbour.post(f"/v1/surveys/{sid}/respondents", json={}).status_code == 201
+    app.state.engine.dispose()
+
+
 def test_rate_limiter_refills_over_time(monkeypatch):
     from app.api import ratelimit
 
