@@ -35,6 +35,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy import false as sa_false
+from sqlalchemy import true as sa_true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -412,6 +413,26 @@ class PairStat(Base):
     sum_v: Mapped[float] = mapped_column(Float)
 
 
+class AnswerLog(Base):
+    """The answers of one fold (:func:`app.services.aggregation.fold_pending`), with who
+    gave each: the folded batches as one payload (format PRB3 of
+    :func:`~app.services.aggregation.encode_batch`), at the version the fold gave the
+    survey. The analysis keeps the cluster-robust sums (:mod:`app.stats.clusters`) up to
+    date by reading the folds after the last one it has seen, in version order.
+    Privatized answers only (local model), as in ``comparisons``.
+    """
+
+    __tablename__ = "answer_log"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    survey_id: Mapped[str] = mapped_column(ForeignKey("surveys.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(BigInteger)
+    n: Mapped[int] = mapped_column(Integer)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+
+    __table_args__ = (UniqueConstraint("survey_id", "version", name="uq_answer_log_survey_version"),)
+
+
 class SurveyStats(Base):
     """Aggregation state of a survey; its row is the lock that serializes folding."""
 
@@ -428,6 +449,9 @@ class SurveyStats(Base):
     #: Comparisons per item position (little-endian int64), folded with the pairs: how far a
     #: new item is from the survey's typical count (catch-up). NULL before the first fold.
     item_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    #: Whether every folded answer of the survey is in ``answer_log`` (false for a survey
+    #: whose answers were folded before the log existed: its analysis reads ``comparisons``).
+    answer_log: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from ..db.models import PairStat, PendingBatch, RankingStatsRow, Survey, SurveyStats, utcnow
+from ..db.models import AnswerLog, PairStat, PendingBatch, RankingStatsRow, Survey, SurveyStats, utcnow
 from ..db.session import begin_write
 from ..stats import PairStats, debias, pair_stats
 from ..stats.rankings import RankingStats, ranking_stats
@@ -58,6 +58,8 @@ _HEADER = struct.Struct("<4sI")
 _MAGIC = b"PRB1"
 _HEADER2 = struct.Struct("<4sII")
 _MAGIC2 = b"PRB2"
+_HEADER3 = struct.Struct("<4sIIII")
+_MAGIC3 = b"PRB3"
 _RANKINGS_HEADER = struct.Struct("<4sII")
 _RANKINGS_MAGIC = b"PRR1"
 _STATS_HEADER = struct.Struct("<4sIQ")
@@ -71,13 +73,38 @@ def encode_batch(
     epsilon: NDArray[np.floating],
     flags: NDArray[np.integer] | None = None,
     ticket_m: int = 0,
+    respondents: Sequence[str] = (),
+    who: NDArray[np.integer] | None = None,
 ) -> bytes:
     """Pack a batch: header, then i, j (int32), ỹ (int8), ε (float64), little-endian.
 
     A goal survey's batch also carries, per answer, which of its items the certificate
     counts it for (``flags``, :mod:`app.services.goals`), and the number of items its
-    tickets were issued for (``ticket_m``): format PRB2."""
+    tickets were issued for (``ticket_m``): format PRB2.
+
+    With ``respondents`` (their ids) and ``who`` (per answer, its respondent's index in
+    ``respondents``; None: all the first one's), the batch says who gave each answer, so
+    that the fold can log the answers by respondent (:class:`~app.db.models.AnswerLog`):
+    format PRB3, with flags (zeros when there are none), then ``who`` (uint32), then the
+    ids, newline-separated (UTF-8)."""
     n = int(np.size(i))
+    if respondents:
+        ids = "\n".join(respondents).encode()
+        if any("\n" in r for r in respondents):
+            raise ValueError("a respondent id cannot contain a newline")
+        index = np.zeros(n, dtype="<u4") if who is None else np.asarray(who, dtype="<u4")
+        return b"".join(
+            (
+                _HEADER3.pack(_MAGIC3, n, ticket_m, len(respondents), len(ids)),
+                np.asarray(i, dtype="<i4").tobytes(),
+                np.asarray(j, dtype="<i4").tobytes(),
+                np.asarray(y_tilde, dtype="i1").tobytes(),
+                np.asarray(epsilon, dtype="<f8").tobytes(),
+                (np.zeros(n, dtype="u1") if flags is None else np.asarray(flags, dtype="u1")).tobytes(),
+                index.tobytes(),
+                ids,
+            )
+        )
     parts = [
         _HEADER.pack(_MAGIC, n) if flags is None else _HEADER2.pack(_MAGIC2, n, ticket_m),
         np.asarray(i, dtype="<i4").tobytes(),
@@ -100,24 +127,43 @@ class Batch:
     epsilon: NDArray[np.float64]
     flags: NDArray[np.uint8]
     ticket_m: int
+    #: The ids of the batch's respondents and, per answer, its respondent's index among
+    #: them (None: a batch that does not say; formats PRB1 and PRB2).
+    respondents: tuple[str, ...] | None = None
+    who: NDArray[np.int64] | None = None
 
 
 def decode_batch(payload: bytes) -> Batch:
     magic = payload[:4]
-    if magic == _MAGIC2:
+    if magic == _MAGIC3:
+        _, n, ticket_m, n_resp, n_ids = _HEADER3.unpack_from(payload)
+        off = _HEADER3.size
+        if len(payload) != off + 22 * n + n_ids:
+            raise ValueError("corrupt pending batch")
+        ids = payload[off + 22 * n :].decode()
+        respondents = tuple(ids.split("\n")) if n_resp else ()
+        who = np.frombuffer(payload, "<u4", n, off + 18 * n).astype(np.int64)
+        if len(respondents) != n_resp or (n and int(who.max()) >= n_resp):
+            raise ValueError("corrupt pending batch")
+        size = 18
+    elif magic == _MAGIC2:
         _, n, ticket_m = _HEADER2.unpack_from(payload)
         off, size = _HEADER2.size, 18
+        respondents, who = None, None
     else:
         _, n = _HEADER.unpack_from(payload)
         off, size, ticket_m = _HEADER.size, 17, 0
-    if magic not in (_MAGIC, _MAGIC2) or len(payload) != off + size * n:
+        respondents, who = None, None
+        if magic != _MAGIC or len(payload) != off + size * n:
+            raise ValueError("corrupt pending batch")
+    if magic == _MAGIC2 and len(payload) != off + size * n:
         raise ValueError("corrupt pending batch")
     i = np.frombuffer(payload, "<i4", n, off)
     j = np.frombuffer(payload, "<i4", n, off + 4 * n)
     y = np.frombuffer(payload, "i1", n, off + 8 * n)
     eps = np.frombuffer(payload, "<f8", n, off + 9 * n)
     flags = np.frombuffer(payload, "u1", n, off + 17 * n) if size == 18 else np.zeros(n, np.uint8)
-    return Batch(i.astype(np.int64), j.astype(np.int64), y, eps, flags, ticket_m)
+    return Batch(i.astype(np.int64), j.astype(np.int64), y, eps, flags, ticket_m, respondents, who)
 
 
 def encode_rankings(orderings: NDArray[np.integer], epsilon: NDArray[np.floating]) -> bytes:
@@ -188,7 +234,12 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
         return _fold_rankings(session, survey_id, state, payloads)
     parts = [decode_batch(p) for p in payloads]
     i, j, y, eps = (np.concatenate([getattr(p, f) for p in parts]) for f in ("i", "j", "y_tilde", "epsilon"))
-    goal = GoalSpec.from_json(session.scalar(select(Survey.goal).where(Survey.id == survey_id)))
+    goal_json, privacy_model = session.execute(
+        select(Survey.goal, Survey.privacy_model).where(Survey.id == survey_id)
+    ).one()
+    goal = GoalSpec.from_json(goal_json)
+    if privacy_model == "local":
+        _log_answers(session, survey_id, state, parts, i, j, y, eps)
     if goal is not None:
         flags = np.concatenate([p.flags for p in parts])
         ticket_m = np.concatenate([np.full(p.i.size, p.ticket_m, dtype=np.int64) for p in parts])
@@ -230,6 +281,35 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     state.updated_at = utcnow()
     session.commit()
     return int(i.size)
+
+
+def _log_answers(
+    session: Session,
+    survey_id: str,
+    state: SurveyStats,
+    parts: Sequence[Batch],
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    y: NDArray[np.int8],
+    eps: NDArray[np.float64],
+) -> None:
+    """Log this fold's answers with their respondents (:class:`~app.db.models.AnswerLog`)
+    at the version the fold gives the survey. A batch that does not say who gave its answers
+    (written before batches did) ends the survey's log: its analysis reads ``comparisons``."""
+    if not state.answer_log:
+        return
+    if any(p.respondents is None for p in parts):
+        state.answer_log = False
+        return
+    ids: dict[str, int] = {}
+    who = []
+    for p in parts:
+        assert p.respondents is not None
+        assert p.who is not None
+        codes = np.array([ids.setdefault(r, len(ids)) for r in p.respondents], dtype=np.int64)
+        who.append(codes[p.who])
+    payload = encode_batch(i, j, y, eps, respondents=list(ids), who=np.concatenate(who))
+    session.add(AnswerLog(survey_id=survey_id, version=state.version + 1, n=int(i.size), payload=payload))
 
 
 def _item_counts(

@@ -40,10 +40,12 @@ from sqlalchemy.orm import Session
 
 from ..db.models import Comparison, Item, Respondent, Survey
 from ..stats import BTLFit, competition_ranks, fit_debiased_mle_stats, fit_naive_mle_stats, pair_stats
+from ..stats.clusters import ClusterMoments
 from ..stats.inference import (
     MAX_ITEMS_COVARIANCE,
     REASONS,
     Clusters,
+    ClusterSource,
     Confidence,
     IntervalsUnavailable,
     RankConfidence,
@@ -58,6 +60,7 @@ from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats, reduce_by_pair
 from ..stats.theory import dividing_line_epsilon
 from .aggregation import fold_pending, read_snapshot
+from .answer_log import AnswerLogStore
 from .cache import OBJECT_BYTES, ByteLRU, nbytes
 from .deadline import Deadline, WorkSlots
 from .errors import Conflict, Invalid
@@ -133,7 +136,7 @@ class _Entry:
     fit: BTLFit
     stats: PairStats
     key: tuple | None = None  # its key in the cache (None: not cached)
-    clusters: Clusters | None = None
+    clusters: ClusterSource | None = None
     graph: _Connectivity | None = None  # _graph(stats), computed on first use
     #: :func:`~app.stats.mechanisms.randomization_p_value` of the stored answers, from
     #: their own ε (set with ``clusters``, which reads them).
@@ -257,6 +260,7 @@ class FitCache:
     def __init__(self, max_bytes: int = CACHE_BYTES, computations: int = 2) -> None:
         self.lru = ByteLRU(max_bytes)
         self.rows = RowStore(self.lru)
+        self.log = AnswerLogStore(self.lru)
         #: Long computations (fits, intervals, rank summaries) at once in this process.
         self.work = WorkSlots(computations)
 
@@ -528,7 +532,8 @@ def _intervals(
         if uncertainty == "bootstrap":
             if clusters is None:  # pragma: no cover - read above for every bootstrap
                 raise RuntimeError("the bootstrap needs the comparisons grouped by respondent")
-            conf = _bootstrap(survey, target, level, covariance, clusters, replicates, deadline)
+            rows = clusters.as_rows(target.fit.theta.size)
+            conf = _bootstrap(survey, target, level, covariance, rows, replicates, deadline)
         else:
             conf = confidence(
                 target.fit,
@@ -543,7 +548,7 @@ def _intervals(
 
 def _with_clusters(
     session: Session, survey: Survey, entry: _Entry, method: str, cache: FitCache
-) -> tuple[_Entry, Clusters]:
+) -> tuple[_Entry, ClusterSource]:
     """The fit's comparisons grouped by respondent, and the fit they belong to.
 
     Reads (respondent, i, j, ỹ, ε) of every stored comparison (incrementally, see
@@ -554,6 +559,10 @@ def _with_clusters(
     """
     if entry.clusters is not None:
         return entry, entry.clusters
+    if method == "debiased_mle" and not entry.archived:
+        logged = cache.log.read(session, survey.id)
+        if logged is not None:
+            return _with_moments(entry, logged[1], method)
     resp, i, j, y, eps = cache.rows.read(session, survey.id)
     keep, i, j = _kept(entry.archived, i, j)
     if keep is not None:
@@ -576,6 +585,26 @@ def _with_clusters(
         _Entry(fit, stats, clusters=clusters, randomization=randomization, archived=entry.archived),
         clusters,
     )
+
+
+def _with_moments(entry: _Entry, moments: ClusterMoments, method: str) -> tuple[_Entry, ClusterMoments]:
+    """:func:`_with_clusters` from the logged answers' moments (:mod:`app.services.answer_log`):
+    the fit of exactly the folds the moments hold (the entry's own when they are the same
+    folds, otherwise a refit, warm-started, of the moments' pair statistics)."""
+    fit = entry.fit
+    m = max(fit.theta.size, moments.n_items)
+    if moments.n_rows == fit.n_comparisons and m == fit.theta.size:
+        entry.clusters = moments
+        entry.randomization = moments.randomization_p_value()
+        return entry, moments
+    st = moments.stats
+    stats = PairStats(
+        m, st.i, st.j, st.n, st.sum_y, st.sum_z, st.sum_z2, st.sum_v, epsilon_min=st.epsilon_min
+    )
+    theta0 = np.concatenate((fit.theta, np.zeros(m - fit.theta.size)))
+    refit = METHODS[method](stats, fit.lam if fit.lam else None, theta0=theta0)
+    target = _Entry(refit, stats, clusters=moments, randomization=moments.randomization_p_value())
+    return target, moments
 
 
 #: Why a pairwise ranking or its win probabilities have no intervals (``uncertainty.reason``):
@@ -630,7 +659,7 @@ def current_fit(
         target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
     if target.fit.theta.size != len(items):  # items were added meanwhile
         items = active_items(session, survey)
-    return target.fit, clusters, items, version
+    return target.fit, clusters.as_rows(target.fit.theta.size), items, version
 
 
 def _check_bootstrap(fit: BTLFit, covariance: str, replicates: int, budget: float) -> None:

@@ -358,9 +358,9 @@ def submit_responses(
             # Under the respondent's row lock: an item answered about since the pair was
             # served, or flagged twice here, no longer counts (one per respondent and item).
             kept = _drop_repeats(flags, i, j, _answered_items(session, respondent.id))
-            batch = encode_batch(i, j, y_tilde, epsilons, kept, len(items))
+            batch = encode_batch(i, j, y_tilde, epsilons, kept, len(items), respondents=[respondent.id])
         else:
-            batch = encode_batch(i, j, y_tilde, epsilons)
+            batch = encode_batch(i, j, y_tilde, epsilons, respondents=[respondent.id])
         return _store_batch(
             session,
             survey.id,
@@ -915,19 +915,24 @@ def import_comparisons(
             rid_arr.tolist(), i.tolist(), j.tolist(), y_tilde.tolist(), eps_arr.tolist(), strict=True
         )
     ]
-    pending = [
-        {
-            "survey_id": survey.id,
-            "n": int(i[start : start + IMPORT_CHUNK].size),
-            "payload": encode_batch(
-                i[start : start + IMPORT_CHUNK],
-                j[start : start + IMPORT_CHUNK],
-                y_tilde[start : start + IMPORT_CHUNK],
-                eps_arr[start : start + IMPORT_CHUNK],
-            ),
-        }
-        for start in range(0, len(refs), IMPORT_CHUNK)
-    ]
+    pending = []
+    for start in range(0, len(refs), IMPORT_CHUNK):
+        part = slice(start, start + IMPORT_CHUNK)
+        chunk_who, index = np.unique(who[part], return_inverse=True)
+        pending.append(
+            {
+                "survey_id": survey.id,
+                "n": int(i[part].size),
+                "payload": encode_batch(
+                    i[part],
+                    j[part],
+                    y_tilde[part],
+                    eps_arr[part],
+                    respondents=[respondent_ids[w] for w in chunk_who.tolist()],
+                    who=index,
+                ),
+            }
+        )
     created = len(new_respondents)
     staged = _StagedImport.stage(
         dialect,

@@ -92,6 +92,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import scipy.linalg
@@ -117,6 +118,7 @@ __all__ = [
     "MAX_ITEMS_COVARIANCE",
     "MIN_CLUSTERS",
     "REASONS",
+    "ClusterSource",
     "Clusters",
     "Confidence",
     "IntervalsUnavailable",
@@ -243,6 +245,15 @@ class Clusters:
         """Comparisons per respondent."""
         return np.bincount(self.cluster, minlength=self.n_clusters)
 
+    def meat(self, theta: NDArray) -> NDArray[np.float64]:
+        """Σ_r u_r u_rᵀ at ``theta`` (:func:`_cluster_meat`)."""
+        return _cluster_meat(theta, self)
+
+    def as_rows(self, n_items: int) -> Clusters:
+        """These clusters (the interface of :class:`~app.stats.clusters.ClusterMoments`,
+        whose rows are materialized on demand)."""
+        return self
+
     def _check_matches(self, data) -> None:
         """Refuse clusters that are not the fit's data (counts and Σz per pair)."""
         m = self.n_items
@@ -267,6 +278,24 @@ class Clusters:
         same_s = np.allclose(s, data.s, rtol=0.0, atol=1e-6 * (1.0 + np.abs(data.s).max(initial=0.0)))
         if not (np.array_equal(n, np.rint(data.n)) and same_s):
             raise ValueError("the clusters are not the comparisons the fit used")
+
+
+class ClusterSource(Protocol):
+    """Comparisons grouped by respondent, as :func:`confidence` uses them: :class:`Clusters`
+    (the rows) or :class:`~app.stats.clusters.ClusterMoments` (sums kept as answers arrive)."""
+
+    @property
+    def n_clusters(self) -> int: ...
+
+    def meat(self, theta: NDArray) -> NDArray[np.float64]:
+        """Σ_r u_r u_rᵀ at ``theta``."""
+        ...
+
+    def as_rows(self, n_items: int) -> Clusters:
+        """The rows, over ``n_items`` items."""
+        ...
+
+    def _check_matches(self, data) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -751,7 +780,7 @@ def _cr2_affordable(clusters: Clusters) -> bool:
 
 def _cluster_variance(
     centre: NDArray,
-    clusters: Clusters,
+    clusters: ClusterSource,
     lw_pinv: NDArray,
     model_meat: NDArray,
     identified: NDArray,
@@ -773,14 +802,15 @@ def _cluster_variance(
     if choice not in CLUSTER_VARIANCES:
         raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
     g = clusters.n_clusters
-    if choice == "auto":
-        if g >= max(min_clusters, 2 * int(identified.sum())):
-            choice = "cr1"
-        elif not _cr2_affordable(clusters):
-            choice = "bound"
+    if choice == "auto" and g >= max(min_clusters, 2 * int(identified.sum())):
+        choice = "cr1"
     if choice == "cr1":
-        cr1 = _cluster_meat(centre, clusters) * (g / (g - 1.0))
+        cr1 = clusters.meat(centre) * (g / (g - 1.0))
         return "cluster", _psd_max(cr1, model_meat), float(g - 1)
+    # The small-sample covariances need each respondent's answers.
+    clusters = clusters.as_rows(centre.size)
+    if choice == "auto" and not _cr2_affordable(clusters):
+        choice = "bound"
     if choice == "bound":
         return "cluster_bound", _bound_meat(centre, clusters), None
     meat, dfs = _cr2(centre, clusters, lw_pinv)
@@ -831,7 +861,7 @@ def confidence(
     fit: BTLFit,
     level: float = 0.95,
     variance: str = "model",
-    clusters: Clusters | None = None,
+    clusters: ClusterSource | None = None,
     min_clusters: int = MIN_CLUSTERS,
     check: Check | None = None,
     cluster_variance: str = "auto",

@@ -285,7 +285,7 @@ def test_a_cached_ranking_computes_nothing_again(client, monkeypatch):
     monkeypatch.setitem(analysis.METHODS, "debiased_mle", counted("fit", analysis.METHODS["debiased_mle"]))
     for name in ("confidence", "rank_confidence", "_graph"):
         monkeypatch.setattr(analysis, name, counted(name, getattr(analysis, name)))
-    monkeypatch.setattr(cache.rows, "read", counted("rows", cache.rows.read))
+    monkeypatch.setattr(cache.log, "read", counted("rows", cache.log.read))
     first = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
     assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text
     assert first.json()["diagnostics"]["algebraic_connectivity"] is not None

@@ -335,3 +335,45 @@ def test_0011_gives_surveys_taking_suggestions_the_default_batch(tmp_path):
     with engine.connect() as conn:
         assert "held_contributions" not in inspect(conn).get_table_names()
     engine.dispose()
+
+
+def test_0014_sends_surveys_with_earlier_answers_to_their_stored_answers(tmp_path):
+    """0014: a survey with folded or pending answers (which do not say who gave them) is
+    marked as not logged; a survey without answers is logged from its first fold."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from app.db.migrate import alembic_config
+
+    url = f"sqlite:///{tmp_path}/log.db"
+    command.upgrade(alembic_config(url), "0013")
+    engine = make_engine(url)
+    survey = (
+        "INSERT INTO surveys (id, title, kind, privacy_model, status, created_at, updated_at) "
+        "VALUES (:id, 't', 'pairwise', 'local', 'open', '2026-01-01', '2026-01-01')"
+    )
+    stats = (
+        "INSERT INTO survey_stats (survey_id, version, n_comparisons, updated_at) "
+        "VALUES (:id, :v, :n, '2026-01-01')"
+    )
+    with engine.begin() as conn:
+        for sid, version, n in (("srv_folded", 3, 40), ("srv_pending", 0, 0), ("srv_empty", 0, 0)):
+            conn.execute(text(survey), {"id": sid})
+            conn.execute(text(stats), {"id": sid, "v": version, "n": n})
+        conn.execute(
+            text("INSERT INTO pending_batches (survey_id, n, payload) VALUES ('srv_pending', 1, :p)"),
+            {"p": b"PRB1"},
+        )
+    upgrade(url)
+    with engine.connect() as conn:
+        logged = dict(conn.execute(text("SELECT survey_id, answer_log FROM survey_stats")).all())
+        assert "answer_log" in inspect(conn).get_table_names()
+    assert {k: bool(v) for k, v in logged.items()} == {
+        "srv_folded": False,
+        "srv_pending": False,
+        "srv_empty": True,
+    }
+    command.downgrade(alembic_config(url), "0013")
+    with engine.connect() as conn:
+        assert "answer_log" not in inspect(conn).get_table_names()
+    engine.dispose()

@@ -1,0 +1,127 @@
+"""The answer log: rankings read the cluster-robust sums it keeps, and they are those of
+the stored answers.
+
+The reference is the same ranking computed by reading every stored answer from
+``comparisons`` (the path of surveys whose answers predate the log): intervals equal to
+1e-9 of their scale (rounding; see tests/stats/test_clusters.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from app.db.models import AnswerLog, SurveyStats
+from app.services import analysis, ingestion
+from app.services.aggregation import decode_batch, encode_batch
+from tests.helpers.api import ADMIN, import_survey, register
+
+EXACT = 1e-9
+
+
+def _ranking(client, sid: str) -> dict:
+    r = client.get(f"/v1/surveys/{sid}/ranking?k=3", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["uncertainty"]["available"], body["uncertainty"]
+    return body
+
+
+def _from_comparisons(client, monkeypatch, sid: str) -> dict:
+    """The ranking from a fresh cache that reads every stored answer instead of the log."""
+    kept = client.app.state.fit_cache
+    fresh = analysis.FitCache()
+    monkeypatch.setattr(fresh.log, "read", lambda session, survey_id: None)
+    client.app.state.fit_cache = fresh
+    try:
+        return _ranking(client, sid)
+    finally:
+        client.app.state.fit_cache = kept
+
+
+def _same(got: dict, want: dict) -> None:
+    assert [x["item_id"] for x in got["items"]] == [x["item_id"] for x in want["items"]]
+    assert got["uncertainty"]["method"] == want["uncertainty"]["method"]
+    assert got["uncertainty"]["n_clusters"] == want["uncertainty"]["n_clusters"]
+    a = np.array([[x["score"], x["se"], *x["ci"]] for x in got["items"]])
+    b = np.array([[x["score"], x["se"], *x["ci"]] for x in want["items"]])
+    assert float(np.abs(a - b).max()) <= EXACT * float(np.abs(b).max())
+    assert [x["rank_ci"] for x in got["items"]] == [x["rank_ci"] for x in want["items"]]
+
+
+def _answer(client, sid, headers, items, pairs, rng):
+    body = {
+        "privatized": False,
+        "comparisons": [
+            {"a": items[a], "b": items[b], "winner": items[a if rng.random() < 0.6 else b]} for a, b in pairs
+        ],
+    }
+    r = client.post(f"/v1/surveys/{sid}/responses", json=body, headers=headers)
+    assert r.status_code == 201, r.text
+
+
+def test_rankings_read_the_log_and_equal_the_rankings_of_the_stored_answers(client, db, monkeypatch):
+    """An imported survey, then respondents answering through the API — some of them
+    again after a ranking was read (their earlier answers change the sums): after each
+    step the fresh ranking equals the one computed from every stored answer, and the log
+    holds every folded answer."""
+    sid = import_survey(client, 8, 70, 10, seed=3)
+
+    def no_rereading(*args, **kwargs):
+        raise AssertionError("a survey with a complete log never rereads its stored answers")
+
+    monkeypatch.setattr(client.app.state.fit_cache.rows, "read", no_rereading)
+    items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    rng = np.random.default_rng(8)
+    pairs = [(a, b) for a in range(8) for b in range(a + 1, 8)]
+    _same(_ranking(client, sid), _from_comparisons(client, monkeypatch, sid))
+    people = [register(client, sid, 1.0)[1] for _ in range(6)]
+    order = [rng.permutation(len(pairs)) for _ in people]
+    for step in range(3):
+        for who, headers in enumerate(people):
+            part = order[who][step * 5 : step * 5 + 5]
+            _answer(client, sid, headers, items, [pairs[k] for k in part], rng)
+        _same(_ranking(client, sid), _from_comparisons(client, monkeypatch, sid))
+    state = db.scalars(select(SurveyStats).where(SurveyStats.survey_id == sid)).one()
+    db.refresh(state)
+    logged = db.scalars(select(AnswerLog).where(AnswerLog.survey_id == sid)).all()
+    assert state.answer_log
+    assert sum(x.n for x in logged) == state.n_comparisons == 70 * 10 + 6 * 15
+    assert sorted(x.version for x in logged) == list(range(1, state.version + 1))
+    assert all(decode_batch(x.payload).respondents for x in logged)
+
+
+def test_a_batch_that_does_not_say_who_answered_ends_the_log(client, db, monkeypatch):
+    """A pending batch written without its respondents (by a release before the log) ends
+    the survey's log; its rankings then read the stored answers and stay right."""
+    sid = import_survey(client, 6, 40, 6, seed=5)
+    items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    first = _ranking(client, sid)
+
+    def without_respondents(*args, respondents=(), who=None, **kwargs):
+        return encode_batch(*args, **kwargs)
+
+    monkeypatch.setattr(ingestion, "encode_batch", without_respondents)
+    _, headers = register(client, sid, 1.0)
+    _answer(client, sid, headers, items, [(0, 1), (2, 3), (1, 5)], np.random.default_rng(1))
+    after = _ranking(client, sid)
+    state = db.scalars(select(SurveyStats).where(SurveyStats.survey_id == sid)).one()
+    db.refresh(state)
+    assert not state.answer_log
+    assert after["diagnostics"]["comparisons"] == first["diagnostics"]["comparisons"] + 3
+    _same(after, _from_comparisons(client, monkeypatch, sid))
+
+
+def test_pending_batches_round_trip_with_their_respondents():
+    i, j = np.array([0, 1, 2]), np.array([3, 2, 4])
+    y, eps = np.array([1, 0, 1], dtype=np.int8), np.array([1.0, 0.5, 2.0])
+    payload = encode_batch(i, j, y, eps, respondents=["r_a", "r_b"], who=np.array([1, 0, 1]))
+    batch = decode_batch(payload)
+    assert batch.respondents == ("r_a", "r_b") and batch.who.tolist() == [1, 0, 1]
+    assert batch.i.tolist() == [0, 1, 2] and batch.epsilon.tolist() == [1.0, 0.5, 2.0]
+    assert decode_batch(encode_batch(i, j, y, eps)).respondents is None
+    with pytest.raises(ValueError, match="corrupt"):
+        decode_batch(payload[:-1])
+    with pytest.raises(ValueError, match="corrupt"):
+        decode_batch(encode_batch(i, j, y, eps, respondents=["r_a"], who=np.array([0, 1, 0])))
