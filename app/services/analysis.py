@@ -8,8 +8,10 @@ least recently used evicted first, by bytes).
 
 **Bounded work.** With m items and N stored comparisons of a survey:
 
-* the fit reads the per-pair statistics (O(pairs)) and the respondents' rows
-  incrementally (O(new rows)); the solver's work grows with the pairs;
+* the fit reads the per-pair statistics (O(pairs)); the solver's work grows with the
+  pairs. The cluster-robust sums come from the answer log, read from the last fold seen
+  (:mod:`app.services.answer_log`: O(new answers × their respondents' earlier answers));
+  their meat costs O(P² m) up to ``MOMENTS_MAX_ITEMS`` items and O(N) beyond;
 * intervals (m ≤ ``MAX_ITEMS_COVARIANCE``) cost O(m³ + N) — a few m×m
   factorizations and at most m/2 second-order correction steps of O(m²) each; rank
   summaries O(m² + 4,000·m); the graph diagnostics O(m³) once per fit;

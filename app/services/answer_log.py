@@ -6,8 +6,8 @@ the :class:`~app.stats.clusters.ClusterMoments` of the folds it has read and, wh
 asked for a version, reads only the folds after the last one it has: the moments are
 then exactly those of the pair statistics at that version (same folds), and reading a
 ranking's cluster-robust covariance costs O(new answers × their respondents' earlier
-answers + P² m) rather than a pass over every stored answer (docs/uncertainty.md §3.3;
-capacity in docs/capacity.md).
+answers + P² m) rather than a pass over every stored answer (docs/uncertainty.md §3,
+"Keeping the meat up to date as answers arrive"; capacity in docs/capacity.md).
 
 Kept in the :class:`~app.services.analysis.FitCache`'s memory budget, one state per
 survey, updated by one request at a time (a per-survey lock); the moments handed out

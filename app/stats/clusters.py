@@ -12,7 +12,8 @@ w_r = Σ_{e ∈ S_r} z_e d_e, the meat is, for any θ,
 
 with NN = Σ_r N_r N_rᵀ (P × P: how many respondents answered both pairs),
 Q = Σ_r N_r w_rᵀ (P × m) and W = Σ_r w_r w_rᵀ (m × m), none of which depends on
-θ, and D the m × P incidence matrix of the pairs (docs/uncertainty.md §3.3).
+θ, and D the m × P incidence matrix of the pairs (docs/uncertainty.md §3,
+"Keeping the meat up to date as answers arrive").
 :class:`ClusterMoments` keeps these sums, the per-pair sums of the fit
 (:class:`~app.stats.pairs.PairStats`) and the answers themselves (for the
 small-sample covariances, which need each respondent's rows) and adds new
