@@ -119,6 +119,11 @@ class _Rows:
         return tuple(np.concatenate(c) for c in zip(*found, strict=True))
 
     @property
+    def size(self) -> int:
+        """Rows held."""
+        return sum(part[0].size for part in self.parts)
+
+    @property
     def nbytes(self) -> int:
         return sum(a.nbytes for part in self.parts for a in part)
 
@@ -205,10 +210,12 @@ class ClusterMoments:
                 (old_code.astype(np.int64), old_pair.astype(np.int64), old_z),
                 (code, pair_index(i, j), z),
             )
-        self.rows.append((code.astype(np.int32), pair_index(i, j).astype(np.int32), y, eps))
-        return ClusterMoments(
-            m, self.n_rows + code.size, n_clusters, sizes, stats, truthful, nn, q, w, self.rows
-        )
+        rows = self.rows
+        if rows.size != self.n_rows:  # moments that others extended already: their own rows
+            rows = _Rows()
+            rows.append(self.rows.head(self.n_rows))
+        rows.append((code.astype(np.int32), pair_index(i, j).astype(np.int32), y, eps))
+        return ClusterMoments(m, self.n_rows + code.size, n_clusters, sizes, stats, truthful, nn, q, w, rows)
 
     def _pair_sums(self, m, i, j, y, z, eps) -> tuple[PairStats, NDArray[np.float64]]:
         old = self.stats

@@ -188,3 +188,9 @@ def test_updates_leave_earlier_moments_unchanged():
     assert np.array_equal(first.nn, nn) and np.array_equal(first.w, w) and first.n_rows == n_rows
     theta = rng.normal(size=10)
     assert _close(_cluster_meat(theta, first.clusters(10)), _cluster_meat(theta, rows))
+    # Extending the earlier moments again gives them their own rows: both stay right.
+    other = first.added(*(c[half:] for c in cols))
+    assert _close(_cluster_meat(theta, first.clusters(10)), _cluster_meat(theta, rows))
+    everything = Clusters.from_answers(10, cols[1], cols[2], cols[3], cols[4], cols[0])
+    assert _close(other.meat(theta), _cluster_meat(theta, everything))
+    assert _close(_cluster_meat(theta, other.clusters(10)), _cluster_meat(theta, everything))
