@@ -525,7 +525,7 @@ def _intervals(
         raise Invalid("uncertainty=bootstrap is available for method=debiased_mle")
     target, clusters = entry, None
     if covariance == "cluster" or uncertainty == "bootstrap":
-        target, clusters = _with_clusters(session, survey, entry, method, cache)
+        target, clusters = _with_clusters(session, survey, entry, method, cache, deadline)
     deadline.check()
     p = _randomization(survey, target)
     if p is not None and p < UNRANDOMIZED_P_VALUE:
@@ -549,7 +549,12 @@ def _intervals(
 
 
 def _with_clusters(
-    session: Session, survey: Survey, entry: _Entry, method: str, cache: FitCache
+    session: Session,
+    survey: Survey,
+    entry: _Entry,
+    method: str,
+    cache: FitCache,
+    deadline: Deadline | None = None,
 ) -> tuple[_Entry, ClusterSource]:
     """The fit's comparisons grouped by respondent, and the fit they belong to.
 
@@ -562,7 +567,7 @@ def _with_clusters(
     if entry.clusters is not None:
         return entry, entry.clusters
     if method == "debiased_mle" and not entry.archived:
-        logged = cache.log.read(session, survey.id)
+        logged = cache.log.read(session, survey.id, (deadline or Deadline.none()).check)
         if logged is not None:
             return _with_moments(entry, logged[1], method)
     resp, i, j, y, eps = cache.rows.read(session, survey.id)
@@ -658,7 +663,7 @@ def current_fit(
     deadline = deadline or Deadline.none()
     entry, version, items = _fit(session, survey, cache, "debiased_mle", None, deadline)
     with (work or cache.work).hold(deadline):  # a refit when answers arrived meanwhile
-        target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache)
+        target, clusters = _with_clusters(session, survey, entry, "debiased_mle", cache, deadline)
     if target.fit.theta.size != len(items):  # items were added meanwhile
         items = active_items(session, survey)
     return target.fit, clusters.as_rows(target.fit.theta.size), items, version

@@ -18,6 +18,7 @@ the state.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,9 +59,14 @@ class AnswerLogStore:
         with self._guard:
             return self._locks.setdefault(survey_id, threading.Lock())
 
-    def read(self, session: Session, survey_id: str) -> tuple[int, ClusterMoments] | None:
+    def read(
+        self, session: Session, survey_id: str, check: Callable[[], None] = lambda: None
+    ) -> tuple[int, ClusterMoments] | None:
         """The survey's version and the moments of every answer folded by it, or None
-        when the log does not hold all of them (answers folded before it existed)."""
+        when the log does not hold all of them (answers folded before it existed).
+
+        ``check`` is called between chunks of folds read (it raises to stop: a deadline);
+        the folds added by then are kept, so the next read goes on from there."""
         key = ("answer_log", survey_id)
         with self._lock(survey_id):
             row = session.execute(
@@ -71,32 +77,38 @@ class AnswerLogStore:
             if row is None or not row.answer_log:
                 return None
             target, total = int(row.version), int(row.n_comparisons)
-            state = self._lru.pop(key)
-            if state is None or state.version > target:
-                state = _State()
-            if state.version < target:
-                state = self._catch_up(session, survey_id, state, target)
-            if state.moments.n_rows != total:
+            state = self._lru.pop(key) or _State()
+            try:
+                self._catch_up(session, survey_id, state, target, check)
+            finally:
+                self._lru.put(key, state, state.size())
+            # A state ahead of this read's snapshot (another request read a newer one) is
+            # used as it is: the caller refits to the answers it holds.
+            if state.version == target and state.moments.n_rows != total:
                 # The log misses folds (the column says otherwise): never use it.
+                self._lru.pop(key)
                 return None
-            self._lru.put(key, state, state.size())
-            return target, state.moments
+            return state.version, state.moments
 
-    def _catch_up(self, session: Session, survey_id: str, state: _State, target: int) -> _State:
+    def _catch_up(
+        self, session: Session, survey_id: str, state: _State, target: int, check: Callable[[], None]
+    ) -> None:
+        """Add the folds after ``state.version`` up to ``target``, a chunk at a time."""
         codes = state.codes
-        parts: list[tuple[np.ndarray, ...]] = []
-        after = state.version
-        while after < target:
+        while state.version < target:
+            check()
             rows = session.execute(
                 select(AnswerLog.version, AnswerLog.payload)
                 .where(AnswerLog.survey_id == survey_id)
-                .where(AnswerLog.version > after, AnswerLog.version <= target)
+                .where(AnswerLog.version > state.version, AnswerLog.version <= target)
                 .order_by(AnswerLog.version)
                 .limit(_READ_CHUNK)
             ).all()
-            if not rows:
+            if not rows:  # folds missing from the log: the row count tells (read)
+                state.version = target
                 break
-            for version, payload in rows:
+            parts = []
+            for _, payload in rows:
                 batch = decode_batch(payload)
                 if batch.respondents is None or batch.who is None:  # pragma: no cover - the fold writes PRB3
                     raise ValueError("an answer log entry without respondents")
@@ -106,9 +118,6 @@ class AnswerLogStore:
                     count=len(batch.respondents),
                 )
                 parts.append((local[batch.who], batch.i, batch.j, batch.y_tilde, batch.epsilon))
-                after = int(version)
-        if parts:
             cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
             state.moments = state.moments.added(*cols)
-        state.version = target
-        return state
+            state.version = int(rows[-1][0])

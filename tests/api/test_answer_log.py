@@ -32,7 +32,7 @@ def _from_comparisons(client, monkeypatch, sid: str) -> dict:
     """The ranking from a fresh cache that reads every stored answer instead of the log."""
     kept = client.app.state.fit_cache
     fresh = analysis.FitCache()
-    monkeypatch.setattr(fresh.log, "read", lambda session, survey_id: None)
+    monkeypatch.setattr(fresh.log, "read", lambda *args: None)
     client.app.state.fit_cache = fresh
     try:
         return _ranking(client, sid)
@@ -125,3 +125,44 @@ def test_pending_batches_round_trip_with_their_respondents():
         decode_batch(payload[:-1])
     with pytest.raises(ValueError, match="corrupt"):
         decode_batch(encode_batch(i, j, y, eps, respondents=["r_a"], who=np.array([0, 1, 0])))
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_read_stopped_by_its_deadline_keeps_the_folds_it_added(client, db, monkeypatch):
+    """Catching up a fold at a time (one per chunk here): stopped after two chunks, the
+    store keeps those folds, and the next read goes on from there to the same sums as a
+    store that read everything at once."""
+    from app.services import answer_log
+    from app.services.aggregation import fold_pending
+    from app.services.cache import ByteLRU
+
+    sid = import_survey(client, 6, 30, 5, seed=2)
+    items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    rng = np.random.default_rng(4)
+    for pairs in ([(0, 1), (2, 3)], [(1, 4), (0, 5)], [(2, 5), (3, 4)]):
+        _, headers = register(client, sid, 1.0)
+        _answer(client, sid, headers, items, pairs, rng)
+        fold_pending(db, sid)
+    db.commit()
+    monkeypatch.setattr(answer_log, "_READ_CHUNK", 1)
+    store = answer_log.AnswerLogStore(ByteLRU(2**30))
+    calls = []
+
+    def stop_at_third():
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        store.read(db, sid, stop_at_third)
+    partial = store._lru.get(("answer_log", sid))
+    assert partial is not None and partial.version == 2
+    version, moments = store.read(db, sid)
+    whole = answer_log.AnswerLogStore(ByteLRU(2**30)).read(db, sid)
+    assert whole is not None and version == whole[0] == 3  # the import folds with the first answers
+    theta = rng.normal(size=6)
+    assert moments.n_rows == whole[1].n_rows == 30 * 5 + 6
+    assert np.allclose(moments.meat(theta), whole[1].meat(theta), rtol=0, atol=EXACT)
