@@ -450,7 +450,8 @@ class SurveyStats(Base):
     #: new item is from the survey's typical count (catch-up). NULL before the first fold.
     item_counts: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     #: Whether every folded answer of the survey is in ``answer_log`` (false for a survey
-    #: whose answers were folded before the log existed: its analysis reads ``comparisons``).
+    #: whose answers were folded before the log existed, until its next ranking starts the
+    #: log: :func:`app.services.answer_log.start_log`).
     answer_log: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -40,6 +40,7 @@ from .surveys import item_count
 log = logging.getLogger("privrank.aggregation")
 
 __all__ = [
+    "RANKINGS_MAGIC",
     "Batch",
     "RankingSnapshot",
     "Snapshot",
@@ -61,7 +62,7 @@ _MAGIC2 = b"PRB2"
 _HEADER3 = struct.Struct("<4sIIII")
 _MAGIC3 = b"PRB3"
 _RANKINGS_HEADER = struct.Struct("<4sII")
-_RANKINGS_MAGIC = b"PRR1"
+RANKINGS_MAGIC = b"PRR1"
 _STATS_HEADER = struct.Struct("<4sIQ")
 _STATS_MAGIC = b"PRS1"
 
@@ -172,7 +173,7 @@ def encode_rankings(orderings: NDArray[np.integer], epsilon: NDArray[np.floating
     n, m = arr.shape
     return b"".join(
         (
-            _RANKINGS_HEADER.pack(_RANKINGS_MAGIC, n, m),
+            _RANKINGS_HEADER.pack(RANKINGS_MAGIC, n, m),
             arr.tobytes(),
             np.asarray(epsilon, dtype="<f8").reshape(n).tobytes(),
         )
@@ -181,7 +182,7 @@ def encode_rankings(orderings: NDArray[np.integer], epsilon: NDArray[np.floating
 
 def decode_rankings(payload: bytes) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     magic, n, m = _RANKINGS_HEADER.unpack_from(payload)
-    if magic != _RANKINGS_MAGIC or len(payload) != _RANKINGS_HEADER.size + (4 * m + 8) * n:
+    if magic != RANKINGS_MAGIC or len(payload) != _RANKINGS_HEADER.size + (4 * m + 8) * n:
         raise ValueError("corrupt pending rankings")
     off = _RANKINGS_HEADER.size
     orders = np.frombuffer(payload, "<i4", n * m, off).reshape(n, m).astype(np.int64)
@@ -230,7 +231,7 @@ def fold_pending(session: Session, survey_id: str, wait: bool = True) -> int:
     if not payloads:
         session.rollback()
         return 0
-    if payloads[0][:4] == _RANKINGS_MAGIC:  # a ranking survey's batches are all rankings
+    if payloads[0][:4] == RANKINGS_MAGIC:  # a ranking survey's batches are all rankings
         return _fold_rankings(session, survey_id, state, payloads)
     parts = [decode_batch(p) for p in payloads]
     i, j, y, eps = (np.concatenate([getattr(p, f) for p in parts]) for f in ("i", "j", "y_tilde", "epsilon"))
@@ -295,7 +296,8 @@ def _log_answers(
 ) -> None:
     """Log this fold's answers with their respondents (:class:`~app.db.models.AnswerLog`)
     at the version the fold gives the survey. A batch that does not say who gave its answers
-    (written before batches did) ends the survey's log: its analysis reads ``comparisons``."""
+    (written before batches did) ends the survey's log, until a ranking starts it again
+    (:func:`app.services.answer_log.start_log`)."""
     if not state.answer_log:
         return
     if any(p.respondents is None for p in parts):

@@ -22,15 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..db.models import AnswerLog, SurveyStats
+from ..db.models import AnswerLog, Comparison, PendingBatch, SurveyStats
+from ..db.session import begin_write
 from ..stats.clusters import ClusterMoments
-from .aggregation import decode_batch
+from .aggregation import RANKINGS_MAGIC, decode_batch, encode_batch
 from .cache import OBJECT_BYTES, ByteLRU
 
-__all__ = ["AnswerLogStore"]
+__all__ = ["AnswerLogStore", "start_log"]
 
 #: Log rows read per statement when catching up (a fold's payload holds its answers).
 _READ_CHUNK = 2_000
@@ -52,12 +54,14 @@ class AnswerLogStore:
 
     def __init__(self, lru: ByteLRU) -> None:
         self._lru = lru
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
+        #: The version at which :func:`start_log` last failed, per survey (not tried again there).
+        self._tried: dict[str, int] = {}
 
-    def _lock(self, survey_id: str) -> threading.Lock:
+    def _lock(self, survey_id: str) -> threading.RLock:
         with self._guard:
-            return self._locks.setdefault(survey_id, threading.Lock())
+            return self._locks.setdefault(survey_id, threading.RLock())
 
     def read(
         self, session: Session, survey_id: str, check: Callable[[], None] = lambda: None
@@ -74,8 +78,13 @@ class AnswerLogStore:
                     SurveyStats.survey_id == survey_id
                 )
             ).one_or_none()
-            if row is None or not row.answer_log:
+            if row is None:
                 return None
+            if not row.answer_log:
+                if self._tried.get(survey_id) == row.version or not start_log(session, survey_id):
+                    self._tried[survey_id] = int(row.version)
+                    return None
+                return self.read(session, survey_id, check)
             target, total = int(row.version), int(row.n_comparisons)
             state = self._lru.pop(key) or _State()
             try:
@@ -121,3 +130,67 @@ class AnswerLogStore:
             cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
             state.moments = state.moments.added(*cols)
             state.version = int(rows[-1][0])
+
+
+def start_log(session: Session, survey_id: str) -> bool:
+    """Start the answer log of a survey whose answers were folded before the log existed:
+    one entry, at the survey's current version, with every folded answer and its
+    respondent (from ``comparisons``, less the answers still pending). Returns whether the
+    log was started; not while a pending batch does not say who answered (written before
+    batches did: the next fold takes it, and a later read starts the log).
+
+    One snapshot for everything read (PostgreSQL: REPEATABLE READ; SQLite: the write lock),
+    under the survey's fold lock: the answers read are exactly the folded ones plus the
+    pending batches seen. Ends the caller's open transaction. Reads every stored answer of
+    the survey once.
+    """
+    session.commit()
+    if session.get_bind().dialect.name == "postgresql":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    else:
+        begin_write(session)
+    try:
+        state = session.scalars(
+            select(SurveyStats).where(SurveyStats.survey_id == survey_id).with_for_update()
+        ).first()
+        if state is None or state.answer_log:
+            session.rollback()
+            return state is not None
+        pending = [
+            decode_batch(p)
+            for p in session.scalars(select(PendingBatch.payload).where(PendingBatch.survey_id == survey_id))
+            if p[:4] != RANKINGS_MAGIC
+        ]
+        if any(b.respondents is None or b.who is None for b in pending):
+            session.rollback()
+            return False
+        waiting = {
+            (b.respondents[w], int(a), int(c))  # type: ignore[index]
+            for b in pending
+            for w, a, c in zip(b.who.tolist(), b.i.tolist(), b.j.tolist(), strict=True)  # type: ignore[union-attr]
+        }
+        rows = session.execute(
+            select(
+                Comparison.respondent_id, Comparison.i, Comparison.j, Comparison.y_tilde, Comparison.epsilon
+            )
+            .where(Comparison.survey_id == survey_id)
+            .order_by(Comparison.id)
+        ).all()
+        folded = [r for r in rows if (r[0], r[1], r[2]) not in waiting] if waiting else rows
+        if len(folded) != state.n_comparisons or any(r[4] is None for r in folded):
+            session.rollback()  # not the folded answers (or a central survey's): no log
+            return False
+        session.execute(delete(AnswerLog).where(AnswerLog.survey_id == survey_id))
+        if folded:
+            ids: dict[str, int] = {}
+            who = np.fromiter((ids.setdefault(r[0], len(ids)) for r in folded), np.int64, len(folded))
+            i, j, y, eps = (np.array([r[k] for r in folded]) for k in (1, 2, 3, 4))
+            payload = encode_batch(i, j, y, eps.astype(np.float64), respondents=list(ids), who=who)
+            session.add(AnswerLog(survey_id=survey_id, version=state.version, n=len(folded), payload=payload))
+        state.answer_log = True
+        session.commit()
+        return True
+    except DBAPIError:
+        # A fold committed after this snapshot (PostgreSQL refuses the lock): a later read tries again.
+        session.rollback()
+        return False

@@ -92,9 +92,14 @@ def test_rankings_read_the_log_and_equal_the_rankings_of_the_stored_answers(clie
     assert all(decode_batch(x.payload).respondents for x in logged)
 
 
-def test_a_batch_that_does_not_say_who_answered_ends_the_log(client, db, monkeypatch):
+def test_a_batch_that_does_not_say_who_answered_restarts_the_log(client, db, monkeypatch):
     """A pending batch written without its respondents (by a release before the log) ends
-    the survey's log; its rankings then read the stored answers and stay right."""
+    the survey's log at its fold; while such a batch waits, the log cannot start again and
+    rankings read the stored answers; once it is folded, the next ranking starts the log
+    again with one entry holding every folded answer. Every ranking stays right."""
+    from app.services.aggregation import fold_pending
+    from app.services.answer_log import start_log
+
     sid = import_survey(client, 6, 40, 6, seed=5)
     items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
     first = _ranking(client, sid)
@@ -102,15 +107,60 @@ def test_a_batch_that_does_not_say_who_answered_ends_the_log(client, db, monkeyp
     def without_respondents(*args, respondents=(), who=None, **kwargs):
         return encode_batch(*args, **kwargs)
 
-    monkeypatch.setattr(ingestion, "encode_batch", without_respondents)
-    _, headers = register(client, sid, 1.0)
-    _answer(client, sid, headers, items, [(0, 1), (2, 3), (1, 5)], np.random.default_rng(1))
-    after = _ranking(client, sid)
     state = db.scalars(select(SurveyStats).where(SurveyStats.survey_id == sid)).one()
+    with monkeypatch.context() as patch:
+        patch.setattr(ingestion, "encode_batch", without_respondents)
+        _, headers = register(client, sid, 1.0)
+        _answer(client, sid, headers, items, [(0, 1), (2, 3)], np.random.default_rng(1))
+        db.rollback()  # a new snapshot (SQLite keeps a read transaction's)
+        fold_pending(db, sid)
+        db.rollback()
+        db.refresh(state)
+        assert not state.answer_log
+        _answer(client, sid, headers, items, [(1, 5)], np.random.default_rng(1))
+    assert not start_log(db, sid)  # the batch waiting does not say who answered
+    after = _ranking(client, sid)  # folds it, then starts the log again
+    db.rollback()
     db.refresh(state)
-    assert not state.answer_log
+    assert state.answer_log
+    logged = db.scalars(select(AnswerLog).where(AnswerLog.survey_id == sid)).all()
+    restarted = state.version
+    assert [(x.version, x.n) for x in logged] == [(restarted, state.n_comparisons)]
     assert after["diagnostics"]["comparisons"] == first["diagnostics"]["comparisons"] + 3
     _same(after, _from_comparisons(client, monkeypatch, sid))
+    # Answers after the restart are logged fold by fold again.
+    _, headers = register(client, sid, 1.0)
+    _answer(client, sid, headers, items, [(0, 2), (3, 5)], np.random.default_rng(2))
+    _same(_ranking(client, sid), _from_comparisons(client, monkeypatch, sid))
+    db.rollback()
+    logged_versions = db.scalars(select(AnswerLog.version).where(AnswerLog.survey_id == sid)).all()
+    assert logged_versions == [restarted, restarted + 1]
+
+
+def test_a_survey_answered_before_the_log_starts_it_with_answers_waiting(client, db, monkeypatch):
+    """A survey whose folded answers are not logged (as after the upgrade that adds the
+    log) starts its log at the next ranking, leaving out the answers that still wait in
+    pending batches (those are logged by their own fold)."""
+    from app.db.models import PendingBatch
+
+    sid = import_survey(client, 6, 30, 5, seed=6)
+    items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
+    _ranking(client, sid)
+    state = db.scalars(select(SurveyStats).where(SurveyStats.survey_id == sid)).one()
+    state.answer_log = False
+    for row in db.scalars(select(AnswerLog).where(AnswerLog.survey_id == sid)):
+        db.delete(row)
+    db.commit()
+    _, headers = register(client, sid, 1.0)
+    _answer(client, sid, headers, items, [(0, 1), (2, 4)], np.random.default_rng(3))
+    assert db.scalar(select(PendingBatch.id).where(PendingBatch.survey_id == sid)) is not None
+    from app.services.answer_log import start_log
+
+    assert start_log(db, sid)
+    db.refresh(state)
+    logged = db.scalars(select(AnswerLog).where(AnswerLog.survey_id == sid)).all()
+    assert [(x.version, x.n) for x in logged] == [(state.version, 30 * 5)]
+    _same(_ranking(client, sid), _from_comparisons(client, monkeypatch, sid))
 
 
 def test_pending_batches_round_trip_with_their_respondents():

@@ -4,7 +4,7 @@
 their respondents, at the version the fold gave the survey. ``survey_stats.answer_log``:
 whether every folded answer of the survey is in the log. Surveys with answers folded
 before this revision (or answers waiting to be folded, which do not say who gave them)
-get false: their analysis reads ``comparisons`` as before the log.
+get false: their next ranking starts their log from ``comparisons``.
 
 Revision ID: 0014
 Revises: 0013
