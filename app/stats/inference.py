@@ -101,7 +101,7 @@ from scipy.special import expit, ndtri, stdtrit
 
 from . import entropy
 from .btl import BTLFit, fit_btl
-from .laplacian import MAX_ITEMS_COVARIANCE, SingularLaplacian, laplacian, laplacian_pinv
+from .laplacian import MAX_ITEMS_COVARIANCE, SingularLaplacian, laplacian, laplacian_pinv, laplacian_solve
 from .mechanisms import (
     RandomSource,
     debias,
@@ -294,6 +294,12 @@ class Confidence:
     corrections : which bias corrections were applied ("ridge", "second_order")
         and the largest of each in standard errors
     widened : (m,) bool, items whose interval was extended to contain θ̂
+    interval_reason : (m,) object or None: per item, why its interval is not the two-sided
+        one — "wins_all" ([lower, +∞): it wins every debiased comparison with the rest,
+        alone or with a few others), "loses_all" ((−∞, upper]), "not_identified" (no
+        interval: only compared with such items); None for the others (docs/uncertainty.md §5)
+    cov_component : the components ``cov`` lives on, when not ``component``
+        (:attr:`variance_component`)
     """
 
     estimate: NDArray[np.float64]
@@ -311,6 +317,14 @@ class Confidence:
     corrections: dict = field(default_factory=dict)
     widened: NDArray[np.bool_] | None = field(default=None, repr=False)
     df: float | None = None
+    interval_reason: NDArray[np.object_] | None = field(default=None, repr=False)
+    cov_component: NDArray[np.int64] | None = field(default=None, repr=False)
+
+    @property
+    def variance_component(self) -> NDArray[np.int64]:
+        """The components ``cov`` lives on: ``component``, with the items set aside as
+        unidentified (and any item their removal cut off) on their own."""
+        return self.component if self.cov_component is None else self.cov_component
 
     @property
     def z(self) -> float:
@@ -524,13 +538,14 @@ def _flattened(lw_fit, lw_centre, v_fit, v_centre, design, identified) -> bool:
     return bool(np.any(ratio > SEPARATED_MAX_SE_RATIO))
 
 
-def _ridge_removed(fit: BTLFit, check: Check):
+def _ridge_removed(fit: BTLFit, check: Check, dense_fit: bool = True):
     """Steps 1–2 of :func:`confidence`: the ridge-removed centre θ̃ (:func:`_unshrink`),
-    L_W⁺ at θ̂ and at θ̃, and the weights (σ, σ', W, V) at θ̃. Raises ``not_identified``
+    L_W⁺ at θ̂ (None unless ``dense_fit``: :func:`_refuse_flattened` computes it where it
+    needs it) and at θ̃, and the weights (σ, σ', W, V) at θ̃. Raises ``not_identified``
     where the step is not finite or σ' underflowed across a cut at θ̃."""
     data, comp, m = fit.fit_data, fit.component, fit.theta.size
     check()
-    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
+    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp, dense=dense_fit)
     check()
     if not np.all(np.isfinite(centre)):
         raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED)
@@ -550,9 +565,11 @@ def _refuse_flattened(fit: BTLFit, lw_pinv_fit, lw_pinv, v_centre, identified) -
     flat direction (:func:`_separated` and :func:`_flattened`)."""
     data, m = fit.fit_data, fit.theta.size
     v_fit = _weights(fit.theta, (data.i, data.j, data.n, data.v))[3]
-    if _separated(fit.theta, data, fit.component) and _flattened(
-        lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, data.i, data.j), identified
-    ):
+    if not _separated(fit.theta, data, fit.component):
+        return
+    if lw_pinv_fit is None:
+        lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, fit.component)[1]
+    if _flattened(lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, data.i, data.j), identified):
         raise IntervalsUnavailable("not_identified", _SEPARATED)
 
 
@@ -568,10 +585,13 @@ def _refuse_separated(fit: BTLFit) -> None:
     _refuse_flattened(fit, lw_pinv_fit, lw_pinv, weights[3], np.bincount(comp)[comp] > 1)
 
 
-def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDArray, NDArray]:
+def _unshrink(
+    theta: NDArray, lam: float, data, component: NDArray, dense: bool = True
+) -> tuple[NDArray, NDArray | None]:
     """One Newton step of the unpenalized objective from θ̂: θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂.
 
-    Removes the ridge's pull towards 0 to first order. Returns θ̃ and L_W(θ̂)⁺.
+    Removes the ridge's pull towards 0 to first order. Returns θ̃ and L_W(θ̂)⁺ (None
+    without ``dense``: the step is then one solve, :func:`~app.stats.laplacian.laplacian_solve`).
 
     Raises :class:`IntervalsUnavailable` ("not_identified") when L_W(θ̂) is singular
     beyond its components (:class:`~app.stats.laplacian.SingularLaplacian`): θ̂ lies
@@ -583,7 +603,10 @@ def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDA
     m = theta.size
     _, _, w, _ = _weights(theta, (data.i, data.j, data.n, data.v))
     try:
-        lw_pinv = laplacian_pinv(laplacian(m, data.i, data.j, w), component)
+        lap = laplacian(m, data.i, data.j, w)
+        if not dense:
+            return theta + laplacian_solve(lap, component, 2.0 * lam * theta), None
+        lw_pinv = laplacian_pinv(lap, component)
     except SingularLaplacian:
         raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED) from None
     return theta + lw_pinv @ (2.0 * lam * theta), lw_pinv
@@ -851,16 +874,316 @@ def confidence(
     (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
     "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
 
+    Items the data do not identify (:func:`_separated_items`: an item, or a small top
+    or bottom set, winning or losing every debiased comparison with the rest) get a
+    one-sided interval and a reason (``Confidence.interval_reason``) while the others
+    keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of the items (docs/uncertainty.md §5).
+
     Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
     no comparisons, fewer than two respondents, no unpenalized fit to correct the
     ridge towards, or a bias correction too large to trust.
 
+    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre,
+    covariance, standard errors) is :func:`uncertainty`'s, and a level only rescales.
     Work: O(m³ + comparisons) — a few m×m factorizations and products, and at most
-    m/2 second-order correction steps of O(m²) each. ``check`` is called between
+    m/2 second-order correction steps of O(m) each. ``check`` is called between
     those steps (it raises to stop the work).
     """
+    return uncertainty(fit, variance, clusters, min_clusters, check, cluster_variance).at(level)
+
+
+#: When more than this share of the items of a survey is not identified (separated from
+#: the rest, :func:`_separated_items`), the whole survey's intervals are refused (as
+#: ``not_identified`` where the ridge removal heads into the flat direction); up to it, only
+#: those items lose their two-sided intervals. A stated choice, not a measurement: the
+#: others' scores are then located by the identified items, which should be nearly all;
+#: below 20 items not one item is set aside.
+MAX_UNIDENTIFIED_SHARE = 0.05
+
+
+def _separated_items(theta: NDArray, data, component: NDArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """(wins_all, loses_all): the items that win (lose) every debiased comparison with the
+    rest, alone or as part of the smaller side of a top-t cut in θ̂'s order within their
+    component (the cuts :func:`_separated` checks). Along such a cut the unpenalized
+    objective has no minimizer: the data bound the score difference from one side only."""
+    i, j, n, s = data.i, data.j, data.n.astype(float), data.s
+    m = theta.size
+    wins = np.bincount(i, s, m) + np.bincount(j, n - s, m)
+    total = np.bincount(i, n, m) + np.bincount(j, n, m)
+    seen = total > 0
+    wins_all = seen & (wins >= total)
+    loses_all = seen & (wins <= 0)
+    order = np.lexsort((np.arange(m), -theta, component))
+    position = np.empty(m, dtype=np.int64)
+    position[order] = np.arange(m)
+    pi, pj = position[i], position[j]
+    top_wins = np.where(pi < pj, s, n - s)
+    lo, hi = np.minimum(pi, pj), np.maximum(pi, pj)
+    cross_n = np.cumsum(np.bincount(lo, n, m) - np.bincount(hi, n, m))
+    cross_w = np.cumsum(np.bincount(lo, top_wins, m) - np.bincount(hi, top_wins, m))
+    comp_sorted = component[order]
+    starts = np.searchsorted(comp_sorted, comp_sorted, side="left")
+    ends = np.searchsorted(comp_sorted, comp_sorted, side="right")
+    for t in np.flatnonzero((cross_n > 1e-9) & ((cross_w <= 0) | (cross_w >= cross_n))):
+        top_side = t + 1 - starts[t] <= ends[t] - t - 1  # the top set is the smaller side
+        top_wins_all = cross_w[t] >= cross_n[t]
+        side = order[starts[t] : t + 1] if top_side else order[t + 1 : ends[t]]
+        if top_side == top_wins_all:
+            wins_all[side] = True
+        else:
+            loses_all[side] = True
+    both = wins_all & loses_all  # on two separated cuts at once: bounded from neither side
+    return wins_all & ~both, loses_all & ~both
+
+
+def _without_items(fit: BTLFit, clusters: Clusters | None, keep: NDArray[np.bool_]):
+    """The fit of the pairs between kept items only (the others left isolated), warm-started
+    from θ̂, and those pairs' comparisons grouped by respondent."""
+    d = fit.fit_data
+    pk = keep[d.i] & keep[d.j]
+    sub = fit_btl(
+        fit.theta.size,
+        d.i[pk],
+        d.j[pk],
+        d.n[pk],
+        d.s[pk],
+        fit.lam,
+        v=d.v[pk],
+        s2=None if d.s2 is None else d.s2[pk],
+        estimator=fit.estimator,
+        theta0=np.where(keep, fit.theta, 0.0),
+    )
+    if clusters is None:
+        return sub, None
+    c = clusters
+    rk = keep[c.i] & keep[c.j]
+    _, codes = np.unique(c.cluster[rk], return_inverse=True)
+    codes = codes.astype(np.int64).reshape(-1)
+    return sub, Clusters(c.n_items, c.i[rk], c.j[rk], c.z[rk], c.v[rk], codes, int(codes.max(initial=-1)) + 1)
+
+
+@dataclass(frozen=True, eq=False)
+class _SetAside:
+    """Items whose scores the data bound from one side only, with their comparisons
+    (padded per item) for the score bound of :meth:`Uncertainty.at`."""
+
+    wins_all: NDArray[np.bool_]
+    loses_all: NDArray[np.bool_]
+    items: NDArray[np.int64]  # the set-aside items
+    opponent: NDArray[np.int64]  # (items, width): the opponent of each comparison pair, −1 padding
+    n: NDArray[np.float64]  # comparisons of the pair (0 padding)
+    wins: NDArray[np.float64]  # the item's debiased wins in the pair
+    v: NDArray[np.float64]  # privacy variance of the pair's comparisons
+    kappa: NDArray[np.float64]  # per item: most of its comparisons made by one respondent
+
+
+def _set_aside(fit: BTLFit, clusters: Clusters | None, wins_all, loses_all) -> _SetAside:
+    d = fit.fit_data
+    m = fit.theta.size
+    items = np.flatnonzero(wins_all | loses_all)
+    rows: list[tuple] = []
+    for u in items:
+        a, b = d.i == u, d.j == u
+        opp = np.concatenate((d.j[a], d.i[b]))
+        won = np.concatenate((d.s[a], d.n[b] - d.s[b]))
+        rows.append((opp, np.concatenate((d.n[a], d.n[b])), won, np.concatenate((d.v[a], d.v[b]))))
+    width = max((r[0].size for r in rows), default=0)
+    shape = (items.size, max(width, 1))
+    opponent = np.full(shape, -1, dtype=np.int64)
+    n, wins, v = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for k, (opp, nn, won, vv) in enumerate(rows):
+        opponent[k, : opp.size], n[k, : opp.size], wins[k, : opp.size], v[k, : opp.size] = opp, nn, won, vv
+    kappa = np.ones(items.size)
+    if clusters is not None and items.size:
+        c = clusters
+        flag = np.zeros(m, dtype=bool)
+        flag[items] = True
+        for side in (c.i, c.j):
+            r = flag[side]
+            counts = np.bincount(c.cluster[r] * m + side[r], minlength=c.n_clusters * m)
+            per = counts.reshape(c.n_clusters, m).max(axis=0) if c.n_clusters else np.zeros(m)
+            kappa = np.maximum(kappa, per[items])
+        # An item in both columns of one respondent's rows: the counts add up.
+        both = np.bincount(
+            np.concatenate(
+                (c.cluster[flag[c.i]] * m + c.i[flag[c.i]], c.cluster[flag[c.j]] * m + c.j[flag[c.j]])
+            ),
+            minlength=c.n_clusters * m,
+        )
+        if c.n_clusters:
+            kappa = np.maximum(kappa, both.reshape(c.n_clusters, m).max(axis=0)[items])
+    return _SetAside(wins_all, loses_all, items, opponent, n, wins, v, kappa)
+
+
+def _score_bound(aside: _SetAside, theta: NDArray, opponent_at: NDArray, quantile: float) -> NDArray:
+    """Per set-aside item, the one-sided score bound at one-sided normal ``quantile``: for an
+    item that wins everything, the smallest t with (W − Σ n σ(t − a_j)) / sd(t) ≤ quantile,
+    W its debiased wins and a_j its opponents' ``opponent_at`` (their interval ends on the
+    conservative side); sd²(t) = Σ κ n σ'(t − a_j) + v (Lemma 2's variance, κ the most
+    comparisons of the item by one respondent: Cauchy–Schwarz within a respondent). For
+    one that loses everything, the largest t with (Σ n σ(t − a_j) − W) / sd(t) ≤ quantile.
+    Each bound is moved to contain θ̂ (the reported score)."""
+    k = aside.items.size
+    if k == 0:
+        return np.zeros(0)
+    valid = aside.opponent >= 0
+    a = np.where(valid, opponent_at[np.where(valid, aside.opponent, 0)], 0.0)
+    top = aside.wins_all[aside.items]
+    sign = np.where(top, 1.0, -1.0)[:, None]
+    w_total = aside.wins.sum(axis=1)
+    point = theta[aside.items]
+
+    def stat(t: NDArray) -> NDArray:
+        s = expit(t[:, None] - a)
+        expected = (aside.n * s).sum(axis=1)
+        var = (aside.kappa[:, None] * aside.n * s * (1.0 - s) + aside.v).sum(axis=1)
+        return np.where(top, w_total - expected, expected - w_total) / np.sqrt(np.maximum(var, 1e-300))
+
+    # Bisection between the point (where the statistic must be small enough to move) and a
+    # point far on the bounded side, where it is not.
+    near = point.copy()
+    far = point - sign[:, 0] * 1.0
+    for _ in range(60):  # widen until rejected (the statistic grows without bound there)
+        reject = stat(far) > quantile
+        if reject.all():
+            break
+        far = np.where(reject, far, point + 2.0 * (far - point))
+    inside = stat(near) <= quantile
+    for _ in range(60):
+        mid = 0.5 * (near + far)
+        ok = stat(mid) <= quantile
+        near = np.where(ok, mid, near)
+        far = np.where(ok, far, mid)
+    bound = np.where(inside, near, point)
+    return np.where(top, np.minimum(bound, point), np.maximum(bound, point))
+
+
+@dataclass(frozen=True, eq=False)
+class _Core:
+    """The level-free part of one covariance of :class:`Uncertainty`."""
+
+    method: str
+    df: float | None
+    estimate: NDArray[np.float64]
+    cov: NDArray[np.float64]
+    corrections: dict
+    unsafe: NDArray[np.bool_]
+    bias: NDArray[np.float64]
+
+
+@dataclass(eq=False)
+class Uncertainty:
+    """The level-free part of :func:`confidence` for one fit: centre, covariance and
+    standard errors (per candidate covariance where the choice depends on the level),
+    and the items set aside as unidentified. :meth:`at` gives the intervals at a level
+    by rescaling (critical values, one-sided score bounds); built by :func:`uncertainty`."""
+
+    fit: BTLFit
+    component: NDArray[np.int64]  # the components the covariance lives on
+    n_clusters: int | None
+    aside: _SetAside | None
+    _choices: tuple[str, ...]
+    _build: Callable[[str], _Core] = field(repr=False)
+    _auto: tuple[float, float, float] | None = None  # (df, mean se_model, mean se_bound)
+    _cores: dict = field(default_factory=dict, repr=False)
+
+    def choice(self, level: float) -> str:
+        """The covariance used at ``level`` (:func:`_cluster_variance`'s "auto" rule)."""
+        if self._auto is None:
+            return self._choices[0]
+        df, se_model, se_bound = self._auto
+        t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model
+        return "bound" if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound else "cr2"
+
+    def core(self, choice: str) -> _Core:
+        """The level-free centre and covariance of one choice (computed on first use)."""
+        if choice not in self._cores:
+            try:
+                self._cores[choice] = self._build(choice)
+            except IntervalsUnavailable as exc:
+                self._cores[choice] = exc
+        found = self._cores[choice]
+        if isinstance(found, IntervalsUnavailable):
+            raise IntervalsUnavailable(found.reason, found.message)
+        return found
+
+    def at(self, level: float) -> Confidence:
+        """The intervals at ``level`` (equal to a computation from scratch at that level)."""
+        level = _check_level(level)
+        core = self.core(self.choice(level))
+        fit = self.fit
+        if core.df is None:
+            crit = float(ndtri(0.5 + level / 2.0))
+        else:
+            crit = float(stdtrit(core.df, 0.5 + level / 2.0))
+        conf = confidence_from_cov(
+            core.estimate,
+            core.cov,
+            level,
+            self.component,
+            core.method,
+            fit.theta,
+            crit,
+            self.n_clusters,
+            core.corrections,
+            df=core.df,
+        )
+        if core.unsafe.any():
+            # Span the interval with and without the correction for the items it skipped.
+            lower = np.where(core.unsafe, np.minimum(conf.lower, conf.lower - core.bias), conf.lower)
+            upper = np.where(core.unsafe, np.maximum(conf.upper, conf.upper - core.bias), conf.upper)
+            conf = dataclasses.replace(conf, lower=lower, upper=upper)
+        if self.aside is None:
+            return conf
+        return self._one_sided(conf, level)
+
+    def _one_sided(self, conf: Confidence, level: float) -> Confidence:
+        """The set-aside items' one-sided intervals and every item's reason code."""
+        aside, fit = self.aside, self.fit
+        assert aside is not None
+        m = fit.theta.size
+        full_identified = np.bincount(fit.component)[fit.component] > 1
+        reason = np.full(m, None, dtype=object)
+        reason[full_identified & ~conf.identified] = "not_identified"
+        reason[aside.wins_all] = "wins_all"
+        reason[aside.loses_all] = "loses_all"
+        lower, upper = conf.lower.copy(), conf.upper.copy()
+        # Opponents on the conservative side: their lower ends against an item above all
+        # of them, their upper ends against one below; θ̂ where they have no interval.
+        low = np.where(np.isfinite(lower), lower, fit.theta)
+        high = np.where(np.isfinite(upper), upper, fit.theta)
+        top = aside.wins_all[aside.items]
+        q = float(ndtri(level))
+        bound_top = _score_bound(aside, fit.theta, low, q)
+        bound_bottom = _score_bound(aside, fit.theta, high, q)
+        lower[aside.items] = np.where(top, bound_top, -np.inf)
+        upper[aside.items] = np.where(top, np.inf, bound_bottom)
+        return dataclasses.replace(
+            conf,
+            lower=lower,
+            upper=upper,
+            component=fit.component,
+            interval_reason=reason,
+            cov_component=self.component,
+        )
+
+
+def uncertainty(
+    fit: BTLFit,
+    variance: str = "model",
+    clusters: Clusters | None = None,
+    min_clusters: int = MIN_CLUSTERS,
+    check: Check | None = None,
+    cluster_variance: str = "auto",
+) -> Uncertainty:
+    """The level-free part of :func:`confidence` (same arguments but the level).
+
+    Everything that does not depend on the level is computed here, once: the
+    ridge-removed centre, the covariance (for both candidates when the "auto" cluster
+    covariance chooses by level, the second on first use), the second-order correction,
+    and the items set aside. Raises :class:`IntervalsUnavailable` where :func:`confidence`
+    would at every level."""
     check = check or _no_check
-    level = _check_level(level)
     m = fit.theta.size
     if m > MAX_ITEMS_COVARIANCE:
         raise IntervalsUnavailable(
@@ -868,12 +1191,11 @@ def confidence(
         )
     if variance not in ("model", "empirical"):
         raise ValueError("variance must be 'model' or 'empirical'")
+    if cluster_variance not in CLUSTER_VARIANCES:
+        raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
     data = fit.data
     if data is None or data.i.size == 0:
         raise IntervalsUnavailable("no_comparisons", "There are no comparisons yet.")
-    i, j, n = data.i, data.j, data.n
-    comp = fit.component
-    identified = np.bincount(comp)[comp] > 1
     if clusters is not None:
         clusters._check_matches(data)
         if clusters.n_clusters < 2:
@@ -883,57 +1205,186 @@ def confidence(
                 "the respondents come from, and one person's answers say nothing about how others differ: "
                 "not enough data yet.",
             )
-    if variance == "empirical":
-        if data.s2 is None:
-            raise ValueError("the empirical variance needs Σz² per pair (fit from PairStats)")
-        zbar = data.s / n
-        spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
+    if variance == "empirical" and data.s2 is None:
+        raise ValueError("the empirical variance needs Σz² per pair (fit from PairStats)")
+    # 0. Items the data bound from one side only are set aside (their pairs left out), as
+    # long as they are few; the rest is fitted again without them.
+    full_identified = np.bincount(fit.component)[fit.component] > 1
+    limit = int(MAX_UNIDENTIFIED_SHARE * full_identified.sum())
+    target, target_clusters, aside = fit, clusters, None
+    wins_all, loses_all = _separated_items(fit.theta, data, fit.component)
+    if (wins_all | loses_all).any() and (wins_all | loses_all).sum() <= limit:
+        for _ in range(5):
+            check()
+            target, target_clusters = _without_items(fit, clusters, ~(wins_all | loses_all))
+            more_w, more_l = _separated_items(target.theta, target.fit_data, target.component)
+            if not (more_w | more_l).any() or (wins_all | loses_all | more_w | more_l).sum() > limit:
+                break
+            wins_all, loses_all = wins_all | more_w, loses_all | more_l
+        if (_separated_items(target.theta, target.fit_data, target.component)[0]).any() or (
+            (wins_all | loses_all).sum() > limit
+        ):
+            target, target_clusters = fit, clusters  # too many: the whole survey, as below
+        else:
+            aside = _set_aside(fit, clusters, wins_all, loses_all)
+    return _uncertainty_of(
+        target, fit, variance, target_clusters, min_clusters, check, cluster_variance, aside
+    )
+
+
+def _uncertainty_of(
+    target: BTLFit,
+    fit: BTLFit,
+    variance: str,
+    clusters: Clusters | None,
+    min_clusters: int,
+    check: Check,
+    cluster_variance: str,
+    aside: _SetAside | None,
+) -> Uncertainty:
+    """:func:`uncertainty` on ``target`` (``fit`` itself, or its fit without the set-aside
+    items), centred on ``fit``'s scale."""
+    data = target.fit_data
+    m = target.theta.size
+    i, j, n = data.i, data.j, data.n
+    comp = target.component
+    identified = np.bincount(comp)[comp] > 1
     # 1–2. Remove the ridge (one Newton step of the unpenalized objective from θ̂); the
     # sandwich at the corrected point.
-    centre, lw_pinv_fit, lw_pinv, (s, sp, _, v_model) = _ridge_removed(fit, check)
+    centre, lw_pinv_fit, lw_pinv, (s, sp, _, v_model) = _ridge_removed(target, check, dense_fit=False)
+    ridge_shift = centre - target.theta
+    if aside is not None:
+        # The set-aside items' pairs are left out: the others' scores are located by their
+        # own mean, placed on the reported scale (the mean of θ̂ over each component).
+        sizes = np.bincount(comp).astype(float)
+        shift = np.bincount(comp, fit.theta - centre) / sizes
+        centre = np.where(identified, centre + shift[comp], fit.theta)
     check()
-    crit = float(ndtri(0.5 + level / 2.0))
-    df: float | None = None
-    n_clusters = None
+    spread = None
+    if variance == "empirical" and data.s2 is not None:
+        zbar = data.s / n
+        spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
+    model_meat = laplacian(m, i, j, v_model) if clusters is not None else None
+    choices: tuple[str, ...]
+    auto = None
     if clusters is None:
-        method = "sandwich"
-        meat = laplacian(m, i, j, spread if variance == "empirical" else v_model)
+        choices = ("sandwich",)
+    elif cluster_variance != "auto":
+        choices = (cluster_variance,)
+    elif clusters.n_clusters >= max(min_clusters, 2 * int(identified.sum())):
+        choices = ("cr1",)
+    elif not _cr2_affordable(clusters):
+        choices = ("bound",)
     else:
-        n_clusters = clusters.n_clusters
-        model_meat = laplacian(m, i, j, v_model)
-        method, meat, df = _cluster_variance(
-            centre, clusters, lw_pinv, model_meat, identified, min_clusters, cluster_variance, level
-        )
-        if df is not None:
-            crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
-    check()
-    cov = lw_pinv @ meat @ lw_pinv
-    cov = 0.5 * (cov + cov.T)
-    check()
-    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    _refuse_flattened(fit, lw_pinv_fit, lw_pinv, v_model, identified)
-    ridge_shift = centre - fit.theta
-    ridge_se = _largest_in_se(ridge_shift, se, identified)
-    if ridge_se > RIDGE_MAX_SE:
-        raise IntervalsUnavailable(
-            "unstable_correction",
-            f"Removing the ridge penalty would move some scores by {_in_se(ridge_se)}: the "
-            "penalty, not the answers, dominates those scores. Collect more answers.",
-        )
-    # 3. Second-order (Cox–Snell) bias of the unpenalized M-estimator. Where it is not
-    # small against the item's own se (an item seen in a handful of comparisons), the
-    # expansion is not trusted for that item: its centre stays uncorrected and its
-    # interval spans both the corrected and the uncorrected one (wider, honest). When
-    # that happens to more than half of the items, the survey is too thin.
-    # A thin item's huge terms reach every item through L_W⁺ and the centring, so the
-    # items with the largest second-order terms are set aside one at a time (their
-    # pairs left out of the others' correction) until the rest is safe.
+        choices = ("cr2", "bound")
+    meats: dict[str, tuple[str, NDArray, float | None]] = {}
+
+    def meat_of(choice: str) -> tuple[str, NDArray, float | None]:
+        if choice not in meats:
+            if choice == "sandwich":
+                meats[choice] = (
+                    "sandwich",
+                    laplacian(m, i, j, spread if spread is not None else v_model),
+                    None,
+                )
+            else:
+                assert clusters is not None
+                assert model_meat is not None
+                meats[choice] = _cluster_variance(
+                    centre, clusters, lw_pinv, model_meat, identified, min_clusters, choice, 0.95
+                )
+        return meats[choice]
+
+    if choices == ("cr2", "bound"):
+        assert model_meat is not None
+        df_cr2 = meat_of("cr2")[2]
+        assert df_cr2 is not None
+        bound = meat_of("bound")[1]
+        se_model = np.sqrt(np.maximum(((lw_pinv @ model_meat) * lw_pinv).sum(axis=1), 0.0))
+        se_bound = np.sqrt(np.maximum(((lw_pinv @ bound) * lw_pinv).sum(axis=1), 0.0))
+        auto = (float(df_cr2), float(se_model[identified].mean()), float(se_bound[identified].mean()))
+
+    def build(choice: str) -> _Core:
+        method, meat, df = meat_of(choice)
+        check()
+        cov = _sandwich(lw_pinv, meat)
+        check()
+        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        if aside is None:
+            _refuse_flattened(target, lw_pinv_fit, lw_pinv, v_model, identified)
+        ridge_se = _largest_in_se(ridge_shift, se, identified)
+        if ridge_se > RIDGE_MAX_SE:
+            raise IntervalsUnavailable(
+                "unstable_correction",
+                f"Removing the ridge penalty would move some scores by {_in_se(ridge_se)}: the "
+                "penalty, not the answers, dominates those scores. Collect more answers.",
+            )
+        unsafe, bias, _ = _second_order(lw_pinv, cov, se, data, s, sp, identified, check)
+        if unsafe.sum() > max(1, int(SECOND_ORDER_MAX_SHARE * identified.sum())):
+            worst = _largest_in_se(bias, se, identified)
+            raise IntervalsUnavailable(
+                "unstable_correction",
+                f"The estimated small-sample bias reaches {_in_se(worst)} for "
+                f"{int(unsafe.sum())} items: the normal approximation behind the intervals does not hold "
+                "yet. Collect more answers, or use uncertainty=bootstrap.",
+            )
+        applied = np.where(unsafe, 0.0, bias)
+        corrections = {
+            "ridge": True,
+            "second_order": bool((~unsafe).any()),
+            "ridge_max_se": ridge_se,
+            "second_order_max_se": _largest_in_se(applied, se, identified),
+            "second_order_skipped_items": int(unsafe.sum()),
+        }
+        if aside is not None:
+            corrections["unidentified_items"] = int(aside.items.size)
+        return _Core(method, df, centre - applied, cov, corrections, unsafe, bias)
+
+    return Uncertainty(
+        fit,
+        comp,
+        None if clusters is None else clusters.n_clusters,
+        aside,
+        choices,
+        build,
+        auto,
+    )
+
+
+def _sandwich(lw_pinv: NDArray, meat: NDArray) -> NDArray[np.float64]:
+    """L_W⁺ (meat) L_W⁺, symmetrized; a sparse meat (a Laplacian of the compared pairs)
+    costs one dense product instead of two."""
+    m = meat.shape[0]
+    if np.count_nonzero(meat) <= 0.1 * m * m:
+        half = np.asarray(scipy.sparse.csr_matrix(meat) @ lw_pinv)
+    else:
+        half = meat @ lw_pinv
+    cov = lw_pinv @ half
+    cov += cov.T
+    cov *= 0.5
+    return cov
+
+
+def _second_order(lw_pinv, cov, se, data, s, sp, identified, check) -> tuple[NDArray, NDArray, NDArray]:
+    """Step 3 of the module doc: the second-order (Cox–Snell) bias of the unpenalized
+    M-estimator. Where it is not small against the item's own se (an item seen in a
+    handful of comparisons), the expansion is not trusted for that item: its centre stays
+    uncorrected and its interval spans both the corrected and the uncorrected one. A thin
+    item's huge terms reach every item through L_W⁺ and the centring, so the items with the
+    largest second-order terms are set aside one at a time (their pairs left out of the
+    others' correction) until the rest is safe. Each step updates the correction by the
+    columns of L_W⁺ of the items the removed pairs touch (O(m·degree), not O(m²)).
+    Returns (unsafe, bias, full bias)."""
+    i, j, n = data.i, data.j, data.n
+    m = lw_pinv.shape[0]
     var_d = cov[i, i] + cov[j, j] - 2.0 * cov[i, j]
-    g_abs = np.abs(n * sp * (1.0 - 2.0 * s) * var_d)
+    g = n * sp * (1.0 - 2.0 * s) * var_d
+    g_abs = np.abs(g)
     source = np.bincount(i, g_abs, m) + np.bincount(j, g_abs, m)
-    full_bias = _cox_snell(lw_pinv, cov, i, j, n, s, sp)
+    full_bias = -0.5 * lw_pinv @ (np.bincount(i, g, m) - np.bincount(j, g, m))
     bias = full_bias
     unsafe = np.zeros(m, dtype=bool)
+    removed = np.zeros(i.size, dtype=bool)
     limit = max(1, int(SECOND_ORDER_MAX_SHARE * identified.sum()))
     while True:
         check()
@@ -942,37 +1393,17 @@ def confidence(
         bad = identified & ~unsafe & ~(ratio <= SECOND_ORDER_MAX_SE)
         if not bad.any() or unsafe.sum() > limit:
             break
-        unsafe[np.argmax(np.where(identified & ~unsafe, source, -np.inf))] = True
-        keep = ~(unsafe[i] | unsafe[j])
-        bias = _cox_snell(lw_pinv, cov, i, j, n * keep, s, sp)
+        u = int(np.argmax(np.where(identified & ~unsafe, source, -np.inf)))
+        unsafe[u] = True
+        drop = ~removed & ((i == u) | (j == u))
+        removed |= drop
+        touched = np.unique(np.concatenate((i[drop], j[drop])))
+        if touched.size:
+            delta = np.bincount(i[drop], g[drop], m) - np.bincount(j[drop], g[drop], m)
+            bias = bias + 0.5 * (lw_pinv[:, touched] @ delta[touched])
     unsafe |= bad
     bias = np.where(unsafe, full_bias, bias)
-    if unsafe.sum() > limit:
-        worst = _largest_in_se(bias, se, identified)
-        raise IntervalsUnavailable(
-            "unstable_correction",
-            f"The estimated small-sample bias reaches {_in_se(worst)} for "
-            f"{int(unsafe.sum())} items: the normal approximation behind the intervals does not hold yet. "
-            "Collect more answers, or use uncertainty=bootstrap.",
-        )
-    applied = np.where(unsafe, 0.0, bias)
-    estimate = centre - applied
-    corrections = {
-        "ridge": True,
-        "second_order": bool((~unsafe).any()),
-        "ridge_max_se": ridge_se,
-        "second_order_max_se": _largest_in_se(applied, se, identified),
-        "second_order_skipped_items": int(unsafe.sum()),
-    }
-    conf = confidence_from_cov(
-        estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections, df=df
-    )
-    if unsafe.any():
-        # Span the interval with and without the correction for the items it skipped.
-        lower = np.where(unsafe, np.minimum(conf.lower, conf.lower - bias), conf.lower)
-        upper = np.where(unsafe, np.maximum(conf.upper, conf.upper - bias), conf.upper)
-        conf = dataclasses.replace(conf, lower=lower, upper=upper)
-    return conf
+    return unsafe, bias, full_bias
 
 
 def bootstrap_confidence(
@@ -1015,7 +1446,7 @@ def bootstrap_confidence(
     eps = np.broadcast_to(validate_epsilon(epsilon), ia.shape)
     comp = fit.component
     _refuse_separated(fit)
-    base, _ = _unshrink(fit.theta, fit.lam, fit.data, comp)
+    base, _ = _unshrink(fit.theta, fit.lam, fit.data, comp, dense=False)
     truth_p = expit(base[ia] - base[ja])
     reps = np.empty((n_boot, base.size))
     for b in range(n_boot):
@@ -1026,7 +1457,7 @@ def bootstrap_confidence(
         refit = fit_btl(
             n_items, stats.i, stats.j, stats.n, stats.sum_z, fit.lam, v=stats.sum_v, theta0=fit.theta
         )
-        reps[b] = _unshrink(refit.theta, fit.lam, refit.data, refit.component)[0]
+        reps[b] = _unshrink(refit.theta, fit.lam, refit.data, refit.component, dense=False)[0]
     cov = np.atleast_2d(np.cov(reps, rowvar=False))
     return confidence_from_cov(2.0 * base - reps.mean(axis=0), cov, level, comp, "bootstrap", fit.theta)
 
