@@ -95,6 +95,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri, stdtrit
@@ -121,13 +122,19 @@ __all__ = [
     "Confidence",
     "IntervalsUnavailable",
     "RankConfidence",
+    "RankDraws",
+    "Uncertainty",
     "bootstrap_confidence",
     "cluster_bootstrap_confidence",
     "confidence",
     "confidence_from_cov",
     "laplacian",
     "laplacian_pinv",
+    "rank_at",
     "rank_confidence",
+    "rank_draws",
+    "rank_summaries",
+    "uncertainty",
 ]
 
 #: A callback that long computations call between units of work (a replicate, a
@@ -300,6 +307,8 @@ class Confidence:
         interval: only compared with such items); None for the others (docs/uncertainty.md §5)
     cov_component : the components ``cov`` lives on, when not ``component``
         (:attr:`variance_component`)
+    rank_bound : (m,) the set-aside items' score bounds at one-sided level 1 − α/2, for
+        their rank intervals (:func:`rank_summaries`)
     """
 
     estimate: NDArray[np.float64]
@@ -319,6 +328,7 @@ class Confidence:
     df: float | None = None
     interval_reason: NDArray[np.object_] | None = field(default=None, repr=False)
     cov_component: NDArray[np.int64] | None = field(default=None, repr=False)
+    rank_bound: NDArray[np.float64] | None = field(default=None, repr=False)
 
     @property
     def variance_component(self) -> NDArray[np.int64]:
@@ -1074,7 +1084,7 @@ class _Core:
 @dataclass(eq=False)
 class Uncertainty:
     """The level-free part of :func:`confidence` for one fit: centre, covariance and
-    standard errors (per candidate covariance where the choice depends on the level),
+    standard errors (for both candidate covariances where the choice depends on the level),
     and the items set aside as unidentified. :meth:`at` gives the intervals at a level
     by rescaling (critical values, one-sided score bounds); built by :func:`uncertainty`."""
 
@@ -1082,26 +1092,19 @@ class Uncertainty:
     component: NDArray[np.int64]  # the components the covariance lives on
     n_clusters: int | None
     aside: _SetAside | None
-    _choices: tuple[str, ...]
-    _build: Callable[[str], _Core] = field(repr=False)
+    _cores: dict[str, _Core | IntervalsUnavailable] = field(repr=False)
     _auto: tuple[float, float, float] | None = None  # (df, mean se_model, mean se_bound)
-    _cores: dict = field(default_factory=dict, repr=False)
 
     def choice(self, level: float) -> str:
         """The covariance used at ``level`` (:func:`_cluster_variance`'s "auto" rule)."""
         if self._auto is None:
-            return self._choices[0]
+            return next(iter(self._cores))
         df, se_model, se_bound = self._auto
         t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model
         return "bound" if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound else "cr2"
 
     def core(self, choice: str) -> _Core:
-        """The level-free centre and covariance of one choice (computed on first use)."""
-        if choice not in self._cores:
-            try:
-                self._cores[choice] = self._build(choice)
-            except IntervalsUnavailable as exc:
-                self._cores[choice] = exc
+        """The level-free centre and covariance of one choice."""
         found = self._cores[choice]
         if isinstance(found, IntervalsUnavailable):
             raise IntervalsUnavailable(found.reason, found.message)
@@ -1158,8 +1161,14 @@ class Uncertainty:
         bound_bottom = _score_bound(aside, fit.theta, high, q)
         lower[aside.items] = np.where(top, bound_top, -np.inf)
         upper[aside.items] = np.where(top, np.inf, bound_bottom)
+        q2 = float(ndtri(1.0 - (1.0 - level) / 2.0))
+        rank_bound = np.full(m, np.nan)
+        rank_bound[aside.items] = np.where(
+            top, _score_bound(aside, fit.theta, low, q2), _score_bound(aside, fit.theta, high, q2)
+        )
         return dataclasses.replace(
             conf,
+            rank_bound=rank_bound,
             lower=lower,
             upper=upper,
             component=fit.component,
@@ -1180,7 +1189,7 @@ def uncertainty(
 
     Everything that does not depend on the level is computed here, once: the
     ridge-removed centre, the covariance (for both candidates when the "auto" cluster
-    covariance chooses by level, the second on first use), the second-order correction,
+    covariance chooses by level: few respondents, small m), the second-order correction,
     and the items set aside. Raises :class:`IntervalsUnavailable` where :func:`confidence`
     would at every level."""
     check = check or _no_check
@@ -1340,15 +1349,13 @@ def _uncertainty_of(
             corrections["unidentified_items"] = int(aside.items.size)
         return _Core(method, df, centre - applied, cov, corrections, unsafe, bias)
 
-    return Uncertainty(
-        fit,
-        comp,
-        None if clusters is None else clusters.n_clusters,
-        aside,
-        choices,
-        build,
-        auto,
-    )
+    cores: dict[str, _Core | IntervalsUnavailable] = {}
+    for choice in choices:
+        try:
+            cores[choice] = build(choice)
+        except IntervalsUnavailable as exc:
+            cores[choice] = exc
+    return Uncertainty(fit, comp, None if clusters is None else clusters.n_clusters, aside, cores, auto)
 
 
 def _sandwich(lw_pinv: NDArray, meat: NDArray) -> NDArray[np.float64]:
@@ -1603,6 +1610,9 @@ def rank_confidence(
     protect anyone, so a seedable generator is fine; default: OS-seeded).
     ``check`` is called between the steps (it raises to stop the work).
 
+    Equal to ``rank_at(rank_draws(…), level, k)``: the draws (level- and k-free) can be
+    kept and summarized at other levels and k for the cost of quantiles and counts.
+
     Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z,
     the simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and
     item a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
@@ -1625,56 +1635,197 @@ def rank_confidence(
     >>> rc.rank_ci.tolist()  # well separated: each item's rank is certain
     [[1, 1], [2, 2], [3, 3]]
     """
-    check = check or _no_check
     level = _check_level(level)
+    draws = rank_draws(theta, cov, n_draws, rng, component, point, check, df)
+    return rank_at(draws, level, k, check)
+
+
+@dataclass(frozen=True, eq=False)
+class RankDraws:
+    """The level- and k-free part of :func:`rank_confidence`: the centre, and from one set
+    of draws Z the statistics every level needs — per draw the largest |T_ab| over all
+    pairs (``overall``) and per item over its pairs (``largest``), where their number is
+    within budget (Bonferroni otherwise), and θ + Z for P(top-K) (``values``, float32:
+    Monte Carlo shares need no more)."""
+
+    estimate: NDArray[np.float64]
+    cov: NDArray[np.float64] = field(repr=False)
+    component: NDArray[np.int64]  # the components cov lives on
+    ranking_component: NDArray[np.int64]  # the comparison graph's, for P(top-K)
+    point: NDArray[np.float64]
+    df: float | None
+    n_draws: int
+    largest: NDArray[np.float64] | None = field(repr=False)
+    overall: NDArray[np.float64] | None = field(repr=False)
+    values: NDArray[np.float32] | None = field(repr=False)
+
+
+def rank_draws(
+    theta: ArrayLike,
+    cov: ArrayLike,
+    n_draws: int = 4000,
+    rng: np.random.Generator | None = None,
+    component: ArrayLike | None = None,
+    point: ArrayLike | None = None,
+    check: Check | None = None,
+    df: float | None = None,
+    ranking_component: ArrayLike | None = None,
+) -> RankDraws:
+    """The draws of :func:`rank_confidence` (same arguments, without level and k).
+    ``ranking_component`` (default ``component``): the comparison graph's components,
+    where ``cov`` lives on finer ones (items set aside as unidentified on their own):
+    P(top-K) is drawn only when it is connected."""
+    check = check or _no_check
     c = np.asarray(cov, dtype=np.float64)
     m = np.asarray(theta).size
     if c.shape != (m, m):
         raise ValueError("cov must be m×m")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
-        raise ValueError(f"k must be an integer between 1 and {m}")
     if df is not None and not df > 0:
         raise ValueError("df must be positive")
     comp = np.zeros(m, dtype=np.int64) if component is None else np.asarray(component, dtype=np.int64)
+    rank_comp = comp if ranking_component is None else np.asarray(ranking_component, dtype=np.int64)
     pt = np.asarray(theta, dtype=np.float64) if point is None else np.asarray(point, dtype=np.float64)
     if pt.shape != (m,):
         raise ValueError("point must have one value per item")
     est = order_restricted(theta, pt, comp, _precision(np.sqrt(np.maximum(np.diag(c), 0.0))))
     gen = rng if rng is not None else entropy.generator()
     check()
-    root = _mvn_root(c)  # one eigendecomposition for every set of draws below
-    crit, crit_each, se_pair = _critical_values(c, level, comp, n_draws, gen, df, check, root)
+    se_pair = pair_difference_se(c, comp)
+    finite = np.isfinite(se_pair)
+    np.fill_diagonal(finite, False)
+    n_pairs = int(finite.sum()) // 2
+    want_largest = finite.any() and m * m * n_draws <= 20_000_000
+    want_overall = finite.any() and not want_largest and n_pairs * n_draws <= 20_000_000
+    want_values = rank_comp.max(initial=0) == 0
+    largest = np.empty((n_draws, m)) if want_largest else None
+    overall = np.empty(n_draws) if want_overall else None
+    values = np.empty((n_draws, m), dtype=np.float32) if want_values else None
+    if want_largest or want_overall or want_values:
+        draw = _sampler(c, comp)
+        inv = np.where(finite, 1.0 / np.where(finite, se_pair, 1.0), 0.0)
+        iu = np.triu_indices(m, 1)
+        same = finite[iu]
+        a, b, inv_same = iu[0][same], iu[1][same], inv[iu][same]
+        block = max(1, _BLOCK_VALUES // m)
+        if want_largest:
+            block = max(1, min(block, _BLOCK_PAIR_STATS // (m * m)))
+        elif want_overall:
+            block = max(1, min(block, _BLOCK_PAIR_STATS // max(n_pairs, 1)))
+        for start in range(0, n_draws, block):
+            rows = min(block, n_draws - start)
+            z = draw(gen, rows, df)
+            if largest is not None:
+                largest[start : start + rows] = (np.abs(z[:, :, None] - z[:, None, :]) * inv).max(axis=2)
+            if overall is not None:
+                overall[start : start + rows] = (np.abs(z[:, a] - z[:, b]) * inv_same).max(axis=1)
+            if values is not None:
+                values[start : start + rows] = est + z
+            check()
+    return RankDraws(est, c, comp, rank_comp, pt, df, n_draws, largest, overall, values)
+
+
+def _sampler(cov: NDArray, component: NDArray) -> Callable[[np.random.Generator, int, float | None], NDArray]:
+    """Draws of N(0, cov) (or the multivariate t with ``df``) up to a common shift per
+    component, which no difference and no within-component rank sees: with P the
+    projector on the components' constants, cov + ρP = R Rᵀ by Cholesky (m³/3), and a
+    draw is (I − P) R ξ, whose covariance is (I − P) cov (I − P). Items alone in their
+    component draw 0. Falls back to :func:`_mvn_root` (an eigendecomposition, ~20× the
+    work) where the factorization fails."""
+    m = component.size
+    sizes = np.bincount(component, minlength=int(component.max(initial=-1)) + 1)
+    alone = sizes[component] <= 1
+    groups = [np.flatnonzero(component == g) for g in np.flatnonzero(sizes > 1)]
+    rho = max(float(np.mean(np.diag(cov))), 1e-300) if m else 1.0
+    a = 0.5 * (cov + cov.T)
+    for g in groups:
+        a[np.ix_(g, g)] += rho / g.size
+    a[alone, alone] = rho
+    try:
+        root = scipy.linalg.cholesky(a, lower=True, check_finite=False)
+        triangular = True
+    except np.linalg.LinAlgError:
+        root, triangular = _mvn_root(cov), False
+
+    def draw(gen: np.random.Generator, rows: int, df: float | None) -> NDArray:
+        xi = gen.standard_normal((rows, m))
+        if triangular:
+            z = scipy.linalg.blas.dtrmm(1.0, root, xi, side=1, lower=1, trans_a=1, overwrite_b=1)
+            for g in groups:
+                z[:, g] -= z[:, g].mean(axis=1, keepdims=True)
+            z[:, alone] = 0.0
+        else:
+            z = xi @ root.T
+        if df is not None:
+            z *= np.sqrt(df / gen.chisquare(df, rows))[:, None]
+        return z
+
+    return draw
+
+
+def rank_at(
+    draws: RankDraws,
+    level: float,
+    k: int | None = None,
+    check: Check | None = None,
+    one_sided: tuple[NDArray, NDArray] | None = None,
+) -> RankConfidence:
+    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws (quantiles, counts and
+    m×m comparisons: no new draws). ``one_sided``: (wins_all, loses_all) masks of items
+    with one-sided intervals (:func:`rank_summaries`)."""
+    check = check or _no_check
+    level = _check_level(level)
+    est, comp, pt, m = draws.estimate, draws.component, draws.point, draws.estimate.size
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
+        raise ValueError(f"k must be an integer between 1 and {m}")
+    df = draws.df
+    se_pair = pair_difference_se(draws.cov, comp)
+    finite = np.isfinite(se_pair)
+    np.fill_diagonal(finite, False)
+    others = finite.sum(axis=1)
+    n_pairs = int(others.sum()) // 2
+    if not others.any():
+        crit, crit_each = 0.0, np.zeros(m)
+    elif draws.largest is not None:
+        crit = float(np.quantile(draws.largest.max(axis=1), level))
+        crit_each = np.where(others > 0, np.quantile(draws.largest, level, axis=0), 0.0)
+    else:
+        if draws.overall is not None:
+            crit = float(np.quantile(draws.overall, level))
+        else:
+            q = 1.0 - (1.0 - level) / (2.0 * n_pairs)  # Bonferroni
+            crit = float(ndtri(q) if df is None else stdtrit(df, q))
+        q_each = 1.0 - (1.0 - level) / (2.0 * np.maximum(others, 1))
+        each = ndtri(q_each) if df is None else stdtrit(df, q_each)
+        crit_each = np.where(others > 0, np.minimum(each, crit), 0.0).astype(np.float64)
     check()
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b (simultaneously)
     simultaneous = np.column_stack((1 + above.sum(axis=0), m - above.sum(axis=1))).astype(np.int64)
     # Item a's marginal interval: its own critical value for its m − 1 differences.
     with np.errstate(invalid="ignore"):
-        half = np.where(np.isfinite(se_pair), crit_each[:, None] * se_pair, np.inf)
-    below_a = -diff > half  # [a, b]: b significantly above a
-    above_a = diff > half  # [a, b]: a significantly above b
-    marginal = np.column_stack((1 + below_a.sum(axis=1), m - above_a.sum(axis=1))).astype(np.int64)
+        half = np.where(finite, crit_each[:, None] * se_pair, np.inf)
+    marginal = np.column_stack((1 + (-diff > half).sum(axis=1), m - (diff > half).sum(axis=1))).astype(
+        np.int64
+    )
+    del half
     p_top = None
-    if k is not None and comp.max(initial=0) == 0:
-        inside = np.zeros(m, dtype=np.int64)
-        block = max(1, _BLOCK_VALUES // m)
-        for start in range(0, n_draws, block):
-            rows = min(block, n_draws - start)
-            draws = est + _draw(gen, root, rows, df)
-            if k < m:
-                inside += np.bincount(np.argpartition(-draws, k - 1, axis=1)[:, :k].ravel(), minlength=m)
-            else:
-                inside += rows
-            check()
-        p_top = order_restricted(inside / n_draws, pt, comp)
+    if k is not None and draws.values is not None:
+        if k < m:
+            best = np.argpartition(draws.values, m - k, axis=1)[:, m - k :]  # exactly k per draw
+            inside = np.bincount(best.ravel(), minlength=m)
+        else:
+            inside = np.full(m, draws.n_draws)
+        p_top = order_restricted(inside / draws.n_draws, pt, draws.ranking_component)
     point_rank = competition_ranks(pt)
     certain = None if k is None else simultaneous[:, 1] <= k
     order = np.lexsort((np.arange(m), point_rank))  # the ranking's order: rank, then item
     tiers: list[NDArray[np.int64]] = []
+    worst = simultaneous[order, 1]
+    running = np.maximum.accumulate(worst)
     start = 0
     for r in range(1, m + 1):
         # Boundary after position r: every item above is significantly above every item below.
-        if r == m or np.all(simultaneous[order[:r], 1] <= r):
+        if r == m or running[r - 1] <= r:
             tiers.append(order[start:r])
             start = r
     # Maximal runs of mutually indistinguishable items in estimated order.
@@ -1690,6 +1841,50 @@ def rank_confidence(
     return RankConfidence(
         marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit, crit_each
     )
+
+
+def rank_summaries(
+    conf: Confidence,
+    draws: RankDraws,
+    level: float,
+    k: int | None = None,
+    check: Check | None = None,
+) -> RankConfidence:
+    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified
+    (``interval_reason``). Their draws stay at their reported score (their spread is not
+    identified), so P(top-K) counts them there, made non-increasing along the ranking like
+    every item's. They are never significantly different from anything in the
+    simultaneous intervals (one-sided at most: [1, m]). Their marginal rank interval is
+    one-sided: an item that wins everything is above every item b with
+    ``conf.rank_bound`` (its score bound at one-sided level 1 − α/2) above b's upper end
+    at one-sided level 1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b
+    and b's interval), so the statements hold jointly with probability ≥ ``level``; the
+    identified items' intervals count the set-aside items as never significant (wider,
+    never narrower), so every interval still contains the reported rank."""
+    rc = rank_at(draws, level, k, check)
+    if conf.interval_reason is None or conf.rank_bound is None:
+        return rc
+    reason = conf.interval_reason
+    top = np.array([r == "wins_all" for r in reason])
+    bottom = np.array([r == "loses_all" for r in reason])
+    m = conf.theta.size
+    normal = ~(top | bottom) & np.isfinite(conf.se)
+    q = 1.0 - (1.0 - level) / (2.0 * max(m - 1, 1))
+    zq = float(ndtri(q) if conf.df is None else stdtrit(conf.df, q))
+    with np.errstate(invalid="ignore"):
+        ub = np.fmax(np.fmax(conf.estimate + zq * conf.se, conf.upper), conf.theta)
+        lb = np.fmin(np.fmin(conf.estimate - zq * conf.se, conf.lower), conf.theta)
+    marginal = rc.rank_ci.copy()
+    same = conf.component
+    for u in np.flatnonzero(top | bottom):
+        mates = normal & (same == same[u])
+        if top[u]:
+            below = int(np.sum(mates & (conf.rank_bound[u] > ub)))
+            marginal[u] = (1, m - below)
+        else:
+            above = int(np.sum(mates & (conf.rank_bound[u] < lb)))
+            marginal[u] = (1 + above, m)
+    return dataclasses.replace(rc, rank_ci=marginal)
 
 
 def _draw(gen: np.random.Generator, root: NDArray, rows: int, df: float | None) -> NDArray:
