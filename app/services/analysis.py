@@ -55,6 +55,7 @@ from ..stats.inference import (
     cluster_bootstrap_confidence,
     rank_draws,
     rank_summaries,
+    with_k,
 )
 from ..stats.inference import (
     uncertainty as level_free_uncertainty,
@@ -504,7 +505,13 @@ def _summaries(
                     shared = set()
                     nbytes(conf.cov, shared)
                     cache.lru.put(draws_key, draws, nbytes(draws, shared), parents=(fit_key,))
-            ranks = rank_summaries(conf, draws, level, k, check=deadline.check)
+            level_key = ("ranks", entry.key, level, "any k", uncertainty, covariance, reps)
+            at_level = cache.lru.get(level_key) if entry.key is not None else None
+            if at_level is None:
+                at_level = rank_summaries(conf, draws, level, None, check=deadline.check)
+                if entry.key is not None:
+                    cache.lru.put(level_key, at_level, nbytes(at_level), parents=(fit_key, conf_key))
+            ranks = with_k(at_level, draws, k)
         result = _Summary(conf, ranks, None, None, intervals.entry)
     if entry.key is not None:
         cache.lru.put(rank_key, result, nbytes(result.ranks), parents=(fit_key, conf_key))

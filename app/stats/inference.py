@@ -135,6 +135,7 @@ __all__ = [
     "rank_draws",
     "rank_summaries",
     "uncertainty",
+    "with_k",
 ]
 
 #: A callback that long computations call between units of work (a replicate, a
@@ -906,9 +907,13 @@ def confidence(
 #: the rest, :func:`_separated_items`), the whole survey's intervals are refused (as
 #: ``not_identified`` where the ridge removal heads into the flat direction); up to it, only
 #: those items lose their two-sided intervals. A stated choice, not a measurement: the
-#: others' scores are then located by the identified items, which should be nearly all;
-#: below 20 items not one item is set aside.
-MAX_UNIDENTIFIED_SHARE = 0.05
+#: others' scores are then located by the identified items, which should be most (at
+#: ε = 1 with 50 comparisons per item, tests/benchmarks/bench_items.py sets aside about a
+#: tenth: the single items and the small top and bottom sets winning or losing all).
+MAX_UNIDENTIFIED_SHARE = 0.25
+#: Below this many identified items not one item is set aside (a survey of a few items
+#: is refused whole, as the small-sample coverage of tests/stats/test_inference.py needs).
+MIN_ITEMS_SET_ASIDE = 20
 
 
 def _separated_items(theta: NDArray, data, component: NDArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
@@ -1219,7 +1224,8 @@ def uncertainty(
     # 0. Items the data bound from one side only are set aside (their pairs left out), as
     # long as they are few; the rest is fitted again without them.
     full_identified = np.bincount(fit.component)[fit.component] > 1
-    limit = int(MAX_UNIDENTIFIED_SHARE * full_identified.sum())
+    n_identified = int(full_identified.sum())
+    limit = int(MAX_UNIDENTIFIED_SHARE * n_identified) if n_identified >= MIN_ITEMS_SET_ASIDE else 0
     target, target_clusters, aside = fit, clusters, None
     wins_all, loses_all = _separated_items(fit.theta, data, fit.component)
     if (wins_all | loses_all).any() and (wins_all | loses_all).sum() <= limit:
@@ -1407,7 +1413,7 @@ def _second_order(lw_pinv, cov, se, data, s, sp, identified, check) -> tuple[NDA
         touched = np.unique(np.concatenate((i[drop], j[drop])))
         if touched.size:
             delta = np.bincount(i[drop], g[drop], m) - np.bincount(j[drop], g[drop], m)
-            bias = bias + 0.5 * (lw_pinv[:, touched] @ delta[touched])
+            bias = bias + 0.5 * (delta[touched] @ lw_pinv[touched])  # rows: L_W⁺ is symmetric
     unsafe |= bad
     bias = np.where(unsafe, full_bias, bias)
     return unsafe, bias, full_bias
@@ -1808,14 +1814,6 @@ def rank_at(
         np.int64
     )
     del half
-    p_top = None
-    if k is not None and draws.values is not None:
-        if k < m:
-            best = np.argpartition(draws.values, m - k, axis=1)[:, m - k :]  # exactly k per draw
-            inside = np.bincount(best.ravel(), minlength=m)
-        else:
-            inside = np.full(m, draws.n_draws)
-        p_top = order_restricted(inside / draws.n_draws, pt, draws.ranking_component)
     point_rank = competition_ranks(pt)
     certain = None if k is None else simultaneous[:, 1] <= k
     order = np.lexsort((np.arange(m), point_rank))  # the ranking's order: rank, then item
@@ -1839,8 +1837,31 @@ def rank_at(
         reach[s_] = e
     tied = [order[s_ : reach[s_] + 1] for s_ in range(m) if s_ == 0 or reach[s_] > reach[s_ - 1]]
     return RankConfidence(
-        marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit, crit_each
+        marginal, simultaneous, "marginal", level, _p_top_k(draws, k), certain, tied, tiers, crit, crit_each
     )
+
+
+def _p_top_k(draws: RankDraws, k: int | None) -> NDArray[np.float64] | None:
+    """P(top-K) from kept draws (None without k or with several components)."""
+    if k is None or draws.values is None:
+        return None
+    m = draws.estimate.size
+    if k < m:
+        best = np.argpartition(draws.values, m - k, axis=1)[:, m - k :]  # exactly k per draw
+        inside = np.bincount(best.ravel(), minlength=m)
+    else:
+        inside = np.full(m, draws.n_draws)
+    return order_restricted(inside / draws.n_draws, draws.point, draws.ranking_component)
+
+
+def with_k(ranks: RankConfidence, draws: RankDraws, k: int | None) -> RankConfidence:
+    """The summaries of ``ranks`` (any k) for another ``k``: only P(top-K) and the certain
+    top-K members depend on it."""
+    m = draws.estimate.size
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
+        raise ValueError(f"k must be an integer between 1 and {m}")
+    certain = None if k is None else ranks.rank_ci_simultaneous[:, 1] <= k
+    return dataclasses.replace(ranks, p_top_k=_p_top_k(draws, k), top_k_certain=certain)
 
 
 def rank_summaries(
