@@ -2,9 +2,10 @@
 
 Fits are cached by (survey, method, λ, number of items, data version) and
 warm-started from the previous θ̂ of the same survey when new answers arrive;
-their intervals are cached per (confidence level, uncertainty, covariance) and
-their rank summaries per k as well, all in one memory budget (:class:`FitCache`,
-least recently used evicted first, by bytes).
+the level-free part of their intervals (centre, covariance: docs/uncertainty.md §6,
+"Cost") and the draws of their rank summaries once per fit, the intervals per
+(confidence level, uncertainty, covariance) and their rank summaries per level and k,
+all in one memory budget (:class:`FitCache`, least recently used evicted first, by bytes).
 
 **Bounded work.** With m items and N stored comparisons of a survey:
 
@@ -120,8 +121,8 @@ BOOTSTRAP_SECONDS_PER_CUBE = 6.0e-11
 BOOTSTRAP_REFUSE_FACTOR = 2.0
 PAIRWISE_MAX_ITEMS = 300
 #: The confidence levels offered: two decimals from 0.50 to 0.99, and 0.995 and 0.999.
-#: Each level of a fit is its own O(m³) computation and its own cached m×m covariance,
-#: so the set is finite (52 levels) rather than any number in [0.5, 1).
+#: Each level of a fit is a rescaling of what is kept per fit, with its own cached rank
+#: summaries (O(m²) each), so the set is finite (52 levels) rather than any number in [0.5, 1).
 LEVELS = (*(round(0.5 + x / 100, 2) for x in range(50)), 0.995, 0.999)
 #: Default memory budget of a :class:`FitCache` (PRIVRANK_ANALYSIS_CACHE_MB sets the service's).
 CACHE_BYTES = 256 * 2**20
@@ -537,7 +538,11 @@ def _intervals(
         return _Intervals(None, "not_requested", "Intervals were not requested.", entry)
     if m > MAX_ITEMS_COVARIANCE:
         return _Intervals(
-            None, "too_many_items", f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items.", entry
+            None,
+            "too_many_items",
+            f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items (they need dense "
+            f"{MAX_ITEMS_COVARIANCE}×{MAX_ITEMS_COVARIANCE} matrices); scores and ranks are given.",
+            entry,
         )
     if fit.n_comparisons == 0:
         return _Intervals(None, "no_comparisons", "There are no comparisons yet.", entry)

@@ -61,7 +61,15 @@ fewer than two respondents, separated data (:func:`_separated`: debiased wins of
 item or a top set outside (0, its comparisons), so the unpenalized fit does not exist
 and the ridge removal heads to infinity), or a correction beyond its limit for more
 than half of the items — :func:`confidence` raises :class:`IntervalsUnavailable` with
-a machine-readable reason and a sentence.
+a machine-readable reason and a sentence. Separation is per item where it can be: up to
+``MAX_UNIDENTIFIED_SHARE`` of the items, those separated are set aside (their pairs left
+out, the rest fitted again) with a one-sided score bound and ``interval_reason``, and the
+others keep their intervals (docs/uncertainty.md §5).
+
+**Once per fit.** :func:`uncertainty` computes the level-free part (centre, covariance,
+standard errors, set-aside items); :meth:`Uncertainty.at` rescales it to a level.
+:func:`rank_draws` keeps the draws of the rank summaries; :func:`rank_at` and
+:func:`with_k` summarize them at a level and k (docs/uncertainty.md §6, "Cost").
 
 **Bootstraps.** :func:`cluster_bootstrap_confidence` resamples respondents with all
 their stored answers (nothing is privatized again); :func:`bootstrap_confidence`
@@ -916,11 +924,15 @@ MAX_UNIDENTIFIED_SHARE = 0.25
 MIN_ITEMS_SET_ASIDE = 20
 
 
-def _separated_items(theta: NDArray, data, component: NDArray) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+def _separated_items(
+    theta: NDArray, data, component: NDArray, cuts: bool = True
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """(wins_all, loses_all): the items that win (lose) every debiased comparison with the
     rest, alone or as part of the smaller side of a top-t cut in θ̂'s order within their
     component (the cuts :func:`_separated` checks). Along such a cut the unpenalized
-    objective has no minimizer: the data bound the score difference from one side only."""
+    objective has no minimizer: the data bound the score difference from one side only.
+    Without ``cuts``, single items only (a single item's surplus would otherwise carry every
+    top set containing it)."""
     i, j, n, s = data.i, data.j, data.n.astype(float), data.s
     m = theta.size
     wins = np.bincount(i, s, m) + np.bincount(j, n - s, m)
@@ -928,6 +940,8 @@ def _separated_items(theta: NDArray, data, component: NDArray) -> tuple[NDArray[
     seen = total > 0
     wins_all = seen & (wins >= total)
     loses_all = seen & (wins <= 0)
+    if not cuts:
+        return wins_all, loses_all
     order = np.lexsort((np.arange(m), -theta, component))
     position = np.empty(m, dtype=np.int64)
     position[order] = np.arange(m)
@@ -1227,7 +1241,10 @@ def uncertainty(
     n_identified = int(full_identified.sum())
     limit = int(MAX_UNIDENTIFIED_SHARE * n_identified) if n_identified >= MIN_ITEMS_SET_ASIDE else 0
     target, target_clusters, aside = fit, clusters, None
-    wins_all, loses_all = _separated_items(fit.theta, data, fit.component)
+    # Single items first: a top set is separated as a whole only without them.
+    wins_all, loses_all = _separated_items(fit.theta, data, fit.component, cuts=False)
+    if not (wins_all | loses_all).any():
+        wins_all, loses_all = _separated_items(fit.theta, data, fit.component)
     if (wins_all | loses_all).any() and (wins_all | loses_all).sum() <= limit:
         for _ in range(5):
             check()

@@ -158,14 +158,21 @@ def test_a_few_items_that_win_everything_leave_the_others_their_intervals():
     assert 0.95 - Z * se <= coverage <= 1.0, (coverage, se)
 
 
-def test_too_many_unidentified_items_still_refuse_the_whole_ranking():
-    """Beyond MAX_UNIDENTIFIED_SHARE (a quarter of 40 items win everything), or below
-    MIN_ITEMS_SET_ASIDE items, the whole ranking is refused, as not identified."""
+def test_a_quarter_of_the_items_unidentified_refuses_the_whole_ranking():
+    """3 of 40 items winning everything are set aside; 12 of 40 (beyond
+    MAX_UNIDENTIFIED_SHARE, a quarter) refuse the whole ranking as not identified."""
     from app.stats.inference import IntervalsUnavailable
 
-    rng = np.random.default_rng(5)
-    theta, i, j, y, resp = _winners_survey(rng, m=40, respondents=200, per=10, winners=12)
-    fit = fit_debiased_mle(40, i, j, y, 1.0)
-    with pytest.raises(IntervalsUnavailable) as info:
-        confidence(fit, clusters=Clusters.from_answers(40, i, j, y, 1.0, resp))
-    assert info.value.reason in ("not_identified", "unstable_correction")
+    for winners, refused in ((3, False), (12, True)):
+        rng = np.random.default_rng(5)
+        _, i, j, y, resp = _winners_survey(rng, m=40, respondents=200, per=10, winners=winners)
+        fit = fit_debiased_mle(40, i, j, y, 1.0)
+        clusters = Clusters.from_answers(40, i, j, y, 1.0, resp)
+        if refused:
+            with pytest.raises(IntervalsUnavailable) as info:
+                confidence(fit, clusters=clusters)
+            assert info.value.reason == "not_identified"
+        else:
+            conf = confidence(fit, clusters=clusters)
+            assert conf.interval_reason is not None
+            assert all(conf.interval_reason[x] == "wins_all" for x in range(winners))
