@@ -2,9 +2,10 @@
 
 Fits are cached by (survey, method, λ, number of items, data version) and
 warm-started from the previous θ̂ of the same survey when new answers arrive;
-their intervals are cached per (confidence level, uncertainty, covariance) and
-their rank summaries per k as well, all in one memory budget (:class:`FitCache`,
-least recently used evicted first, by bytes).
+the level-free part of their intervals (centre, covariance: docs/uncertainty.md §6,
+"Cost") and the draws of their rank summaries once per fit, the intervals per
+(confidence level, uncertainty, covariance) and their rank summaries per level and k,
+all in one memory budget (:class:`FitCache`, least recently used evicted first, by bytes).
 
 **Bounded work.** With m items and N stored comparisons of a survey:
 
@@ -36,6 +37,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
+import scipy.sparse.linalg
 from scipy.special import expit
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -51,11 +55,15 @@ from ..stats.inference import (
     Confidence,
     IntervalsUnavailable,
     RankConfidence,
+    Uncertainty,
     bootstrap_confidence,
     cluster_bootstrap_confidence,
-    confidence,
-    laplacian,
-    rank_confidence,
+    rank_draws,
+    rank_summaries,
+    with_k,
+)
+from ..stats.inference import (
+    uncertainty as level_free_uncertainty,
 )
 from ..stats.mechanisms import randomization_p_value
 from ..stats.metrics import tie_groups
@@ -118,8 +126,8 @@ BOOTSTRAP_SECONDS_PER_CUBE = 6.0e-11
 BOOTSTRAP_REFUSE_FACTOR = 2.0
 PAIRWISE_MAX_ITEMS = 300
 #: The confidence levels offered: two decimals from 0.50 to 0.99, and 0.995 and 0.999.
-#: Each level of a fit is its own O(m³) computation and its own cached m×m covariance,
-#: so the set is finite (52 levels) rather than any number in [0.5, 1).
+#: Each level of a fit is a rescaling of what is kept per fit, with its own cached rank
+#: summaries (O(m²) each), so the set is finite (52 levels) rather than any number in [0.5, 1).
 LEVELS = (*(round(0.5 + x / 100, 2) for x in range(50)), 0.995, 0.999)
 #: Default memory budget of a :class:`FitCache` (PRIVRANK_ANALYSIS_CACHE_MB sets the service's).
 CACHE_BYTES = 256 * 2**20
@@ -472,26 +480,45 @@ def _summaries(
             intervals = _intervals(
                 session, survey, cache, entry, method, level, uncertainty, covariance, replicates, deadline
             )
-        extra = 0 if intervals.entry is entry else nbytes(intervals.entry)
         if entry.key is not None:
-            cache.lru.put(conf_key, intervals, nbytes(intervals.conf) + extra, parents=(fit_key,))
+            # The covariance is shared with the fit's level-free part (kept under it): a
+            # level's intervals count only their own arrays.
+            base = cache.lru.get(("uncertainty", entry.key, covariance))
+            shared: set[int] = set()
+            nbytes(base, shared)
+            extra = 0 if intervals.entry is entry or base is not None else nbytes(intervals.entry)
+            parents = (fit_key,) if base is None else (fit_key, ("uncertainty", entry.key, covariance))
+            cache.lru.put(conf_key, intervals, nbytes(intervals.conf, shared) + extra, parents=parents)
     conf = intervals.conf
     if conf is None:
         result = _Summary(None, None, intervals.reason, intervals.message, intervals.entry)
     else:
-        seed = _seed(survey.id, version, method, level, k, uncertainty, covariance)
+        draws_key = ("draws", entry.key, uncertainty, covariance, reps, conf.method, conf.df)
+        draws = cache.lru.get(draws_key) if entry.key is not None else None
         with cache.work.hold(deadline):
-            ranks = rank_confidence(
-                conf.estimate,
-                conf.cov,
-                level,
-                k,
-                rng=np.random.default_rng(seed),
-                component=conf.component,
-                point=conf.theta,
-                check=deadline.check,
-                df=conf.df,
-            )
+            if draws is None:
+                seed = _seed(survey.id, version, method, uncertainty, covariance, conf.method, conf.df)
+                draws = rank_draws(
+                    conf.estimate,
+                    conf.cov,
+                    rng=np.random.default_rng(seed),
+                    component=conf.variance_component,
+                    point=conf.theta,
+                    check=deadline.check,
+                    df=conf.df,
+                    ranking_component=conf.component,
+                )
+                if entry.key is not None:
+                    shared = set()
+                    nbytes(conf.cov, shared)
+                    cache.lru.put(draws_key, draws, nbytes(draws, shared), parents=(fit_key,))
+            level_key = ("ranks", entry.key, level, "any k", uncertainty, covariance, reps)
+            at_level = cache.lru.get(level_key) if entry.key is not None else None
+            if at_level is None:
+                at_level = rank_summaries(conf, draws, level, None, check=deadline.check)
+                if entry.key is not None:
+                    cache.lru.put(level_key, at_level, nbytes(at_level), parents=(fit_key, conf_key))
+            ranks = with_k(at_level, draws, k)
         result = _Summary(conf, ranks, None, None, intervals.entry)
     if entry.key is not None:
         cache.lru.put(rank_key, result, nbytes(result.ranks), parents=(fit_key, conf_key))
@@ -517,7 +544,11 @@ def _intervals(
         return _Intervals(None, "not_requested", "Intervals were not requested.", entry)
     if m > MAX_ITEMS_COVARIANCE:
         return _Intervals(
-            None, "too_many_items", f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items.", entry
+            None,
+            "too_many_items",
+            f"Intervals are computed for at most {MAX_ITEMS_COVARIANCE} items (they need dense "
+            f"{MAX_ITEMS_COVARIANCE}×{MAX_ITEMS_COVARIANCE} matrices); scores and ranks are given.",
+            entry,
         )
     if fit.n_comparisons == 0:
         return _Intervals(None, "no_comparisons", "There are no comparisons yet.", entry)
@@ -537,15 +568,44 @@ def _intervals(
             rows = clusters.as_rows(target.fit.theta.size)
             conf = _bootstrap(survey, target, level, covariance, rows, replicates, deadline)
         else:
-            conf = confidence(
-                target.fit,
-                level,
-                clusters=clusters if covariance == "cluster" else None,
-                check=deadline.check,
-            )
+            conf = _level_free(
+                cache, entry, target, clusters if covariance == "cluster" else None, covariance, deadline
+            ).at(level)
     except IntervalsUnavailable as exc:
         return _Intervals(None, exc.reason, exc.message, target)
     return _Intervals(conf, None, None, target)
+
+
+def _level_free(
+    cache: FitCache,
+    entry: _Entry,
+    target: _Entry,
+    clusters: ClusterSource | None,
+    covariance: str,
+    deadline: Deadline,
+) -> Uncertainty:
+    """The level-free part of the sandwich intervals of ``target``'s fit (centre,
+    covariance, standard errors: :func:`~app.stats.inference.uncertainty`), computed once
+    per fit and kept with it; a level then only rescales. A refusal is kept as well."""
+    key = ("uncertainty", entry.key, covariance)
+    found = cache.lru.get(key) if entry.key is not None else None
+    if found is None or found[0] is not target.fit:
+        try:
+            value: Uncertainty | IntervalsUnavailable = level_free_uncertainty(
+                target.fit, clusters=clusters, check=deadline.check
+            )
+        except IntervalsUnavailable as exc:
+            value = exc
+        found = (target.fit, value)
+        if entry.key is not None:
+            shared: set[int] = set()
+            nbytes(entry, shared)  # the fit and its clusters are counted with the fit
+            size = nbytes(value, shared) + (0 if target is entry else nbytes(target, shared))
+            cache.lru.put(key, found, size, parents=(("fit", entry.key),))
+    value = found[1]
+    if isinstance(value, IntervalsUnavailable):
+        raise IntervalsUnavailable(value.reason, value.message)
+    return value
 
 
 def _with_clusters(
@@ -785,23 +845,48 @@ class _Connectivity:
 
 def _graph(stats: PairStats) -> _Connectivity:
     """Algebraic connectivity of the comparison graph (edge weights n_ij), and of its
-    normalized Laplacian D^{-1/2} L D^{-1/2} (scale-free, in [0, 2]; near 0: a bottleneck)."""
+    normalized Laplacian D^{-1/2} L D^{-1/2} (scale-free, in [0, 2]; near 0: a bottleneck).
+
+    Both are second-smallest eigenvalues of sparse matrices (0 for a disconnected graph):
+    Lanczos (ARPACK's ``eigsh``, the smallest algebraic pair) on the sparse Laplacian, with
+    the dense eigenvalue problem for small graphs or where Lanczos does not converge."""
     m = stats.n_items
     if m > MAX_ITEMS_COVARIANCE or stats.n_pairs == 0:
         return _Connectivity(None, None)
-    lap = laplacian(m, stats.i, stats.j, stats.n.astype(float))
-    vals = np.linalg.eigvalsh(lap)
-    deg = np.diag(lap).copy()
-    inv = np.where(deg > 0, 1.0 / np.sqrt(np.where(deg > 0, deg, 1.0)), 0.0)
-    norm_vals = np.linalg.eigvalsh(inv[:, None] * lap * inv[None, :])
-    return _Connectivity(
-        float(max(vals[1], 0.0)) if m > 1 else 0.0, float(max(norm_vals[1], 0.0)) if m > 1 else 0.0
-    )
+    if m < 2:
+        return _Connectivity(0.0, 0.0)
+    w = stats.n.astype(float)
+    adj = scipy.sparse.coo_matrix((w, (stats.i, stats.j)), shape=(m, m)).tocsr()
+    adj = adj + adj.T
+    n_comp, _ = scipy.sparse.csgraph.connected_components(adj, directed=False)
+    if n_comp > 1:
+        return _Connectivity(0.0, 0.0)
+    deg = np.asarray(adj.sum(axis=1)).ravel()
+    lap = scipy.sparse.diags(deg) - adj
+    inv = 1.0 / np.sqrt(deg)
+    norm = scipy.sparse.diags(inv) @ lap @ scipy.sparse.diags(inv)
+    return _Connectivity(_second_smallest(lap), _second_smallest(norm))
+
+
+def _second_smallest(lap) -> float:
+    """The second-smallest eigenvalue of a connected graph's (sparse) Laplacian, ≥ 0."""
+    m = lap.shape[0]
+    if m > GRAPH_DENSE_ITEMS:
+        try:
+            vals = scipy.sparse.linalg.eigsh(lap, k=2, which="SA", tol=1e-10, return_eigenvectors=False)
+            return float(max(np.sort(vals)[1], 0.0))
+        except scipy.sparse.linalg.ArpackError:
+            pass
+    return float(max(np.linalg.eigvalsh(lap.toarray())[1], 0.0))
+
+
+#: Up to this many items the graph diagnostics use the dense eigenvalue problem.
+GRAPH_DENSE_ITEMS = 200
 
 
 def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> _Connectivity:
-    """:func:`_graph` of the entry's statistics, computed once per fit (O(m³): two
-    eigenvalue problems; the largest cost of a cached ranking before it was kept)."""
+    """:func:`_graph` of the entry's statistics, computed once per fit (two sparse
+    eigenvalue problems)."""
     if entry.graph is None:
         deadline.check()
         with cache.work.hold(deadline):
@@ -950,6 +1035,10 @@ def ranking(
             row.rank_ci_simultaneous = [int(v) for v in ranks.rank_ci_simultaneous[x]]
             if ranks.p_top_k is not None:
                 row.p_top_k = float(ranks.p_top_k[x])
+            if conf.interval_reason is not None and conf.interval_reason[x] is not None:
+                row.interval_reason = conf.interval_reason[x]
+                bound = conf.lower[x] if conf.interval_reason[x] == "wins_all" else conf.upper[x]
+                row.score_bound = float(bound) if math.isfinite(bound) else None
         out_items.append(row)
     groups = tie_groups(theta)
     top_k = boundary_tied = certain = None

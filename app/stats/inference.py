@@ -61,7 +61,15 @@ fewer than two respondents, separated data (:func:`_separated`: debiased wins of
 item or a top set outside (0, its comparisons), so the unpenalized fit does not exist
 and the ridge removal heads to infinity), or a correction beyond its limit for more
 than half of the items — :func:`confidence` raises :class:`IntervalsUnavailable` with
-a machine-readable reason and a sentence.
+a machine-readable reason and a sentence. Separation is per item where it can be: up to
+``MAX_UNIDENTIFIED_SHARE`` of the items, those separated are set aside (their pairs left
+out, the rest fitted again) with a one-sided score bound and ``interval_reason``, and the
+others keep their intervals (docs/uncertainty.md §5).
+
+**Once per fit.** :func:`uncertainty` computes the level-free part (centre, covariance,
+standard errors, set-aside items); :meth:`Uncertainty.at` rescales it to a level.
+:func:`rank_draws` keeps the draws of the rank summaries; :func:`rank_at` and
+:func:`with_k` summarize them at a level and k (docs/uncertainty.md §6, "Cost").
 
 **Bootstraps.** :func:`cluster_bootstrap_confidence` resamples respondents with all
 their stored answers (nothing is privatized again); :func:`bootstrap_confidence`
@@ -96,13 +104,14 @@ from typing import Protocol
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri, stdtrit
 
 from . import entropy
 from .btl import BTLFit, fit_btl
-from .laplacian import MAX_ITEMS_COVARIANCE, SingularLaplacian, laplacian, laplacian_pinv
+from .laplacian import MAX_ITEMS_COVARIANCE, SingularLaplacian, laplacian, laplacian_pinv, laplacian_solve
 from .mechanisms import (
     RandomSource,
     debias,
@@ -123,13 +132,20 @@ __all__ = [
     "Confidence",
     "IntervalsUnavailable",
     "RankConfidence",
+    "RankDraws",
+    "Uncertainty",
     "bootstrap_confidence",
     "cluster_bootstrap_confidence",
     "confidence",
     "confidence_from_cov",
     "laplacian",
     "laplacian_pinv",
+    "rank_at",
     "rank_confidence",
+    "rank_draws",
+    "rank_summaries",
+    "uncertainty",
+    "with_k",
 ]
 
 #: A callback that long computations call between units of work (a replicate, a
@@ -323,6 +339,14 @@ class Confidence:
     corrections : which bias corrections were applied ("ridge", "second_order")
         and the largest of each in standard errors
     widened : (m,) bool, items whose interval was extended to contain θ̂
+    interval_reason : (m,) object or None: per item, why its interval is not the two-sided
+        one — "wins_all" ([lower, +∞): it wins every debiased comparison with the rest,
+        alone or with a few others), "loses_all" ((−∞, upper]), "not_identified" (no
+        interval: only compared with such items); None for the others (docs/uncertainty.md §5)
+    cov_component : the components ``cov`` lives on, when not ``component``
+        (:attr:`variance_component`)
+    rank_bound : (m,) the set-aside items' score bounds at one-sided level 1 − α/2, for
+        their rank intervals (:func:`rank_summaries`)
     """
 
     estimate: NDArray[np.float64]
@@ -340,6 +364,15 @@ class Confidence:
     corrections: dict = field(default_factory=dict)
     widened: NDArray[np.bool_] | None = field(default=None, repr=False)
     df: float | None = None
+    interval_reason: NDArray[np.object_] | None = field(default=None, repr=False)
+    cov_component: NDArray[np.int64] | None = field(default=None, repr=False)
+    rank_bound: NDArray[np.float64] | None = field(default=None, repr=False)
+
+    @property
+    def variance_component(self) -> NDArray[np.int64]:
+        """The components ``cov`` lives on: ``component``, with the items set aside as
+        unidentified (and any item their removal cut off) on their own."""
+        return self.component if self.cov_component is None else self.cov_component
 
     @property
     def z(self) -> float:
@@ -553,13 +586,14 @@ def _flattened(lw_fit, lw_centre, v_fit, v_centre, design, identified) -> bool:
     return bool(np.any(ratio > SEPARATED_MAX_SE_RATIO))
 
 
-def _ridge_removed(fit: BTLFit, check: Check):
+def _ridge_removed(fit: BTLFit, check: Check, dense_fit: bool = True):
     """Steps 1–2 of :func:`confidence`: the ridge-removed centre θ̃ (:func:`_unshrink`),
-    L_W⁺ at θ̂ and at θ̃, and the weights (σ, σ', W, V) at θ̃. Raises ``not_identified``
+    L_W⁺ at θ̂ (None unless ``dense_fit``: :func:`_refuse_flattened` computes it where it
+    needs it) and at θ̃, and the weights (σ, σ', W, V) at θ̃. Raises ``not_identified``
     where the step is not finite or σ' underflowed across a cut at θ̃."""
     data, comp, m = fit.fit_data, fit.component, fit.theta.size
     check()
-    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp)
+    centre, lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, comp, dense=dense_fit)
     check()
     if not np.all(np.isfinite(centre)):
         raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED)
@@ -579,9 +613,11 @@ def _refuse_flattened(fit: BTLFit, lw_pinv_fit, lw_pinv, v_centre, identified) -
     flat direction (:func:`_separated` and :func:`_flattened`)."""
     data, m = fit.fit_data, fit.theta.size
     v_fit = _weights(fit.theta, (data.i, data.j, data.n, data.v))[3]
-    if _separated(fit.theta, data, fit.component) and _flattened(
-        lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, data.i, data.j), identified
-    ):
+    if not _separated(fit.theta, data, fit.component):
+        return
+    if lw_pinv_fit is None:
+        lw_pinv_fit = _unshrink(fit.theta, fit.lam, data, fit.component)[1]
+    if _flattened(lw_pinv_fit, lw_pinv, v_fit, v_centre, (m, data.i, data.j), identified):
         raise IntervalsUnavailable("not_identified", _SEPARATED)
 
 
@@ -597,10 +633,13 @@ def _refuse_separated(fit: BTLFit) -> None:
     _refuse_flattened(fit, lw_pinv_fit, lw_pinv, weights[3], np.bincount(comp)[comp] > 1)
 
 
-def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDArray, NDArray]:
+def _unshrink(
+    theta: NDArray, lam: float, data, component: NDArray, dense: bool = True
+) -> tuple[NDArray, NDArray | None]:
     """One Newton step of the unpenalized objective from θ̂: θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂.
 
-    Removes the ridge's pull towards 0 to first order. Returns θ̃ and L_W(θ̂)⁺.
+    Removes the ridge's pull towards 0 to first order. Returns θ̃ and L_W(θ̂)⁺ (None
+    without ``dense``: the step is then one solve, :func:`~app.stats.laplacian.laplacian_solve`).
 
     Raises :class:`IntervalsUnavailable` ("not_identified") when L_W(θ̂) is singular
     beyond its components (:class:`~app.stats.laplacian.SingularLaplacian`): θ̂ lies
@@ -612,7 +651,10 @@ def _unshrink(theta: NDArray, lam: float, data, component: NDArray) -> tuple[NDA
     m = theta.size
     _, _, w, _ = _weights(theta, (data.i, data.j, data.n, data.v))
     try:
-        lw_pinv = laplacian_pinv(laplacian(m, data.i, data.j, w), component)
+        lap = laplacian(m, data.i, data.j, w)
+        if not dense:
+            return theta + laplacian_solve(lap, component, 2.0 * lam * theta), None
+        lw_pinv = laplacian_pinv(lap, component)
     except SingularLaplacian:
         raise IntervalsUnavailable("not_identified", _NOT_IDENTIFIED) from None
     return theta + lw_pinv @ (2.0 * lam * theta), lw_pinv
@@ -881,16 +923,325 @@ def confidence(
     (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
     "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
 
+    Items the data do not identify (:func:`_separated_items`: an item, or a small top
+    or bottom set, winning or losing every debiased comparison with the rest) get a
+    one-sided interval and a reason (``Confidence.interval_reason``) while the others
+    keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of the items (docs/uncertainty.md §5).
+
     Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
     no comparisons, fewer than two respondents, no unpenalized fit to correct the
     ridge towards, or a bias correction too large to trust.
 
+    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre,
+    covariance, standard errors) is :func:`uncertainty`'s, and a level only rescales.
     Work: O(m³ + comparisons) — a few m×m factorizations and products, and at most
-    m/2 second-order correction steps of O(m²) each. ``check`` is called between
+    m/2 second-order correction steps of O(m) each. ``check`` is called between
     those steps (it raises to stop the work).
     """
+    return uncertainty(fit, variance, clusters, min_clusters, check, cluster_variance).at(level)
+
+
+#: When more than this share of the items of a survey is not identified (separated from
+#: the rest, :func:`_separated_items`), the whole survey's intervals are refused (as
+#: ``not_identified`` where the ridge removal heads into the flat direction); up to it, only
+#: those items lose their two-sided intervals. A stated choice, not a measurement: the
+#: others' scores are then located by the identified items, which should be most (at
+#: ε = 1 with 50 comparisons per item, tests/benchmarks/bench_items.py sets aside about a
+#: tenth: the single items and the small top and bottom sets winning or losing all).
+MAX_UNIDENTIFIED_SHARE = 0.25
+#: Below this many identified items not one item is set aside (a survey of a few items
+#: is refused whole, as the small-sample coverage of tests/stats/test_inference.py needs).
+MIN_ITEMS_SET_ASIDE = 20
+
+
+def _separated_items(
+    theta: NDArray, data, component: NDArray, cuts: bool = True
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
+    """(wins_all, loses_all): the items that win (lose) every debiased comparison with the
+    rest, alone or as part of the smaller side of a top-t cut in θ̂'s order within their
+    component (the cuts :func:`_separated` checks). Along such a cut the unpenalized
+    objective has no minimizer: the data bound the score difference from one side only.
+    Without ``cuts``, single items only (a single item's surplus would otherwise carry every
+    top set containing it)."""
+    i, j, n, s = data.i, data.j, data.n.astype(float), data.s
+    m = theta.size
+    wins = np.bincount(i, s, m) + np.bincount(j, n - s, m)
+    total = np.bincount(i, n, m) + np.bincount(j, n, m)
+    seen = total > 0
+    wins_all = seen & (wins >= total)
+    loses_all = seen & (wins <= 0)
+    if not cuts:
+        return wins_all, loses_all
+    order = np.lexsort((np.arange(m), -theta, component))
+    position = np.empty(m, dtype=np.int64)
+    position[order] = np.arange(m)
+    pi, pj = position[i], position[j]
+    top_wins = np.where(pi < pj, s, n - s)
+    lo, hi = np.minimum(pi, pj), np.maximum(pi, pj)
+    cross_n = np.cumsum(np.bincount(lo, n, m) - np.bincount(hi, n, m))
+    cross_w = np.cumsum(np.bincount(lo, top_wins, m) - np.bincount(hi, top_wins, m))
+    comp_sorted = component[order]
+    starts = np.searchsorted(comp_sorted, comp_sorted, side="left")
+    ends = np.searchsorted(comp_sorted, comp_sorted, side="right")
+    for t in np.flatnonzero((cross_n > 1e-9) & ((cross_w <= 0) | (cross_w >= cross_n))):
+        top_side = t + 1 - starts[t] <= ends[t] - t - 1  # the top set is the smaller side
+        top_wins_all = cross_w[t] >= cross_n[t]
+        side = order[starts[t] : t + 1] if top_side else order[t + 1 : ends[t]]
+        if top_side == top_wins_all:
+            wins_all[side] = True
+        else:
+            loses_all[side] = True
+    both = wins_all & loses_all  # on two separated cuts at once: bounded from neither side
+    return wins_all & ~both, loses_all & ~both
+
+
+def _without_items(fit: BTLFit, clusters: Clusters | None, keep: NDArray[np.bool_]):
+    """The fit of the pairs between kept items only (the others left isolated), warm-started
+    from θ̂, and those pairs' comparisons grouped by respondent."""
+    d = fit.fit_data
+    pk = keep[d.i] & keep[d.j]
+    sub = fit_btl(
+        fit.theta.size,
+        d.i[pk],
+        d.j[pk],
+        d.n[pk],
+        d.s[pk],
+        fit.lam,
+        v=d.v[pk],
+        s2=None if d.s2 is None else d.s2[pk],
+        estimator=fit.estimator,
+        theta0=np.where(keep, fit.theta, 0.0),
+    )
+    if clusters is None:
+        return sub, None
+    c = clusters
+    rk = keep[c.i] & keep[c.j]
+    _, codes = np.unique(c.cluster[rk], return_inverse=True)
+    codes = codes.astype(np.int64).reshape(-1)
+    return sub, Clusters(c.n_items, c.i[rk], c.j[rk], c.z[rk], c.v[rk], codes, int(codes.max(initial=-1)) + 1)
+
+
+@dataclass(frozen=True, eq=False)
+class _SetAside:
+    """Items whose scores the data bound from one side only, with their comparisons
+    (padded per item) for the score bound of :meth:`Uncertainty.at`."""
+
+    wins_all: NDArray[np.bool_]
+    loses_all: NDArray[np.bool_]
+    items: NDArray[np.int64]  # the set-aside items
+    opponent: NDArray[np.int64]  # (items, width): the opponent of each comparison pair, −1 padding
+    n: NDArray[np.float64]  # comparisons of the pair (0 padding)
+    wins: NDArray[np.float64]  # the item's debiased wins in the pair
+    v: NDArray[np.float64]  # privacy variance of the pair's comparisons
+    kappa: NDArray[np.float64]  # per item: most of its comparisons made by one respondent
+
+
+def _set_aside(fit: BTLFit, clusters: Clusters | None, wins_all, loses_all) -> _SetAside:
+    d = fit.fit_data
+    m = fit.theta.size
+    items = np.flatnonzero(wins_all | loses_all)
+    rows: list[tuple] = []
+    for u in items:
+        a, b = d.i == u, d.j == u
+        opp = np.concatenate((d.j[a], d.i[b]))
+        won = np.concatenate((d.s[a], d.n[b] - d.s[b]))
+        rows.append((opp, np.concatenate((d.n[a], d.n[b])), won, np.concatenate((d.v[a], d.v[b]))))
+    width = max((r[0].size for r in rows), default=0)
+    shape = (items.size, max(width, 1))
+    opponent = np.full(shape, -1, dtype=np.int64)
+    n, wins, v = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for k, (opp, nn, won, vv) in enumerate(rows):
+        opponent[k, : opp.size], n[k, : opp.size], wins[k, : opp.size], v[k, : opp.size] = opp, nn, won, vv
+    kappa = np.ones(items.size)
+    if clusters is not None and items.size:
+        c = clusters
+        flag = np.zeros(m, dtype=bool)
+        flag[items] = True
+        for side in (c.i, c.j):
+            r = flag[side]
+            counts = np.bincount(c.cluster[r] * m + side[r], minlength=c.n_clusters * m)
+            per = counts.reshape(c.n_clusters, m).max(axis=0) if c.n_clusters else np.zeros(m)
+            kappa = np.maximum(kappa, per[items])
+        # An item in both columns of one respondent's rows: the counts add up.
+        both = np.bincount(
+            np.concatenate(
+                (c.cluster[flag[c.i]] * m + c.i[flag[c.i]], c.cluster[flag[c.j]] * m + c.j[flag[c.j]])
+            ),
+            minlength=c.n_clusters * m,
+        )
+        if c.n_clusters:
+            kappa = np.maximum(kappa, both.reshape(c.n_clusters, m).max(axis=0)[items])
+    return _SetAside(wins_all, loses_all, items, opponent, n, wins, v, kappa)
+
+
+def _score_bound(aside: _SetAside, theta: NDArray, opponent_at: NDArray, quantile: float) -> NDArray:
+    """Per set-aside item, the one-sided score bound at one-sided normal ``quantile``: for an
+    item that wins everything, the smallest t with (W − Σ n σ(t − a_j)) / sd(t) ≤ quantile,
+    W its debiased wins and a_j its opponents' ``opponent_at`` (their interval ends on the
+    conservative side); sd²(t) = Σ κ n σ'(t − a_j) + v (Lemma 2's variance, κ the most
+    comparisons of the item by one respondent: Cauchy–Schwarz within a respondent). For
+    one that loses everything, the largest t with (Σ n σ(t − a_j) − W) / sd(t) ≤ quantile.
+    Each bound is moved to contain θ̂ (the reported score)."""
+    k = aside.items.size
+    if k == 0:
+        return np.zeros(0)
+    valid = aside.opponent >= 0
+    a = np.where(valid, opponent_at[np.where(valid, aside.opponent, 0)], 0.0)
+    top = aside.wins_all[aside.items]
+    sign = np.where(top, 1.0, -1.0)[:, None]
+    w_total = aside.wins.sum(axis=1)
+    point = theta[aside.items]
+
+    def stat(t: NDArray) -> NDArray:
+        s = expit(t[:, None] - a)
+        expected = (aside.n * s).sum(axis=1)
+        var = (aside.kappa[:, None] * aside.n * s * (1.0 - s) + aside.v).sum(axis=1)
+        return np.where(top, w_total - expected, expected - w_total) / np.sqrt(np.maximum(var, 1e-300))
+
+    # Bisection between the point (where the statistic must be small enough to move) and a
+    # point far on the bounded side, where it is not.
+    near = point.copy()
+    far = point - sign[:, 0] * 1.0
+    for _ in range(60):  # widen until rejected (the statistic grows without bound there)
+        reject = stat(far) > quantile
+        if reject.all():
+            break
+        far = np.where(reject, far, point + 2.0 * (far - point))
+    inside = stat(near) <= quantile
+    for _ in range(60):
+        mid = 0.5 * (near + far)
+        ok = stat(mid) <= quantile
+        near = np.where(ok, mid, near)
+        far = np.where(ok, far, mid)
+    bound = np.where(inside, near, point)
+    return np.where(top, np.minimum(bound, point), np.maximum(bound, point))
+
+
+@dataclass(frozen=True, eq=False)
+class _Core:
+    """The level-free part of one covariance of :class:`Uncertainty`."""
+
+    method: str
+    df: float | None
+    estimate: NDArray[np.float64]
+    cov: NDArray[np.float64]
+    corrections: dict
+    unsafe: NDArray[np.bool_]
+    bias: NDArray[np.float64]
+
+
+@dataclass(eq=False)
+class Uncertainty:
+    """The level-free part of :func:`confidence` for one fit: centre, covariance and
+    standard errors (for both candidate covariances where the choice depends on the level),
+    and the items set aside as unidentified. :meth:`at` gives the intervals at a level
+    by rescaling (critical values, one-sided score bounds); built by :func:`uncertainty`."""
+
+    fit: BTLFit
+    component: NDArray[np.int64]  # the components the covariance lives on
+    n_clusters: int | None
+    aside: _SetAside | None
+    _cores: dict[str, _Core | IntervalsUnavailable] = field(repr=False)
+    _auto: tuple[float, float, float] | None = None  # (df, mean se_model, mean se_bound)
+
+    def choice(self, level: float) -> str:
+        """The covariance used at ``level`` (:func:`_cluster_variance`'s "auto" rule)."""
+        if self._auto is None:
+            return next(iter(self._cores))
+        df, se_model, se_bound = self._auto
+        t_width = float(stdtrit(df, 0.5 + level / 2.0)) * se_model
+        return "bound" if t_width > float(ndtri(0.5 + level / 2.0)) * se_bound else "cr2"
+
+    def core(self, choice: str) -> _Core:
+        """The level-free centre and covariance of one choice."""
+        found = self._cores[choice]
+        if isinstance(found, IntervalsUnavailable):
+            raise IntervalsUnavailable(found.reason, found.message)
+        return found
+
+    def at(self, level: float) -> Confidence:
+        """The intervals at ``level`` (equal to a computation from scratch at that level)."""
+        level = _check_level(level)
+        core = self.core(self.choice(level))
+        fit = self.fit
+        if core.df is None:
+            crit = float(ndtri(0.5 + level / 2.0))
+        else:
+            crit = float(stdtrit(core.df, 0.5 + level / 2.0))
+        conf = confidence_from_cov(
+            core.estimate,
+            core.cov,
+            level,
+            self.component,
+            core.method,
+            fit.theta,
+            crit,
+            self.n_clusters,
+            core.corrections,
+            df=core.df,
+        )
+        if core.unsafe.any():
+            # Span the interval with and without the correction for the items it skipped.
+            lower = np.where(core.unsafe, np.minimum(conf.lower, conf.lower - core.bias), conf.lower)
+            upper = np.where(core.unsafe, np.maximum(conf.upper, conf.upper - core.bias), conf.upper)
+            conf = dataclasses.replace(conf, lower=lower, upper=upper)
+        if self.aside is None:
+            return conf
+        return self._one_sided(conf, level)
+
+    def _one_sided(self, conf: Confidence, level: float) -> Confidence:
+        """The set-aside items' one-sided intervals and every item's reason code."""
+        aside, fit = self.aside, self.fit
+        assert aside is not None
+        m = fit.theta.size
+        full_identified = np.bincount(fit.component)[fit.component] > 1
+        reason = np.full(m, None, dtype=object)
+        reason[full_identified & ~conf.identified] = "not_identified"
+        reason[aside.wins_all] = "wins_all"
+        reason[aside.loses_all] = "loses_all"
+        lower, upper = conf.lower.copy(), conf.upper.copy()
+        # Opponents on the conservative side: their lower ends against an item above all
+        # of them, their upper ends against one below; θ̂ where they have no interval.
+        low = np.where(np.isfinite(lower), lower, fit.theta)
+        high = np.where(np.isfinite(upper), upper, fit.theta)
+        top = aside.wins_all[aside.items]
+        q = float(ndtri(level))
+        bound_top = _score_bound(aside, fit.theta, low, q)
+        bound_bottom = _score_bound(aside, fit.theta, high, q)
+        lower[aside.items] = np.where(top, bound_top, -np.inf)
+        upper[aside.items] = np.where(top, np.inf, bound_bottom)
+        q2 = float(ndtri(1.0 - (1.0 - level) / 2.0))
+        rank_bound = np.full(m, np.nan)
+        rank_bound[aside.items] = np.where(
+            top, _score_bound(aside, fit.theta, low, q2), _score_bound(aside, fit.theta, high, q2)
+        )
+        return dataclasses.replace(
+            conf,
+            rank_bound=rank_bound,
+            lower=lower,
+            upper=upper,
+            component=fit.component,
+            interval_reason=reason,
+            cov_component=self.component,
+        )
+
+
+def uncertainty(
+    fit: BTLFit,
+    variance: str = "model",
+    clusters: ClusterSource | None = None,
+    min_clusters: int = MIN_CLUSTERS,
+    check: Check | None = None,
+    cluster_variance: str = "auto",
+) -> Uncertainty:
+    """The level-free part of :func:`confidence` (same arguments but the level).
+
+    Everything that does not depend on the level is computed here, once: the
+    ridge-removed centre, the covariance (for both candidates when the "auto" cluster
+    covariance chooses by level: few respondents, small m), the second-order correction,
+    and the items set aside. Raises :class:`IntervalsUnavailable` where :func:`confidence`
+    would at every level."""
     check = check or _no_check
-    level = _check_level(level)
     m = fit.theta.size
     if m > MAX_ITEMS_COVARIANCE:
         raise IntervalsUnavailable(
@@ -898,12 +1249,11 @@ def confidence(
         )
     if variance not in ("model", "empirical"):
         raise ValueError("variance must be 'model' or 'empirical'")
+    if cluster_variance not in CLUSTER_VARIANCES:
+        raise ValueError(f"cluster_variance must be one of {', '.join(CLUSTER_VARIANCES)}")
     data = fit.data
     if data is None or data.i.size == 0:
         raise IntervalsUnavailable("no_comparisons", "There are no comparisons yet.")
-    i, j, n = data.i, data.j, data.n
-    comp = fit.component
-    identified = np.bincount(comp)[comp] > 1
     if clusters is not None:
         clusters._check_matches(data)
         if clusters.n_clusters < 2:
@@ -913,57 +1263,190 @@ def confidence(
                 "the respondents come from, and one person's answers say nothing about how others differ: "
                 "not enough data yet.",
             )
-    if variance == "empirical":
-        if data.s2 is None:
-            raise ValueError("the empirical variance needs Σz² per pair (fit from PairStats)")
-        zbar = data.s / n
-        spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
+    if variance == "empirical" and data.s2 is None:
+        raise ValueError("the empirical variance needs Σz² per pair (fit from PairStats)")
+    # 0. Items the data bound from one side only are set aside (their pairs left out), as
+    # long as they are few; the rest is fitted again without them.
+    full_identified = np.bincount(fit.component)[fit.component] > 1
+    n_identified = int(full_identified.sum())
+    limit = int(MAX_UNIDENTIFIED_SHARE * n_identified) if n_identified >= MIN_ITEMS_SET_ASIDE else 0
+    target, target_clusters, aside = fit, clusters, None
+    # Single items first: a top set is separated as a whole only without them.
+    wins_all, loses_all = _separated_items(fit.theta, data, fit.component, cuts=False)
+    if not (wins_all | loses_all).any():
+        wins_all, loses_all = _separated_items(fit.theta, data, fit.component)
+    if (wins_all | loses_all).any() and (wins_all | loses_all).sum() <= limit:
+        # Setting items aside restricts each respondent's answers: the rows themselves.
+        rows = None if clusters is None else clusters.as_rows(fit.theta.size)
+        for _ in range(5):
+            check()
+            target, target_clusters = _without_items(fit, rows, ~(wins_all | loses_all))
+            more_w, more_l = _separated_items(target.theta, target.fit_data, target.component)
+            if not (more_w | more_l).any() or (wins_all | loses_all | more_w | more_l).sum() > limit:
+                break
+            wins_all, loses_all = wins_all | more_w, loses_all | more_l
+        if (_separated_items(target.theta, target.fit_data, target.component)[0]).any() or (
+            (wins_all | loses_all).sum() > limit
+        ):
+            target, target_clusters = fit, clusters  # too many: the whole survey, as below
+        else:
+            aside = _set_aside(fit, rows, wins_all, loses_all)
+    return _uncertainty_of(
+        target, fit, variance, target_clusters, min_clusters, check, cluster_variance, aside
+    )
+
+
+def _uncertainty_of(
+    target: BTLFit,
+    fit: BTLFit,
+    variance: str,
+    clusters: ClusterSource | None,
+    min_clusters: int,
+    check: Check,
+    cluster_variance: str,
+    aside: _SetAside | None,
+) -> Uncertainty:
+    """:func:`uncertainty` on ``target`` (``fit`` itself, or its fit without the set-aside
+    items), centred on ``fit``'s scale."""
+    data = target.fit_data
+    m = target.theta.size
+    i, j, n = data.i, data.j, data.n
+    comp = target.component
+    identified = np.bincount(comp)[comp] > 1
     # 1–2. Remove the ridge (one Newton step of the unpenalized objective from θ̂); the
     # sandwich at the corrected point.
-    centre, lw_pinv_fit, lw_pinv, (s, sp, _, v_model) = _ridge_removed(fit, check)
+    centre, lw_pinv_fit, lw_pinv, (s, sp, _, v_model) = _ridge_removed(target, check, dense_fit=False)
+    ridge_shift = centre - target.theta
+    if aside is not None:
+        # The set-aside items' pairs are left out: the others' scores are located by their
+        # own mean, placed on the reported scale (the mean of θ̂ over each component).
+        sizes = np.bincount(comp).astype(float)
+        shift = np.bincount(comp, fit.theta - centre) / sizes
+        centre = np.where(identified, centre + shift[comp], fit.theta)
     check()
-    crit = float(ndtri(0.5 + level / 2.0))
-    df: float | None = None
-    n_clusters = None
+    spread = None
+    if variance == "empirical" and data.s2 is not None:
+        zbar = data.s / n
+        spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
+    model_meat = laplacian(m, i, j, v_model) if clusters is not None else None
+    choices: tuple[str, ...]
+    auto = None
     if clusters is None:
-        method = "sandwich"
-        meat = laplacian(m, i, j, spread if variance == "empirical" else v_model)
+        choices = ("sandwich",)
+    elif cluster_variance != "auto":
+        choices = (cluster_variance,)
+    elif clusters.n_clusters >= max(min_clusters, 2 * int(identified.sum())):
+        choices = ("cr1",)
+    elif not _cr2_affordable(clusters.as_rows(m)):
+        choices = ("bound",)
     else:
-        n_clusters = clusters.n_clusters
-        model_meat = laplacian(m, i, j, v_model)
-        method, meat, df = _cluster_variance(
-            centre, clusters, lw_pinv, model_meat, identified, min_clusters, cluster_variance, level
-        )
-        if df is not None:
-            crit = float(stdtrit(df, 0.5 + level / 2.0))  # Student t quantile
-    check()
-    cov = lw_pinv @ meat @ lw_pinv
-    cov = 0.5 * (cov + cov.T)
-    check()
-    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    _refuse_flattened(fit, lw_pinv_fit, lw_pinv, v_model, identified)
-    ridge_shift = centre - fit.theta
-    ridge_se = _largest_in_se(ridge_shift, se, identified)
-    if ridge_se > RIDGE_MAX_SE:
-        raise IntervalsUnavailable(
-            "unstable_correction",
-            f"Removing the ridge penalty would move some scores by {_in_se(ridge_se)}: the "
-            "penalty, not the answers, dominates those scores. Collect more answers.",
-        )
-    # 3. Second-order (Cox–Snell) bias of the unpenalized M-estimator. Where it is not
-    # small against the item's own se (an item seen in a handful of comparisons), the
-    # expansion is not trusted for that item: its centre stays uncorrected and its
-    # interval spans both the corrected and the uncorrected one (wider, honest). When
-    # that happens to more than half of the items, the survey is too thin.
-    # A thin item's huge terms reach every item through L_W⁺ and the centring, so the
-    # items with the largest second-order terms are set aside one at a time (their
-    # pairs left out of the others' correction) until the rest is safe.
+        choices = ("cr2", "bound")
+    meats: dict[str, tuple[str, NDArray, float | None]] = {}
+
+    def meat_of(choice: str) -> tuple[str, NDArray, float | None]:
+        if choice not in meats:
+            if choice == "sandwich":
+                meats[choice] = (
+                    "sandwich",
+                    laplacian(m, i, j, spread if spread is not None else v_model),
+                    None,
+                )
+            else:
+                assert clusters is not None
+                assert model_meat is not None
+                meats[choice] = _cluster_variance(
+                    centre, clusters, lw_pinv, model_meat, identified, min_clusters, choice, 0.95
+                )
+        return meats[choice]
+
+    if choices == ("cr2", "bound"):
+        assert model_meat is not None
+        df_cr2 = meat_of("cr2")[2]
+        assert df_cr2 is not None
+        bound = meat_of("bound")[1]
+        se_model = np.sqrt(np.maximum(((lw_pinv @ model_meat) * lw_pinv).sum(axis=1), 0.0))
+        se_bound = np.sqrt(np.maximum(((lw_pinv @ bound) * lw_pinv).sum(axis=1), 0.0))
+        auto = (float(df_cr2), float(se_model[identified].mean()), float(se_bound[identified].mean()))
+
+    def build(choice: str) -> _Core:
+        method, meat, df = meat_of(choice)
+        check()
+        cov = _sandwich(lw_pinv, meat)
+        check()
+        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        if aside is None:
+            _refuse_flattened(target, lw_pinv_fit, lw_pinv, v_model, identified)
+        ridge_se = _largest_in_se(ridge_shift, se, identified)
+        if ridge_se > RIDGE_MAX_SE:
+            raise IntervalsUnavailable(
+                "unstable_correction",
+                f"Removing the ridge penalty would move some scores by {_in_se(ridge_se)}: the "
+                "penalty, not the answers, dominates those scores. Collect more answers.",
+            )
+        unsafe, bias, _ = _second_order(lw_pinv, cov, se, data, s, sp, identified, check)
+        if unsafe.sum() > max(1, int(SECOND_ORDER_MAX_SHARE * identified.sum())):
+            worst = _largest_in_se(bias, se, identified)
+            raise IntervalsUnavailable(
+                "unstable_correction",
+                f"The estimated small-sample bias reaches {_in_se(worst)} for "
+                f"{int(unsafe.sum())} items: the normal approximation behind the intervals does not hold "
+                "yet. Collect more answers, or use uncertainty=bootstrap.",
+            )
+        applied = np.where(unsafe, 0.0, bias)
+        corrections = {
+            "ridge": True,
+            "second_order": bool((~unsafe).any()),
+            "ridge_max_se": ridge_se,
+            "second_order_max_se": _largest_in_se(applied, se, identified),
+            "second_order_skipped_items": int(unsafe.sum()),
+        }
+        if aside is not None:
+            corrections["unidentified_items"] = int(aside.items.size)
+        return _Core(method, df, centre - applied, cov, corrections, unsafe, bias)
+
+    cores: dict[str, _Core | IntervalsUnavailable] = {}
+    for choice in choices:
+        try:
+            cores[choice] = build(choice)
+        except IntervalsUnavailable as exc:
+            cores[choice] = exc
+    return Uncertainty(fit, comp, None if clusters is None else clusters.n_clusters, aside, cores, auto)
+
+
+def _sandwich(lw_pinv: NDArray, meat: NDArray) -> NDArray[np.float64]:
+    """L_W⁺ (meat) L_W⁺, symmetrized; a sparse meat (a Laplacian of the compared pairs)
+    costs one dense product instead of two."""
+    m = meat.shape[0]
+    if np.count_nonzero(meat) <= 0.1 * m * m:
+        half = np.asarray(scipy.sparse.csr_matrix(meat) @ lw_pinv)
+    else:
+        half = meat @ lw_pinv
+    cov = lw_pinv @ half
+    cov += cov.T
+    cov *= 0.5
+    return cov
+
+
+def _second_order(lw_pinv, cov, se, data, s, sp, identified, check) -> tuple[NDArray, NDArray, NDArray]:
+    """Step 3 of the module doc: the second-order (Cox–Snell) bias of the unpenalized
+    M-estimator. Where it is not small against the item's own se (an item seen in a
+    handful of comparisons), the expansion is not trusted for that item: its centre stays
+    uncorrected and its interval spans both the corrected and the uncorrected one. A thin
+    item's huge terms reach every item through L_W⁺ and the centring, so the items with the
+    largest second-order terms are set aside one at a time (their pairs left out of the
+    others' correction) until the rest is safe. Each step updates the correction by the
+    columns of L_W⁺ of the items the removed pairs touch (O(m·degree), not O(m²)).
+    Returns (unsafe, bias, full bias)."""
+    i, j, n = data.i, data.j, data.n
+    m = lw_pinv.shape[0]
     var_d = cov[i, i] + cov[j, j] - 2.0 * cov[i, j]
-    g_abs = np.abs(n * sp * (1.0 - 2.0 * s) * var_d)
+    g = n * sp * (1.0 - 2.0 * s) * var_d
+    g_abs = np.abs(g)
     source = np.bincount(i, g_abs, m) + np.bincount(j, g_abs, m)
-    full_bias = _cox_snell(lw_pinv, cov, i, j, n, s, sp)
+    full_bias = -0.5 * lw_pinv @ (np.bincount(i, g, m) - np.bincount(j, g, m))
     bias = full_bias
     unsafe = np.zeros(m, dtype=bool)
+    removed = np.zeros(i.size, dtype=bool)
     limit = max(1, int(SECOND_ORDER_MAX_SHARE * identified.sum()))
     while True:
         check()
@@ -972,37 +1455,17 @@ def confidence(
         bad = identified & ~unsafe & ~(ratio <= SECOND_ORDER_MAX_SE)
         if not bad.any() or unsafe.sum() > limit:
             break
-        unsafe[np.argmax(np.where(identified & ~unsafe, source, -np.inf))] = True
-        keep = ~(unsafe[i] | unsafe[j])
-        bias = _cox_snell(lw_pinv, cov, i, j, n * keep, s, sp)
+        u = int(np.argmax(np.where(identified & ~unsafe, source, -np.inf)))
+        unsafe[u] = True
+        drop = ~removed & ((i == u) | (j == u))
+        removed |= drop
+        touched = np.unique(np.concatenate((i[drop], j[drop])))
+        if touched.size:
+            delta = np.bincount(i[drop], g[drop], m) - np.bincount(j[drop], g[drop], m)
+            bias = bias + 0.5 * (delta[touched] @ lw_pinv[touched])  # rows: L_W⁺ is symmetric
     unsafe |= bad
     bias = np.where(unsafe, full_bias, bias)
-    if unsafe.sum() > limit:
-        worst = _largest_in_se(bias, se, identified)
-        raise IntervalsUnavailable(
-            "unstable_correction",
-            f"The estimated small-sample bias reaches {_in_se(worst)} for "
-            f"{int(unsafe.sum())} items: the normal approximation behind the intervals does not hold yet. "
-            "Collect more answers, or use uncertainty=bootstrap.",
-        )
-    applied = np.where(unsafe, 0.0, bias)
-    estimate = centre - applied
-    corrections = {
-        "ridge": True,
-        "second_order": bool((~unsafe).any()),
-        "ridge_max_se": ridge_se,
-        "second_order_max_se": _largest_in_se(applied, se, identified),
-        "second_order_skipped_items": int(unsafe.sum()),
-    }
-    conf = confidence_from_cov(
-        estimate, cov, level, comp, method, fit.theta, crit, n_clusters, corrections, df=df
-    )
-    if unsafe.any():
-        # Span the interval with and without the correction for the items it skipped.
-        lower = np.where(unsafe, np.minimum(conf.lower, conf.lower - bias), conf.lower)
-        upper = np.where(unsafe, np.maximum(conf.upper, conf.upper - bias), conf.upper)
-        conf = dataclasses.replace(conf, lower=lower, upper=upper)
-    return conf
+    return unsafe, bias, full_bias
 
 
 def bootstrap_confidence(
@@ -1045,7 +1508,7 @@ def bootstrap_confidence(
     eps = np.broadcast_to(validate_epsilon(epsilon), ia.shape)
     comp = fit.component
     _refuse_separated(fit)
-    base, _ = _unshrink(fit.theta, fit.lam, fit.data, comp)
+    base, _ = _unshrink(fit.theta, fit.lam, fit.data, comp, dense=False)
     truth_p = expit(base[ia] - base[ja])
     reps = np.empty((n_boot, base.size))
     for b in range(n_boot):
@@ -1056,7 +1519,7 @@ def bootstrap_confidence(
         refit = fit_btl(
             n_items, stats.i, stats.j, stats.n, stats.sum_z, fit.lam, v=stats.sum_v, theta0=fit.theta
         )
-        reps[b] = _unshrink(refit.theta, fit.lam, refit.data, refit.component)[0]
+        reps[b] = _unshrink(refit.theta, fit.lam, refit.data, refit.component, dense=False)[0]
     cov = np.atleast_2d(np.cov(reps, rowvar=False))
     return confidence_from_cov(2.0 * base - reps.mean(axis=0), cov, level, comp, "bootstrap", fit.theta)
 
@@ -1202,6 +1665,9 @@ def rank_confidence(
     protect anyone, so a seedable generator is fine; default: OS-seeded).
     ``check`` is called between the steps (it raises to stop the work).
 
+    Equal to ``rank_at(rank_draws(…), level, k)``: the draws (level- and k-free) can be
+    kept and summarized at other levels and k for the cost of quantiles and counts.
+
     Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z,
     the simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and
     item a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
@@ -1224,56 +1690,189 @@ def rank_confidence(
     >>> rc.rank_ci.tolist()  # well separated: each item's rank is certain
     [[1, 1], [2, 2], [3, 3]]
     """
-    check = check or _no_check
     level = _check_level(level)
+    draws = rank_draws(theta, cov, n_draws, rng, component, point, check, df)
+    return rank_at(draws, level, k, check)
+
+
+@dataclass(frozen=True, eq=False)
+class RankDraws:
+    """The level- and k-free part of :func:`rank_confidence`: the centre, and from one set
+    of draws Z the statistics every level needs — per draw the largest |T_ab| over all
+    pairs (``overall``) and per item over its pairs (``largest``), where their number is
+    within budget (Bonferroni otherwise), and θ + Z for P(top-K) (``values``, float32:
+    Monte Carlo shares need no more)."""
+
+    estimate: NDArray[np.float64]
+    cov: NDArray[np.float64] = field(repr=False)
+    component: NDArray[np.int64]  # the components cov lives on
+    ranking_component: NDArray[np.int64]  # the comparison graph's, for P(top-K)
+    point: NDArray[np.float64]
+    df: float | None
+    n_draws: int
+    largest: NDArray[np.float64] | None = field(repr=False)
+    overall: NDArray[np.float64] | None = field(repr=False)
+    values: NDArray[np.float32] | None = field(repr=False)
+
+
+def rank_draws(
+    theta: ArrayLike,
+    cov: ArrayLike,
+    n_draws: int = 4000,
+    rng: np.random.Generator | None = None,
+    component: ArrayLike | None = None,
+    point: ArrayLike | None = None,
+    check: Check | None = None,
+    df: float | None = None,
+    ranking_component: ArrayLike | None = None,
+) -> RankDraws:
+    """The draws of :func:`rank_confidence` (same arguments, without level and k).
+    ``ranking_component`` (default ``component``): the comparison graph's components,
+    where ``cov`` lives on finer ones (items set aside as unidentified on their own):
+    P(top-K) is drawn only when it is connected."""
+    check = check or _no_check
     c = np.asarray(cov, dtype=np.float64)
     m = np.asarray(theta).size
     if c.shape != (m, m):
         raise ValueError("cov must be m×m")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
-        raise ValueError(f"k must be an integer between 1 and {m}")
     if df is not None and not df > 0:
         raise ValueError("df must be positive")
     comp = np.zeros(m, dtype=np.int64) if component is None else np.asarray(component, dtype=np.int64)
+    rank_comp = comp if ranking_component is None else np.asarray(ranking_component, dtype=np.int64)
     pt = np.asarray(theta, dtype=np.float64) if point is None else np.asarray(point, dtype=np.float64)
     if pt.shape != (m,):
         raise ValueError("point must have one value per item")
     est = order_restricted(theta, pt, comp, _precision(np.sqrt(np.maximum(np.diag(c), 0.0))))
     gen = rng if rng is not None else entropy.generator()
     check()
-    root = _mvn_root(c)  # one eigendecomposition for every set of draws below
-    crit, crit_each, se_pair = _critical_values(c, level, comp, n_draws, gen, df, check, root)
+    se_pair = pair_difference_se(c, comp)
+    finite = np.isfinite(se_pair)
+    np.fill_diagonal(finite, False)
+    n_pairs = int(finite.sum()) // 2
+    want_largest = finite.any() and m * m * n_draws <= 20_000_000
+    want_overall = finite.any() and not want_largest and n_pairs * n_draws <= 20_000_000
+    want_values = rank_comp.max(initial=0) == 0
+    largest = np.empty((n_draws, m)) if want_largest else None
+    overall = np.empty(n_draws) if want_overall else None
+    values = np.empty((n_draws, m), dtype=np.float32) if want_values else None
+    if want_largest or want_overall or want_values:
+        draw = _sampler(c, comp)
+        inv = np.where(finite, 1.0 / np.where(finite, se_pair, 1.0), 0.0)
+        iu = np.triu_indices(m, 1)
+        same = finite[iu]
+        a, b, inv_same = iu[0][same], iu[1][same], inv[iu][same]
+        block = max(1, _BLOCK_VALUES // m)
+        if want_largest:
+            block = max(1, min(block, _BLOCK_PAIR_STATS // (m * m)))
+        elif want_overall:
+            block = max(1, min(block, _BLOCK_PAIR_STATS // max(n_pairs, 1)))
+        for start in range(0, n_draws, block):
+            rows = min(block, n_draws - start)
+            z = draw(gen, rows, df)
+            if largest is not None:
+                largest[start : start + rows] = (np.abs(z[:, :, None] - z[:, None, :]) * inv).max(axis=2)
+            if overall is not None:
+                overall[start : start + rows] = (np.abs(z[:, a] - z[:, b]) * inv_same).max(axis=1)
+            if values is not None:
+                values[start : start + rows] = est + z
+            check()
+    return RankDraws(est, c, comp, rank_comp, pt, df, n_draws, largest, overall, values)
+
+
+def _sampler(cov: NDArray, component: NDArray) -> Callable[[np.random.Generator, int, float | None], NDArray]:
+    """Draws of N(0, cov) (or the multivariate t with ``df``) up to a common shift per
+    component, which no difference and no within-component rank sees: with P the
+    projector on the components' constants, cov + ρP = R Rᵀ by Cholesky (m³/3), and a
+    draw is (I − P) R ξ, whose covariance is (I − P) cov (I − P). Items alone in their
+    component draw 0. Falls back to :func:`_mvn_root` (an eigendecomposition, ~20× the
+    work) where the factorization fails."""
+    m = component.size
+    sizes = np.bincount(component, minlength=int(component.max(initial=-1)) + 1)
+    alone = sizes[component] <= 1
+    groups = [np.flatnonzero(component == g) for g in np.flatnonzero(sizes > 1)]
+    rho = max(float(np.mean(np.diag(cov))), 1e-300) if m else 1.0
+    a = 0.5 * (cov + cov.T)
+    for g in groups:
+        a[np.ix_(g, g)] += rho / g.size
+    a[alone, alone] = rho
+    try:
+        root = scipy.linalg.cholesky(a, lower=True, check_finite=False)
+        triangular = True
+    except np.linalg.LinAlgError:
+        root, triangular = _mvn_root(cov), False
+
+    def draw(gen: np.random.Generator, rows: int, df: float | None) -> NDArray:
+        xi = gen.standard_normal((rows, m))
+        if triangular:
+            z = scipy.linalg.blas.dtrmm(1.0, root, xi, side=1, lower=1, trans_a=1, overwrite_b=1)
+            for g in groups:
+                z[:, g] -= z[:, g].mean(axis=1, keepdims=True)
+            z[:, alone] = 0.0
+        else:
+            z = xi @ root.T
+        if df is not None:
+            z *= np.sqrt(df / gen.chisquare(df, rows))[:, None]
+        return z
+
+    return draw
+
+
+def rank_at(
+    draws: RankDraws,
+    level: float,
+    k: int | None = None,
+    check: Check | None = None,
+    one_sided: tuple[NDArray, NDArray] | None = None,
+) -> RankConfidence:
+    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws (quantiles, counts and
+    m×m comparisons: no new draws). ``one_sided``: (wins_all, loses_all) masks of items
+    with one-sided intervals (:func:`rank_summaries`)."""
+    check = check or _no_check
+    level = _check_level(level)
+    est, comp, pt, m = draws.estimate, draws.component, draws.point, draws.estimate.size
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
+        raise ValueError(f"k must be an integer between 1 and {m}")
+    df = draws.df
+    se_pair = pair_difference_se(draws.cov, comp)
+    finite = np.isfinite(se_pair)
+    np.fill_diagonal(finite, False)
+    others = finite.sum(axis=1)
+    n_pairs = int(others.sum()) // 2
+    if not others.any():
+        crit, crit_each = 0.0, np.zeros(m)
+    elif draws.largest is not None:
+        crit = float(np.quantile(draws.largest.max(axis=1), level))
+        crit_each = np.where(others > 0, np.quantile(draws.largest, level, axis=0), 0.0)
+    else:
+        if draws.overall is not None:
+            crit = float(np.quantile(draws.overall, level))
+        else:
+            q = 1.0 - (1.0 - level) / (2.0 * n_pairs)  # Bonferroni
+            crit = float(ndtri(q) if df is None else stdtrit(df, q))
+        q_each = 1.0 - (1.0 - level) / (2.0 * np.maximum(others, 1))
+        each = ndtri(q_each) if df is None else stdtrit(df, q_each)
+        crit_each = np.where(others > 0, np.minimum(each, crit), 0.0).astype(np.float64)
     check()
     diff = est[:, None] - est[None, :]
     above = diff > crit * se_pair  # a significantly above b (simultaneously)
     simultaneous = np.column_stack((1 + above.sum(axis=0), m - above.sum(axis=1))).astype(np.int64)
     # Item a's marginal interval: its own critical value for its m − 1 differences.
     with np.errstate(invalid="ignore"):
-        half = np.where(np.isfinite(se_pair), crit_each[:, None] * se_pair, np.inf)
-    below_a = -diff > half  # [a, b]: b significantly above a
-    above_a = diff > half  # [a, b]: a significantly above b
-    marginal = np.column_stack((1 + below_a.sum(axis=1), m - above_a.sum(axis=1))).astype(np.int64)
-    p_top = None
-    if k is not None and comp.max(initial=0) == 0:
-        inside = np.zeros(m, dtype=np.int64)
-        block = max(1, _BLOCK_VALUES // m)
-        for start in range(0, n_draws, block):
-            rows = min(block, n_draws - start)
-            draws = est + _draw(gen, root, rows, df)
-            if k < m:
-                inside += np.bincount(np.argpartition(-draws, k - 1, axis=1)[:, :k].ravel(), minlength=m)
-            else:
-                inside += rows
-            check()
-        p_top = order_restricted(inside / n_draws, pt, comp)
+        half = np.where(finite, crit_each[:, None] * se_pair, np.inf)
+    marginal = np.column_stack((1 + (-diff > half).sum(axis=1), m - (diff > half).sum(axis=1))).astype(
+        np.int64
+    )
+    del half
     point_rank = competition_ranks(pt)
     certain = None if k is None else simultaneous[:, 1] <= k
     order = np.lexsort((np.arange(m), point_rank))  # the ranking's order: rank, then item
     tiers: list[NDArray[np.int64]] = []
+    worst = simultaneous[order, 1]
+    running = np.maximum.accumulate(worst)
     start = 0
     for r in range(1, m + 1):
         # Boundary after position r: every item above is significantly above every item below.
-        if r == m or np.all(simultaneous[order[:r], 1] <= r):
+        if r == m or running[r - 1] <= r:
             tiers.append(order[start:r])
             start = r
     # Maximal runs of mutually indistinguishable items in estimated order.
@@ -1287,8 +1886,75 @@ def rank_confidence(
         reach[s_] = e
     tied = [order[s_ : reach[s_] + 1] for s_ in range(m) if s_ == 0 or reach[s_] > reach[s_ - 1]]
     return RankConfidence(
-        marginal, simultaneous, "marginal", level, p_top, certain, tied, tiers, crit, crit_each
+        marginal, simultaneous, "marginal", level, _p_top_k(draws, k), certain, tied, tiers, crit, crit_each
     )
+
+
+def _p_top_k(draws: RankDraws, k: int | None) -> NDArray[np.float64] | None:
+    """P(top-K) from kept draws (None without k or with several components)."""
+    if k is None or draws.values is None:
+        return None
+    m = draws.estimate.size
+    if k < m:
+        best = np.argpartition(draws.values, m - k, axis=1)[:, m - k :]  # exactly k per draw
+        inside = np.bincount(best.ravel(), minlength=m)
+    else:
+        inside = np.full(m, draws.n_draws)
+    return order_restricted(inside / draws.n_draws, draws.point, draws.ranking_component)
+
+
+def with_k(ranks: RankConfidence, draws: RankDraws, k: int | None) -> RankConfidence:
+    """The summaries of ``ranks`` (any k) for another ``k``: only P(top-K) and the certain
+    top-K members depend on it."""
+    m = draws.estimate.size
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
+        raise ValueError(f"k must be an integer between 1 and {m}")
+    certain = None if k is None else ranks.rank_ci_simultaneous[:, 1] <= k
+    return dataclasses.replace(ranks, p_top_k=_p_top_k(draws, k), top_k_certain=certain)
+
+
+def rank_summaries(
+    conf: Confidence,
+    draws: RankDraws,
+    level: float,
+    k: int | None = None,
+    check: Check | None = None,
+) -> RankConfidence:
+    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified
+    (``interval_reason``). Their draws stay at their reported score (their spread is not
+    identified), so P(top-K) counts them there, made non-increasing along the ranking like
+    every item's. They are never significantly different from anything in the
+    simultaneous intervals (one-sided at most: [1, m]). Their marginal rank interval is
+    one-sided: an item that wins everything is above every item b with
+    ``conf.rank_bound`` (its score bound at one-sided level 1 − α/2) above b's upper end
+    at one-sided level 1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b
+    and b's interval), so the statements hold jointly with probability ≥ ``level``; the
+    identified items' intervals count the set-aside items as never significant (wider,
+    never narrower), so every interval still contains the reported rank."""
+    rc = rank_at(draws, level, k, check)
+    if conf.interval_reason is None or conf.rank_bound is None:
+        return rc
+    reason = conf.interval_reason
+    top = np.array([r == "wins_all" for r in reason])
+    bottom = np.array([r == "loses_all" for r in reason])
+    m = conf.theta.size
+    normal = ~(top | bottom) & np.isfinite(conf.se)
+    q = 1.0 - (1.0 - level) / (2.0 * max(m - 1, 1))
+    zq = float(ndtri(q) if conf.df is None else stdtrit(conf.df, q))
+    with np.errstate(invalid="ignore"):
+        ub = np.fmax(np.fmax(conf.estimate + zq * conf.se, conf.upper), conf.theta)
+        lb = np.fmin(np.fmin(conf.estimate - zq * conf.se, conf.lower), conf.theta)
+    marginal = rc.rank_ci.copy()
+    same = conf.component
+    for u in np.flatnonzero(top | bottom):
+        mates = normal & (same == same[u])
+        if top[u]:
+            below = int(np.sum(mates & (conf.rank_bound[u] > ub)))
+            marginal[u] = (1, m - below)
+        else:
+            above = int(np.sum(mates & (conf.rank_bound[u] < lb)))
+            marginal[u] = (1 + above, m)
+    return dataclasses.replace(rc, rank_ci=marginal)
 
 
 def _draw(gen: np.random.Generator, root: NDArray, rows: int, df: float | None) -> NDArray:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 from numpy.typing import NDArray
 
-__all__ = ["MAX_ITEMS_COVARIANCE", "SingularLaplacian", "laplacian", "laplacian_pinv"]
+__all__ = ["MAX_ITEMS_COVARIANCE", "SingularLaplacian", "laplacian", "laplacian_pinv", "laplacian_solve"]
 
 #: Dense m×m covariance is computed up to this many items (O(m³) time, O(m²) memory).
 MAX_ITEMS_COVARIANCE = 2000
@@ -33,18 +34,8 @@ class SingularLaplacian(np.linalg.LinAlgError):
     which no finite pseudo-inverse of the components' Laplacian can describe."""
 
 
-def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Moore–Penrose inverse of a (possibly disconnected) Laplacian.
-
-    With P = Σ_c 1_c1_cᵀ/|c| the projector on its null space and ρ > 0,
-    (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization.
-
-    That identity needs L's null space to be exactly P's range, i.e. every component
-    connected by weights that are not negligible. When it is not, L + ρP is singular:
-    the factorization fails, or one of its pivots d_k has d_k² ≤ m·u·max_k a_kk (u the
-    unit roundoff; the tolerance of LAPACK's rank-revealing ``?pstrf``). Then
-    :class:`SingularLaplacian` is raised rather than an inverse of rounding errors.
-    """
+def _factor(lap: NDArray[np.float64], component: NDArray[np.int64]) -> tuple[NDArray, NDArray, float]:
+    """The Cholesky factor of L + ρP (lower), P and ρ (see :func:`laplacian_pinv`)."""
     m = lap.shape[0]
     sizes = np.bincount(component, minlength=int(component.max(initial=-1)) + 1).astype(float)
     proj = (component[:, None] == component[None, :]) / sizes[component][:, None]
@@ -52,11 +43,42 @@ def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> ND
     a = lap + rho * proj
     tol = m * np.finfo(float).eps * float(np.max(np.diag(a), initial=0.0))
     try:
-        factor = scipy.linalg.cho_factor(a, lower=True, check_finite=False)
+        factor = scipy.linalg.cho_factor(a, lower=True, check_finite=False, overwrite_a=True)[0]
     except np.linalg.LinAlgError:
         factor = None
-    if factor is None or float(np.min(np.diag(factor[0]) ** 2, initial=np.inf)) <= tol:
+    if factor is None or float(np.min(np.diag(factor) ** 2, initial=np.inf)) <= tol:
         raise SingularLaplacian(
             "L + ρP is singular: the Laplacian's weights vanish across a cut inside a component"
         )
-    return scipy.linalg.cho_solve(factor, np.eye(m), check_finite=False) - proj / rho
+    return factor, proj, rho
+
+
+def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Moore–Penrose inverse of a (possibly disconnected) Laplacian.
+
+    With P = Σ_c 1_c1_cᵀ/|c| the projector on its null space and ρ > 0,
+    (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization
+    and LAPACK's inverse from it (``?potri``: a third of the work of solving for the
+    identity).
+
+    That identity needs L's null space to be exactly P's range, i.e. every component
+    connected by weights that are not negligible. When it is not, L + ρP is singular:
+    the factorization fails, or one of its pivots d_k has d_k² ≤ m·u·max_k a_kk (u the
+    unit roundoff; the tolerance of LAPACK's rank-revealing ``?pstrf``). Then
+    :class:`SingularLaplacian` is raised rather than an inverse of rounding errors.
+    """
+    factor, proj, rho = _factor(lap, component)
+    inv, info = scipy.linalg.lapack.dpotri(factor, lower=1, overwrite_c=1)
+    if info != 0:  # pragma: no cover - the factor's pivots were checked above
+        raise SingularLaplacian("L + ρP could not be inverted")
+    inv = np.tril(inv)
+    inv += np.tril(inv, -1).T
+    inv -= proj / rho
+    return inv
+
+
+def laplacian_solve(lap: NDArray[np.float64], component: NDArray[np.int64], b: NDArray) -> NDArray:
+    """L⁺b by one Cholesky factorization and two triangular solves (no dense inverse):
+    (L + ρP)⁻¹b − Pb/ρ (:func:`laplacian_pinv`)."""
+    factor, proj, rho = _factor(lap, component)
+    return scipy.linalg.cho_solve((factor, True), b, check_finite=False) - proj @ b / rho

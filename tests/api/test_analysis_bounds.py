@@ -283,17 +283,23 @@ def test_a_cached_ranking_computes_nothing_again(client, monkeypatch):
         return spy
 
     monkeypatch.setitem(analysis.METHODS, "debiased_mle", counted("fit", analysis.METHODS["debiased_mle"]))
-    for name in ("confidence", "rank_confidence", "_graph"):
+    for name in ("level_free_uncertainty", "rank_draws", "_graph"):
         monkeypatch.setattr(analysis, name, counted(name, getattr(analysis, name)))
     monkeypatch.setattr(cache.log, "read", counted("rows", cache.log.read))
     first = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
     assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text
     assert first.json()["diagnostics"]["algebraic_connectivity"] is not None
-    assert calls == {"fit": 1, "rows": 1, "confidence": 1, "rank_confidence": 1, "_graph": 1}
+    once = {"fit": 1, "rows": 1, "level_free_uncertainty": 1, "rank_draws": 1, "_graph": 1}
+    assert calls == once
     for _ in range(3):
         again = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
         assert again.json() == first.json()
-    assert calls == {"fit": 1, "rows": 1, "confidence": 1, "rank_confidence": 1, "_graph": 1}
+    assert calls == once
+    # Another level or k rescales what was kept: no covariance and no draws again.
+    for query in ("k=10&confidence=0.9", "k=3", "confidence=0.8"):
+        r = client.get(f"/v1/surveys/{sid}/ranking?{query}", headers=ADMIN)
+        assert r.status_code == 200 and r.json()["uncertainty"]["available"], r.text
+    assert calls == once
 
 
 class _Turns(WorkSlots):

@@ -426,13 +426,13 @@ def test_rank_summaries_from_blocks_equal_the_whole_draw(monkeypatch, m, block):
     cov = a @ a.T + 0.01 * np.eye(m)
     monkeypatch.setattr(inference, "_BLOCK_VALUES", block)
     got = inference.rank_confidence(theta, cov, 0.9, k=min(3, m), n_draws=999, rng=np.random.default_rng(1))
-    # The whole draw at once.
+    # The whole draw at once, from the same sampler and stream.
     gen = np.random.default_rng(1)
     comp = np.zeros(m, dtype=np.int64)
-    _, _, se = inference._critical_values(cov, 0.9, comp, 999, gen, None, lambda: None)
-    draws = theta + gen.standard_normal((999, m)) @ inference._mvn_root(cov).T
+    se = inference.pair_difference_se(cov, comp)
+    draws = theta + inference._sampler(cov, comp)(gen, 999, None).astype(np.float32)
     ranks = np.empty_like(draws, dtype=np.int64)
-    np.put_along_axis(ranks, np.argsort(-draws, axis=1), np.arange(1, m + 1)[None, :], axis=1)
+    np.put_along_axis(ranks, np.argsort(-draws, axis=1, kind="stable"), np.arange(1, m + 1)[None, :], axis=1)
     c = got.critical_values
     for x in range(m):
         others = np.arange(m) != x

@@ -32,6 +32,19 @@ class RankedItem(BaseModel):
         None, description="Rank interval holding jointly for all items at the confidence level."
     )
     p_top_k: float | None = Field(None, description="Probability of being in the top-K (given k; sum to k).")
+    interval_reason: Literal["wins_all", "loses_all", "not_identified"] | None = Field(
+        None,
+        description="Why the item has no two-sided interval while the others have theirs (null: it "
+        "has one, or no item has): wins_all — it (alone or with a few others) wins every comparison "
+        "with the rest once the privacy noise is removed, so the data bound its score from below "
+        "only (`score_bound`); loses_all — from above only; not_identified — compared only with "
+        "such items. Its `se` and `ci` are null; docs/uncertainty.md §5.",
+    )
+    score_bound: float | None = Field(
+        None,
+        description="For wins_all, a lower bound of the true score; for loses_all, an upper bound "
+        "(one-sided, at the confidence level; it contains `score`).",
+    )
 
 
 class PrivacyRegime(BaseModel):
