@@ -896,17 +896,33 @@ def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> _Connect
     return entry.graph
 
 
-def _spend(session: Session, survey_id: str) -> tuple[dict, dict]:
-    """The distribution of respondents' total ε, and of their numbers of comparisons."""
-    rows = session.execute(
-        select(Respondent.epsilon_spent, Respondent.n_comparisons).where(
-            Respondent.survey_id == survey_id, Respondent.n_comparisons > 0
+def _spend(session: Session, survey: Survey, cache: FitCache) -> tuple[dict, dict]:
+    """The distribution of respondents' total ε, and of their numbers of comparisons:
+    from the answer log's sums where the survey has one (every answer's ε is what its
+    respondent spent on it; kept per version), otherwise from the respondents' rows."""
+    logged = cache.log.read(session, survey.id) if survey.privacy_model == "local" else None
+    if logged is None:
+        rows = session.execute(
+            select(Respondent.epsilon_spent, Respondent.n_comparisons).where(
+                Respondent.survey_id == survey.id, Respondent.n_comparisons > 0
+            )
+        ).all()
+        return _spend_summary(
+            np.array([r[0] for r in rows], dtype=float), np.array([r[1] for r in rows], dtype=float)
         )
-    ).all()
-    if not rows:
+    version, moments = logged
+    key = ("spend", survey.id, version)
+    found = cache.lru.get(key)
+    if found is None:
+        found = _spend_summary(moments.spent, moments.sizes.astype(float))
+        cache.lru.put(key, found, nbytes(found))
+    return found
+
+
+def _spend_summary(values: np.ndarray, counts: np.ndarray) -> tuple[dict, dict]:
+    """:func:`_spend` of the respondents' total ε and numbers of comparisons."""
+    if counts.size == 0:
         return {"respondents": 0}, {"respondents": 0}
-    values = np.array([r[0] for r in rows], dtype=float)
-    counts = np.array([r[1] for r in rows], dtype=float)
     c = np.quantile(counts, [0.0, 0.5, 1.0])
     per_respondent = {
         "respondents": int(counts.size),
@@ -1054,7 +1070,7 @@ def ranking(
         components = [
             [items[x].id for x in np.flatnonzero(fit.component == c)] for c in range(fit.n_components)
         ]
-    spend, per_respondent = _spend(session, survey.id)
+    spend, per_respondent = _spend(session, survey, cache)
     graph = _entry_graph(cache, summary.entry, deadline)
     diagnostics = Diagnostics(
         respondents=spend["respondents"],

@@ -136,13 +136,15 @@ class ClusterMoments:
 
     ``n_items`` is the number of item positions the answers reach (the survey may have
     more items; they have no answers). ``stats`` are the fit's per-pair sums and
-    ``truthful`` Σ e^ε/(1 + e^ε) per pair in the same order (the randomization check).
+    ``truthful`` Σ e^ε/(1 + e^ε) per pair in the same order (the randomization check);
+    ``sizes`` and ``spent`` the answers and the total ε of each respondent.
     """
 
     n_items: int
     n_rows: int
     n_clusters: int
     sizes: NDArray[np.int64]
+    spent: NDArray[np.float64]
     stats: PairStats
     truthful: NDArray[np.float64]
     nn: NDArray[np.float64] | None
@@ -157,6 +159,7 @@ class ClusterMoments:
             0,
             0,
             np.zeros(0, np.int64),
+            np.zeros(0),
             PairStats.empty(1),
             np.zeros(0),
             np.zeros((0, 0)),
@@ -193,6 +196,8 @@ class ClusterMoments:
         n_clusters = max(self.n_clusters, int(code.max()) + 1)
         sizes = np.bincount(code, minlength=n_clusters)
         sizes[: self.sizes.size] += self.sizes
+        spent = np.asarray(np.bincount(code, eps, minlength=n_clusters), dtype=np.float64)
+        spent[: self.spent.size] += self.spent
         z = debias(y, eps)
         stats, truthful = self._pair_sums(m, i, j, y, z, eps)
         nn = q = w = None
@@ -215,7 +220,9 @@ class ClusterMoments:
             rows = _Rows()
             rows.append(self.rows.head(self.n_rows))
         rows.append((code.astype(np.int32), pair_index(i, j).astype(np.int32), y, eps))
-        return ClusterMoments(m, self.n_rows + code.size, n_clusters, sizes, stats, truthful, nn, q, w, rows)
+        return ClusterMoments(
+            m, self.n_rows + code.size, n_clusters, sizes, spent, stats, truthful, nn, q, w, rows
+        )
 
     def _pair_sums(self, m, i, j, y, z, eps) -> tuple[PairStats, NDArray[np.float64]]:
         old = self.stats
@@ -325,7 +332,7 @@ class ClusterMoments:
     @property
     def nbytes(self) -> int:
         """Bytes of the sums (not the shared rows: :attr:`rows_nbytes`)."""
-        arrays = (self.sizes, self.truthful, self.nn, self.q, self.w)
+        arrays = (self.sizes, self.spent, self.truthful, self.nn, self.q, self.w)
         fields = (self.stats.i, self.stats.j, self.stats.n, self.stats.sum_y, self.stats.sum_z)
         return sum(a.nbytes for a in (*arrays, *fields) if a is not None) + 3 * self.stats.sum_v.nbytes
 

@@ -48,6 +48,10 @@ def _same(got: dict, want: dict) -> None:
     b = np.array([[x["score"], x["se"], *x["ci"]] for x in want["items"]])
     assert float(np.abs(a - b).max()) <= EXACT * float(np.abs(b).max())
     assert [x["rank_ci"] for x in got["items"]] == [x["rank_ci"] for x in want["items"]]
+    # The respondents' spend and answers, from the log's sums and from their rows.
+    a, b = got["diagnostics"], want["diagnostics"]
+    assert a["comparisons_per_respondent"] == b["comparisons_per_respondent"]
+    assert a["respondent_epsilon_total"] == pytest.approx(b["respondent_epsilon_total"], rel=1e-12)
 
 
 def _answer(client, sid, headers, items, pairs, rng):

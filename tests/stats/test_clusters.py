@@ -73,6 +73,7 @@ def test_meat_from_the_sums_equals_the_meat_over_every_answer(m, respondents, pe
     assert moments.n_rows == i.size
     assert moments.n_clusters == respondents
     assert np.array_equal(moments.sizes, np.bincount(code, minlength=respondents))
+    assert np.allclose(moments.spent, np.bincount(code, eps, minlength=respondents), rtol=1e-12, atol=0)
     for _ in range(3):
         theta = rng.normal(scale=1.5, size=m)
         assert _close(moments.meat(theta), _cluster_meat(theta, rows))
