@@ -17,11 +17,13 @@ the state.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import delete, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
@@ -34,19 +36,60 @@ from .cache import OBJECT_BYTES, ByteLRU
 
 __all__ = ["AnswerLogStore", "start_log"]
 
+log = logging.getLogger("privrank.analysis")
+
 #: Log rows read per statement when catching up (a fold's payload holds its answers).
 _READ_CHUNK = 2_000
+
+
+class _Codes:
+    """Respondent ids → codes 0, 1, … in order of first appearance, as a sorted array of
+    the ids (fixed-width bytes) beside their codes: 48 bytes per respondent, where a dict
+    of strings takes about four times that."""
+
+    __slots__ = ("codes", "ids")
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(0, dtype="S40")
+        self.codes = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return self.ids.size
+
+    def of(self, ids: list[str]) -> NDArray[np.int64]:
+        """The codes of ``ids``, giving the new ones the next codes in order of appearance."""
+        keys = np.array(ids, dtype="S40")
+        if any(len(r) > 40 for r in ids):  # pragma: no cover - ids are String(40)
+            raise ValueError("a respondent id longer than 40 characters")
+        pos = np.searchsorted(self.ids, keys)
+        found = pos < self.ids.size
+        found[found] = self.ids[pos[found]] == keys[found]
+        if not found.all():
+            new, first = np.unique(keys[~found], return_index=True)
+            order = np.argsort(first, kind="stable")
+            fresh = np.empty(new.size, dtype=np.int64)
+            fresh[order] = np.arange(len(self), len(self) + new.size)
+            every = np.concatenate((self.ids, new))
+            codes = np.concatenate((self.codes, fresh))
+            sort = np.argsort(every, kind="stable")
+            self.ids, self.codes = every[sort], codes[sort]
+            pos = np.searchsorted(self.ids, keys)
+        return self.codes[pos]
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.nbytes + self.codes.nbytes
 
 
 @dataclass(eq=False)
 class _State:
     version: int = 0
     moments: ClusterMoments = field(default_factory=ClusterMoments.empty)
-    codes: dict[str, int] = field(default_factory=dict)
+    codes: _Codes = field(default_factory=_Codes)
 
     def size(self) -> int:
         m = self.moments
-        return m.nbytes + m.rows_nbytes + len(self.codes) * (2 * OBJECT_BYTES + 48)
+        return m.nbytes + m.rows_nbytes + self.codes.nbytes + OBJECT_BYTES
 
 
 class AnswerLogStore:
@@ -58,6 +101,7 @@ class AnswerLogStore:
         self._guard = threading.Lock()
         #: The version at which :func:`start_log` last failed, per survey (not tried again there).
         self._tried: dict[str, int] = {}
+        self._warned: set[str] = set()
 
     def _lock(self, survey_id: str) -> threading.RLock:
         with self._guard:
@@ -90,7 +134,18 @@ class AnswerLogStore:
             try:
                 self._catch_up(session, survey_id, state, target, check)
             finally:
-                self._lru.put(key, state, state.size())
+                size = state.size()
+                self._lru.put(key, state, size)
+                if size > self._lru.max_bytes and survey_id not in self._warned:
+                    self._warned.add(survey_id)
+                    log.warning(
+                        "the answer log sums of survey %s take %d MiB, more than the analysis cache "
+                        "(PRIVRANK_ANALYSIS_CACHE_MB = %d): every ranking read rebuilds them; raise it "
+                        "(docs/capacity.md)",
+                        survey_id,
+                        size // 2**20,
+                        self._lru.max_bytes // 2**20,
+                    )
             # A state ahead of this read's snapshot (another request read a newer one) is
             # used as it is: the caller refits to the answers it holds.
             if state.version == target and state.moments.n_rows != total:
@@ -116,18 +171,17 @@ class AnswerLogStore:
             if not rows:  # folds missing from the log: the row count tells (read)
                 state.version = target
                 break
-            parts = []
+            parts: list[tuple[NDArray, ...]] = []
+            ids: list[str] = []
             for _, payload in rows:
                 batch = decode_batch(payload)
                 if batch.respondents is None or batch.who is None:  # pragma: no cover - the fold writes PRB3
                     raise ValueError("an answer log entry without respondents")
-                local = np.fromiter(
-                    (codes.setdefault(r, len(codes)) for r in batch.respondents),
-                    dtype=np.int64,
-                    count=len(batch.respondents),
-                )
-                parts.append((local[batch.who], batch.i, batch.j, batch.y_tilde, batch.epsilon))
+                # Respondents numbered across the chunk: the batch's own index plus those before.
+                parts.append((batch.who + len(ids), batch.i, batch.j, batch.y_tilde, batch.epsilon))
+                ids.extend(batch.respondents)
             cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+            cols[0] = codes.of(ids)[cols[0]]
             state.moments = state.moments.added(*cols)
             state.version = int(rows[-1][0])
 

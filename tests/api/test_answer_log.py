@@ -220,3 +220,35 @@ def test_a_read_stopped_by_its_deadline_keeps_the_folds_it_added(client, db, mon
     theta = rng.normal(size=6)
     assert moments.n_rows == whole[1].n_rows == 30 * 5 + 6
     assert np.allclose(moments.meat(theta), whole[1].meat(theta), rtol=0, atol=EXACT)
+
+
+def test_respondent_codes_follow_first_appearance_across_reads():
+    from app.services.answer_log import _Codes
+
+    codes = _Codes()
+    assert codes.of(["rsp_b", "rsp_a", "rsp_b"]).tolist() == [0, 1, 0]
+    assert codes.of(["rsp_c", "rsp_a", "rsp_0", "rsp_c"]).tolist() == [2, 1, 3, 2]
+    assert codes.of(["rsp_0", "rsp_b"]).tolist() == [3, 0]
+    assert len(codes) == 4
+
+
+def test_sums_larger_than_the_cache_are_rebuilt_and_said_once(client, db, caplog):
+    """A cache too small for a survey's sums still gives right sums (rebuilt at each read)
+    and says so once in the log, naming the setting to raise."""
+    import logging
+
+    from app.services.answer_log import AnswerLogStore
+    from app.services.cache import ByteLRU
+
+    sid = import_survey(client, 6, 20, 5, seed=1)
+    _ranking(client, sid)  # folds the import
+    db.rollback()
+    tiny = AnswerLogStore(ByteLRU(1000))
+    roomy = AnswerLogStore(ByteLRU(2**30))
+    with caplog.at_level(logging.WARNING, logger="privrank.analysis"):
+        first, second = tiny.read(db, sid), tiny.read(db, sid)
+    whole = roomy.read(db, sid)
+    assert first is not None and second is not None and whole is not None
+    assert first[1].n_rows == second[1].n_rows == whole[1].n_rows == 100
+    warned = [r.getMessage() for r in caplog.records if "PRIVRANK_ANALYSIS_CACHE_MB" in r.getMessage()]
+    assert len(warned) == 1 and sid in warned[0]
