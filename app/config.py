@@ -194,12 +194,13 @@ class Settings(BaseSettings):
         "(~180 MiB at 2,000 items) and a core.",
     )
     analysis_cache_mb: int = Field(
-        default=256,
+        default=512,
         validation_alias="PRIVRANK_ANALYSIS_CACHE_MB",
         ge=1,
         le=1_000_000,
         description="Memory for cached fits, intervals and rank summaries per worker (MiB; least "
-        "recently used evicted first). One set of intervals at 2,000 items takes ~35 MiB.",
+        "recently used evicted first). One set of intervals at 2,000 items takes ~35 MiB; a survey's "
+        "cluster-robust sums about 17 bytes per answer and 64 per respondent (docs/capacity.md).",
     )
     max_downloads: int = Field(
         default=4,

@@ -130,7 +130,7 @@ PAIRWISE_MAX_ITEMS = 300
 #: summaries (O(m²) each), so the set is finite (52 levels) rather than any number in [0.5, 1).
 LEVELS = (*(round(0.5 + x / 100, 2) for x in range(50)), 0.995, 0.999)
 #: Default memory budget of a :class:`FitCache` (PRIVRANK_ANALYSIS_CACHE_MB sets the service's).
-CACHE_BYTES = 256 * 2**20
+CACHE_BYTES = 512 * 2**20
 
 
 def bootstrap_seconds(n_items: int, n_comparisons: int, replicates: int, covariance: str) -> float:
