@@ -16,7 +16,7 @@ database and restarting the server:
 
 1. **first read after start** — ``GET …/ranking`` (default: debiased MLE, cluster-robust
    sandwich with respondents as clusters) on a fresh server, which builds the
-   cluster-robust sums from the answer log (docs/capacity.md §3); both workers' first
+   cluster-robust sums from the answer log (docs/capacity.md §5); both workers' first
    reads are timed (the second on a new connection that lands on the other worker);
 2. **fresh read after new answers** — one new respondent registers and posts one batch
    (10 answers for the first shape, 500 for the second), then ``GET …/ranking`` is timed;
@@ -285,7 +285,11 @@ def import_chunks(base: str, shape: Shape, chunks: list[tuple[bytes, int]]) -> d
 # -- the reads -----------------------------------------------------------------
 
 
-def timed_ranking(client, shape: Shape, params: dict | None = None) -> tuple[float, dict]:
+def timed_ranking(
+    client, shape: Shape, params: dict | None = None, errors: list | None = None
+) -> tuple[float, dict]:
+    """Seconds and body of one ``GET …/ranking``; a 503 (the analysis time budget,
+    PRIVRANK_ANALYSIS_SECONDS) is appended to ``errors`` with its time, other errors raise."""
     t0 = time.perf_counter()
     r = client.get(
         f"/v1/surveys/{shape.id}/ranking",
@@ -293,6 +297,9 @@ def timed_ranking(client, shape: Shape, params: dict | None = None) -> tuple[flo
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},
     )
     seconds = time.perf_counter() - t0
+    if r.status_code == 503 and errors is not None:
+        errors.append(f"503 after {seconds:.0f} s")
+        return seconds, {}
     r.raise_for_status()
     return seconds, r.json()
 
@@ -333,15 +340,14 @@ def measure(base: str, workers: Workers, shape: Shape, rounds: int) -> dict:
     import httpx2
 
     rng = np.random.default_rng(shape.per * 7919 + shape.stored)
-    out: dict = {"stored": shape.stored}
+    errors: list[str] = []
+    out: dict = {"stored": shape.stored, "errors": errors}
     with httpx2.Client(base_url=base, timeout=600) as client:
         before = workers.connections()
-        first, body = timed_ranking(client, shape)
+        first, body = timed_ranking(client, shape, errors=errors)
         new = set(workers.connections().items()) - set(before.items())
         mine = next(iter(new))[1] if len(new) == 1 else None
         out["first_read_s"] = [first]
-        out["method"] = body["uncertainty"]["method"]
-        out["respondents"] = body["diagnostics"]["respondents"]
         # The other worker's first read: new connections until one is accepted by it.
         for _ in range(20 if mine is not None and len(workers.pids) > 1 else 0):
             with httpx2.Client(base_url=base, timeout=600) as other:
@@ -349,16 +355,19 @@ def measure(base: str, workers: Workers, shape: Shape, rounds: int) -> dict:
                 other.get("/readyz").raise_for_status()
                 new = set(workers.connections().items()) - set(before.items())
                 if len(new) == 1 and next(iter(new))[1] != mine:
-                    out["first_read_s"].append(timed_ranking(other, shape)[0])
+                    out["first_read_s"].append(timed_ranking(other, shape, errors=errors)[0])
                     break
         for name, params in READS.items():
             times = []
             for _ in range(rounds):
                 post_fresh(client, shape, rng)
-                seconds, body = timed_ranking(client, shape, params)
+                seconds, found = timed_ranking(client, shape, params, errors)
                 times.append(seconds)
+                body = found or body
             out[name] = times
-        out["stored_after"] = body["diagnostics"]["comparisons"]
+    out["method"] = body.get("uncertainty", {}).get("method", "no answer")
+    out["respondents"] = body.get("diagnostics", {}).get("respondents", 0)
+    out["stored_after"] = body.get("diagnostics", {}).get("comparisons", shape.stored)
     return out
 
 
@@ -433,7 +442,8 @@ def table(results: dict, sizes: tuple[int, ...], quick: bool, skipped: str | Non
                 (
                     f"{label}: fresh read after {FRESH_BATCH[per]} new answers "
                     f"(median of {len(r['default'])})",
-                    f"{_ms(fresh)} (max {_ms(max(r['default']))}; {r['method']})",
+                    f"{_ms(fresh)} (max {_ms(max(r['default']))}; {r['method']})"
+                    + (f"; {len(r['errors'])} unanswered: {r['errors'][0]}" if r["errors"] else ""),
                     f"≤ {_ms(limit)}" if limit else "reported",
                     None if limit is None else fresh <= limit,
                 )
@@ -459,10 +469,12 @@ def table(results: dict, sizes: tuple[int, ...], quick: bool, skipped: str | Non
                         None,
                     )
                 )
+            state = state_bytes(r["stored_after"], r["respondents"])
+            over = state > extra["cache_mb"] * 2**20
             rows.append(
                 (
                     f"{label}: answer-log state (cache budget {extra['cache_mb']} MiB per worker)",
-                    _mib(state_bytes(r["stored_after"], r["respondents"])),
+                    _mib(state) + (" — over the budget: not kept, every read rebuilds it" if over else ""),
                     "reported",
                     None,
                 )
