@@ -31,7 +31,10 @@ The largest size is skipped, with the reason printed, when the database would no
 on the disk (bytes per answer measured at 1,000,000, times :data:`DISK_HEADROOM`) or
 when its predicted build time (at the measured import rate) would pass ``--time-box``.
 All requests of one shape's measurement share one keep-alive connection, so they are
-served by one worker (identified by its CPU time).
+served by one worker (the one whose file descriptors hold the server side of that
+connection). Options: ``--time-box MINUTES``, ``--cache-mb`` (the server's
+PRIVRANK_ANALYSIS_CACHE_MB; the table says when a survey's state is over it),
+``--workers``, ``--rounds``, ``--keep`` (keep the database, to profile on it), ``--json``.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ FRESH_BATCH = {10: 10, 1_000: 500}
 SIZES = (100_000, 1_000_000, 10_000_000)
 QUICK_SIZES = (20_000, 200_000)
 ROUNDS = 5
-#: Rows per import request (the endpoint takes up to 1,000,000 on PostgreSQL and a body of
-#: PRIVRANK_MAX_IMPORT_BYTES; this many keep a worker's staging memory near 100 MB).
+#: Rows per import request: a fifth of what the endpoint takes on PostgreSQL (1,000,000
+#: rows, and a body within PRIVRANK_MAX_IMPORT_BYTES), so that a worker stages a fifth of
+#: the largest import's memory.
 CHUNK_ROWS = 200_000
 #: Import requests in flight at once (one per worker).
 UPLOADERS = 2
@@ -364,8 +368,10 @@ def measure(base: str, workers: Workers, shape: Shape, rounds: int) -> dict:
                 seconds, found = timed_ranking(client, shape, params, errors)
                 times.append(seconds)
                 body = found or body
+                if name == "default" and found:
+                    out["method"] = found["uncertainty"]["method"]
             out[name] = times
-    out["method"] = body.get("uncertainty", {}).get("method", "no answer")
+    out.setdefault("method", "no answer")
     out["respondents"] = body.get("diagnostics", {}).get("respondents", 0)
     out["stored_after"] = body.get("diagnostics", {}).get("comparisons", shape.stored)
     return out
