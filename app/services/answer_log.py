@@ -30,16 +30,31 @@ from sqlalchemy.orm import Session
 
 from ..db.models import AnswerLog, Comparison, PendingBatch, SurveyStats
 from ..db.session import begin_write
-from ..stats.clusters import ClusterMoments
+from ..stats.clusters import MOMENTS_MAX_ITEMS, ClusterMoments
 from .aggregation import RANKINGS_MAGIC, decode_batch, encode_batch
 from .cache import OBJECT_BYTES, ByteLRU
 
-__all__ = ["AnswerLogStore", "start_log"]
+__all__ = ["RESPONDENT_BYTES", "ROW_BYTES", "AnswerLogStore", "start_log", "state_bytes"]
 
 log = logging.getLogger("privrank.analysis")
 
 #: Log rows read per statement when catching up (a fold's payload holds its answers).
 _READ_CHUNK = 2_000
+
+
+#: Bytes a survey's state holds per answer (respondent code, pair index, ỹ, ε) and per
+#: respondent (id, code, answers, total ε): :meth:`_State.size` counts them.
+ROW_BYTES = 17
+RESPONDENT_BYTES = 64
+
+
+def state_bytes(n_items: int, answers: int, respondents: int) -> int:
+    """The memory one survey's state takes in each worker that has read it (docs/capacity.md
+    §4): its rows and respondents, and the P × P, P × m and m × m sums up to
+    ``MOMENTS_MAX_ITEMS`` items."""
+    p = n_items * (n_items - 1) // 2
+    sums = 8 * (p * p + p * n_items + n_items**2) if n_items <= MOMENTS_MAX_ITEMS else 0
+    return ROW_BYTES * answers + RESPONDENT_BYTES * respondents + sums
 
 
 class _Codes:

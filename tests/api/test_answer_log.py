@@ -252,3 +252,19 @@ def test_sums_larger_than_the_cache_are_rebuilt_and_said_once(client, db, caplog
     assert first[1].n_rows == second[1].n_rows == whole[1].n_rows == 100
     warned = [r.getMessage() for r in caplog.records if "PRIVRANK_ANALYSIS_CACHE_MB" in r.getMessage()]
     assert len(warned) == 1 and sid in warned[0]
+
+
+def test_the_state_takes_what_the_capacity_page_says(client, db):
+    """docs/capacity.md's formula (answer_log.state_bytes) against what the store counts:
+    they differ by the per-pair statistics only (seven numbers per observed pair)."""
+    from app.services.answer_log import AnswerLogStore, state_bytes
+    from app.services.cache import ByteLRU
+
+    sid = import_survey(client, 12, 300, 20, seed=9)
+    _ranking(client, sid)
+    db.rollback()
+    store = AnswerLogStore(ByteLRU(2**30))
+    _, moments = store.read(db, sid)
+    counted = store._lru.get(("answer_log", sid)).size()
+    formula = state_bytes(12, moments.n_rows, moments.n_clusters)
+    assert formula <= counted <= formula + 7 * 8 * moments.stats.n_pairs + 4096

@@ -411,13 +411,11 @@ def free_disk(url: str) -> tuple[int, str]:
 
 
 def state_bytes(stored: int, respondents: int) -> int:
-    """Bytes :class:`app.services.answer_log.AnswerLogStore` counts for one survey's state
-    (docs/capacity.md §4): the rows (17 bytes per answer), the respondent codes and the
-    P × P, P × m and m × m sums."""
-    from app.services.cache import OBJECT_BYTES
+    """Bytes :class:`app.services.answer_log.AnswerLogStore` holds for one survey's state
+    (docs/capacity.md §4)."""
+    from app.services.answer_log import state_bytes as of
 
-    p = N_ITEMS * (N_ITEMS - 1) // 2
-    return 17 * stored + respondents * (2 * OBJECT_BYTES + 48) + 8 * (p * p + p * N_ITEMS + N_ITEMS**2)
+    return of(N_ITEMS, stored, respondents)
 
 
 # -- the table -----------------------------------------------------------------
