@@ -71,12 +71,21 @@ class ByteLRU:
         return key in self._items
 
     def get(self, key: Hashable):
+        """The value (None: not cached), now the most recently used with what it depends on:
+        a summary in use keeps its fit (its parents) from going first."""
         with self._lock:
             found = self._items.get(key)
             if found is None:
                 return None
-            self._items.move_to_end(key)
+            self._touch(key, set())
             return found[0]
+
+    def _touch(self, key: Hashable, seen: set) -> None:
+        for parent in self._parents.get(key, ()):
+            if parent in self._items and parent not in seen:
+                seen.add(parent)
+                self._touch(parent, seen)
+        self._items.move_to_end(key)
 
     def pop(self, key: Hashable):
         with self._lock:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.services import analysis
+from app.services import analysis, answer_log
 from app.services.cache import ByteLRU
 from app.services.deadline import SHUTDOWN, Deadline, OutOfTime, WorkSlots
 from app.services.surveys import get_survey
@@ -267,12 +267,22 @@ def test_evicting_a_fit_takes_its_summaries_with_it():
     assert lru.bytes == 250 and len(lru) == 1
 
 
+def test_a_value_in_use_keeps_what_it_depends_on():
+    """Reading a summary counts as using its fit: the fit does not go before other values."""
+    lru = ByteLRU(1000)
+    lru.put("fit", object(), 400)
+    lru.put("intervals", object(), 200, parents=("fit",))
+    lru.put("other", object(), 300)
+    assert lru.get("intervals") is not None  # uses the fit too: "other" is now the oldest
+    lru.put("more", object(), 200)
+    assert "fit" in lru and "intervals" in lru and "other" not in lru
+
+
 def test_a_cached_ranking_computes_nothing_again(client, monkeypatch):
     """The first ranking fits, reads the answers, computes intervals, rank summaries and
     the graph diagnostics (each O(m³) or O(N)); the same ranking again reuses every one
     of them, and answers the same."""
     sid = import_survey(client, 20, 100, 8, seed=11)
-    cache = client.app.state.fit_cache
     calls: dict[str, int] = {}
 
     def counted(name: str, real):
@@ -285,7 +295,7 @@ def test_a_cached_ranking_computes_nothing_again(client, monkeypatch):
     monkeypatch.setitem(analysis.METHODS, "debiased_mle", counted("fit", analysis.METHODS["debiased_mle"]))
     for name in ("level_free_uncertainty", "rank_draws", "_graph"):
         monkeypatch.setattr(analysis, name, counted(name, getattr(analysis, name)))
-    monkeypatch.setattr(cache.log, "read", counted("rows", cache.log.read))
+    monkeypatch.setattr(answer_log, "decode_batch", counted("rows", answer_log.decode_batch))
     first = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
     assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text
     assert first.json()["diagnostics"]["algebraic_connectivity"] is not None
