@@ -19,8 +19,7 @@ from pydantic import TypeAdapter
 
 from app.api.schemas.respondents import ComparisonIn, ResponsesIn, _plain_comparisons
 from app.api.storable import _first_unstorable, _numbers_finite, _strings_storable, unstorable
-from app.services import idempotency
-from app.services import ingestion
+from app.services import idempotency, ingestion
 from app.services.errors import Invalid
 
 #: Field values that are fine, and every way one can be refused (types, lengths, control
