@@ -29,7 +29,7 @@ from operator import attrgetter, eq
 from typing import IO, NamedTuple, Protocol
 
 import numpy as np
-from sqlalchemy import Connection, Dialect, Table, UpdateBase, bindparam, insert, or_, select, text, update
+from sqlalchemy import Connection, Dialect, UpdateBase, bindparam, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -47,7 +47,7 @@ from .respondents import (
     check_epsilon,
 )
 from .results.analysis import ImportOut
-from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions
+from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions, table_of
 from .surveys import ItemIndex, current_item_index, item_index, known_item_index, normalize_label
 
 __all__ = ["Answer", "ComparisonIn", "import_comparisons", "submit_responses"]
@@ -630,14 +630,6 @@ class _Bulk:
         return conn.exec_driver_sql(self.sql, self.rows).rowcount
 
 
-def _table(model: type[Base]) -> Table:
-    """The Core table a model maps (declarative classes type ``__table__`` as any FromClause)."""
-    table = model.__table__
-    if not isinstance(table, Table):  # pragma: no cover - every model here maps one table
-        raise TypeError(f"{model.__name__} does not map a single table")
-    return table
-
-
 def _over(survey: Survey, ref: str, cost: float, n: int, spent: float, answered: int) -> Conflict | None:
     """The Conflict when respondent ``ref`` (with ``spent`` ε and ``answered`` comparisons
     so far) may not take ``n`` more comparisons costing ``cost``; None when it may
@@ -775,7 +767,7 @@ class _StagedImport:
         write on the condition that its budget still holds then (the same conditions as every
         answer's, the one write path): its answers may be stored while the import is
         prepared. ``inserts``: each model's rows, written in this order."""
-        table = _table(Respondent)
+        table = table_of(Respondent)
         spend = (
             update(table)
             .where(
@@ -796,7 +788,7 @@ class _StagedImport:
         return cls(
             _Bulk.stage(dialect, spend, updates),
             len(updates),
-            tuple(_Bulk.stage(dialect, insert(_table(model)), rows) for model, rows in inserts),
+            tuple(_Bulk.stage(dialect, insert(table_of(model)), rows) for model, rows in inserts),
         )
 
     def write(

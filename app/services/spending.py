@@ -28,11 +28,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import ColumnElement, Table, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
-from ..db.models import Respondent, Survey
+from ..db.models import Base, Respondent, Survey
 from ..db.session import begin_write
 from . import idempotency
 from .errors import Conflict
@@ -48,7 +49,21 @@ __all__ = [
     "receipt",
     "spend_and_store",
     "spend_conditions",
+    "table_of",
 ]
+
+
+def table_of(model: type[Base]) -> Table:
+    """The Core table a model maps (declarative classes type ``__table__`` as any FromClause)."""
+    table = model.__table__
+    if not isinstance(table, Table):  # pragma: no cover - every model here maps one table
+        raise TypeError(f"{model.__name__} does not map a single table")
+    return table
+
+
+#: The tables the write path reads and updates with Core statements.
+_RESPONDENTS = table_of(Respondent)
+_SURVEYS = table_of(Survey)
 
 #: Floating-point slack of the budget comparison (ε values are sums of floats).
 BUDGET_SLACK = 1e-9
@@ -118,9 +133,10 @@ def receipt(survey: Survey, purchase: Purchase, spent: float, answered: int) -> 
 def lock_survey(session: Session, survey_id: str, check: Callable[[str, str, str], None]) -> None:
     """Re-read the survey with a shared row lock (PostgreSQL ``FOR SHARE``; SQLite's write
     lock already excludes others) and ``check(status, kind, privacy_model)`` it."""
+    surveys = _SURVEYS.c
     row = session.execute(
-        select(Survey.status, Survey.kind, Survey.privacy_model)
-        .where(Survey.id == survey_id)
+        select(surveys.status, surveys.kind, surveys.privacy_model)
+        .where(surveys.id == survey_id)
         .with_for_update(read=True)
     ).one()
     check(row.status, row.kind, row.privacy_model)
@@ -167,18 +183,19 @@ def spend_and_store(
                     session.rollback()
                     return replayed
                 raise
-        table = Respondent.__table__.c
-        spend = update(Respondent).where(
-            Respondent.id == respondent.id,
+        # A Core statement: the ORM's bulk UPDATE machinery cost more than the statement.
+        table = _RESPONDENTS.c
+        spend = update(_RESPONDENTS).where(
+            table.id == respondent.id,
             *spend_conditions(
                 survey, table.epsilon_spent, table.n_comparisons, purchase.cost, purchase.count
             ),
         )
         row = session.execute(
             spend.values(
-                epsilon_spent=Respondent.epsilon_spent + purchase.cost,
-                n_comparisons=Respondent.n_comparisons + purchase.count,
-            ).returning(Respondent.epsilon_spent, Respondent.n_comparisons)
+                epsilon_spent=table.epsilon_spent + purchase.cost,
+                n_comparisons=table.n_comparisons + purchase.count,
+            ).returning(table.epsilon_spent, table.n_comparisons)
         ).one_or_none()
         if row is None:
             # A copy of this request that committed while we waited for the row lock may
@@ -194,6 +211,9 @@ def spend_and_store(
             raise refusal or Conflict(f"{purchase.what} exceeds the respondent's limits")
         # SQLite may hand back an integral REAL as int.
         bought = receipt(survey, purchase, float(row[0]), int(row[1]))
+        if respondent in session:  # the loaded row as the UPDATE left it
+            set_committed_value(respondent, "epsilon_spent", float(row[0]))
+            set_committed_value(respondent, "n_comparisons", int(row[1]))
         if not store(session, bought):
             idempotency.remember(session, respondent.id, key, shape, bought)
         session.commit()
