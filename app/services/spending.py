@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, Table, select, update
+from sqlalchemy import ColumnElement, Select, Table, Update, exists, select, true, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -142,6 +142,95 @@ def lock_survey(session: Session, survey_id: str, check: Callable[[str, str, str
     check(row.status, row.kind, row.privacy_model)
 
 
+def _spend(survey: Survey, respondent_id: str, purchase: Purchase) -> Update:
+    """Step 3's conditional ``UPDATE`` of the respondent's counters (a Core statement: the
+    ORM's bulk UPDATE machinery cost more than the statement), without its RETURNING."""
+    table = _RESPONDENTS.c
+    return (
+        update(_RESPONDENTS)
+        .where(
+            table.id == respondent_id,
+            *spend_conditions(
+                survey, table.epsilon_spent, table.n_comparisons, purchase.cost, purchase.count
+            ),
+        )
+        .values(
+            epsilon_spent=table.epsilon_spent + purchase.cost,
+            n_comparisons=table.n_comparisons + purchase.count,
+        )
+    )
+
+
+def _spend_statement(survey: Survey, respondent_id: str, purchase: Purchase, key: str | None) -> Select:
+    """Steps 1-3 as one PostgreSQL statement: the survey's row under ``FOR SHARE`` (taken
+    first: the UPDATE's condition reads it), the key's record, and the UPDATE's RETURNING
+    — one row, whose record and RETURNING columns are NULL when there are none."""
+    surveys = _SURVEYS.c
+    locked = (
+        select(surveys.status, surveys.kind, surveys.privacy_model)
+        .where(surveys.id == survey.id)
+        .with_for_update(read=True)
+        .cte("locked")
+    )
+    record = idempotency.lookup(respondent_id, key).cte("record")
+    table = _RESPONDENTS.c
+    spent = (
+        _spend(survey, respondent_id, purchase)
+        .where(exists(locked.select()))
+        .returning(table.epsilon_spent, table.n_comparisons)
+        .cte("spent")
+    )
+    return select(
+        locked.c.status,
+        locked.c.kind,
+        locked.c.privacy_model,
+        record.c.fingerprint,
+        record.c.response,
+        spent.c.epsilon_spent,
+        spent.c.n_comparisons,
+    ).select_from(locked.outerjoin(record, true()).outerjoin(spent, true()))
+
+
+def _spend_in_steps(
+    session: Session,
+    survey: Survey,
+    respondent: Respondent,
+    purchase: Purchase,
+    key: str | None,
+    shape: str,
+    check_survey: Callable[[str, str, str], None],
+    check_more: Callable[[Session], None] | None,
+) -> Stored | tuple[float, int] | None:
+    """Steps 1-3 one statement each: a replay, or the counters the UPDATE returned (None:
+    no row, over a limit or a copy's replay)."""
+    # A retry of a request that committed gets its first answer. Two copies racing
+    # both get past this; the second then waits on the respondent's row (the UPDATE
+    # below) and fails on a unique constraint or the budget, and is replayed there.
+    replayed = idempotency.replay(session, respondent.id, key, shape)
+    if replayed is not None:
+        session.rollback()
+        return replayed
+    lock_survey(session, survey.id, check_survey)
+    if check_more is not None:
+        try:
+            check_more(session)
+        except Conflict:
+            # What it refuses (a ranking already stored) may be what a copy of this
+            # request committed since the replay check above: then this is a retry.
+            # Each statement sees what committed before it (READ COMMITTED), so the
+            # key's record is read again here, before any refusal.
+            replayed = idempotency.replay(session, respondent.id, key, shape)
+            if replayed is not None:
+                session.rollback()
+                return replayed
+            raise
+    table = _RESPONDENTS.c
+    row = session.execute(
+        _spend(survey, respondent.id, purchase).returning(table.epsilon_spent, table.n_comparisons)
+    ).one_or_none()
+    return None if row is None else (row[0], row[1])
+
+
 def spend_and_store(
     session: Session,
     survey: Survey,
@@ -162,41 +251,22 @@ def spend_and_store(
     before it is called); ``check_more(session)`` runs after the survey's lock."""
     try:
         begin_write(session)
-        # A retry of a request that committed gets its first answer. Two copies racing
-        # both get past this; the second then waits on the respondent's row (the UPDATE
-        # below) and fails on a unique constraint or the budget, and is replayed there.
-        replayed = idempotency.replay(session, respondent.id, key, shape)
-        if replayed is not None:
-            session.rollback()
-            return replayed
-        lock_survey(session, survey.id, check_survey)
-        if check_more is not None:
-            try:
-                check_more(session)
-            except Conflict:
-                # What it refuses (a ranking already stored) may be what a copy of this
-                # request committed since the replay check above: then this is a retry.
-                # Each statement sees what committed before it (READ COMMITTED), so the
-                # key's record is read again here, before any refusal.
-                replayed = idempotency.replay(session, respondent.id, key, shape)
-                if replayed is not None:
-                    session.rollback()
-                    return replayed
-                raise
-        # A Core statement: the ORM's bulk UPDATE machinery cost more than the statement.
-        table = _RESPONDENTS.c
-        spend = update(_RESPONDENTS).where(
-            table.id == respondent.id,
-            *spend_conditions(
-                survey, table.epsilon_spent, table.n_comparisons, purchase.cost, purchase.count
-            ),
-        )
-        row = session.execute(
-            spend.values(
-                epsilon_spent=table.epsilon_spent + purchase.cost,
-                n_comparisons=table.n_comparisons + purchase.count,
-            ).returning(table.epsilon_spent, table.n_comparisons)
-        ).one_or_none()
+        if check_more is None and session.get_bind().dialect.name == "postgresql":
+            # Steps 1-3 in one statement (one round trip); the same checks, in the same
+            # order, on what it read. A refusal rolls its UPDATE back.
+            found = session.execute(_spend_statement(survey, respondent.id, purchase, key)).one()
+            if found.fingerprint is not None:
+                session.rollback()
+                return idempotency.replayed(found.fingerprint, found.response, shape)
+            check_survey(found.status, found.kind, found.privacy_model)
+            row = None if found.epsilon_spent is None else (found.epsilon_spent, found.n_comparisons)
+        else:
+            stepped = _spend_in_steps(
+                session, survey, respondent, purchase, key, shape, check_survey, check_more
+            )
+            if isinstance(stepped, Stored):
+                return stepped
+            row = stepped
         if row is None:
             # A copy of this request that committed while we waited for the row lock may
             # have spent the budget: then this is a retry (READ COMMITTED sees it).
