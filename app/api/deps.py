@@ -46,7 +46,9 @@ _bearer = HTTPBearer(
 )
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
+    """The service's settings (a coroutine: FastAPI runs a plain function in a worker
+    thread, a hand-off that cost more than reading an attribute)."""
     return request.app.state.settings
 
 

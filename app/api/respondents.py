@@ -281,7 +281,7 @@ def responses(
         session,
         survey,
         respondent,
-        [ingestion.ComparisonIn(c.a, c.b, c.winner, c.ticket) for c in body.comparisons],
+        body.comparisons,
         privatized=body.privatized,
         epsilon=body.epsilon,
         idempotency_key=idempotency_key,

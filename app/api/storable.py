@@ -16,6 +16,11 @@ are not JSON, RFC 8259 §6, and PostgreSQL's ``jsonb`` cannot hold them) are ref
 same way: no number a client sends reaches a computation or a stored job unless finite.
 
 Nothing of the offending value is repeated in the answer (README, "Hostile input").
+
+The body's check costs a walk over every value, which in a batch of answers cost more
+than validating it; so a body whose bytes cannot spell an unstorable string (below,
+:func:`_strings_storable`) has only its numbers looked at, and the walk that names the
+first offender runs only when there is one.
 """
 
 from __future__ import annotations
@@ -73,6 +78,33 @@ def _first_unstorable(value: Any, where: tuple) -> tuple[tuple, str] | None:
     return None
 
 
+def _strings_storable(raw: bytes) -> bool:
+    """Whether no string (value or key) that ``json.loads(raw)`` gives can hold NUL or a
+    lone surrogate, judged from the bytes alone: True only when they have no NUL byte and
+    no ``\\u`` escape. A JSON text that ``json.loads`` reads has ASCII punctuation, which
+    in UTF-16 or UTF-32 takes a NUL byte: without one the body was read as UTF-8, whose
+    decoder refuses encoded surrogates; a JSON string holds no raw control character
+    (``json.loads`` is strict). So NUL and surrogates could only come from ``\\u`` escapes."""
+    return b"\x00" not in raw and b"\\u" not in raw
+
+
+def _numbers_finite(value: Any) -> bool:
+    """Whether every number in ``value`` (a parsed JSON body) is finite: the walk of
+    :func:`_first_unstorable` without its strings and locations."""
+    stack = [value]
+    pop, push, finite = stack.pop, stack.extend, math.isfinite
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind is dict:
+            push(node.values())
+        elif kind is list:
+            push(node)
+        elif kind is float and not finite(node):
+            return False
+    return True
+
+
 def _maybe_json(request: Request) -> bool:
     """Whether FastAPI may read this request's body as JSON: an ``application/json`` or
     ``application/*+json`` content type, or none (which FastAPI reads as JSON unless its
@@ -106,6 +138,8 @@ async def storable_input(request: Request) -> None:
         body = await request.json()  # parsed once: FastAPI has read it already, and kept it
     except ValueError:
         return  # not JSON: the route's own validation says so
+    if _strings_storable(await request.body()) and _numbers_finite(body):
+        return
     found = _first_unstorable(body, ("body",))
     if found is not None:
         loc, what = found

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
@@ -62,6 +62,9 @@ class Principal:
     respondent_id: str | None = None
     survey_id: str | None = None
     site_id: str | None = None
+    #: The respondent's row as authentication loaded it (:func:`respondent_of` takes it
+    #: instead of reading it again: a session's identity map holds its rows weakly).
+    respondent: Respondent | None = field(default=None, compare=False, repr=False)
 
 
 def hash_secret(secret: str) -> str:
@@ -174,7 +177,7 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
     if ident.startswith("rsp_"):
         resp = session.get(Respondent, ident)
         if resp is not None and _matches(resp.token_hash, secret):
-            return Principal(RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id)
+            return Principal(RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id, respondent=resp)
     if ident.startswith("sit_"):
         site = session.get(RoundSite, ident)
         if site is not None and _matches(site.token_hash, secret):
@@ -184,6 +187,8 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
 
 def respondent_of(session: Session, who: Principal) -> Respondent:
     """The respondent a respondent token stands for (401 if it is gone meanwhile)."""
+    if who.respondent is not None and who.respondent in session:
+        return who.respondent
     row = session.get(Respondent, who.respondent_id) if who.respondent_id else None
     if row is None:
         raise Unauthorized("invalid or expired credentials")

@@ -15,12 +15,13 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from ..db.models import IdempotencyRecord
 from .errors import Conflict
 
-__all__ = ["Receipt", "Stored", "fingerprint", "record", "remember", "replay"]
+__all__ = ["Receipt", "Stored", "fingerprint", "lookup", "record", "remember", "replay", "replayed"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +59,25 @@ def replay(session: Session, respondent_id: str, key: str | None, shape: str) ->
     that request had another shape."""
     if key is None:
         return None
-    record = session.get(IdempotencyRecord, (respondent_id, key))
-    if record is None:
-        return None
-    if record.fingerprint != shape:
+    record = session.execute(lookup(respondent_id, key)).one_or_none()
+    return None if record is None else replayed(record.fingerprint, record.response, shape)
+
+
+def lookup(respondent_id: str, key: str | None) -> Select:
+    """The key's record as (fingerprint, response): two columns by a Core select, no ORM
+    object for the (usual) miss or the hit."""
+    table = IdempotencyRecord.__table__.c
+    return select(table.fingerprint, table.response).where(
+        table.respondent_id == respondent_id, table.key == key
+    )
+
+
+def replayed(fingerprint: str, response: dict, shape: str) -> Stored:
+    """The replay of a key's record (:func:`lookup`) for a request of ``shape``; 409 if the
+    record's request had another shape."""
+    if fingerprint != shape:
         raise Conflict("this Idempotency-Key was already used for a different request")
-    return Stored(Receipt(**record.response), replayed=True)
+    return Stored(Receipt(**response), replayed=True)
 
 
 def record(respondent_id: str, key: str, shape: str, receipt: Receipt) -> dict:

@@ -18,15 +18,18 @@ import io
 import json
 import logging
 import math
+import operator
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO
+from itertools import chain
+from operator import attrgetter, eq
+from typing import IO, NamedTuple, Protocol
 
 import numpy as np
-from sqlalchemy import Connection, Dialect, Table, UpdateBase, bindparam, insert, or_, select, text, update
+from sqlalchemy import Connection, Dialect, UpdateBase, bindparam, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -44,10 +47,10 @@ from .respondents import (
     check_epsilon,
 )
 from .results.analysis import ImportOut
-from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions
+from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions, table_of
 from .surveys import ItemIndex, current_item_index, item_index, known_item_index, normalize_label
 
-__all__ = ["ComparisonIn", "import_comparisons", "submit_responses"]
+__all__ = ["Answer", "ComparisonIn", "import_comparisons", "submit_responses"]
 
 log = logging.getLogger("privrank.ingestion")
 
@@ -56,19 +59,33 @@ log = logging.getLogger("privrank.ingestion")
 IMPORT_CHUNK = 100_000
 
 
-@dataclass(frozen=True)
-class ComparisonIn:
+class Answer(Protocol):
+    """One pairwise answer as a request gives it: two item ids and the winner's, and the
+    ticket ``GET …/pairs`` served the pair with (goal surveys; app.services.goals)."""
+
+    @property
+    def a(self) -> str: ...
+    @property
+    def b(self) -> str: ...
+    @property
+    def winner(self) -> str: ...
+    @property
+    def ticket(self) -> str | None: ...
+
+
+class ComparisonIn(NamedTuple):
+    """An :class:`Answer` (a tuple, so that a batch's hundreds are made by C calls)."""
+
     a: str
     b: str
     winner: str
-    #: The ticket ``GET …/pairs`` served the pair with (goal surveys; app.services.goals).
     ticket: str | None = None
 
 
 def _ticket_flags(
     survey: Survey,
     respondent_id: str,
-    comparisons: Sequence[ComparisonIn],
+    comparisons: Sequence[Answer],
     i: np.ndarray,
     j: np.ndarray,
     m: int,
@@ -121,14 +138,18 @@ def _answered_items(session: Session, respondent_id: str) -> np.ndarray:
     return np.unique(np.array(rows, dtype=np.int64).ravel())
 
 
-def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[ComparisonIn]) -> str:
+_A, _B, _WINNER = attrgetter("a"), attrgetter("b"), attrgetter("winner")
+
+
+def _fingerprint(privatized: bool, epsilon: float | None, comparisons: Sequence[Answer]) -> str:
     """What identifies a request for Idempotency-Key: its mode, ε and *set* of pairs.
 
     Never its answers — nor anything a client might correlate with them, such as
     the order of the comparisons or which item it put first (a hash cannot hide
     a one-bit answer): the pairs are taken unordered and sorted.
     """
-    pairs = sorted(sorted((c.a, c.b)) for c in comparisons)
+    a, b = list(map(_A, comparisons)), list(map(_B, comparisons))
+    pairs = sorted(zip(map(min, a, b), map(max, a, b), strict=True))  # JSON: as lists
     return idempotency.fingerprint(privatized=privatized, epsilon=epsilon, pairs=pairs)
 
 
@@ -142,7 +163,7 @@ def _check_open_pairwise(status: str, kind: str, model: str) -> None:
 
 
 def _canonical(
-    comparisons: Sequence[ComparisonIn],
+    comparisons: Sequence[Answer],
     positions: Mapping[str, int],
     where=lambda k: f"comparisons[{k}]",
     fields: tuple[str, str, str] = ("a", "b", "winner"),
@@ -152,6 +173,17 @@ def _canonical(
     ``where(k)`` names the k-th comparison and ``fields`` its three fields in
     error messages. The winner is never quoted back.
     """
+    a, b = list(map(_A, comparisons)), list(map(_B, comparisons))
+    at_a, at_b = list(map(positions.get, a)), list(map(positions.get, b))
+    a_won = list(map(eq, map(_WINNER, comparisons), a))
+    b_won = list(map(eq, map(_WINNER, comparisons), b))
+    if None not in at_a and None not in at_b and all(map(operator.or_, a_won, b_won)):
+        first, second = np.array(at_a, dtype=np.int64), np.array(at_b, dtype=np.int64)
+        if not (first == second).any():
+            # Column-wise; any bad comparison is found, and named, by the loop below.
+            i, j = np.minimum(first, second), np.maximum(first, second)
+            y = (np.where(np.array(a_won, dtype=bool), first, second) == i).astype(np.int8)
+            return i, j, y
     n = len(comparisons)
     i = np.empty(n, dtype=np.int64)
     j = np.empty(n, dtype=np.int64)
@@ -184,18 +216,18 @@ def _first_repeat(keys: np.ndarray) -> int | None:
     return int(repeats[0]) if repeats.size else None
 
 
-def _item_index(session: Session, survey_id: str, comparisons: Sequence[ComparisonIn]) -> ItemIndex:
+def _item_index(session: Session, survey_id: str, comparisons: Sequence[Answer]) -> ItemIndex:
     """The survey's items (plain values, cached per process), read again when a
     comparison names an item the cached index lacks (items added since)."""
     return known_item_index(
         session,
         survey_id,
-        lambda idx: all(c.a in idx.positions and c.b in idx.positions for c in comparisons),
+        lambda idx: all(map(idx.positions.__contains__, chain(map(_A, comparisons), map(_B, comparisons)))),
     )
 
 
 #: One statement, one round trip (PostgreSQL): the comparisons (array-bound, so the
-#: driver encodes three arrays instead of a row per answer), the pending batch, and the
+#: driver sends three array literals instead of a row per answer), the pending batch, and the
 #: Idempotency-Key's record when there is one. Data-modifying CTEs all run.
 _STORE_BATCH_PG = text(
     """
@@ -211,6 +243,12 @@ _STORE_BATCH_PG = text(
     WHERE CAST(:key AS text) IS NOT NULL
     """
 )
+
+
+def _array_literal(values: np.ndarray) -> str:
+    """An integer array as PostgreSQL's array literal (``{1,2,3}``), which the statement
+    casts: the driver sends one string instead of adapting each element of a list."""
+    return "{" + ",".join(map(str, values.tolist())) + "}"
 
 
 def _store_batch(
@@ -241,9 +279,9 @@ def _store_batch(
                 "epsilon": eps,
                 "source": source,
                 "now": now,
-                "i": i.tolist(),
-                "j": j.tolist(),
-                "y": y_tilde.tolist(),
+                "i": _array_literal(i),
+                "j": _array_literal(j),
+                "y": _array_literal(y_tilde),
                 "n": int(i.size),
                 "payload": payload,
                 "key": idempotency_key,
@@ -296,7 +334,7 @@ def submit_responses(
     session: Session,
     survey: Survey,
     respondent: Respondent,
-    comparisons: Sequence[ComparisonIn],
+    comparisons: Sequence[Answer],
     privatized: bool,
     epsilon: float | None,
     idempotency_key: str | None = None,
@@ -592,14 +630,6 @@ class _Bulk:
         return conn.exec_driver_sql(self.sql, self.rows).rowcount
 
 
-def _table(model: type[Base]) -> Table:
-    """The Core table a model maps (declarative classes type ``__table__`` as any FromClause)."""
-    table = model.__table__
-    if not isinstance(table, Table):  # pragma: no cover - every model here maps one table
-        raise TypeError(f"{model.__name__} does not map a single table")
-    return table
-
-
 def _over(survey: Survey, ref: str, cost: float, n: int, spent: float, answered: int) -> Conflict | None:
     """The Conflict when respondent ``ref`` (with ``spent`` ε and ``answered`` comparisons
     so far) may not take ``n`` more comparisons costing ``cost``; None when it may
@@ -737,7 +767,7 @@ class _StagedImport:
         write on the condition that its budget still holds then (the same conditions as every
         answer's, the one write path): its answers may be stored while the import is
         prepared. ``inserts``: each model's rows, written in this order."""
-        table = _table(Respondent)
+        table = table_of(Respondent)
         spend = (
             update(table)
             .where(
@@ -758,7 +788,7 @@ class _StagedImport:
         return cls(
             _Bulk.stage(dialect, spend, updates),
             len(updates),
-            tuple(_Bulk.stage(dialect, insert(_table(model)), rows) for model, rows in inserts),
+            tuple(_Bulk.stage(dialect, insert(table_of(model)), rows) for model, rows in inserts),
         )
 
     def write(

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from itertools import chain, repeat
+from operator import add, itemgetter
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
 
 from ...limits import MAX_BATCH_CEILING, MAX_RANKING_ITEMS
+from ...services import ingestion
 from ...services.results.privacy import Receipt
 from .common import ItemId, StrictModel, Text
 
@@ -154,13 +164,55 @@ class ComparisonIn(StrictModel):
     )
 
 
+#: The fields of a comparison without a ticket, in :class:`app.services.ingestion.ComparisonIn`'s order.
+_PLAIN_FIELDS = itemgetter("a", "b", "winner")
+#: The length bounds of :class:`ComparisonIn`'s three strings (``ItemId`` and ``winner``).
+_PLAIN_LENGTH = (1, 40)
+
+
+def _plain_comparisons(value: Any) -> list[ingestion.ComparisonIn] | None:
+    """``value`` as :class:`ComparisonIn` would validate it, when every comparison is the
+    plain kind — an object of exactly ``a``, ``b`` and ``winner``, each a string of 1 to 40
+    printable characters — and there are 1 to ``MAX_BATCH_CEILING`` of
+    them; None for any other value, which the model then validates (and refuses, with
+    its errors). Column-wise checks instead of a model per comparison: validating a batch
+    of answers cost more than storing it (benchmark: tests/benchmarks/bench_service.py,
+    row 2)."""
+    if type(value) is not list or not 1 <= len(value) <= MAX_BATCH_CEILING:
+        return None
+    if set(map(type, value)) != {dict} or set(map(len, value)) != {3}:
+        return None
+    try:
+        triples = list(map(_PLAIN_FIELDS, value))
+    except KeyError:
+        return None
+    strings = list(chain.from_iterable(triples))
+    if set(map(type, strings)) != {str}:
+        return None
+    lengths = set(map(len, strings))
+    low, high = _PLAIN_LENGTH
+    # Printable text has no control character (the converse need not hold: then the model decides).
+    if min(lengths) < low or max(lengths) > high or not "".join(strings).isprintable():
+        return None
+    # (a, b, winner) + (None,): the tuple of ComparisonIn(a, b, winner), ticket None.
+    return list(map(tuple.__new__, repeat(ingestion.ComparisonIn), map(add, triples, repeat((None,)))))
+
+
+def _comparisons(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    plain = _plain_comparisons(value)
+    return handler(value) if plain is None else plain
+
+
 class ResponsesIn(StrictModel):
     privatized: bool = Field(
         description="false: the server randomizes the answers with the respondent's ε on arrival; "
         "true: the client already did, with the declared epsilon."
     )
     epsilon: float | None = Field(None, description="Required when privatized is true.")
-    comparisons: list[ComparisonIn] | None = Field(
+    #: Plain comparisons (most batches) are checked column-wise (:func:`_plain_comparisons`),
+    #: into :class:`app.services.ingestion.ComparisonIn`; any other value is a list of
+    #: :class:`ComparisonIn`, or refused with its errors.
+    comparisons: Annotated[list[ComparisonIn] | None, WrapValidator(_comparisons)] = Field(
         None,
         min_length=1,
         max_length=MAX_BATCH_CEILING,
