@@ -16,15 +16,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.db.migrate import upgrade
-from app.services import idempotency, ingestion, spending
+from app.services import ingestion, spending
 from tests.helpers.api import make_app
 from tests.helpers.faults import ADMIN, ADMIN_KEY, PrivatePostgres
 
-#: The steps of a submission, each after the write transaction began: the replay check,
-#: the survey's row lock, the statement storing the comparisons, pending batch and
-#: idempotency record, the COMMIT (after that statement), and after the COMMIT (the
-#: request's last log line).
-STEPS = ("replay", "survey_lock", "store", "commit", "after_commit")
+#: The steps of a submission, each after the write transaction began: the statement that
+#: takes the survey's row lock, looks the Idempotency-Key up and spends the budget, the
+#: statement storing the comparisons, pending batch and idempotency record, the COMMIT
+#: (after that statement), and after the COMMIT (the request's last log line).
+STEPS = ("spend", "store", "commit", "after_commit")
 
 
 @pytest.fixture(scope="module")
@@ -58,10 +58,8 @@ def _stop_at(monkeypatch, step: str, pg: PrivatePostgres) -> None:
 
         monkeypatch.setattr(module, name, wrapper)
 
-    if step == "replay":  # (an open survey's replay check runs in the transaction only)
-        before(idempotency, "replay")
-    elif step == "survey_lock":
-        before(spending, "lock_survey")
+    if step == "spend":
+        before(spending, "_spend_statement")
     elif step == "store":
         before(ingestion, "_store_batch")
     elif step == "commit":
