@@ -896,12 +896,17 @@ def _entry_graph(cache: FitCache, entry: _Entry, deadline: Deadline) -> _Connect
     return entry.graph
 
 
-def _spend(session: Session, survey: Survey, cache: FitCache) -> tuple[dict, dict]:
+def _spend(
+    session: Session, survey: Survey, cache: FitCache, moments: ClusterMoments | None = None
+) -> tuple[dict, dict]:
     """The distribution of respondents' total ε, and of their numbers of comparisons:
-    from the answer log's sums where the survey has one (every answer's ε is what its
-    respondent spent on it; kept per version), otherwise from the respondents' rows."""
-    logged = cache.log.read(session, survey.id) if survey.privacy_model == "local" else None
-    if logged is None:
+    from the answer log's sums where the survey has one (``moments``: those the intervals
+    used, else read; every answer's ε is what its respondent spent on it; kept per number of
+    answers), otherwise from the respondents' rows."""
+    if moments is None and survey.privacy_model == "local":
+        logged = cache.log.read(session, survey.id)
+        moments = None if logged is None else logged[1]
+    if moments is None:
         rows = session.execute(
             select(Respondent.epsilon_spent, Respondent.n_comparisons).where(
                 Respondent.survey_id == survey.id, Respondent.n_comparisons > 0
@@ -910,8 +915,7 @@ def _spend(session: Session, survey: Survey, cache: FitCache) -> tuple[dict, dic
         return _spend_summary(
             np.array([r[0] for r in rows], dtype=float), np.array([r[1] for r in rows], dtype=float)
         )
-    version, moments = logged
-    key = ("spend", survey.id, version)
+    key = ("spend", survey.id, moments.n_rows)
     found = cache.lru.get(key)
     if found is None:
         found = _spend_summary(moments.spent, moments.sizes.astype(float))
@@ -1070,7 +1074,8 @@ def ranking(
         components = [
             [items[x].id for x in np.flatnonzero(fit.component == c)] for c in range(fit.n_components)
         ]
-    spend, per_respondent = _spend(session, survey, cache)
+    used = summary.entry.clusters
+    spend, per_respondent = _spend(session, survey, cache, used if isinstance(used, ClusterMoments) else None)
     graph = _entry_graph(cache, summary.entry, deadline)
     diagnostics = Diagnostics(
         respondents=spend["respondents"],

@@ -230,14 +230,13 @@ def start_log(session: Session, survey_id: str) -> bool:
             for p in session.scalars(select(PendingBatch.payload).where(PendingBatch.survey_id == survey_id))
             if p[:4] != RANKINGS_MAGIC
         ]
-        if any(b.respondents is None or b.who is None for b in pending):
-            session.rollback()
-            return False
-        waiting = {
-            (b.respondents[w], int(a), int(c))  # type: ignore[index]
-            for b in pending
-            for w, a, c in zip(b.who.tolist(), b.i.tolist(), b.j.tolist(), strict=True)  # type: ignore[union-attr]
-        }
+        waiting: set[tuple[str, int, int]] = set()
+        for b in pending:
+            if b.respondents is None or b.who is None:
+                session.rollback()
+                return False
+            who = np.asarray(b.respondents, dtype=object)[b.who]
+            waiting.update(zip(who.tolist(), b.i.tolist(), b.j.tolist(), strict=True))
         rows = session.execute(
             select(
                 Comparison.respondent_id, Comparison.i, Comparison.j, Comparison.y_tilde, Comparison.epsilon

@@ -332,9 +332,10 @@ class ClusterMoments:
     @property
     def nbytes(self) -> int:
         """Bytes of the sums (not the shared rows: :attr:`rows_nbytes`)."""
-        arrays = (self.sizes, self.spent, self.truthful, self.nn, self.q, self.w)
-        fields = (self.stats.i, self.stats.j, self.stats.n, self.stats.sum_y, self.stats.sum_z)
-        return sum(a.nbytes for a in (*arrays, *fields) if a is not None) + 3 * self.stats.sum_v.nbytes
+        st = self.stats
+        pairs = (st.i, st.j, st.n, st.sum_y, st.sum_z, st.sum_z2, st.sum_v, self.truthful)
+        arrays = (self.sizes, self.spent, self.nn, self.q, self.w)
+        return sum(a.nbytes for a in (*pairs, *arrays) if a is not None)
 
     @property
     def rows_nbytes(self) -> int:
@@ -348,18 +349,24 @@ def _w_block(n_resp: int, m: int, r: NDArray, pair: NDArray, z: NDArray) -> NDAr
     return np.asarray(w, dtype=np.float64).reshape(n_resp, m)
 
 
-def _gram_add(nn: NDArray, left: scipy.sparse.csr_matrix, right: scipy.sparse.csr_matrix) -> None:
-    """nn += leftᵀ right (0/1 matrices over respondents × pairs): dense BLAS when the
-    rows are dense enough, otherwise a sparse product added at its entries."""
+def _gram_add(
+    nn: NDArray, left: scipy.sparse.csr_matrix, right: scipy.sparse.csr_matrix, mirrored: bool = False
+) -> None:
+    """nn += leftᵀ right, and its transpose too when ``mirrored`` (0/1 matrices over
+    respondents × pairs): dense BLAS when the rows are dense enough, otherwise a sparse
+    product added at its entries."""
     rows, pairs = left.shape
     if left.nnz == 0 or right.nnz == 0:
         return
     if min(left.nnz, right.nnz) > rows * pairs / 16:
-        nn += left.toarray().T @ right.toarray()
+        prod = left.toarray().T @ right.toarray()
+        nn += prod + prod.T if mirrored else prod
         return
-    prod = (left.T @ right).tocoo()
-    prod.sum_duplicates()
-    nn[prod.row, prod.col] += prod.data
+    coo = (left.T @ right).tocoo()
+    coo.sum_duplicates()
+    nn[coo.row, coo.col] += coo.data
+    if mirrored:
+        nn[coo.col, coo.row] += coo.data
 
 
 def _update(nn, q, w, m: int, affected: NDArray, old: tuple, new: tuple) -> None:
@@ -385,14 +392,7 @@ def _update(nn, q, w, m: int, affected: NDArray, old: tuple, new: tuple) -> None
         n_old = scipy.sparse.csr_matrix((np.ones(r_old.size), (r_old, e_old)), shape=(size, p))
         n_new = scipy.sparse.csr_matrix((np.ones(r_new.size), (r_new, e_new)), shape=(size, p))
         # NN: (Old + New)ᵀ(Old + New) − OldᵀOld = NewᵀOld + OldᵀNew + NewᵀNew.
-        if min(n_old.nnz, n_new.nnz) > size * p / 16:
-            cross = n_new.toarray().T @ n_old.toarray()
-            nn += cross + cross.T
-        elif n_old.nnz and n_new.nnz:
-            prod = (n_new.T @ n_old).tocoo()
-            prod.sum_duplicates()
-            nn[prod.row, prod.col] += prod.data
-            nn[prod.col, prod.row] += prod.data
+        _gram_add(nn, n_new, n_old, mirrored=True)
         _gram_add(nn, n_new, n_new)
         w_old = _w_block(size, m, r_old, e_old, z_old)
         w_all = w_old + _w_block(size, m, r_new, e_new, z_new)

@@ -1330,6 +1330,7 @@ def _uncertainty_of(
         spread = np.maximum(data.s2 - n * zbar**2, 0.0) * n / np.maximum(n - 1.0, 1.0)
     model_meat = laplacian(m, i, j, v_model) if clusters is not None else None
     choices: tuple[str, ...]
+    rows: Clusters | None = None
     auto = None
     if clusters is None:
         choices = ("sandwich",)
@@ -1337,7 +1338,7 @@ def _uncertainty_of(
         choices = (cluster_variance,)
     elif clusters.n_clusters >= max(min_clusters, 2 * int(identified.sum())):
         choices = ("cr1",)
-    elif not _cr2_affordable(clusters.as_rows(m)):
+    elif not _cr2_affordable(rows := clusters.as_rows(m)):
         choices = ("bound",)
     else:
         choices = ("cr2", "bound")
@@ -1354,8 +1355,10 @@ def _uncertainty_of(
             else:
                 assert clusters is not None
                 assert model_meat is not None
+                # The small-sample covariances take the rows, materialized once above.
+                source = rows if rows is not None and choice != "cr1" else clusters
                 meats[choice] = _cluster_variance(
-                    centre, clusters, lw_pinv, model_meat, identified, min_clusters, choice, 0.95
+                    centre, source, lw_pinv, model_meat, identified, min_clusters, choice, 0.95
                 )
         return meats[choice]
 
