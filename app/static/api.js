@@ -15,9 +15,20 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * What a request made or answered after signing out fails with: nothing is sent without
+ * a key, and an answer that arrives once the tab signed out (or in with another key) is
+ * never drawn over the sign-in form. The router ignores it, as it ignores any 401.
+ */
+function signedOut() {
+  return new ApiError(401, t("signin.signed_out"), "signed_out");
+}
+
 /** A JSON request with the stored key; a 401 forgets the key and goes back to signing in. */
 export async function api(method, path, body) {
-  const headers = { Accept: "application/json", Authorization: `Bearer ${storedKey() || ""}` };
+  const key = storedKey();
+  if (!key) throw signedOut();
+  const headers = { Accept: "application/json", Authorization: `Bearer ${key}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(path, {
     method,
@@ -25,6 +36,7 @@ export async function api(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const data = await r.json().catch(() => ({}));
+  if (storedKey() !== key) throw signedOut();
   if (!r.ok) {
     if (r.status === 401) {
       forgetKey();

@@ -327,6 +327,36 @@ def test_the_admin_key_stays_in_session_storage(server, new_page):
     assert page.evaluate("() => sessionStorage.getItem('privrank.key')") is None
 
 
+def test_a_view_that_loads_while_the_user_signs_out_is_not_drawn(server, new_page):
+    """Signing out while a survey's view waits for the API: its answer, when it comes, is
+    not drawn over the sign-in form, and the view sends nothing further (no request goes
+    out without the key). The console fixture fails the test on any 401."""
+    sid = _survey(server)["id"]
+    page = new_page()
+    sign_in(page, server.base)
+    held = []
+    page.route(f"**/v1/surveys/{sid}", lambda route: held.append(route))
+    sent: list[str] = []
+    page.on("request", lambda req: sent.append(req.url) if "/v1/" in req.url else None)
+    page.evaluate(f"location.hash = '#/survey/{sid}'")
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    with page.expect_response(f"**/v1/surveys/{sid}") as response:
+        held[0].continue_()
+    assert response.value.ok  # sent with the key, before signing out
+    # Anything the view did on its answer has run once a timer set after it fires.
+    page.evaluate("() => new Promise((resolve) => setTimeout(resolve, 200))")
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.locator("#survey-title").count() == 0
+    assert page.evaluate("() => sessionStorage.getItem('privrank.key')") is None
+    assert sent == [f"{server.base}/v1/surveys/{sid}"]
+
+
 def test_the_content_security_policy_allows_no_inline_code(server):
     policy = httpx2.get(server.base + "/").headers["content-security-policy"]
     directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
