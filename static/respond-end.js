@@ -5,8 +5,7 @@
 import { h } from "/static/dom.js";
 import { percent, sig, t, tn, upTo } from "/static/i18n.js";
 import { PrivrankError, truthProbability } from "/static/privrank.js";
-import { summaryParagraph } from "/static/respond-intro.js";
-import { central, client, main, show, state } from "/static/respond-state.js";
+import { central, client, main, show, state, summaryParagraph } from "/static/respond-state.js";
 import { resultsContent } from "/static/results-view.js";
 
 /**

@@ -4,11 +4,10 @@
  */
 import { announce, h } from "/static/dom.js";
 import { percent, sig, t, tn } from "/static/i18n.js";
-import { privacySummaryText } from "/static/privacy-summary.js";
 import { truthProbability } from "/static/privrank.js";
 import { nextPair } from "/static/respond-pairs.js";
 import { rankingView } from "/static/respond-ranking.js";
-import { client, show, state, tokenKey } from "/static/respond-state.js";
+import { client, show, state, summaryParagraph, tokenKey } from "/static/respond-state.js";
 
 function explain(eps) {
   const { survey } = state;
@@ -50,12 +49,6 @@ function answersAt(eps) {
   const pairs = (survey.n_items * (survey.n_items - 1)) / 2;
   const n = Math.min(Math.floor((survey.respondent_budget + 1e-9) / eps), pairs);
   return tn("intro.budget", n, { budget: sig(survey.respondent_budget) });
-}
-
-/** The survey's privacy settings in plain words (the same numbers as the dashboard's). */
-export function summaryParagraph() {
-  const s = state.survey.privacy_summary;
-  return s ? h("p", { id: "privacy-summary" }, privacySummaryText(s)) : null;
 }
 
 /** The intro's form: `body` above the Start button; submitting registers (with `options`), then `registered()`. */

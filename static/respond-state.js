@@ -1,7 +1,10 @@
 /**
  * What the respondent page's views share: its main element, this survey's client
- * (privrank.js) with the respondent token kept in sessionStorage, and the progress so far.
+ * (privrank.js) with the respondent token kept in sessionStorage, the progress so far, and
+ * the survey's privacy paragraph (shown on the introduction and at the end).
  */
+import { h } from "/static/dom.js";
+import { privacySummaryText } from "/static/privacy-summary.js";
 import { PrivrankClient } from "/static/privrank.js";
 
 /** The page's <main>: each view replaces its content. */
@@ -36,3 +39,9 @@ export function show(...children) {
 }
 
 export const central = () => state.survey.privacy_model === "central";
+
+/** The survey's privacy settings in plain words (the same numbers as the dashboard's). */
+export function summaryParagraph() {
+  const s = state.survey.privacy_summary;
+  return s ? h("p", { id: "privacy-summary" }, privacySummaryText(s)) : null;
+}
