@@ -118,3 +118,37 @@ def test_the_api_reference_lists_every_operation():
     for name in doc["components"]["schemas"]:
         assert f"{{#{hook._schema_anchor(name)}}}" in page
     assert hook.OPENAPI_MARKER in (ROOT / "docs" / "reference" / "openapi.md").read_text(encoding="utf-8")
+
+
+def test_the_command_reference_lists_every_command():
+    from app.cli import build_parser
+
+    page = _hook().cli_markdown()
+    top = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert len(top.choices) >= 8
+    for name in top.choices:
+        assert f"## `privrank {name}`" in page
+    assert "## `privrank site contribute`" in page and "## `privrank admin-key rotate`" in page
+    assert "<!-- generated: cli -->" in (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+
+
+def test_a_benchmark_writes_only_its_own_block(tmp_path):
+    from tests.benchmarks.docs_page import PAGE, write_block
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text(
+        "# B\n\nkept\n\n<!-- BEGIN generated: one -->\nold\n<!-- END generated: one -->\n\n"
+        "<!-- BEGIN generated: two -->\nother\n<!-- END generated: two -->\n"
+    )
+    rows = [("COPY", "9 rows/s", "reference", True), ("batches", "5 rows/s", "≥ 60%", False)]
+    write_block("one", rows, "python -m tests.benchmarks.bench_x --write-docs", page=page)
+    text = page.read_text()
+    assert "old" not in text and "kept" in text and "other" in text
+    assert "Written by `python -m tests.benchmarks.bench_x --write-docs` on " in text
+    assert (
+        "| COPY | 9 rows/s | reference |  |" in text and "| batches | 5 rows/s | ≥ 60% | **missed** |" in text
+    )
+    with pytest.raises(KeyError):
+        write_block("three", rows, "python -m x", page=page)
+    blocks = re.findall(r"<!-- BEGIN generated: (\w+) -->", PAGE.read_text(encoding="utf-8"))
+    assert blocks == ["bench_service_ingestion", "bench_service", "bench_scale"]

@@ -7,7 +7,9 @@ from the code:
   ``app.main.create_app()`` (the document the service serves at ``/openapi.json``, which
   the build also publishes next to the page as ``openapi.json``);
 * ``<!-- generated: settings -->`` — every field of ``app.config.Settings``: its
-  environment variable, type, default, allowed range and description.
+  environment variable, type, default, allowed range and description;
+* ``<!-- generated: cli -->`` — the ``--help`` of ``privrank`` and of each of its
+  commands (``app.cli.build_parser()``).
 
 ``settings_table`` refuses a field without a description, so a setting cannot be added
 without saying what it does (``tests/test_docs_site.py`` checks it without building).
@@ -16,6 +18,7 @@ without saying what it does (``tests/test_docs_site.py`` checks it without build
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from functools import cache
@@ -24,6 +27,7 @@ from typing import Any
 
 OPENAPI_MARKER = "<!-- generated: openapi -->"
 SETTINGS_MARKER = "<!-- generated: settings -->"
+CLI_MARKER = "<!-- generated: cli -->"
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 
 
@@ -267,6 +271,40 @@ def openapi_markdown(doc: dict | None = None) -> str:
     return "\n".join(out)
 
 
+# -- the command line ------------------------------------------------------------------
+
+
+def _commands(parser: Any, name: str) -> list[tuple[str, Any]]:
+    """``parser`` and its subcommands, depth first, each with its full name."""
+    import argparse
+
+    found = [(name, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                found += _commands(subparser, f"{name} {sub}")
+    return found
+
+
+def cli_markdown() -> str:
+    """The help of ``privrank`` and of every subcommand, as the command prints it."""
+    from app.cli import build_parser
+
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the same width on every build
+    try:
+        out = []
+        for name, parser in _commands(build_parser(), "privrank"):
+            parser.prog = name
+            out += [f"## `{name}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+        return "\n".join(out)
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
 # -- MkDocs events ---------------------------------------------------------------------
 
 
@@ -275,6 +313,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         markdown = markdown.replace(SETTINGS_MARKER, settings_table())
     if OPENAPI_MARKER in markdown:
         markdown = markdown.replace(OPENAPI_MARKER, openapi_markdown())
+    if CLI_MARKER in markdown:
+        markdown = markdown.replace(CLI_MARKER, cli_markdown())
     return markdown
 
 
