@@ -71,7 +71,7 @@ def _range(field: Any) -> str:
 def _type(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
     text = text or str(annotation).replace("typing.", "")
-    return text.replace("NoneType", "None")
+    return text.replace("NoneType", "None").replace(" | ", " or ")
 
 
 def settings_rows(settings_cls: Any) -> list[dict[str, str]]:
@@ -150,7 +150,7 @@ def _type_of(schema: dict | None) -> str:
     if "const" in schema:
         return f"`{json.dumps(schema['const'], ensure_ascii=False)}`"
     if "enum" in schema:
-        return " \\| ".join(f"`{json.dumps(v, ensure_ascii=False)}`" for v in schema["enum"])
+        return "one of " + ", ".join(f"`{json.dumps(v, ensure_ascii=False)}`" for v in schema["enum"])
     kind = schema.get("type", "any")
     if kind == "array":
         return f"array of {_type_of(schema.get('items'))}"
