@@ -22,6 +22,8 @@ WORKDIR /srv/privrank
 # so the source tree is not needed at run time and is removed.
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY static ./static
+COPY migrations ./migrations
 RUN pip install . && cd / && rm -rf /srv/privrank
 
 WORKDIR /data

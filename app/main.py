@@ -52,6 +52,7 @@ from .services.ranking_surveys import ConsensusCache
 from .services.respondents import ExternalIds
 from .services.secrets import service_secret
 from .services.undecided import UndecidedTickets
+from .shipped import shipped
 
 __all__ = ["create_app"]
 
@@ -378,6 +379,6 @@ _API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/openapi.json", "/docs", "/redo
 
 
 def static_dir() -> Path:
-    """``app/static`` (inside the package: any install), or ``PRIVRANK_STATIC_DIR``."""
+    """The pages' directory (:func:`app.shipped.shipped`), or ``PRIVRANK_STATIC_DIR``."""
     override = os.environ.get("PRIVRANK_STATIC_DIR")
-    return Path(override) if override else Path(__file__).resolve().parent / "static"
+    return Path(override) if override else shipped("static")

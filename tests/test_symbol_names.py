@@ -36,7 +36,7 @@ def test_the_readme_and_the_pages_spell_their_quantities_out():
     texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
     for path in DOCS_PAGES:
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
-    static = ROOT / "app" / "static"
+    static = ROOT / "static"
     for path in [*static.glob("*.js"), *static.glob("*.html"), *(static / "i18n").glob("*.json")]:
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     found = {name: _bare(text) for name, text in texts.items() if _bare(text)}

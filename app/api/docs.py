@@ -1,12 +1,12 @@
 """The interactive API documentation, /docs (Swagger UI) and /redoc (ReDoc), from the copies
-bundled in ``app/static/vendor`` (README there): no CDN, no web fonts, nothing fetched from
+bundled in ``static/vendor`` (README there): no CDN, no web fonts, nothing fetched from
 another host, so the documentation works offline and tells no third party who reads it.
 
 Each page gets a Content-Security-Policy as tight as it works with: Swagger UI's one inline
 script is allowed by its hash (no validator badge, which would call validator.swagger.io);
 ReDoc runs as a module with its telemetry off and needs inline styles (its components inject
 their own); both may connect only to this service. (The bundled ReDoc has one change: its
-sidebar's Redocly logo is not fetched from cdn.redoc.ly; see ``app/static/vendor/README.md``.)
+sidebar's Redocly logo is not fetched from cdn.redoc.ly; see ``static/vendor/README.md``.)
 """
 
 from __future__ import annotations

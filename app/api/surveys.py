@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 
 from ..services import surveys as svc
+from ..services.aggregation import coverage as pair_coverage
 from ..services.auth import ADMIN, ANALYST
 from ..services.goals import goal_met
 from ..services.guarantees import privacy_summary
@@ -210,4 +211,4 @@ def coverage(*, survey_id: str, session: SessionDep) -> CoverageOut:
     """``counts[a][b]`` = stored comparisons of items a and b (symmetric; null on the
     diagonal), from the folded statistics, for the dashboard's coverage matrix. Central
     surveys: 409 (which pairs were answered is protected there)."""
-    return svc.coverage(session, svc.get_survey(session, survey_id))
+    return pair_coverage(session, svc.get_survey(session, survey_id))

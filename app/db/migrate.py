@@ -8,16 +8,18 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
+from ..shipped import shipped
+
 __all__ = ["alembic_config", "migrations_dir", "upgrade"]
 
 
 def migrations_dir() -> Path:
-    """``app/db/migrations`` (inside the package: any install, editable or not), or
+    """The Alembic scripts' directory (:func:`app.shipped.shipped`), or
     ``PRIVRANK_MIGRATIONS_DIR``."""
     override = os.environ.get("PRIVRANK_MIGRATIONS_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parent / "migrations"
+    return shipped("migrations")
 
 
 def alembic_config(url: str) -> Config:

@@ -1,4 +1,4 @@
-"""Tables. One schema for SQLite and PostgreSQL; Alembic (``app/db/migrations/``) creates it.
+"""Tables. One schema for SQLite and PostgreSQL; Alembic (``migrations/``) creates it.
 
 Write path and read path are separated so that concurrent writers never queue on
 a shared row:

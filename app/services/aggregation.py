@@ -33,9 +33,10 @@ from ..db.models import AnswerLog, PairStat, PendingBatch, RankingStatsRow, Surv
 from ..db.session import begin_write
 from ..stats import PairStats, debias, pair_stats
 from ..stats.rankings import RankingStats, ranking_stats
-from .errors import Conflict
+from .errors import Conflict, Invalid
 from .goals import GoalSpec, fold_goal
-from .surveys import item_count
+from .results.surveys import CoverageItem, CoverageOut
+from .surveys import item_count, require_local, require_pairwise, survey_items
 
 log = logging.getLogger("privrank.aggregation")
 
@@ -44,6 +45,7 @@ __all__ = [
     "Batch",
     "RankingSnapshot",
     "Snapshot",
+    "coverage",
     "decode_batch",
     "decode_rankings",
     "encode_batch",
@@ -509,3 +511,32 @@ def read_snapshot(
     else:
         stats = PairStats.empty(n_items)
     return Snapshot(version, state.n_comparisons, state.epsilon_min, stats)
+
+
+#: Largest survey whose full pair-count matrix the coverage view returns.
+COVERAGE_MAX_ITEMS = 300
+
+
+def coverage(session: Session, survey: Survey) -> CoverageOut:
+    """Stored comparisons per pair of a local pairwise survey (folded statistics first)."""
+    require_local(survey)
+    require_pairwise(survey)
+    items = survey_items(session, survey.id)
+    m = len(items)
+    if m > COVERAGE_MAX_ITEMS:
+        raise Invalid(f"the coverage matrix is available for at most {COVERAGE_MAX_ITEMS} items")
+    fold_pending(session, survey.id, wait=True)
+    counts = [[0 if a != b else None for b in range(m)] for a in range(m)]
+    for i, j, n in session.execute(
+        select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
+    ):
+        if i < m and j < m:
+            counts[i][j] = counts[j][i] = int(n)
+    observed = sum(1 for a in range(m) for b in range(a + 1, m) if counts[a][b])
+    return CoverageOut(
+        survey_id=survey.id,
+        items=[CoverageItem(item_id=it.id, label=it.label) for it in items],
+        counts=counts,
+        pairs_observed=observed,
+        pairs_total=m * (m - 1) // 2,
+    )

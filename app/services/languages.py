@@ -1,7 +1,7 @@
 """The respondents' languages: which catalogs exist, which one a request gets, and item labels in it.
 
 The respondent and results pages' text comes from message catalogs
-(``app/static/i18n/respond.<code>.json``, ``results.<code>.json``), one per code in
+(``static/i18n/respond.<code>.json``, ``results.<code>.json``), one per code in
 :data:`LANGUAGES`. A request gets, in this order: the page's ``?lang=`` when it names a
 catalog; else the best ``Accept-Language`` entry that does (q-values honoured, a region
 ignored: ``es-MX`` is ``es``); else the survey's own ``language``; else English.

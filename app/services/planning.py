@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..stats.adaptive import plan_goal
+from ..stats.goal_plan import plan_goal
 from ..stats.planner import (
     MAX_PLAN_RESPONDENTS,
     Plan,

@@ -18,7 +18,7 @@ Items withheld by moderators (hidden, or back in review) are left out, and ranks
 only the items shown; archived items are not part of the ranking at all (nor of the count
 of items withheld). The note that says how to read them is for lay readers: sentences
 named by code (``notes``), whose words are the results catalogs' ``results.note.*``
-messages (app/static/i18n), so that the page says them in its reader's language; ``note``
+messages (static/i18n), so that the page says them in its reader's language; ``note``
 is the English text, from the English catalog. It never names API parameters. The
 intervals are each item's own score interval, which does not depend on which other items
 are shown; rank intervals, which do, are not published.
@@ -34,12 +34,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
 from functools import cache
-from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db.models import Item, Release, Survey, utcnow
+from ..shipped import shipped
 from .analysis import ranking
 from .deadline import Deadline
 from .errors import Conflict, NotFound
@@ -55,7 +55,7 @@ PUBLIC_SURVEYS = 64
 
 
 #: The results page's English catalog: the note's words (results.note.<code>).
-ENGLISH_CATALOG = Path(__file__).resolve().parents[1] / "static" / "i18n" / "results.en.json"
+ENGLISH_CATALOG = shipped("static") / "i18n" / "results.en.json"
 
 
 @cache

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from sqlalchemy import ScalarSelect, delete, func, null, select
 from sqlalchemy.orm import Session
 
-from ..db.models import HeldContribution, Item, PairStat, Ranking, Survey, SurveyStats, new_id, utcnow
+from ..db.models import HeldContribution, Item, Ranking, Survey, SurveyStats, new_id, utcnow
 from ..db.session import begin_write
 from ..limits import MAX_ITEMS, MAX_ITEMS_STORED, MAX_RANKING_ITEMS
 from ..stats.accounting import DEFAULT_DELTA
@@ -25,7 +25,6 @@ from .errors import Conflict, Invalid, NotFound
 from .goals import PAIRWISE_MAX_ITEMS as PAIRWISE_GOAL_MAX_ITEMS
 from .goals import new_ticket_key, resolve_goal
 from .languages import DEFAULT_LANGUAGE, check_language, check_translations
-from .results.surveys import CoverageItem, CoverageOut
 
 #: Shape of the ids :func:`~app.db.models.new_id` makes; anything else is not found.
 _ID = re.compile(r"[a-z]{3}_[a-z2-7]{16}")
@@ -56,7 +55,6 @@ __all__ = [
     "budget_policy",
     "central_limits",
     "clean_label",
-    "coverage",
     "create_survey",
     "current_item_index",
     "get_survey",
@@ -908,34 +906,3 @@ def require_local(survey: Survey) -> None:
             "this survey uses the central privacy model: its answers are true answers, so results leave the "
             f"service only as differentially private releases (POST /v1/surveys/{survey.id}/releases)"
         )
-
-
-#: Largest survey whose full pair-count matrix the coverage view returns.
-COVERAGE_MAX_ITEMS = 300
-
-
-def coverage(session: Session, survey: Survey) -> CoverageOut:
-    """Stored comparisons per pair of a local pairwise survey (folded statistics first)."""
-    from .aggregation import fold_pending
-
-    require_local(survey)
-    require_pairwise(survey)
-    items = survey_items(session, survey.id)
-    m = len(items)
-    if m > COVERAGE_MAX_ITEMS:
-        raise Invalid(f"the coverage matrix is available for at most {COVERAGE_MAX_ITEMS} items")
-    fold_pending(session, survey.id, wait=True)
-    counts = [[0 if a != b else None for b in range(m)] for a in range(m)]
-    for i, j, n in session.execute(
-        select(PairStat.i, PairStat.j, PairStat.n).where(PairStat.survey_id == survey.id)
-    ):
-        if i < m and j < m:
-            counts[i][j] = counts[j][i] = int(n)
-    observed = sum(1 for a in range(m) for b in range(a + 1, m) if counts[a][b])
-    return CoverageOut(
-        survey_id=survey.id,
-        items=[CoverageItem(item_id=it.id, label=it.label) for it in items],
-        counts=counts,
-        pairs_observed=observed,
-        pairs_total=m * (m - 1) // 2,
-    )

@@ -353,7 +353,7 @@ def test_the_planner_simulates_the_pairwise_certificate(client):
     asked for: its figures are exactly those of plan_goal(certificate="pairwise") with
     the same seed (not the Borda plan's), balanced stays the Borda baseline, each names
     its estimand, and ``auto`` (no automatic choice) or pairwise past 300 items is refused."""
-    from app.stats.adaptive import plan_goal
+    from app.stats.goal_plan import plan_goal
 
     scores = [3.0, 1.0, -2.0, -2.0, -2.0, -2.0]
     params = {"items": 6, "top_k": 1, "epsilon": 4.0, "level": 0.9, "replications": 3}

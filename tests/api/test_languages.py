@@ -362,7 +362,7 @@ def test_a_translation_may_not_show_as_another_items_label(client, unchanged):
 
 # -- the catalogs -------------------------------------------------------------------------
 
-CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+CATALOGS = Path(__file__).resolve().parents[2] / "static" / "i18n"
 #: A placeholder in a message: {name}.
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -503,7 +503,7 @@ def test_the_respondent_page_reads_its_own_words_in_every_language(code):
 def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
     """The public results' note is sentences named by code (app/services/public_results.py),
     each a "results.note.<code>" message; none names an API option, in any language."""
-    source = (STATIC.parent / "services" / "public_results.py").read_text(encoding="utf-8")
+    source = (STATIC.parent / "app" / "services" / "public_results.py").read_text(encoding="utf-8")
     codes = set(re.findall(r'code="(\w+)"', source)) | {
         c for pair in re.findall(r'code="(\w+)" if \w+ else "(\w+)"', source) for c in pair
     }
@@ -539,7 +539,7 @@ def _reason_codes() -> set[str]:
     """Every code the service gives for a ranking without intervals, read from its source."""
     codes: set[str] = set()
     for path, pattern in REASON_SOURCES.items():
-        found = set(re.findall(pattern, (STATIC.parent / path).read_text(encoding="utf-8")))
+        found = set(re.findall(pattern, (STATIC.parent / "app" / path).read_text(encoding="utf-8")))
         assert found, path  # the pattern finds the codes
         codes |= found
     return codes

@@ -302,7 +302,7 @@ def test_a_zcdp_receipt_states_the_same_guess_bound_as_the_summary(client):
     assert receipt["guess_bound_total"] == pytest.approx((e + 1e-6) / (1 + e), rel=1e-12)
 
 
-CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+CATALOGS = Path(__file__).resolve().parents[2] / "static" / "i18n"
 
 
 @pytest.mark.parametrize("catalog", ["respond.en", "respond.es", "respond.de", "respond.fr", "dashboard.en"])

@@ -22,7 +22,9 @@ Rows:
    randomized response, 8 concurrent respondents per worker): comparisons
    acknowledged per second over 15 s after a warm-up; targets ≥ 60% of the raw
    ceiling and ≥ 20,000/s. The full run then keeps loading until ≥ 1,000,000
-   comparisons are stored (its sustained rate is printed too), for row 5.
+   comparisons are stored (its sustained rate is printed too), for row 5. Under the
+   table, the CPU time of rows 1 and 2 per 1,000 answers, split into the load (this
+   process), the server and the rest of the machine (PostgreSQL): :class:`CpuSplit`.
 3. **Single-comparison requests**: peak requests/s (closed loop), then p50/p99
    latency under open-loop Poisson arrivals at half that rate, after a two-second
    ramp-up (reported too); target p99 < 100 ms.
@@ -92,6 +94,70 @@ def settle(url: str) -> None:
         conn.execute("CHECKPOINT")
 
 
+class CpuSplit:
+    """Where the machine's CPU time went while the block ran (Linux ``/proc``): this
+    process (the load: the COPY client or the load generator), the server's processes,
+    and the rest of the machine — PostgreSQL's backends on a machine left to the
+    benchmark. ``per_thousand(rows)``: milliseconds of each per 1,000 rows stored, which
+    says which part of the path a change to the ingestion ratio has to come from."""
+
+    def __init__(self, server_pid: int | None = None) -> None:
+        self.server_pid = server_pid
+        self.spent: dict[str, float] = {}
+
+    @staticmethod
+    def _machine() -> float:
+        with open("/proc/stat") as fh:
+            ticks = [int(v) for v in fh.readline().split()[1:9]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # not idle, not iowait
+
+    def _server(self) -> float:
+        if self.server_pid is None:
+            return 0.0
+        parents = {self.server_pid}
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # exited meanwhile
+            if int(entry) in parents or int(fields[1]) in parents:  # uvicorn's workers are its children
+                total += int(fields[11]) + int(fields[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def _read(self) -> tuple[float, float, float]:
+        own = os.times()
+        return self._machine(), own.user + own.system, self._server()
+
+    def __enter__(self) -> CpuSplit:
+        self._start = self._read()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        machine, load, server = (b - a for a, b in zip(self._start, self._read(), strict=True))
+        self.spent = {"load": load, "server": server, "rest": max(machine - load - server, 0.0)}
+
+    def per_thousand(self, rows: int) -> dict[str, float]:
+        return {k: 1e6 * v / rows for k, v in self.spent.items()}
+
+
+def _cpu_line(ref: dict, api: dict) -> str:
+    """The CPU split of the COPY reference and of the API batches, per 1,000 answers."""
+    copy, batches = ref["cpu_ms_per_1000"], api
+
+    def parts(d: dict, server: bool) -> str:
+        named = [f"load {d['load']:.1f}"] + ([f"server {d['server']:.1f}"] if server else [])
+        return (
+            ", ".join([*named, f"PostgreSQL and the rest {d['rest']:.1f}"])
+            + f" (total {sum(d.values()):.1f})"
+        )
+
+    return f"CPU ms per 1,000 answers: COPY: {parts(copy, False)}; API: {parts(batches, True)}"
+
+
 def copy_reference(url: str, survey: dict, connections: int, target_rows: int, batch: int = 500) -> dict:
     """psycopg COPYing comparison rows straight into ``comparisons`` (the raw ceiling).
 
@@ -142,16 +208,23 @@ def copy_reference(url: str, survey: dict, connections: int, target_rows: int, b
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(chunks[k::connections],)) for k in range(connections)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
+    with CpuSplit() as cpu:
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
     if errors:
         raise errors[0]
     rows = sum(len(c) for c in chunks)
-    return {"rows": rows, "seconds": wall, "rows_per_s": rows / wall, "connections": connections}
+    return {
+        "rows": rows,
+        "seconds": wall,
+        "rows_per_s": rows / wall,
+        "connections": connections,
+        "cpu_ms_per_1000": cpu.per_thousand(rows),
+    }
 
 
 def post_answers(client, sid: str, n_items_ids: list[str], n: int, batch: int = 500) -> None:
@@ -392,7 +465,7 @@ def _ingestion_row(ref: dict, rate: float, acked: int, wall: float, users: int, 
 
 
 def _ingestion_rows(
-    ref: dict, rate: float, acked: int, wall: float, users: int, args, quick: bool, command: str
+    ref: dict, rate: float, acked: int, wall: float, users: int, cpu: dict, args, quick: bool, command: str
 ) -> int:
     """``--ingestion``: print rows 1-2 (and write them to ``--json``); the exit status."""
     name, figure, target, ok = _ingestion_row(ref, rate, acked, wall, users, args.workers)
@@ -409,12 +482,18 @@ def _ingestion_rows(
     for name, figure, target, ok in rows:
         verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
         print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
+    print(_cpu_line(ref, cpu))
     if args.write_docs:
-        write_block("bench_service_ingestion", rows, command)
+        write_block("bench_service_ingestion", rows, command, [_cpu_line(ref, cpu) + "."])
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
-                {"copy": ref, "batches": {"acked": acked, "seconds": wall, "per_s": rate}}, fh, indent=2
+                {
+                    "copy": ref,
+                    "batches": {"acked": acked, "seconds": wall, "per_s": rate, "cpu_ms_per_1000": cpu},
+                },
+                fh,
+                indent=2,
             )
     return 0 if quick or ok else 1
 
@@ -472,14 +551,18 @@ def main(argv: list[str] | None = None) -> int:
         users = 8 * args.workers
         settle(url)
         run_load(base, survey, users=users, seconds=2, batch=500)  # warm-up
-        measured = run_load(base, survey, users=users, seconds=4 if quick else 15, batch=500)
+        with CpuSplit(live.proc.pid) as cpu:
+            measured = run_load(base, survey, users=users, seconds=4 if quick else 15, batch=500)
         bad = {k: v for k, v in measured.statuses().items() if k != 201}
         if bad:
             raise RuntimeError(f"unexpected statuses during the batch load: {bad}")
         batch_acked, batch_wall = measured.comparisons_acknowledged(), measured.wall
         batch_rate = batch_acked / batch_wall
+        batch_cpu = cpu.per_thousand(batch_acked)
         if args.ingestion:
-            return _ingestion_rows(ref, batch_rate, batch_acked, batch_wall, users, args, quick, command)
+            return _ingestion_rows(
+                ref, batch_rate, batch_acked, batch_wall, users, batch_cpu, args, quick, command
+            )
         # Single answers next, on the same (still small) database: after the fill below
         # PostgreSQL's autovacuum and checkpoints work through a million new rows for a
         # while, which is the bulk load's cost, not the single requests'.
@@ -592,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, figure, target, ok in rows:
         verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
         print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
+    print(_cpu_line(ref, batch_cpu))
     print("\nload test, single-comparison requests (closed loop: each client waits for its answer):")
     for c in single["closed_loop"]:
         print(
@@ -604,13 +688,19 @@ def main(argv: list[str] | None = None) -> int:
             f"p95 {c['p95'] * 1e3:.1f} ms, p99 {c['p99'] * 1e3:.1f} ms"
             for c in single["closed_loop"]
         )
-        write_block("bench_service", rows, command, [f"Load test, closed loop: {load}."])
+        notes = [_cpu_line(ref, batch_cpu) + ".", f"Load test, closed loop: {load}."]
+        write_block("bench_service", rows, command, notes)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
                 {
                     "copy": ref,
-                    "batches": {"acked": batch_acked, "seconds": batch_wall, "per_s": batch_rate},
+                    "batches": {
+                        "acked": batch_acked,
+                        "seconds": batch_wall,
+                        "per_s": batch_rate,
+                        "cpu_ms_per_1000": batch_cpu,
+                    },
                     "fill": {"acked": acked, "seconds": wall, "per_s": acked / wall},
                     "single": single,
                     "ranking_early": early,

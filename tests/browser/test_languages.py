@@ -306,7 +306,7 @@ def test_the_respondent_switches_language_mid_survey(server, page_in):
 
 # -- the dashboard ------------------------------------------------------------------------
 
-CATALOGS = Path(__file__).resolve().parents[2] / "app" / "static" / "i18n"
+CATALOGS = Path(__file__).resolve().parents[2] / "static" / "i18n"
 #: A placeholder in a message: {name}.
 PLACEHOLDER = re.compile(r"\{\w+\}")
 

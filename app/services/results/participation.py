@@ -30,7 +30,7 @@ class ReleaseRef(BaseModel):
 
 class NotePart(BaseModel):
     """One sentence of the note, for a page to say in its reader's language: the message
-    ``results.note.<code>`` of the results catalogs (app/static/i18n/results.<lang>.json;
+    ``results.note.<code>`` of the results catalogs (static/i18n/results.<lang>.json;
     ``withheld`` has ``.one`` and ``.other`` forms, chosen by ``n``) with ``params`` filled in."""
 
     code: str = Field(description="The sentence's name in the results catalogs, after results.note.")

@@ -1,5 +1,5 @@
 /**
- * The pages' translations: message catalogs (app/static/i18n/<name>.<lang>.json, flat
+ * The pages' translations: message catalogs (static/i18n/<name>.<lang>.json, flat
  * {key: message}) and `t(key, params)`, which fills a message's {placeholders}. Numbers are
  * never part of a translated text: they are placeholders, formatted here for the page's
  * language (Intl.NumberFormat). English is every catalog's reference: a key missing from a

@@ -9,7 +9,7 @@
  * element), api.js (requests), charts.js (SVG), and one view-*.js per view.
  *
  * Every word the dashboard shows comes from the "dashboard" catalog
- * (app/static/i18n/dashboard.<lang>.json, through i18n.js's t()), in English, Spanish,
+ * (static/i18n/dashboard.<lang>.json, through i18n.js's t()), in English, Spanish,
  * German and French; adding a language is adding its catalog. The language is the one the
  * user picks in the header (kept in localStorage), else the browser's (preferredLanguage);
  * picking another re-renders the current view, <html lang> included.
