@@ -102,7 +102,12 @@ class Settings(BaseSettings):
         "every API process and worker of the service the same value. On SQLite keep the default: a "
         "heartbeat may wait up to 30 s for the write lock.",
     )
-    log_level: str = Field(default="info", validation_alias="PRIVRANK_LOG_LEVEL")
+    log_level: str = Field(
+        default="info",
+        validation_alias="PRIVRANK_LOG_LEVEL",
+        description="Log level of the service's and uvicorn's loggers: critical, error, warning, info "
+        "or debug.",
+    )
     access_log: bool = Field(
         default=False,
         validation_alias="PRIVRANK_ACCESS_LOG",

@@ -6,7 +6,7 @@ suggestion ``=HYPERLINK(…)`` would run in the analyst's spreadsheet (OWASP, "C
 Injection"). Every text cell of an export goes through :func:`spreadsheet_text`,
 which puts an apostrophe before such a cell, and before a cell that already begins
 with an apostrophe, so that the rule can be undone exactly (:func:`stored_text`).
-Numbers are written as numbers (a negative score stays ``-0.5``). README, "Exports".
+Numbers are written as numbers (a negative score stays ``-0.5``). docs/how-to/import-export.md.
 
 Dependency-free: the service's exports (``app.services.export``) and the CLI's
 (``app.exporter``) both use it.

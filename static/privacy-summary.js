@@ -7,7 +7,7 @@
  *
  * Guess bounds are e^ε/(1+e^ε): the best share of right guesses about one yes-or-no fact that
  * anyone who sees everything stored (central: everything released) can reach, against 50% for
- * a coin toss (README, "Privacy by default"). Central surveys are worded by their
+ * a coin toss (docs/how-to/privacy.md, "Privacy by default"). Central surveys are worded by their
  * `accounting` ("pure": pure ε-DP releases summed against the total budget; "zcdp": their
  * ρ summed, shown as (ε, δ)), each with its own "summary.central.<accounting>" message. A
  * survey taking suggestions adds its batch ("summary.suggestions").

@@ -1,7 +1,7 @@
 /**
  * The keys view (#/keys, admins only): mint analyst, moderator and integration keys —
  * each shown once, with what it may do and how to use it — list every key, and revoke
- * one (POST, GET and DELETE /v1/keys, in the README's table of endpoints).
+ * one (POST, GET and DELETE /v1/keys, in the table of endpoints of docs/reference/api.md).
  */
 import { api, showError } from "/static/api.js";
 import { announce, h, tableWrap } from "/static/dom.js";

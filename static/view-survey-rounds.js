@@ -1,5 +1,5 @@
 /**
- * A ranking survey's federated rounds (README "Federated rounds"): per round its method and
+ * A ranking survey's federated rounds (docs/how-to/federate.md): per round its method and
  * status, its sites (key registered, contributed; the sites a round waits for named), what
  * each site declared about privatizing its rankings and the round's privacy statement, and
  * the published consensus with its ties. Admins also open a round — the sites' credentials

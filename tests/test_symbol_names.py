@@ -1,4 +1,4 @@
-"""The names the README, the pages and the API's descriptions give quantities: each one its own.
+"""The names the README, the docs, the pages and the API's descriptions give quantities: each one its own.
 
 A bare "L" stood for three things (respondents in the planner, comparisons per pair in the
 privacy regime, a respondent's most comparisons in the central model); they are spelled out
@@ -24,8 +24,18 @@ def _bare(text: str) -> list[str]:
     return [text[max(0, m.start() - 40) : m.end() + 40] for m in BARE_L.finditer(text)]
 
 
+#: The documentation pages that took over the README's text (the explanation pages
+#: docs/*.md other than these follow the papers' notation and define their symbols).
+DOCS_PAGES = [
+    *sorted((ROOT / "docs").glob("*/*.md")),
+    *(ROOT / "docs" / name for name in ("service.md", "studies.md", "benchmarks.md", "contributing.md")),
+]
+
+
 def test_the_readme_and_the_pages_spell_their_quantities_out():
     texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
+    for path in DOCS_PAGES:
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     static = ROOT / "static"
     for path in [*static.glob("*.js"), *static.glob("*.html"), *(static / "i18n").glob("*.json")]:
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")

@@ -95,6 +95,10 @@ class FitData:
 class BTLFit:
     """Result of a BTL fit.
 
+    ``cov`` and ``se`` (computed on first use, up to 2,000 items) are the sandwich
+    covariance of θ̂ and its standard errors; see :mod:`app.stats.inference`, whose
+    :func:`~app.stats.inference.confidence` gives bias-corrected intervals.
+
     Attributes
     ----------
     theta : ndarray (m,)
@@ -125,9 +129,6 @@ class BTLFit:
     data : FitData
         The per-pair data the fit used.
 
-    ``cov`` and ``se`` (computed on first use, up to 2,000 items) are the sandwich
-    covariance of θ̂ and its standard errors; see :mod:`app.stats.inference`, whose
-    :func:`~app.stats.inference.confidence` gives bias-corrected intervals.
     """
 
     theta: NDArray[np.float64]

@@ -233,8 +233,9 @@ def test_valid_credentials_still_work_after_100_failed_ones_from_the_same_addres
 
 def test_a_short_configured_admin_key_is_not_honoured_from_a_limited_address(database_url):
     """The exception: a configured admin key under 20 characters could be guessed, so an
-    address over its failure limit gets 429 for it too (README: use a long key). A limit
-    of 3 a minute: no token refills for 20 s, far longer than the test's six requests."""
+    address over its failure limit gets 429 for it too (docs/service.md, "Hostile input":
+    use a long key). A limit of 3 a minute: no token refills for 20 s, far longer than the
+    test's six requests."""
     app = _limited_app(database_url, "short-admin-key", 3)
     with TestClient(app) as c:
         ok = {"Authorization": "Bearer short-admin-key"}

@@ -34,7 +34,7 @@ def test_a_local_survey_leaves_the_counts_out(client):
 
 
 def test_a_moderator_does_not_get_a_central_surveys_counts(client):
-    """The counts are the operator's (README): a moderator reads the survey's settings and
+    """The counts are the operator's (docs/reference/api.md): a moderator reads the survey's settings and
     items, with null where the operator sees how many respondents and answers there are."""
     s = create_central_survey(client, items=("a", "b", "c"))
     a, b, c = (it["id"] for it in s["items"])
@@ -51,7 +51,7 @@ def test_a_moderator_does_not_get_a_central_surveys_counts(client):
 
 
 def test_a_moderator_does_not_get_a_central_surveys_undecided_count(client):
-    """“Can't decide” is a survey-wide count like the other two (README): exact for the
+    """“Can't decide” is a survey-wide count like the other two (docs/how-to/privacy.md): exact for the
     operator, null for a moderator."""
     s = create_central_survey(client, items=("a", "b", "c"))
     sid = s["id"]

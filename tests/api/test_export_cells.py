@@ -1,5 +1,5 @@
 """The CSV exports put an apostrophe before every text cell a spreadsheet would run as a
-formula (README, "Exports"); numbers stay numbers and Parquet keeps the text as stored."""
+formula (docs/how-to/import-export.md); numbers stay numbers and Parquet keeps the text as stored."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Archiving an item (PATCH …/items/{iid} {"status": "archived"}; README, "Archiving an
-item"): it is no longer served, no longer counts toward the item limits and is left out
-of the rankings, while its stored answers stay."""
+"""Archiving an item (PATCH …/items/{iid} {"status": "archived"};
+docs/how-to/moderate.md, "Archiving an item"): it is no longer served, no longer counts
+toward the item limits and is left out of the rankings, while its stored answers stay."""
 
 from __future__ import annotations
 

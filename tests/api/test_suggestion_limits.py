@@ -1,4 +1,4 @@
-"""Limits on suggestions (app.services.suggestions, README "Limits on suggestions"): a
+"""Limits on suggestions (app.services.suggestions, docs/how-to/moderate.md, "Limits on suggestions"): a
 survey accepts at most ``per_hour`` suggestions per clock hour and ``max_total`` in all,
 on top of each respondent's ``per_respondent``; the batching that hides authorship is
 unchanged (a batch is published whole, so each limit leaves room for one). A client

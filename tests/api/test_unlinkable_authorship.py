@@ -1,7 +1,7 @@
-"""Who suggested or flagged what cannot be told (app.services.suggestions, README "Who
-suggested what cannot be told"): the alignment attacks of an analyst and of a database
-reader, run on a realistic sequence of respondents, do no better than guessing within a
-batch.
+"""Who suggested or flagged what cannot be told (app.services.suggestions,
+docs/how-to/moderate.md, "Who suggested what cannot be told"): the alignment attacks of
+an analyst and of a database reader, run on a realistic sequence of respondents, do no
+better than guessing within a batch.
 
 A batch publishes one contribution of each of k different respondents in a uniformly
 random order, so an attacker who even knows which k respondents a batch holds names the

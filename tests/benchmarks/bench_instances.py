@@ -1,6 +1,6 @@
 """Throughput of one against two ``privrank serve`` instances on this machine, with the
-CPU each component spends per answer: the figures behind the README's sizing and
-capacity model.
+CPU each component spends per answer: the figures behind the sizing table of docs/benchmarks.md and the
+capacity model of docs/how-to/scale.md.
 
     python -m tests.benchmarks.bench_instances            # 15 s per configuration
     python -m tests.benchmarks.bench_instances --quick    # 4 s (CI smoke run)

@@ -2,6 +2,7 @@
 
     python -m tests.benchmarks.bench_scale          # 100,000, 1,000,000 and 10,000,000 answers
     python -m tests.benchmarks.bench_scale --quick  # 20,000 and 200,000 answers (CI smoke run)
+    python -m tests.benchmarks.bench_scale --write-docs  # also write the table into docs/benchmarks.md
 
 A ``privrank serve --workers 2`` on a fresh database of the PostgreSQL server of
 ``PRIVRANK_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``), as in
@@ -54,6 +55,7 @@ import numpy as np
 from scipy.special import expit
 
 from tests.benchmarks.bench_service import DEFAULT_POSTGRES, settle
+from tests.benchmarks.docs_page import command_line, write_block
 from tests.benchmarks.loadgen import create_survey
 
 ADMIN_KEY = "bench-admin-" + uuid.uuid4().hex[:8]
@@ -544,7 +546,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the database (its URL is printed)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write the figures into docs/benchmarks.md (its bench_scale block); not with --quick",
+    )
     args = parser.parse_args(argv)
+    if args.write_docs and args.quick:
+        parser.error("--write-docs writes a full run's figures, not a quick run's")
     started = time.monotonic()
     sizes = QUICK_SIZES if args.quick else SIZES
     server = os.environ.get("PRIVRANK_TEST_POSTGRES", DEFAULT_POSTGRES)
@@ -606,6 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nprivrank serve --workers {args.workers}, {N_ITEMS} items, ε = {EPSILON:g}; all sizes:")
     print_table(rows, args.quick)
     print(f"({(time.monotonic() - started) / 60:.0f} minutes in all)")
+    if args.write_docs:
+        write_block(
+            "bench_scale",
+            rows,
+            command_line("tests.benchmarks.bench_scale", argv),
+            [f"`privrank serve --workers {args.workers}`, {N_ITEMS} items, ε = {EPSILON:g}."],
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(

@@ -3,6 +3,7 @@
     python -m tests.benchmarks.bench_service          # full sizes (about five minutes)
     python -m tests.benchmarks.bench_service --quick  # small sizes, a smoke run (CI)
     python -m tests.benchmarks.bench_service --ingestion  # rows 1-2 only (about a minute)
+    python -m tests.benchmarks.bench_service --write-docs # also write the table into docs/benchmarks.md
 
 Everything runs in this one process against a fresh database on the PostgreSQL
 server of ``PRIVRANK_TEST_POSTGRES`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
@@ -67,6 +68,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from tests.benchmarks.docs_page import command_line, write_block
 from tests.benchmarks.loadgen import create_survey, percentiles, run_load
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -463,7 +465,7 @@ def _ingestion_row(ref: dict, rate: float, acked: int, wall: float, users: int, 
 
 
 def _ingestion_rows(
-    ref: dict, rate: float, acked: int, wall: float, users: int, cpu: dict, args, quick: bool
+    ref: dict, rate: float, acked: int, wall: float, users: int, cpu: dict, args, quick: bool, command: str
 ) -> int:
     """``--ingestion``: print rows 1-2 (and write them to ``--json``); the exit status."""
     name, figure, target, ok = _ingestion_row(ref, rate, acked, wall, users, args.workers)
@@ -481,6 +483,8 @@ def _ingestion_rows(
         verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
         print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
     print(_cpu_line(ref, cpu))
+    if args.write_docs:
+        write_block("bench_service_ingestion", rows, command, [_cpu_line(ref, cpu) + "."])
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(
@@ -509,7 +513,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ingestion", action="store_true", help="rows 1-2 only: the raw COPY ceiling and the API batches"
     )
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write the figures into docs/benchmarks.md (its bench_service block; "
+        "bench_service_ingestion with --ingestion); not with --quick",
+    )
     args = parser.parse_args(argv)
+    if args.write_docs and args.quick:
+        parser.error("--write-docs writes a full run's figures, not a quick run's")
+    command = command_line("tests.benchmarks.bench_service", argv)
     quick = args.quick
     server = os.environ.get("PRIVRANK_TEST_POSTGRES", DEFAULT_POSTGRES)
 
@@ -547,7 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         batch_rate = batch_acked / batch_wall
         batch_cpu = cpu.per_thousand(batch_acked)
         if args.ingestion:
-            return _ingestion_rows(ref, batch_rate, batch_acked, batch_wall, users, batch_cpu, args, quick)
+            return _ingestion_rows(
+                ref, batch_rate, batch_acked, batch_wall, users, batch_cpu, args, quick, command
+            )
         # Single answers next, on the same (still small) database: after the fill below
         # PostgreSQL's autovacuum and checkpoints work through a million new rows for a
         # while, which is the bulk load's cost, not the single requests'.
@@ -667,6 +682,14 @@ def main(argv: list[str] | None = None) -> int:
             f"  {c['users']:3d} clients: {c['req_per_s']:6.0f} req/s, p50 {c['p50'] * 1e3:6.1f} ms, "
             f"p95 {c['p95'] * 1e3:6.1f} ms, p99 {c['p99'] * 1e3:6.1f} ms"
         )
+    if args.write_docs:
+        load = "; ".join(
+            f"{c['users']} clients: {c['req_per_s']:.0f} req/s, p50 {c['p50'] * 1e3:.1f} ms, "
+            f"p95 {c['p95'] * 1e3:.1f} ms, p99 {c['p99'] * 1e3:.1f} ms"
+            for c in single["closed_loop"]
+        )
+        notes = [_cpu_line(ref, batch_cpu) + ".", f"Load test, closed loop: {load}."]
+        write_block("bench_service", rows, command, notes)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(

@@ -21,7 +21,7 @@ test whose assertion depends on what the server draws says how, and with what
 probability, it can fail by chance.
 
 Screenshots (``shots``) are taken only when ``PRIVRANK_SCREENSHOT_DIR`` is set (the
-README's images are made with ``PRIVRANK_SCREENSHOT_DIR=docs/img pytest tests/browser``).
+README's and the docs' images are made with ``PRIVRANK_SCREENSHOT_DIR=docs/img pytest tests/browser``).
 """
 
 from __future__ import annotations

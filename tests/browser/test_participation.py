@@ -5,7 +5,7 @@ not public).
 
 Screenshots: participation-suggest.png, participation-moderation.png,
 participation-results.png and respondent-undecided.png (``PRIVRANK_SCREENSHOT_DIR=docs/img``
-regenerates the README's)."""
+regenerates docs/how-to/moderate.md's)."""
 
 from __future__ import annotations
 

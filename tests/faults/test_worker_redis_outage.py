@@ -3,7 +3,7 @@
 A worker on a private ``redis-server`` runs a job; Redis is then stopped for longer
 than the worker's first backoff steps and started again on the same port (empty, as
 after a restart without persistence). The worker is still running, and a job queued
-after the outage completes — nobody restarts the worker. See README "Jobs".
+after the outage completes — nobody restarts the worker. See docs/how-to/jobs.md.
 """
 
 from __future__ import annotations
