@@ -150,8 +150,8 @@ async def ranking(
     Works on the survey's per-pair sufficient statistics, so its cost does not
     grow with the number of stored answers; fits are cached per data version and
     warm-started from the previous fit. Intervals account for the privacy noise
-    (Lemma 2 of the paper) and are centred on a bias-corrected estimate; see the
-    README's "Reading a ranking".
+    (Lemma 2 of the paper) and are centred on a bias-corrected estimate; see
+    docs/tutorials/read-a-ranking.md.
 
     Ranking surveys answer with the consensus of the stored synthetic rankings
     (``ConsensusOut``): the ordering, each item's mean position, and — for borda

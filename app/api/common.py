@@ -33,7 +33,7 @@ Lang = Annotated[
 
 def language_of(request: Request, response: Response, lang: str | None, survey: Survey) -> str:
     """The language a respondent-facing answer is given in: ``?lang=``, then the request's
-    ``Accept-Language``, then the survey's default (README, "Languages"). The answer says
+    ``Accept-Language``, then the survey's default (docs/how-to/languages.md). The answer says
     that it varies with ``Accept-Language`` (for any cache on the way)."""
     response.headers["Vary"] = "Accept-Language"
     return choose_language(lang, request.headers.get("accept-language"), survey.language)

@@ -175,7 +175,7 @@ def approve_suggestion(
     who: ModeratorDep,
     session: SessionDep,
 ) -> SuggestionOut:
-    """The item is served at once, with catch-up (README, "New items catch up"). 409 when
+    """The item is served at once, with catch-up (docs/how-to/moderate.md, "New items catch up"). 409 when
     an item has the same text (merge instead) or the survey is closed."""
     label = body.label if body else None
     return _out(svc.approve(session, survey_id, suggestion_id, _moderator_id(who), label))

@@ -63,7 +63,7 @@ def register(
     exempt from that limit and limited per key instead; it alone may send
     ``external_id`` (403 for anyone else): the same id in the same survey is the same
     respondent, returned with a new token that replaces its old one. Only an HMAC
-    digest of the id is stored (README, "Integrations")."""
+    digest of the id is stored (docs/how-to/embed.md, "Integrations")."""
     limiter = request.app.state.rate_limiter
     external_id = body.external_id if body else None
     if caller is not None:
@@ -100,7 +100,7 @@ def undecided(*, request: Request, body: UndecidedIn, ctx: RespondentDep, sessio
     ``undecided_ticket``): the survey's count of “can't decide” answers goes up by one,
     once per pair served to this respondent — passing the same pair again is a no-op
     (204, nothing counted). The request names no pair and nothing is stored about the
-    respondent, the pair or the time; no privacy budget is spent (README, "Can't
+    respondent, the pair or the time; no privacy budget is spent (docs/how-to/privacy.md, "Can't
     decide"). 422 for a ticket not issued to this respondent; 409 when the survey is
     closed or collects rankings."""
     survey, respondent = ctx
@@ -135,7 +135,7 @@ def me(
     every stored answer — which pair (labels in the respondent's language), or its ranking —
     with its mechanism, where it was randomized and its ε; the total ε under basic
     composition, what remains of the cap, and what each means as a guess bound e^ε/(1+e^ε)
-    (README, "Privacy receipts"). The receipt names what the respondent already knows, never
+    (docs/how-to/privacy.md, the receipt). The receipt names what the respondent already knows, never
     a stored (randomized) answer; only the respondent's own token reads it. A receipt lists
     at most 1,000 answers (``limit``, ``offset``); its totals cover them all."""
     survey, respondent = ctx

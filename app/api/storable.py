@@ -15,7 +15,7 @@ A JSON body's ``NaN``, ``Infinity`` and ``-Infinity`` (Python's parser reads the
 are not JSON, RFC 8259 §6, and PostgreSQL's ``jsonb`` cannot hold them) are refused the
 same way: no number a client sends reaches a computation or a stored job unless finite.
 
-Nothing of the offending value is repeated in the answer (README, "Hostile input").
+Nothing of the offending value is repeated in the answer (docs/service.md, "Hostile input").
 
 The body's check costs a walk over every value, which in a batch of answers cost more
 than validating it; so a body whose bytes cannot spell an unstorable string (below,

@@ -40,7 +40,7 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
     """Create a survey with its items and privacy policy. It starts open. A local survey
     without ``respondent_budget`` gets the default cap on each respondent's total ε (5 for
     pairwise surveys, epsilon_max for ranking surveys); ``"respondent_budget": "unlimited"``
-    opts out, and the survey's privacy summary says so (README, "Privacy by default")."""
+    opts out, and the survey's privacy summary says so (docs/how-to/privacy.md, "Privacy by default")."""
     p = body.privacy
     survey = svc.create_survey(
         session,

@@ -369,7 +369,7 @@ def _kept(
 
 
 def _without_archived(stats: PairStats, archived: tuple[int, ...]) -> PairStats:
-    """The statistics of the items that are not archived (README, "Archiving an item").
+    """The statistics of the items that are not archived (docs/how-to/moderate.md, "Archiving an item").
     Their answers are simply not part of them: the fit is the one of a survey that never
     had those items. ``epsilon_min`` stays the survey's (an upper bound on H, never lower)."""
     keep, i, j = _kept(archived, stats.i, stats.j)

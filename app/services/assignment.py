@@ -562,7 +562,7 @@ def _catch_up(
     rng: np.random.Generator,
     cache,
 ) -> NDArray[np.int64]:
-    """Catch-up pairs for items added during the survey (README, "New items catch up").
+    """Catch-up pairs for items added during the survey (docs/how-to/moderate.md, "New items catch up").
 
     While a live item that joined late has fewer comparisons than the median live item,
     each of the ``count`` pairs is, with probability :data:`CATCH_UP_SHARE`, a pair of

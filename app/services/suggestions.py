@@ -1,6 +1,6 @@
 """Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
 
-**Unlinkable authorship** (README, "Who suggested what cannot be told"). A suggestion or
+**Unlinkable authorship** (docs/how-to/moderate.md, "Who suggested what cannot be told"). A suggestion or
 a flag is not written where it can be seen when it arrives: it is *held*
 (:class:`~app.db.models.HeldContribution`) until respondents of ``batch`` different
 tokens (the survey's ``suggestions.batch``, default 5) each have one held. The batch is

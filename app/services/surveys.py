@@ -629,13 +629,13 @@ MAX_PER_RESPONDENT = 20
 #: Largest flag threshold a survey may set.
 MAX_FLAG_THRESHOLD = 100
 #: Suggestions (and flags) are published in batches from this many different respondents
-#: by default: an author is then one of five, as likely as any other (README,
+#: by default: an author is then one of five, as likely as any other (docs/how-to/moderate.md,
 #: "Who suggested what cannot be told").
 BATCH_DEFAULT = 5
 #: The smallest and largest batch a survey may set.
 BATCH_MIN, BATCH_MAX = 2, 50
 #: Suggestions a survey accepts from all its respondents per clock hour, by default and at
-#: most (README, "Limits on suggestions").
+#: most (docs/how-to/moderate.md, "Limits on suggestions").
 PER_HOUR_DEFAULT, PER_HOUR_MAX = 100, 10_000
 #: Suggestions a survey accepts in all (rejected ones do not count), by default; at most
 #: MAX_ITEMS.

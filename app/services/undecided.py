@@ -1,5 +1,5 @@
 """Can't decide: a respondent passes on a pair it was served, and only the survey's
-count remembers (README, "Can't decide").
+count remembers (docs/how-to/privacy.md, "Can't decide").
 
 Nothing is stored about the pair, the respondent or the moment: a per-pair skip
 record would itself reveal something about the respondent (which pairs they found
