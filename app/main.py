@@ -21,38 +21,35 @@ from starlette.routing import Match, Mount
 from threadpoolctl import threadpool_limits
 
 from . import __version__
-from .api import (
-    analysis,
-    docs,
-    errors,
-    federation,
-    health,
-    jobs,
-    keys,
-    participation,
-    plan,
-    releases,
-    respondents,
-    surveys,
-)
-from .api.admission import Admission, Slots, admitted
-from .api.downloads import Downloads
-from .api.errors import logged_path, where
-from .api.limits import BodyLimit
-from .api.ratelimit import RateLimiter
-from .api.storable import storable_input
-from .config import Settings, get_settings
-from .db.session import make_engine, make_session_factory, pool_capacity
-from .services.analysis import FitCache
-from .services.deadline import SHUTDOWN, WorkSlots
-from .services.embedding import EmbedOrigins, frame_ancestors
-from .services.jobs import JobContext, LocalRunner, QueueRunner
-from .services.public_results import PublicSnapshots
-from .services.ranking_surveys import ConsensusCache
-from .services.respondents import ExternalIds
-from .services.secrets import service_secret
-from .services.undecided import UndecidedTickets
-from .shipped import shipped
+from .analysis import router as analysis
+from .analysis.service import FitCache
+from .core import docs, health
+from .core import http_errors as errors
+from .core.admission import Admission, Slots, admitted
+from .core.body_limit import BodyLimit
+from .core.config import Settings, get_settings
+from .core.db.session import make_engine, make_session_factory, pool_capacity
+from .core.deadline import SHUTDOWN, WorkSlots
+from .core.downloads import Downloads
+from .core.http_errors import logged_path, where
+from .core.ratelimit import RateLimiter
+from .core.secrets import service_secret
+from .core.shipped import shipped
+from .core.storable import storable_input
+from .federation import router as federation
+from .jobs import router as jobs
+from .jobs.service import JobContext, LocalRunner, QueueRunner
+from .keys import router as keys
+from .participation import router as participation
+from .participation.public_results import PublicSnapshots
+from .planning import router as plan
+from .rankings.service import ConsensusCache
+from .releases import router as releases
+from .respondents import router as respondents
+from .respondents.service import ExternalIds
+from .respondents.undecided import UndecidedTickets
+from .surveys import router as surveys
+from .surveys.embedding import EmbedOrigins, frame_ancestors
 
 __all__ = ["create_app"]
 
@@ -171,7 +168,7 @@ class _HeadersAndLog:
 
 
 def _stop_long_work_on_signals() -> None:
-    """SIGTERM / SIGINT also set :data:`~app.services.deadline.SHUTDOWN`, so that long
+    """SIGTERM / SIGINT also set :data:`~app.core.deadline.SHUTDOWN`, so that long
     computations stop at their next check instead of holding up the server's graceful
     shutdown (which waits for every request in flight). Chained before the server's
     own handlers; only possible from the main thread (not under the test client)."""
@@ -219,9 +216,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=_lifespan,
-        docs_url=None,  # /docs and /redoc: app.api.docs, from the bundled copies (no CDN)
+        docs_url=None,  # /docs and /redoc: app.core.docs, from the bundled copies (no CDN)
         redoc_url=None,
-        # NUL or a lone surrogate in a path, a query or a JSON body: 404 / 422 (app.api.storable).
+        # NUL or a lone surrogate in a path, a query or a JSON body: 404 / 422 (app.core.storable).
         dependencies=[Depends(storable_input)],
         openapi_tags=[
             {"name": "surveys", "description": "Create and manage surveys (admin)."},
@@ -379,6 +376,6 @@ _API_PREFIXES = ("/v1/", "/healthz", "/readyz", "/openapi.json", "/docs", "/redo
 
 
 def static_dir() -> Path:
-    """The pages' directory (:func:`app.shipped.shipped`), or ``PRIVRANK_STATIC_DIR``."""
+    """The pages' directory (:func:`app.core.shipped.shipped`), or ``PRIVRANK_STATIC_DIR``."""
     override = os.environ.get("PRIVRANK_STATIC_DIR")
     return Path(override) if override else shipped("static")

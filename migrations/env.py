@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from alembic import context
 
-from app.config import get_settings
-from app.db.models import Base
-from app.db.session import make_engine
+from app.core.config import get_settings
+from app.core.db.models import Base
+from app.core.db.session import make_engine
 
 config = context.config
 target_metadata = Base.metadata

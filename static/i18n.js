@@ -6,7 +6,7 @@
  * translation (the tests forbid it) would show in English rather than not at all.
  */
 
-/** The languages the respondent page has catalogs for (the service's app.services.languages). */
+/** The languages the respondent page has catalogs for (the service's app.surveys.languages). */
 export const LANGUAGES = ["en", "es", "de", "fr"];
 
 let locale = "en";

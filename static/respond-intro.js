@@ -41,7 +41,7 @@ function epsilonChoices() {
 
 /**
  * How many pairs a respondent can answer at `eps`: as many as the cap allows (⌊budget / ε⌋),
- * but never more than the survey has, m(m − 1)/2 (app/services/guarantees.py says the same).
+ * but never more than the survey has, m(m − 1)/2 (app/privacy/service.py says the same).
  */
 function answersAt(eps) {
   const { survey } = state;

@@ -49,7 +49,7 @@ function names(sites) {
 
 /**
  * A federated round's privacy from what its sites declared (`sites`, `privacy`), as
- * app/services/federation.py's privacy_summary words it; the service's `statement` when a
+ * app/federation/service.py's privacy_summary words it; the service's `statement` when a
  * site declared something the dashboard does not know.
  */
 export function roundPrivacyText(x) {
@@ -89,7 +89,7 @@ const given = (x) => x !== null && x !== undefined;
 
 /**
  * Why a central release costs what it does, from its method, unit, ε, cost and, on zCDP
- * surveys, ρ, cost_rho and δ (app/services/releases.py's cost_explanation in words); the
+ * surveys, ρ, cost_rho and δ (app/releases/service.py's cost_explanation in words); the
  * release's `cost_explanation` for a unit the dashboard does not know.
  */
 export function costText(r) {

@@ -10,7 +10,7 @@ import { planAssumptionText, surveyPlanAssumptionText } from "/static/server-wor
 
 /**
  * How many answers at `eps` fit in a total of `budget`: ⌊budget / ε⌋, with the service's
- * tolerance for a budget that is an exact multiple (app/services/guarantees.py).
+ * tolerance for a budget that is an exact multiple (app/privacy/service.py).
  */
 export const pairsWithin = (budget, eps) => Math.floor((budget + 1e-9) / eps);
 
@@ -19,7 +19,7 @@ export const pairsWithin = (budget, eps) => Math.floor((budget + 1e-9) / eps);
  * form; `items()` lists the items typed so far; `budget()` is the total ε a respondent may
  * spend (null: no cap). Each simulated respondent answers what the survey would let them:
  * at most the pairs asked for, the pairs there are, and the pairs the cap allows at the
- * default ε (the service stops a respondent at the cap, app/services/assignment.py).
+ * default ε (the service stops a respondent at the cap, app/respondents/assignment.py).
  */
 export function accuracyPreview(val, items, budget = () => null) {
   const plannerOut = h("div", { id: "plan-out", "aria-live": "polite" });

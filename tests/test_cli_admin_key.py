@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from app.db.migrate import upgrade
-from app.db.models import ApiKey
-from app.db.session import make_engine, make_session_factory
-from app.services.admin_keys import GENERATED_LABEL, revoke_generated_admin_keys, rotate_admin_key
-from app.services.auth import ADMIN, ANALYST, authenticate, create_key, ensure_admin_key
+from app.core.auth import ADMIN, ANALYST, authenticate, create_key, ensure_admin_key
+from app.core.db.migrate import upgrade
+from app.core.db.models import ApiKey
+from app.core.db.session import make_engine, make_session_factory
+from app.keys.service import GENERATED_LABEL, revoke_generated_admin_keys, rotate_admin_key
 from tests.helpers.cli import privrank
 from tests.helpers.live import LiveServer
 

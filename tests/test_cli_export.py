@@ -153,7 +153,7 @@ def test_csv_cells_a_spreadsheet_would_run_are_escaped_in_every_file(server, tmp
     ranking.csv as in the service's items.csv; README.txt says so and how to undo it."""
     import httpx2
 
-    from app.csvcells import spreadsheet_text
+    from app.core.csvcells import spreadsheet_text
 
     labels = ['=HYPERLINK("http://evil","x")', "@SUM(A1)", "-5 degrees", "Parks"]
     body = {"title": "cells", "items": labels, "privacy": {"respondent_budget": 12.0}}  # 6 pairs at ε = 2
@@ -306,7 +306,7 @@ class _Stub:
 
 def test_a_redirect_is_not_followed_with_the_key(tmp_path):
     """urllib follows a redirect with the request's headers: the key went to any host named."""
-    from app.exporter import ExportError, export_survey
+    from app.cli.exporter import ExportError, export_survey
 
     elsewhere = _Stub({})
     service = _Stub({"/v1/surveys/srv_x": (302, {"Location": f"{elsewhere.base}/steal"}, b"")})
@@ -323,7 +323,7 @@ def test_a_redirect_is_not_followed_with_the_key(tmp_path):
 def test_an_export_failing_half_way_leaves_the_previous_one_whole(tmp_path):
     """A failure after some files were downloaded replaced none of a previous export's
     files (a mix of two exports) and leaves no file of its own."""
-    from app.exporter import ExportError, export_survey
+    from app.cli.exporter import ExportError, export_survey
 
     survey = {"id": "srv_x", "title": "t", "kind": "ranking", "privacy": {"model": "local"}}
     service = _Stub(
@@ -353,7 +353,7 @@ def test_an_export_failing_half_way_leaves_the_previous_one_whole(tmp_path):
 def test_an_answer_that_is_not_json_is_a_one_line_error(tmp_path):
     """A web page where the service's JSON was expected (another server at --server, a proxy's
     error page) ends the export with a one-line error, not a traceback."""
-    from app.exporter import ExportError, export_survey
+    from app.cli.exporter import ExportError, export_survey
 
     service = _Stub({"/v1/surveys/srv_x": (200, {"Content-Type": "text/html"}, b"<html>hello</html>")})
     try:

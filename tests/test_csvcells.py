@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.csvcells import FORMULA_STARTS, spreadsheet_text, stored_text
+from app.core.csvcells import FORMULA_STARTS, spreadsheet_text, stored_text
 
 
 @pytest.mark.parametrize("first", sorted(FORMULA_STARTS | {"'"}))

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from app.cli import build_parser
-from app.config import Settings
+from app.core.config import Settings
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

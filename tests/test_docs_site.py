@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import Field
 
-from app.config import Settings
+from app.core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))

@@ -120,8 +120,8 @@ def test_an_editable_install_finds_the_pages_and_migrations_from_anywhere(tmp_pa
         [
             sys.executable,
             "-c",
-            "import app, app.main, app.db.migrate; "
-            "print(app.__file__); print(app.main.static_dir()); print(app.db.migrate.migrations_dir())",
+            "import app, app.main, app.core.db.migrate; "
+            "print(app.__file__); print(app.main.static_dir()); print(app.core.db.migrate.migrations_dir())",
         ],
         env={
             k: v

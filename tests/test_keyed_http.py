@@ -1,4 +1,4 @@
-"""The command-line clients that carry a key never follow a redirect (app.keyed_http).
+"""The command-line clients that carry a key never follow a redirect (app.core.keyed_http).
 
 urllib follows a redirect with the request's headers, ``Authorization`` included, to any
 host: a service answering 302 to another address would hand it the key. ``export`` was
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from app.cli import main
-from app.site import SiteClient, SiteError
+from app.cli.site import SiteClient, SiteError
 
 from .test_cli_export import _Stub
 

@@ -1,4 +1,4 @@
-"""Rate limits shared through Redis (app.api.ratelimit): one bucket for every process,
+"""Rate limits shared through Redis (app.core.ratelimit): one bucket for every process,
 atomic under concurrent takes, no client address in Redis, and a Redis outage that
 falls back to per-process limits without failing a request."""
 
@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 
-from app.api.ratelimit import RateLimiter
+from app.core.ratelimit import RateLimiter
 
 #: The salt every instance reads from the database (here: one per test run).
 SALT = uuid.uuid4().bytes
@@ -156,7 +156,7 @@ def test_unreachable_redis_falls_back_to_per_process_limits_with_one_warning(cap
 
 
 def test_redis_that_comes_back_is_used_again(redis_url, monkeypatch, caplog):
-    from app.api import ratelimit
+    from app.core import ratelimit
 
     lim = RateLimiter({"register": 100}, redis_url=redis_url, salt=_salt)
     assert lim.shared is not None
@@ -203,9 +203,9 @@ def test_shared_buckets_need_a_salt():
 def test_the_salt_is_created_once_and_shared_through_the_database(tmp_path):
     import threading
 
-    from app.db.migrate import upgrade
-    from app.db.session import make_engine, make_session_factory
-    from app.services.secrets import service_secret
+    from app.core.db.migrate import upgrade
+    from app.core.db.session import make_engine, make_session_factory
+    from app.core.secrets import service_secret
 
     url = f"sqlite:///{tmp_path}/s.db"
     upgrade(url)

@@ -198,7 +198,7 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
     passes this test."""
     import httpx2
 
-    from app import site
+    from app.cli import site
 
     survey = httpx2.post(
         f"{server.base}/v1/surveys", json={"title": "F", "kind": "ranking", "items": LABELS}, headers=ADMIN
@@ -242,7 +242,7 @@ def test_a_rerun_resends_exactly_the_saved_masked_message(server, tmp_path, monk
 def test_site_files_match_labels_in_either_unicode_form(tmp_path):
     """The service stores labels in NFC; a site's file that spells "é" decomposed (or
     the reverse) must still name the same item."""
-    from app.site import load_rankings
+    from app.cli.site import load_rankings
 
     params = {
         "items": [
@@ -263,7 +263,7 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
 
     import httpx2
 
-    from app import site
+    from app.cli import site
 
     survey = httpx2.post(
         f"{server.base}/v1/surveys", json={"title": "F", "kind": "ranking", "items": LABELS}, headers=ADMIN
@@ -321,7 +321,7 @@ def test_a_rerun_with_another_file_or_epsilon_is_refused_loudly(server, tmp_path
 
 
 def test_status_lines_name_missing_sites_and_ties():
-    from app.site import status_lines
+    from app.cli.site import status_lines
 
     view = {
         "round_id": "rnd_x",
@@ -363,7 +363,7 @@ def test_status_lines_name_missing_sites_and_ties():
 
 
 def test_the_tie_break_is_printed_only_where_something_was_tied():
-    from app.site import consensus_lines
+    from app.cli.site import consensus_lines
 
     items = [
         {"item_id": "a", "label": "A", "rank": 1},

@@ -22,7 +22,7 @@ indexed by value 0..2^I−1; decoded coordinates are clamped to [0, i].
 Secure aggregation (the paper defers to Bonawitz et al. without details; our
 choice): every message entry k lives in Z_{2^{b_k}} with 2^{b_k} above the
 largest possible sum, so the masked sum never wraps. Each pair of sites shares a
-32-byte seed (agreed by X25519 through the server, :mod:`app.site`); SHAKE-256
+32-byte seed (agreed by X25519 through the server, :mod:`app.cli.site`); SHAKE-256
 expands it into a mask stream; site a adds the streams of peers after it and
 subtracts those of peers before it, so the masks cancel exactly in the sum of
 all L messages and each masked message is uniform on Π_k Z_{2^{b_k}} to anyone

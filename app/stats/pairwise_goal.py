@@ -4,7 +4,7 @@
 its Borda score, fed only by answers whose opponent is uniform. This module certifies
 the same goals from one confidence sequence per *pair* on P(i beats j), so that an
 answer on any pair counts, whichever pair the data suggested asking. The service uses
-it for goals created with ``"certificate": "pairwise"`` (:mod:`app.services.goals`).
+it for goals created with ``"certificate": "pairwise"`` (:mod:`app.goals.service`).
 
 **Sequences.** A debiased randomized answer z on (i, j) (docs/estimator.md §3) has
 mean P(i beats j) and a range of width w = coth(ε/2). For the counted answers of one

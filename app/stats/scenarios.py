@@ -6,7 +6,7 @@ paper gives settings but no numbers (its results are only in Figures 2–6), so
 these runs are the reproduction; where the paper is silent the choice is stated
 in :data:`SCENARIOS` (``notes``).
 
-Everything here is pure NumPy: plotting and printing live in :mod:`app.simulate`.
+Everything here is pure NumPy: plotting and printing live in :mod:`app.cli.simulate`.
 Homogeneous-ε cells draw each pair's sufficient statistics from one binomial
 (:func:`~app.stats.simulation.simulate_pair_stats`, exact in distribution);
 Scenario V simulates every answer because the three mechanisms must privatize
@@ -25,12 +25,7 @@ from .btl import BTLFit, fit_debiased_mle_stats, fit_laplace_mle, fit_naive_mle_
 from .mechanisms import laplace_privatize, privatize
 from .metrics import kendall_tau_error, l2_error, linf_error, top_k_error
 from .pairs import pair_stats
-from .simulation import (
-    all_pairs,
-    evenly_spaced_theta,
-    simulate_pair_stats,
-    uniform_theta,
-)
+from .simulation import all_pairs, evenly_spaced_theta, simulate_pair_stats, uniform_theta
 from .theory import SCHEMES, scheme_epsilon
 
 __all__ = ["METRICS", "PARAM_NAMES", "SCENARIOS", "Scenario", "ScenarioResult", "run_scenario"]

@@ -25,13 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
-from .mechanisms import (
-    debias,
-    flip_probability,
-    privacy_noise_variance,
-    privatize,
-    validate_epsilon,
-)
+from .mechanisms import debias, flip_probability, privacy_noise_variance, privatize, validate_epsilon
 from .pairs import PairStats, pair_stats
 
 __all__ = [

@@ -13,7 +13,7 @@ much more is known, and this module plans from it:
   respondent is a copy of a current respondent's profile (number of answers and
   ε, drawn at random from the current respondents, or given explicitly) and is
   served the pairs answered least so far, ties at random (the service's
-  assignment; :mod:`app.services.assignment`).
+  assignment; :mod:`app.respondents.assignment`).
 - **Clustering**: one respondent's answers are correlated. Each simulated
   respondent r answers with scores θ* + τ·u_r, u_r ~ N(0, I) (respondent random
   effects), and τ is estimated from the survey's own answers by the method of

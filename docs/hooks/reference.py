@@ -6,7 +6,7 @@ from the code:
 * ``<!-- generated: openapi -->`` — every operation and schema of the OpenAPI document of
   ``app.main.create_app()`` (the document the service serves at ``/openapi.json``, which
   the build also publishes next to the page as ``openapi.json``);
-* ``<!-- generated: settings -->`` — every field of ``app.config.Settings``: its
+* ``<!-- generated: settings -->`` — every field of ``app.core.config.Settings``: its
   environment variable, type, default, allowed range and description;
 * ``<!-- generated: cli -->`` — the ``--help`` of ``privrank`` and of each of its
   commands (``app.cli.build_parser()``).
@@ -100,7 +100,7 @@ def settings_rows(settings_cls: Any) -> list[dict[str, str]]:
 def settings_table(settings_cls: Any = None) -> str:
     """The configuration reference: a Markdown table of every setting."""
     if settings_cls is None:
-        from app.config import Settings
+        from app.core.config import Settings
 
         settings_cls = Settings
     lines = [
@@ -121,7 +121,7 @@ def settings_table(settings_cls: Any = None) -> str:
 @cache
 def openapi_document() -> dict:
     """The OpenAPI document the service serves, from ``create_app()`` on a throwaway database."""
-    from app.config import Settings
+    from app.core.config import Settings
     from app.main import create_app
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,7 +22,7 @@ down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: Items of a release's result kept in ``top`` (app.services.releases.LEDGER_TOP).
+#: Items of a release's result kept in ``top`` (app.releases.service.LEDGER_TOP).
 TOP = 10
 
 

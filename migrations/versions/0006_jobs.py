@@ -1,6 +1,6 @@
 """jobs (long analyses run outside the request), service secrets, "can't decide" counts
 
-One row per job (``app.services.jobs``): kind, parameters, status, progress, result,
+One row per job (``app.jobs.service``): kind, parameters, status, progress, result,
 the runner holding it and its heartbeat. ``service_secrets``: random secrets every
 instance shares through the database (the salt of the rate limits' Redis keys).
 ``undecided_counts``: a survey's count of "can't decide" answers, in shards.

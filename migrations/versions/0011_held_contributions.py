@@ -1,7 +1,7 @@
 """held contributions: suggestions and flags published in batches
 
 ``held_contributions``: a suggestion or flag waiting until respondents of ``batch``
-different tokens have one waiting (app.services.suggestions); deleted when its batch is
+different tokens have one waiting (app.participation.suggestions); deleted when its batch is
 published. Surveys that take suggestions get ``suggestions.batch`` = 5, the default.
 
 Revision ID: 0011
@@ -21,7 +21,7 @@ down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-#: The default batch of app.services.surveys (a migration keeps its own copy).
+#: The default batch of app.surveys.service (a migration keeps its own copy).
 BATCH = 5
 
 

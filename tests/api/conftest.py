@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db.migrate import upgrade
+from app.core.db.migrate import upgrade
 from tests.helpers.api import fresh_postgres_database, make_app, private_database, track_writes, writes
 
 

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from app.api import participation
-from app.api.errors import logged_path
+from app.core.http_errors import logged_path
+from app.participation import router as participation
 from tests.helpers.api import ADMIN, create_survey, register
 
 

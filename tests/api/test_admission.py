@@ -14,8 +14,8 @@ import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.admission import Admission, Slots, admitted
-from app.config import Settings
+from app.core.admission import Admission, Slots, admitted
+from app.core.config import Settings
 from app.main import create_app
 from tests.helpers.api import ADMIN, ADMIN_KEY, make_app
 from tests.helpers.live import LiveServer
@@ -62,7 +62,7 @@ def test_a_burst_runs_no_more_requests_than_admitted_and_none_waits_for_a_connec
     exceed the 3 admitted (no request waits for one), and every call is answered."""
     from sqlalchemy import event
 
-    from app.db.session import pool_capacity
+    from app.core.db.session import pool_capacity
 
     app = make_app(database_url, PRIVRANK_DB_POOL_SIZE=2)
     slots, engine = app.state.admission, app.state.engine

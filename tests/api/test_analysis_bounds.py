@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.services import analysis, answer_log
-from app.services.cache import ByteLRU
-from app.services.deadline import SHUTDOWN, Deadline, OutOfTime, WorkSlots
-from app.services.surveys import get_survey
+from app.analysis import answer_log
+from app.analysis import service as analysis
+from app.core.cache import ByteLRU
+from app.core.deadline import SHUTDOWN, Deadline, OutOfTime, WorkSlots
 from app.stats import fit_debiased_mle
 from app.stats.inference import Clusters, cluster_bootstrap_confidence, confidence
+from app.surveys.service import get_survey
 from tests.helpers.api import ADMIN, import_survey
 
 
 class _Clock:
-    """A deadline clock (``app.services.deadline._clock``) that moves only when told: a
+    """A deadline clock (``app.core.deadline._clock``) that moves only when told: a
     budget of B seconds is spent at the check that brings it B seconds on."""
 
     def __init__(self) -> None:
@@ -37,7 +38,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch) -> _Clock:
     fake = _Clock()
-    monkeypatch.setattr("app.services.deadline._clock", fake)
+    monkeypatch.setattr("app.core.deadline._clock", fake)
     return fake
 
 

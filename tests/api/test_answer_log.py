@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.db.models import AnswerLog, SurveyStats
-from app.services import analysis, ingestion
-from app.services.aggregation import decode_batch, encode_batch
+from app.analysis import service as analysis
+from app.analysis.aggregation import decode_batch, encode_batch
+from app.core.db.models import AnswerLog, SurveyStats
+from app.respondents import ingestion
 from tests.helpers.api import ADMIN, import_survey, register
 
 EXACT = 1e-9
@@ -101,8 +102,8 @@ def test_a_batch_that_does_not_say_who_answered_restarts_the_log(client, db, mon
     the survey's log at its fold; while such a batch waits, the log cannot start again and
     rankings read the stored answers; once it is folded, the next ranking starts the log
     again with one entry holding every folded answer. Every ranking stays right."""
-    from app.services.aggregation import fold_pending
-    from app.services.answer_log import start_log
+    from app.analysis.aggregation import fold_pending
+    from app.analysis.answer_log import start_log
 
     sid = import_survey(client, 6, 40, 6, seed=5)
     items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
@@ -145,7 +146,7 @@ def test_a_survey_answered_before_the_log_starts_it_with_answers_waiting(client,
     """A survey whose folded answers are not logged (as after the upgrade that adds the
     log) starts its log at the next ranking, leaving out the answers that still wait in
     pending batches (those are logged by their own fold)."""
-    from app.db.models import PendingBatch
+    from app.core.db.models import PendingBatch
 
     sid = import_survey(client, 6, 30, 5, seed=6)
     items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
@@ -158,7 +159,7 @@ def test_a_survey_answered_before_the_log_starts_it_with_answers_waiting(client,
     _, headers = register(client, sid, 1.0)
     _answer(client, sid, headers, items, [(0, 1), (2, 4)], np.random.default_rng(3))
     assert db.scalar(select(PendingBatch.id).where(PendingBatch.survey_id == sid)) is not None
-    from app.services.answer_log import start_log
+    from app.analysis.answer_log import start_log
 
     assert start_log(db, sid)
     db.refresh(state)
@@ -189,9 +190,9 @@ def test_a_read_stopped_by_its_deadline_keeps_the_folds_it_added(client, db, mon
     """Catching up a fold at a time (one per chunk here): stopped after two chunks, the
     store keeps those folds, and the next read goes on from there to the same sums as a
     store that read everything at once."""
-    from app.services import answer_log
-    from app.services.aggregation import fold_pending
-    from app.services.cache import ByteLRU
+    from app.analysis import answer_log
+    from app.analysis.aggregation import fold_pending
+    from app.core.cache import ByteLRU
 
     sid = import_survey(client, 6, 30, 5, seed=2)
     items = [it["id"] for it in client.get(f"/v1/surveys/{sid}", headers=ADMIN).json()["items"]]
@@ -223,7 +224,7 @@ def test_a_read_stopped_by_its_deadline_keeps_the_folds_it_added(client, db, mon
 
 
 def test_respondent_codes_follow_first_appearance_across_reads():
-    from app.services.answer_log import _Codes
+    from app.analysis.answer_log import _Codes
 
     codes = _Codes()
     assert codes.of(["rsp_b", "rsp_a", "rsp_b"]).tolist() == [0, 1, 0]
@@ -237,8 +238,8 @@ def test_sums_larger_than_the_cache_are_rebuilt_and_said_once(client, db, caplog
     and says so once in the log, naming the setting to raise."""
     import logging
 
-    from app.services.answer_log import AnswerLogStore
-    from app.services.cache import ByteLRU
+    from app.analysis.answer_log import AnswerLogStore
+    from app.core.cache import ByteLRU
 
     sid = import_survey(client, 6, 20, 5, seed=1)
     _ranking(client, sid)  # folds the import
@@ -257,8 +258,8 @@ def test_sums_larger_than_the_cache_are_rebuilt_and_said_once(client, db, caplog
 def test_the_state_takes_what_the_capacity_page_says(client, db):
     """docs/capacity.md's formula (answer_log.state_bytes) against what the store counts:
     they differ by the per-pair statistics only (seven numbers per observed pair)."""
-    from app.services.answer_log import AnswerLogStore, state_bytes
-    from app.services.cache import ByteLRU
+    from app.analysis.answer_log import AnswerLogStore, state_bytes
+    from app.core.cache import ByteLRU
 
     sid = import_survey(client, 12, 300, 20, seed=9)
     _ranking(client, sid)

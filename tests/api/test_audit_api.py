@@ -17,7 +17,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from app.services import ballot_import, ingestion
+from app.rankings import ballot_import
+from app.respondents import ingestion
 from app.stats import mechanisms as mech
 from app.stats.rankings import mallows_privatize
 from tests.helpers.api import ADMIN, create_survey, register

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.api.limits import BodyLimit
-from app.db.models import PendingBatch, Ranking, Respondent
-from app.services import ballot_import
+from app.core.body_limit import BodyLimit
+from app.core.db.models import PendingBatch, Ranking, Respondent
+from app.rankings import ballot_import
 from app.stats.preflib import read_preflib
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 

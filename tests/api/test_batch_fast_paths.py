@@ -1,7 +1,7 @@
 """The fast paths of a batch of answers agree with the checks they stand in for.
 
-A 500-comparison batch is checked column-wise (app.api.schemas.respondents,
-app.services.ingestion) and its body's strings judged from its bytes (app.api.storable)
+A 500-comparison batch is checked column-wise (app.respondents.schemas,
+app.respondents.ingestion) and its body's strings judged from its bytes (app.core.storable)
 instead of value by value; each fast path either gives what the full check gives or
 hands the value to it. Here every fast path meets random and hostile input (fixed seeds)
 and is compared with the check it replaces, as that check is written.
@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from pydantic import TypeAdapter
 
-from app.api.schemas.respondents import ComparisonIn, ResponsesIn, _plain_comparisons
-from app.api.storable import _first_unstorable, _numbers_finite, _strings_storable, unstorable
-from app.services import idempotency, ingestion
-from app.services.errors import Invalid
+from app.core import idempotency
+from app.core.errors import Invalid
+from app.core.storable import _first_unstorable, _numbers_finite, _strings_storable, unstorable
+from app.respondents import ingestion
+from app.respondents.schemas import ComparisonIn, ResponsesIn, _plain_comparisons
 
 #: Field values that are fine, and every way one can be refused (types, lengths, control
 #: characters, a non-ASCII space, a lone surrogate, C1 control NEL).

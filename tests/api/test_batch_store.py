@@ -3,7 +3,7 @@
 of one write path; its round trips; and refusals inside it that store nothing.
 
 On PostgreSQL the write path spends, locks and looks the key up in one statement and
-stores in another (app.services.spending, app.services.ingestion); on SQLite it takes a
+stores in another (app.respondents.spending, app.respondents.ingestion); on SQLite it takes a
 statement per step. Both must leave the same rows.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from sqlalchemy import event, select
 
-from app.db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent
-from app.services.aggregation import decode_batch
+from app.analysis.aggregation import decode_batch
+from app.core.db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent
 from tests.helpers.api import ADMIN, register
 
 ITEMS = 30

@@ -13,10 +13,10 @@ from types import MappingProxyType
 import pytest
 from fastapi.testclient import TestClient
 
-from app.services import surveys
-from app.services.cache import ByteLRU
-from app.services.deadline import OutOfTime
-from app.services.surveys import ItemIndex, item_index
+from app.core.cache import ByteLRU
+from app.core.deadline import OutOfTime
+from app.surveys import service as surveys
+from app.surveys.service import ItemIndex, item_index
 from tests.helpers.api import ADMIN, create_ranking_survey, create_survey, register
 
 

@@ -1,4 +1,4 @@
-"""New items catch up (app.services.assignment._catch_up): an item approved mid-survey reaches
+"""New items catch up (app.respondents.assignment._catch_up): an item approved mid-survey reaches
 the survey's median comparison count within a stated number of served pairs.
 
 The bound. While the new item is below the median, each served pair is a catch-up pair —
@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pytest
 
-from app.services.assignment import CATCH_UP_SHARE
+from app.respondents.assignment import CATCH_UP_SHARE
 from tests.helpers.api import ADMIN, import_survey, register
 from tests.helpers.stats import Z
 

@@ -1,9 +1,9 @@
-"""Slow readers of an export cannot stall the service (app.api.downloads).
+"""Slow readers of an export cannot stall the service (app.core.downloads).
 
 An export is written to a temporary file at database speed and then sent without an
 admission slot or a database connection; at most ``PRIVRANK_MAX_DOWNLOADS`` are sent
 at once per worker, and a reader that falls behind its allowance (a grace period,
-then :data:`~app.api.downloads.MIN_SEND_RATE`) is dropped. The live test checks
+then :data:`~app.core.downloads.MIN_SEND_RATE`) is dropped. The live test checks
 that stalled readers hold nothing but their download slots; the allowance itself is
 checked on a fake clock.
 """
@@ -22,7 +22,7 @@ import httpx2
 import numpy as np
 import pytest
 
-from app.api import downloads
+from app.core import downloads
 from tests.helpers.api import ADMIN, ADMIN_KEY
 from tests.helpers.live import LiveServer
 

@@ -1,4 +1,4 @@
-"""Embedding (app.services.embedding): a survey's embed origins, checked and stored, become the
+"""Embedding (app.surveys.embedding): a survey's embed origins, checked and stored, become the
 ``frame-ancestors`` of its respondent and results pages; every other page stays unframeable.
 And /docs and /redoc come from the bundled Swagger UI and ReDoc, with nothing from another host."""
 
@@ -233,7 +233,7 @@ def test_only_admins_set_origins(client):
 def test_another_process_sees_a_change_within_the_cache_time(app, client, db):
     """A change made elsewhere (another worker) is seen once the cached entry is older than
     its time to live."""
-    from app.db.models import Survey
+    from app.core.db.models import Survey
 
     s = _survey_with(client, [SITE])
     page = f"/s/{s['id']}"

@@ -9,7 +9,7 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.csvcells import FORMULA_STARTS, spreadsheet_text, stored_text
+from app.core.csvcells import FORMULA_STARTS, spreadsheet_text, stored_text
 from tests.helpers.api import ADMIN, import_comparisons
 
 HOSTILE = ['=HYPERLINK("http://evil","x")', "+1 more", "-5 degrees", "@SUM(A1)", "'quoted", "＝1+1", "Parks"]

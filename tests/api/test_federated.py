@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.db.models import FederatedRound, RoundSite
-from app.site import masked_message, new_private_key, public_key
+from app.cli.site import masked_message, new_private_key, public_key
+from app.core.db.models import FederatedRound, RoundSite
 from app.stats.federated import FederatedScheme
 from app.stats.rankings import mallows_sample
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
@@ -210,8 +210,8 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
     (the API handler, the service, the aggregation arithmetic — traced line by line) is
     compared with each site's plain message: none matches. The tracer does see the masked
     messages and their sum, so it is looking in the right place."""
-    from app.api import federation as api
-    from app.api.schemas import ContributionIn
+    from app.federation import router as api
+    from app.federation.schemas import ContributionIn
 
     s = ranking_survey(client)
     rnd = open_round(client, s["id"], "lehmer", phi=0.5)
@@ -272,7 +272,7 @@ def test_the_server_never_holds_an_unmasked_site_message(client, db):
 
 
 def test_seeds_bind_the_round_and_both_site_names():
-    from app.site import derive_seed
+    from app.cli.site import derive_seed
 
     a, b = new_private_key(), new_private_key()
     pa, pb = public_key(a), public_key(b)
@@ -375,7 +375,7 @@ def test_a_tied_aggregate_is_published_as_a_tie_with_shared_ranks(client):
 
 
 def test_results_stored_before_ties_were_published_are_shown_in_the_current_form():
-    from app.services.federation import published_result
+    from app.federation.service import published_result
 
     old = {
         "order": ["x", "y", "z"],

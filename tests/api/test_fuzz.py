@@ -43,7 +43,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import negative_data_rejection, not_a_server_error, positive_data_acceptance
 
-from app.db.migrate import upgrade
+from app.core.db.migrate import upgrade
 from tests.helpers.api import make_app
 
 EXAMPLES = int(os.environ.get("PRIVRANK_FUZZ_EXAMPLES", "10"))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.db.models import SurveyStats
-from app.services.aggregation import fold_pending
-from app.services.goals import GoalSpec, GoalState
+from app.analysis.aggregation import fold_pending
+from app.core.db.models import SurveyStats
+from app.goals.service import GoalSpec, GoalState
 from tests.helpers.api import ADMIN, register
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -140,7 +140,7 @@ def _state(app, sid) -> GoalState:
     with app.state.session_factory() as session:
         fold_pending(session, sid)
         stats = session.get(SurveyStats, sid)
-        from app.db.models import Survey
+        from app.core.db.models import Survey
 
         goal = GoalSpec.of(session.get(Survey, sid))
         return GoalState.unpack(stats.goal_state, goal)

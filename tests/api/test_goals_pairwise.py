@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.db.models import Survey, SurveyStats
-from app.services.aggregation import fold_pending
-from app.services.goals import GoalSpec, PairGoalState, load_state
-from app.services.surveys import item_count
+from app.analysis.aggregation import fold_pending
+from app.core.db.models import Survey, SurveyStats
+from app.goals.service import GoalSpec, PairGoalState, load_state
 from app.stats.pairwise_goal import pair_index
+from app.surveys.service import item_count
 from tests.helpers.api import ADMIN, register
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -471,7 +471,7 @@ def test_a_state_holding_a_closed_relation_is_read_without_closure():
     import zlib
     from types import SimpleNamespace
 
-    from app.services.goals import goal_met
+    from app.goals.service import goal_met
     from app.stats.pairwise_goal import _close
 
     m, goal = 3, GoalSpec(1, 0.95, False, "pairwise")
@@ -502,7 +502,7 @@ def test_pairwise_plans_are_bounded_per_respondent_and_fit_the_budget(client, bu
     answer), so a plan the budget cannot hold is refused at once (not accepted, to run
     into a 503), and without max_answers the cap is lowered to what the budget holds:
     the plan runs and reports the cap it used."""
-    from app.services.planning import GOAL_PLAN_SECONDS_PER_ANSWER, goal_plan_seconds_per_answer
+    from app.planning.service import GOAL_PLAN_SECONDS_PER_ANSWER, goal_plan_seconds_per_answer
 
     budget(5.0)
     too_big = {"items": 300, "top_k": 1, "certificate": "pairwise", "replications": 2, "max_answers": 3000}

@@ -10,8 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db.models import Comparison, IdempotencyRecord, Item, new_id
-from app.services import analysis, ingestion
+from app.analysis import service as analysis
+from app.core.db.models import Comparison, IdempotencyRecord, Item, new_id
+from app.respondents import ingestion
 from app.stats import mechanisms
 from tests.helpers.api import ADMIN, PAYLOADS, create_survey, make_app, register
 
@@ -134,7 +135,7 @@ def test_items_added_while_a_ranking_is_computed(app, client, monkeypatch):
             new = client.get(f"/v1/surveys/{s['id']}", headers=ADMIN).json()["items"][-1]["id"]
             assert post(client, s["id"], h, [{"a": new, "b": ids[2], "winner": new}]).status_code == 201
             with app.state.session_factory() as other:
-                from app.services.aggregation import fold_pending
+                from app.analysis.aggregation import fold_pending
 
                 fold_pending(other, s["id"])
         return real(session, survey_id, n_items, need_stats)
@@ -233,7 +234,7 @@ def test_a_chunked_body_over_the_limit_is_413(app, client, unchanged):
 
 
 def test_unexpected_errors_are_json_500_without_details(app, monkeypatch):
-    from app.api import surveys as routes
+    from app.surveys import router as routes
 
     def boom(*args, **kwargs):
         raise RuntimeError("secret detail SECRET-XYZ")
@@ -246,10 +247,10 @@ def test_unexpected_errors_are_json_500_without_details(app, monkeypatch):
 
 
 def test_the_last_admin_key_cannot_be_revoked(tmp_path):
-    from app.config import Settings
-    from app.db.migrate import upgrade
+    from app.core.auth import ensure_admin_key
+    from app.core.config import Settings
+    from app.core.db.migrate import upgrade
     from app.main import create_app
-    from app.services.auth import ensure_admin_key
 
     url = f"sqlite:///{tmp_path}/keys.db"
     upgrade(url)
@@ -340,7 +341,7 @@ def test_registration_and_failed_authentication_are_rate_limited(database_url):
     ],
 )
 def test_a_limit_counts_an_ipv6_client_by_its_64(host, key):
-    from app.api.ratelimit import client_key
+    from app.core.ratelimit import client_key
 
     assert client_key(host) == key
 
@@ -365,7 +366,7 @@ def test_fresh_ipv6_addresses_in_one_64_share_a_registration_bucket(database_url
 
 
 def test_rate_limiter_refills_over_time(monkeypatch):
-    from app.api import ratelimit
+    from app.core import ratelimit
 
     now = [1000.0]
     monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
@@ -380,7 +381,7 @@ def test_rate_limiter_refills_over_time(monkeypatch):
 
 
 def test_a_per_hour_limit_refills_one_token_every_hour_over_its_size(monkeypatch):
-    from app.api import ratelimit
+    from app.core import ratelimit
 
     now = [1000.0]
     monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])
@@ -397,7 +398,7 @@ def test_a_per_hour_limit_refills_one_token_every_hour_over_its_size(monkeypatch
 
 
 def test_a_token_given_back_can_be_taken_again_but_never_overfills(monkeypatch):
-    from app.api import ratelimit
+    from app.core import ratelimit
 
     now = [1000.0]
     monkeypatch.setattr(ratelimit.time, "monotonic", lambda: now[0])

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import func, select
 
-from app.db.models import Comparison
+from app.core.db.models import Comparison
 from tests.helpers.api import ADMIN, create_survey, register
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.services import ingestion
+from app.respondents import ingestion
 from tests.helpers.api import ADMIN, create_survey
 
 SURVEY = SimpleNamespace(privacy_model="local", epsilon_min=0.1, epsilon_max=10.0, epsilon_default=1.0)

@@ -18,8 +18,8 @@ import random
 
 from sqlalchemy import event, func, select, update
 
-from app.db.models import Comparison, Respondent
-from app.services import ingestion
+from app.core.db.models import Comparison, Respondent
+from app.respondents import ingestion
 from tests.helpers.api import ADMIN, create_survey, make_app, register
 
 
@@ -215,7 +215,7 @@ def test_a_pair_answered_while_the_import_was_staged_fails_it_whole(client, app,
 
 
 def test_a_survey_closed_while_the_import_was_staged_takes_nothing(client, app, db, monkeypatch):
-    from app.db.models import Survey
+    from app.core.db.models import Survey
 
     s = create_survey(client, items=("A", "B", "C"))
     sid = s["id"]

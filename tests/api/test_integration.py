@@ -19,8 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db import models
-from app.db.models import Respondent, ServiceSecret
+from app.core.db import models
+from app.core.db.models import Respondent, ServiceSecret
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, make_app, register
 
 
@@ -304,7 +304,7 @@ def test_concurrent_registrations_of_one_external_id_make_one_respondent(app, db
 def test_losing_the_insert_race_returns_the_winner(client, db, monkeypatch):
     """The unique (survey, external_key) constraint decides a race: a registration that
     saw no respondent but lost the insert rotates the winner's token instead."""
-    from app.services import respondents
+    from app.respondents import service as respondents
 
     s = create_survey(client)
     key = _integration(client)

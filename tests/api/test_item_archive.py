@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.services import analysis, suggestions, surveys
+from app.analysis import service as analysis
+from app.participation import suggestions
+from app.surveys import service as surveys
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
 EPS = 2.0

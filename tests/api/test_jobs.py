@@ -1,4 +1,4 @@
-"""Jobs (app.services.jobs): a ranking, a bootstrap or a plan submitted now
+"""Jobs (app.jobs.service): a ranking, a bootstrap or a plan submitted now
 (202) and read later; the result equals the synchronous endpoint's; cancelling;
 bad submissions store nothing; a lost runner's job is retried once, then fails —
 never left running."""
@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
-from app.db.models import Job, utcnow
-from app.services import jobs
+from app.core.db.models import Job, utcnow
+from app.jobs import service as jobs
 from tests.helpers.api import (
     ADMIN,
     analyst_headers,
@@ -83,7 +83,7 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
     """DELETE marks the job cancelled; its runner sees that at its next heartbeat and
     cancels the work's deadline, which stops the bootstrap at its next replicate; the
     runner then takes the job waiting behind it (one runner thread)."""
-    from app.services import analysis
+    from app.analysis import service as analysis
 
     monkeypatch.setattr(jobs, "HEARTBEAT_SECONDS", 0.05)
     in_third, cancelled = threading.Event(), threading.Event()
@@ -291,7 +291,7 @@ def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answe
 
 
 def test_predictions_follow_the_work():
-    from app.services.analysis import bootstrap_seconds
+    from app.analysis.service import bootstrap_seconds
 
     p = {"uncertainty": "bootstrap", "replicates": 400, "covariance": "cluster"}
     assert jobs.predicted_seconds("ranking", p, 30, 50_000) == bootstrap_seconds(30, 50_000, 400, "cluster")

@@ -12,7 +12,7 @@ import unicodedata
 
 from sqlalchemy import select
 
-from app.db.models import Comparison, Item
+from app.core.db.models import Comparison, Item
 from tests.helpers.api import ADMIN, create_survey
 
 COMPOSED = "Caf\u00e9"

@@ -1,4 +1,4 @@
-"""Languages (app.services.languages): which language a respondent gets (?lang=, then
+"""Languages (app.surveys.languages): which language a respondent gets (?lang=, then
 Accept-Language, then the survey's default, then English), the survey's default language,
 item label translations (create, add, PATCH) and the respondent-facing outputs that use them;
 and the pages' message catalogs (respondent page, results page, dashboard): complete in every
@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.db.models import Item
-from app.services import analysis, federation, goals
-from app.services.languages import LANGUAGES, accepted, choose_language
-from app.services.ranking_surveys import CONSENSUS_REASONS
-from app.services.results.plan import PlanBody, SurveyPlanOut
+from app.analysis import service as analysis
+from app.core.db.models import Item
+from app.federation import service as federation
+from app.goals import service as goals
+from app.planning.results import PlanBody, SurveyPlanOut
+from app.rankings.service import CONSENSUS_REASONS
 from app.stats.central import UNITS
+from app.surveys.languages import LANGUAGES, accepted, choose_language
 from tests.helpers.api import ADMIN, analyst_headers, register
 from tests.helpers.jsliterals import literals
 
@@ -501,9 +503,9 @@ def test_the_respondent_page_reads_its_own_words_in_every_language(code):
 
 
 def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
-    """The public results' note is sentences named by code (app/services/public_results.py),
+    """The public results' note is sentences named by code (app/participation/public_results.py),
     each a "results.note.<code>" message; none names an API option, in any language."""
-    source = (STATIC.parent / "app" / "services" / "public_results.py").read_text(encoding="utf-8")
+    source = (STATIC.parent / "app" / "participation" / "public_results.py").read_text(encoding="utf-8")
     codes = set(re.findall(r'code="(\w+)"', source)) | {
         c for pair in re.findall(r'code="(\w+)" if \w+ else "(\w+)"', source) for c in pair
     }
@@ -530,8 +532,8 @@ def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
 #: ranking consensus's reason_code = "code".
 REASON_SOURCES = {
     "stats/inference.py": r'IntervalsUnavailable\(\s*"(\w+)"',
-    "services/analysis.py": r'_Intervals\(\s*None,\s*"(\w+)"',
-    "services/ranking_surveys.py": r'reason_code = "(\w+)"',
+    "analysis/service.py": r'_Intervals\(\s*None,\s*"(\w+)"',
+    "rankings/service.py": r'reason_code = "(\w+)"',
 }
 
 

@@ -6,9 +6,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
-from app.db.migrate import upgrade
-from app.db.models import Base
-from app.db.session import make_engine
+from app.core.db.migrate import upgrade
+from app.core.db.models import Base
+from app.core.db.session import make_engine
 
 
 def test_migrations_create_exactly_the_models(private_url):
@@ -29,7 +29,7 @@ def test_migrations_create_exactly_the_models(private_url):
 def _head() -> str:
     from alembic.script import ScriptDirectory
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
@@ -48,7 +48,7 @@ def test_every_migration_downgrades_and_upgrades_again(database_url, tmp_path):
     the same kind as the suite's."""
     from alembic import command
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     if database_url.startswith("sqlite"):
         url = f"sqlite:///{tmp_path}/walk.db"
@@ -82,7 +82,7 @@ def test_sqlite_migrations_keep_existing_data(tmp_path):
     from alembic import command
     from sqlalchemy import text
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/data.db"
     upgrade(url, "0001")
@@ -145,8 +145,8 @@ def test_sqlite_downgrade_removes_central_surveys_with_their_rows(tmp_path):
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
-    from app.db import models
-    from app.db.migrate import alembic_config
+    from app.core.db import models
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/central.db"
     upgrade(url)
@@ -225,7 +225,7 @@ def test_releases_stored_before_0004_get_their_ledger_items(tmp_path):
     from alembic import command
     from sqlalchemy import text
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/ledger.db"
     command.upgrade(alembic_config(url), "0003")
@@ -261,7 +261,7 @@ def test_0010_keeps_existing_surveys_pure_and_downgrades_without_returning_budge
     from alembic import command
     from sqlalchemy import text
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/accounting.db"
     command.upgrade(alembic_config(url), "0009")
@@ -312,7 +312,7 @@ def test_0011_gives_surveys_taking_suggestions_the_default_batch(tmp_path):
     from alembic import command
     from sqlalchemy import text
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/batches.db"
     command.upgrade(alembic_config(url), "0010")
@@ -343,7 +343,7 @@ def test_0014_sends_surveys_with_earlier_answers_to_their_stored_answers(tmp_pat
     from alembic import command
     from sqlalchemy import text
 
-    from app.db.migrate import alembic_config
+    from app.core.db.migrate import alembic_config
 
     url = f"sqlite:///{tmp_path}/log.db"
     command.upgrade(alembic_config(url), "0013")

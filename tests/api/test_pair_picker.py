@@ -1,4 +1,4 @@
-"""GET …/pairs does O(m + answers) work at any m (app.services.assignment).
+"""GET …/pairs does O(m + answers) work at any m (app.respondents.assignment).
 
 Pairs are never materialized: the rank-mapping draw is exact and uniform, both
 branches serve least-answered pairs first and never a pair the respondent answered,
@@ -17,7 +17,7 @@ import httpx2
 import numpy as np
 from scipy import stats as sps
 
-from app.services import assignment
+from app.respondents import assignment
 from tests.helpers.api import ADMIN, create_survey, register
 
 
@@ -162,7 +162,7 @@ def test_concurrent_requests_read_the_counts_once(monkeypatch):
     every thread would read them (32 reads, each ~2 s and ~30 MB on a dense 2,000-item
     survey). On a fake clock: counts that took 0.3 s to read are reused at a new data
     version for 3 s (REFRESH_SHARE), then read again."""
-    from app.services.analysis import FitCache
+    from app.analysis.service import FitCache
 
     clock = _FakeClock()
     monkeypatch.setattr(assignment, "_clock", clock)
@@ -267,7 +267,7 @@ def test_a_request_on_10000_items_allocates_a_few_mb(client, db, monkeypatch):
 
     from sqlalchemy import insert, select
 
-    from app.db.models import Item, new_id, utcnow
+    from app.core.db.models import Item, new_id, utcnow
 
     m = 10_000
     sid = create_survey(client, items=["item 0", "item 1"], respondent_budget="unlimited")[
@@ -311,7 +311,7 @@ def test_a_burst_on_a_dense_survey_reads_the_counts_once_per_data_version(client
     times. The clock is frozen, so counts are never reused past their data version."""
     from sqlalchemy import text
 
-    from app.services.aggregation import fold_pending
+    from app.analysis.aggregation import fold_pending
 
     m = 200
     s = create_survey(client, items=[f"item {k}" for k in range(m)], respondent_budget="unlimited")

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from app.csvcells import spreadsheet_text
-from app.services import parquet
-from app.services.export import iso_utc
+from app.analysis import parquet
+from app.analysis.export import iso_utc
+from app.core.csvcells import spreadsheet_text
 from tests.helpers.api import (
     ADMIN,
     analyst_headers,
@@ -43,7 +43,7 @@ def get_parquet(client, url, headers=ADMIN) -> pa.Table:
 
 def as_csv_text(value) -> str:
     """A Parquet value as the CSV export writes it (text with the spreadsheet rule of
-    :mod:`app.csvcells`: Parquet keeps the text as stored)."""
+    :mod:`app.core.csvcells`: Parquet keeps the text as stored)."""
     if value is None:
         return ""
     if isinstance(value, float):

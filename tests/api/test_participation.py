@@ -1,4 +1,4 @@
-"""Participatory surveys (app.services.suggestions, app.services.public_results): suggestions,
+"""Participatory surveys (app.participation.suggestions, app.participation.public_results): suggestions,
 moderation, flags, roles and limits, unlinkable authorship, and the public results."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect, select, text
 
-from app.db.models import HeldContribution, Item, ItemFlag, ParticipationSlot, Respondent, Suggestion
+from app.core.db.models import HeldContribution, Item, ItemFlag, ParticipationSlot, Respondent, Suggestion
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
 
@@ -497,7 +497,7 @@ def test_one_token_racing_itself_gets_exactly_its_limit(app):
 def test_a_failed_suggestion_gives_its_count_back(client, app, monkeypatch):
     """Storing the suggestion fails: its transaction, which took the respondent's slot, is
     rolled back whole — no slot, no suggestion — and the next suggestion works."""
-    from app.services import suggestions
+    from app.participation import suggestions
 
     s = _survey(client, suggestions={"enabled": True, "per_respondent": 1})
     sid = s["id"]
@@ -521,7 +521,7 @@ def test_with_most_items_hidden_every_live_pair_is_still_served(client, monkeypa
     """When the hidden items' pairs are too many to list (forced here), pairs touching them
     are drawn and dropped; if that leaves a request short, the rest comes from the live
     items renumbered. A respondent gets every live pair and only then hears it is done."""
-    from app.services import assignment
+    from app.respondents import assignment
 
     monkeypatch.setattr(assignment, "_EXCLUDE_KEYS", 0)
     s = _survey(

@@ -6,7 +6,7 @@ Unbounded, ``GET /v1/plan`` with 500 items and 2,000 ε values runs past 7 minut
 2.35 GB and SIGTERM cannot stop the server; ``respondents=10**30`` is a 500
 (``OverflowError``); weights with ``inf`` give numpy's "pvals < 0 …" as a 422.
 
-Budgets are spent on a fake deadline clock (``app.services.deadline._clock``) that
+Budgets are spent on a fake deadline clock (``app.core.deadline._clock``) that
 moves one second per check of the work: a budget of B seconds stops the work at its
 B-th check on any machine.
 """
@@ -25,9 +25,9 @@ import httpx2
 import numpy as np
 import pytest
 
-from app.api import bounded
-from app.services import planning
-from app.services.deadline import OutOfTime
+from app.core import bounded
+from app.core.deadline import OutOfTime
+from app.planning import service as planning
 from app.stats import planner
 from tests.helpers.api import ADMIN, ADMIN_KEY, create_survey
 from tests.helpers.live import LiveServer
@@ -60,7 +60,7 @@ class _Clock:
 @pytest.fixture
 def clock(monkeypatch) -> _Clock:
     fake = _Clock()
-    monkeypatch.setattr("app.services.deadline._clock", fake)
+    monkeypatch.setattr("app.core.deadline._clock", fake)
     return fake
 
 
@@ -234,7 +234,7 @@ def test_a_survey_plan_over_its_budget_stops_with_503(client, budget, inline, cl
 
 
 class _Client:
-    """The part of a request :func:`~app.api.bounded.run_bounded` reads: whether its
+    """The part of a request :func:`~app.core.bounded.run_bounded` reads: whether its
     client has gone. It goes once ``gone`` is set; ``asked`` is set once it was asked
     ``patience`` times."""
 

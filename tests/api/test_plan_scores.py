@@ -5,7 +5,7 @@ take pilot scores: NaN, infinities, or a spread beyond ±50 log-odds around thei
 are a 422 with a sentence before anything runs or is stored as a job (PostgreSQL's
 ``jsonb`` cannot hold NaN). A ``ValueError`` raised inside NumPy or SciPy (``LinAlgError``)
 is answered with a generic sentence, the same in a job's ``error``
-(:func:`app.services.errors.invalid_from`).
+(:func:`app.core.errors.invalid_from`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from app.services import planning
-from app.services.errors import COMPUTATION_FAILED, Invalid, invalid_from
+from app.core.errors import COMPUTATION_FAILED, Invalid, invalid_from
+from app.planning import service as planning
 from tests.helpers.api import ADMIN, import_survey
 
 DESIGN = "/v1/plan?items=3&pairs_per_respondent=1&k=1&respondents=20&epsilon=1&replications=20"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from app.db.models import Survey
-from app.services.results.privacy import BudgetPolicy, PrivacySummary, ReceiptAnswer
+from app.core.db.models import Survey
+from app.privacy.results import BudgetPolicy, PrivacySummary, ReceiptAnswer
 from tests.helpers.api import (
     ADMIN,
     create_central_survey,

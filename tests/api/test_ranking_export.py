@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import Comparison, Respondent
+from app.core.db.models import Comparison, Respondent
 from app.stats import debias, fit_debiased_mle, fit_naive_mle
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 

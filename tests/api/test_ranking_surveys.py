@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import Ranking
-from app.services.ranking_surveys import MIN_RANKINGS_FOR_INTERVALS
-from app.stats.rankings import (
-    borda_aggregate,
-    kemeny_consensus,
-    mallows_log_pmf,
-    ranking_stats,
-)
+from app.core.db.models import Ranking
+from app.rankings.service import MIN_RANKINGS_FOR_INTERVALS
+from app.stats.rankings import borda_aggregate, kemeny_consensus, mallows_log_pmf, ranking_stats
 from tests.helpers.api import ADMIN, analyst_headers, register
 from tests.helpers.stats import Z
 
@@ -94,7 +89,7 @@ def test_a_ranking_is_privatized_and_stored_once(client, db, unchanged, caplog):
 
 
 def test_partial_rankings_are_completed_and_client_rankings_stored_as_sent(client, db, monkeypatch):
-    from app.services import ranking_surveys
+    from app.rankings import service as ranking_surveys
 
     seen = []
     real = ranking_surveys.mallows_privatize
@@ -196,7 +191,7 @@ def test_server_side_privatization_uses_the_respondents_epsilon(client, db, monk
     at most 21, which a server storing the input (30) or privatizing at ε = 8 (~29) is
     not. The law itself is tested in tests/stats; the draws come from the test's seeded
     source."""
-    from app.services import ranking_surveys
+    from app.rankings import service as ranking_surveys
 
     seen = []
     real = ranking_surveys.mallows_privatize

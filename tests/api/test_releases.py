@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import Comparison, Release
+from app.core.db.models import Comparison, Release
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, import_comparisons, register
 
 CENTRAL = {"model": "central", "total_budget": 3.0, "max_comparisons_per_respondent": 3}
@@ -347,7 +347,7 @@ def test_the_mechanism_runs_outside_the_write_lock(app, filled, monkeypatch):
 
     from fastapi.testclient import TestClient
 
-    from app.services import releases
+    from app.releases import service as releases
 
     sid, _ = filled
     computing, finish = threading.Event(), threading.Event()
@@ -393,7 +393,7 @@ def test_a_retry_racing_its_original_is_replayed_not_refused(client, filled, mon
     """PostgreSQL, READ COMMITTED: a retry's first look-up for its Idempotency-Key can run
     before the original commits, and its budget check after: the budget is then spent by
     the very release it retries. It must be replayed, not told "nothing was spent"."""
-    from app.services import releases
+    from app.releases import service as releases
 
     sid, _ = filled
     body = {"method": "noisy_counts", "unit": "individual", "epsilon": 3.5}  # most of the 4.0

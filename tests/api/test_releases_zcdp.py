@@ -9,7 +9,7 @@ import math
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import Release, Survey
+from app.core.db.models import Release, Survey
 from app.stats.accounting import DEFAULT_DELTA, zcdp_epsilon, zcdp_rho_for
 from tests.helpers.api import ADMIN, create_survey, import_comparisons
 
@@ -219,8 +219,8 @@ def test_accounting_is_changeable_until_the_first_release(client, db, unchanged)
 def test_a_release_computed_while_the_accounting_changed_is_refused(client, app, monkeypatch, db):
     """The accounting is checked again under the survey's lock: a ρ release computed while
     a PATCH switched the survey to pure accounting is not stored (nothing is spent)."""
-    from app.services import releases as svc
-    from app.services import surveys
+    from app.releases import service as svc
+    from app.surveys import service as surveys
 
     sid = central(client)["id"]
     real = svc.gaussian_noisy_counts

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from app.db.models import ApiKey, Respondent
-from app.services.auth import hash_secret
+from app.core.auth import hash_secret
+from app.core.db.models import ApiKey, Respondent
 from tests.helpers.api import ADMIN, create_survey, register
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent
+from app.core.db.models import Comparison, IdempotencyRecord, PendingBatch, Respondent
 from tests.helpers.api import ADMIN, analyst_headers, create_survey, register
 
 

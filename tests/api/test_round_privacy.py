@@ -7,7 +7,7 @@ import json
 import numpy as np
 from sqlalchemy import select, update
 
-from app.db.models import RoundSite
+from app.core.db.models import RoundSite
 from tests.api.test_federated import NONE, Site, _site_data, open_round, ranking_survey
 from tests.helpers.api import analyst_headers
 

@@ -1,9 +1,9 @@
-"""Limits on suggestions (app.services.suggestions, docs/how-to/moderate.md, "Limits on suggestions"): a
+"""Limits on suggestions (app.participation.suggestions, docs/how-to/moderate.md, "Limits on suggestions"): a
 survey accepts at most ``per_hour`` suggestions per clock hour and ``max_total`` in all,
 on top of each respondent's ``per_respondent``; the batching that hides authorship is
 unchanged (a batch is published whole, so each limit leaves room for one). A client
 address sends at most ``PRIVRANK_SUGGEST_PER_HOUR`` suggestions an hour, whatever its
-tokens (app.api.participation)."""
+tokens (app.participation.router)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db.models import HeldContribution, Item, Suggestion, to_hour, utcnow
-from app.services import suggestions as suggestions_module
+from app.core.db.models import HeldContribution, Item, Suggestion, to_hour, utcnow
+from app.participation import suggestions as suggestions_module
 from tests.helpers.api import ADMIN, ADMIN_KEY, analyst_headers, make_app, register, writes
 from tests.helpers.live import LiveServer
 

@@ -1,4 +1,4 @@
-"""“Can't decide” (app.services.undecided): a survey-level count, and nothing else —
+"""“Can't decide” (app.respondents.undecided): a survey-level count, and nothing else —
 no pair, no respondent, no time, no budget — bounded by the pairs served: each pair
 served to a respondent counts at most once."""
 
@@ -9,7 +9,7 @@ import threading
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from app.db.models import ParticipationSlot, UndecidedCount
+from app.core.db.models import ParticipationSlot, UndecidedCount
 from tests.helpers.api import ADMIN, create_ranking_survey, create_survey, register, writes
 
 

@@ -1,4 +1,4 @@
-"""Who suggested or flagged what cannot be told (app.services.suggestions,
+"""Who suggested or flagged what cannot be told (app.participation.suggestions,
 docs/how-to/moderate.md, "Who suggested what cannot be told"): the alignment attacks of
 an analyst and of a database reader, run on a realistic sequence of respondents, do no
 better than guessing within a batch.
@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from app.db.models import Survey
+from app.core.db.models import Survey
 from tests.helpers.api import ADMIN, analyst_headers, register
 
 #: Respondents in the sequence, of whom SUGGESTERS suggest one item and FLAGGERS (others)

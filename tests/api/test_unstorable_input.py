@@ -1,4 +1,4 @@
-"""NUL and lone surrogates in paths, queries and JSON bodies (app.api.storable).
+"""NUL and lone surrogates in paths, queries and JSON bodies (app.core.storable).
 
 PostgreSQL text cannot hold NUL and a lone surrogate has no UTF-8 form: either one
 reaching a query is a driver error. Every such request is a 404 (path) or 422 (query,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.db.models import is_id, new_id
+from app.core.db.models import is_id, new_id
 from tests.helpers.api import ADMIN, analyst_headers, register
 
 #: What the client sent, as the answer could repeat it (raw, escaped or as Python's repr).

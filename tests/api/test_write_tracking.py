@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import delete, update
 
-from app.db.models import Survey
+from app.core.db.models import Survey
 from tests.helpers.api import create_survey, writes
 
 

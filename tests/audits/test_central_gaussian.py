@@ -58,7 +58,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from app.services import releases
+from app.releases import service as releases
 from app.stats import central
 from app.stats.accounting import zcdp_epsilon
 from tests.helpers.audit import AuditError, EpsilonBounds, audit_thresholds

@@ -31,11 +31,11 @@ import math
 import numpy as np
 import pytest
 
-from app.services.surveys import MAX_EPSILON, MIN_EPSILON
 from app.stats import mechanisms as mech
 from app.stats import rankings as rk
 from app.stats.mechanisms import EPSILON_FLOOR, flip_probability, privatize
 from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize
+from app.surveys.service import MAX_EPSILON, MIN_EPSILON
 from tests.helpers.audit import (
     GRID,
     FixedUniforms,
@@ -50,7 +50,7 @@ from tests.helpers.audit import (
     orderings,
 )
 
-#: The ε the library accepts at its floor, the survey bounds (app.services.surveys), and 1.
+#: The ε the library accepts at its floor, the survey bounds (app.surveys.service), and 1.
 EPSILONS = (EPSILON_FLOOR, MIN_EPSILON, 1.0, MAX_EPSILON)
 #: |ε̂ − ε| ≤ FLOAT_TOL·max(1, ε) for the defining law: each log probability is one
 #: rounding (≈ 1e-16) off; 1e-12 leaves a factor 10⁴ and still catches a dispersion off

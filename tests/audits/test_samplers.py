@@ -21,7 +21,9 @@ import math
 import numpy as np
 import pytest
 
-from app.services import ballot_import, ingestion, ranking_surveys
+from app.rankings import ballot_import
+from app.rankings import service as ranking_surveys
+from app.respondents import ingestion
 from app.stats import mechanisms as mech
 from app.stats import rankings as rk
 from app.stats.mechanisms import privatize

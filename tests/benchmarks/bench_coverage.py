@@ -41,13 +41,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from app.stats import fit_debiased_mle_stats
-from app.stats.inference import (
-    IntervalsUnavailable,
-    confidence,
-    laplacian,
-    laplacian_pinv,
-    rank_confidence,
-)
+from app.stats.inference import IntervalsUnavailable, confidence, laplacian, laplacian_pinv, rank_confidence
 from app.stats.planner import plan
 from app.stats.resampling import coverage, heterogeneous_population
 from app.stats.simulation import (

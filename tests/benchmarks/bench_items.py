@@ -58,9 +58,9 @@ def _peak_rss_mb() -> float:
 def service_row(m: int, respondents: int, per: int) -> dict:
     from fastapi.testclient import TestClient
 
-    from app.db.migrate import upgrade
-    from app.services import analysis
-    from app.services.surveys import get_survey
+    from app.analysis import service as analysis
+    from app.core.db.migrate import upgrade
+    from app.surveys.service import get_survey
     from tests.helpers.api import ADMIN, create_survey, make_app
 
     rng = np.random.default_rng(2026)

@@ -413,9 +413,9 @@ def free_disk(url: str) -> tuple[int, str]:
 
 
 def state_bytes(stored: int, respondents: int) -> int:
-    """Bytes :class:`app.services.answer_log.AnswerLogStore` holds for one survey's state
+    """Bytes :class:`app.analysis.answer_log.AnswerLogStore` holds for one survey's state
     (docs/capacity.md §4)."""
-    from app.services.answer_log import state_bytes as of
+    from app.analysis.answer_log import state_bytes as of
 
     return of(N_ITEMS, stored, respondents)
 
@@ -560,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {"PRIVRANK_ADMIN_KEY": ADMIN_KEY}
     if args.cache_mb:
         env["PRIVRANK_ANALYSIS_CACHE_MB"] = str(args.cache_mb)
-    from app.config import Settings
+    from app.core.config import Settings
 
     cache_mb = args.cache_mb or Settings().analysis_cache_mb
     url, drop = fresh_postgres_database(server)

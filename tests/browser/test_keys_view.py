@@ -9,8 +9,8 @@ from __future__ import annotations
 import httpx2
 from playwright.sync_api import expect
 
-from app.db.session import make_engine, make_session_factory
-from app.services.admin_keys import rotate_admin_key
+from app.core.db.session import make_engine, make_session_factory
+from app.keys.service import rotate_admin_key
 from tests.helpers.browser import ADMIN, ADMIN_KEY
 from tests.helpers.live import LiveServer
 

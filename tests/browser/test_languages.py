@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect
 
-from app.site import masked_message, new_private_key, public_key
+from app.cli.site import masked_message, new_private_key, public_key
 from tests.helpers.browser import ADMIN, ITEMS, api_respondent, signed_in_script
 
 #: The survey's item labels (ITEMS) in the other languages.

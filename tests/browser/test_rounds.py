@@ -6,7 +6,7 @@ import httpx2
 import numpy as np
 from playwright.sync_api import expect
 
-from app.site import masked_message, new_private_key, public_key
+from app.cli.site import masked_message, new_private_key, public_key
 from tests.helpers.browser import ADMIN, ITEMS
 
 

@@ -15,8 +15,8 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db.migrate import upgrade
-from app.services import ingestion, spending
+from app.core.db.migrate import upgrade
+from app.respondents import ingestion, spending
 from tests.helpers.api import make_app
 from tests.helpers.faults import ADMIN, ADMIN_KEY, PrivatePostgres
 

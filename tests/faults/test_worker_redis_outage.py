@@ -1,4 +1,4 @@
-"""``privrank worker`` rides out a Redis outage (app.services.jobs.run_worker).
+"""``privrank worker`` rides out a Redis outage (app.jobs.service.run_worker).
 
 A worker on a private ``redis-server`` runs a job; Redis is then stopped for longer
 than the worker's first backoff steps and started again on the same port (empty, as
@@ -15,8 +15,8 @@ import time
 
 from fastapi.testclient import TestClient
 
-from app.db.models import Job
-from app.services import jobs
+from app.core.db.models import Job
+from app.jobs import service as jobs
 from tests.helpers.api import import_survey, make_app
 from tests.helpers.live import free_port
 
@@ -95,7 +95,7 @@ def _queue(app, redis_url: str, survey_id: str, k: int) -> str:
 
 
 def test_a_worker_survives_a_redis_outage_and_runs_the_next_job(tmp_path):
-    from app.db.migrate import upgrade
+    from app.core.db.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     upgrade(url)

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import numpy as np
 from fastapi.testclient import TestClient
 
-from app.config import normalize_database_url
-from app.db import models
+from app.core.config import normalize_database_url
+from app.core.db import models
 
 ADMIN_KEY = "test-admin-key-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -72,7 +72,7 @@ def track_writes(url: str) -> None:
     """
     from sqlalchemy import text
 
-    from app.db.session import make_engine
+    from app.core.db.session import make_engine
 
     engine = make_engine(url)
     names = [t.name for t in models.Base.metadata.sorted_tables]
@@ -166,7 +166,7 @@ def analyst_headers(client: TestClient, role: str = "analyst") -> dict:
 def private_database(database_url: str, tmp_path) -> Iterator[str]:
     """A migrated database of the same kind as the suite's, for a test that fills it with
     more than the shared one should carry (every ``unchanged()`` digests the shared one)."""
-    from app.db.migrate import upgrade
+    from app.core.db.migrate import upgrade
 
     if database_url.startswith("sqlite"):
         url = f"sqlite:///{tmp_path / 'private.db'}"
@@ -186,7 +186,7 @@ def make_app(url: str, admin_key: str | None = ADMIN_KEY, **settings):
     are off unless a test sets them (tests register hundreds of respondents from one
     address; the limits have tests of their own); other settings by their environment
     names, e.g. ``PRIVRANK_SQLITE_MAX_IMPORT_ROWS=2``."""
-    from app.config import Settings
+    from app.core.config import Settings
     from app.main import create_app
 
     values = {

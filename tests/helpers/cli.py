@@ -32,7 +32,7 @@ def privrank(
     """Run ``privrank *args`` with ``env`` added to the environment and ``unset`` removed
     from it, in ``cwd``; argparse's exit (usage errors) is an exit status like any other."""
     from app.cli import main
-    from app.config import get_settings
+    from app.core.config import get_settings
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.ExitStack() as stack:

@@ -204,8 +204,8 @@ def engine_limits() -> EngineLimits:
     """The service's own settings, read from the engine it builds (no server contacted)."""
     from sqlalchemy import event
 
-    from app.config import Settings
-    from app.db.session import make_engine
+    from app.core.config import Settings
+    from app.core.db.session import make_engine
 
     class _Captured(Exception):
         pass

@@ -1,5 +1,5 @@
 """The survey planner's reference: a direct simulation of a survey, answer by answer,
-served exactly as ``app.services.assignment.next_pairs`` serves pairs (fewest answers
+served exactly as ``app.respondents.assignment.next_pairs`` serves pairs (fewest answers
 first, random tie-break, never a pair twice), with a full random-effect vector per
 respondent, every answer privatized, and the full ``confidence`` + ``rank_confidence``
 of ``GET …/ranking`` in every simulated survey (used by tests/stats/test_survey_plan.py

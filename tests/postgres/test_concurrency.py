@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, func, select, text
 
-from app.db.models import Comparison, PairStat, PendingBatch
+from app.core.db.models import Comparison, PairStat, PendingBatch
 from tests.helpers.api import make_app
 from tests.helpers.live import LiveServer
 
@@ -121,8 +121,8 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
     """Imports for the same pseudonym and copies of one request, racing on PostgreSQL."""
     from fastapi.testclient import TestClient
 
-    from app.db.migrate import upgrade
-    from app.db.models import Respondent
+    from app.core.db.migrate import upgrade
+    from app.core.db.models import Respondent
 
     upgrade(postgres_url)
     app = make_app(postgres_url, "k")
@@ -213,7 +213,7 @@ def test_concurrent_imports_and_retries_on_postgres(postgres_url):
 def test_concurrent_releases_never_overspend_the_budget(postgres_url, accounting, size, spent):
     from fastapi.testclient import TestClient
 
-    from app.db.migrate import upgrade
+    from app.core.db.migrate import upgrade
 
     upgrade(postgres_url)
     app = make_app(postgres_url, "k")

@@ -1,5 +1,5 @@
 """A ranking sent again with its ``Idempotency-Key`` while the first copy commits
-(app.services.spending): the copy gets the first answer (201, replayed), or the
+(app.respondents.spending): the copy gets the first answer (201, replayed), or the
 key's conflict for another request — never "already submitted" (PostgreSQL, whose
 statements each see what committed before them)."""
 
@@ -10,8 +10,8 @@ import threading
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db.models import Ranking
-from app.services import spending
+from app.core.db.models import Ranking
+from app.respondents import spending
 from tests.helpers.api import make_app
 
 ADMIN = {"Authorization": "Bearer k"}
@@ -19,7 +19,7 @@ ITEMS = ["a", "b", "c", "d", "e"]
 
 
 def _setup(postgres_url):
-    from app.db.migrate import upgrade
+    from app.core.db.migrate import upgrade
 
     upgrade(postgres_url)
     return make_app(postgres_url, "k")

@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from app.db.models import Comparison
+from app.core.db.models import Comparison
 from tests.helpers.live import LiveServer
 
 KEY = "instances-admin-" + uuid.uuid4().hex[:8]

@@ -8,8 +8,8 @@ import httpx2
 import numpy as np
 from sqlalchemy import create_engine, func, select
 
-from app.db.models import FederatedRound, Ranking, RoundSite
-from app.site import masked_message, new_private_key, public_key
+from app.cli.site import masked_message, new_private_key, public_key
+from app.core.db.models import FederatedRound, Ranking, RoundSite
 from app.stats.rankings import mallows_sample
 from tests.helpers.live import LiveServer
 

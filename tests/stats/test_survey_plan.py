@@ -5,7 +5,7 @@ pairs are handed out level by level instead of one respondent at a time, random
 effects are drawn only for the items a respondent saw, and the simultaneous
 critical value is reused within a candidate size. The direct simulation here
 takes none of them: respondents arrive one by one and are served exactly as
-``app.services.assignment.next_pairs`` serves them (fewest answers first, random
+``app.respondents.assignment.next_pairs`` serves them (fewest answers first, random
 tie-break, never a pair twice), each has a full random-effect vector, every
 answer goes through :func:`app.stats.privatize`, and every simulated survey gets
 the full ``confidence`` + ``rank_confidence`` of ``GET …/ranking``.

@@ -1,0 +1,1 @@
+"""Analysis: rankings, intervals and exports, from the statistics kept as answers arrive."""

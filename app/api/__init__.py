@@ -1,1 +1,0 @@
-"""HTTP layer: thin FastAPI routers over :mod:`app.services`."""

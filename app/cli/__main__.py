@@ -1,0 +1,7 @@
+"""``python -m app.cli``: the ``privrank`` command."""
+
+import sys
+
+from . import run
+
+sys.exit(run())

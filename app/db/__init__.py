@@ -1,1 +1,0 @@
-"""Persistence: SQLAlchemy models, engine/session factory, migrations runner."""

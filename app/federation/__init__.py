@@ -1,0 +1,1 @@
+"""Federated rounds: sites aggregate their rankings under secure aggregation."""

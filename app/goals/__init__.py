@@ -1,0 +1,1 @@
+"""Goals: adaptive assignment and the certified stop of a survey."""

@@ -1,0 +1,1 @@
+"""Jobs: long computations run by workers, with their progress and answers."""

@@ -1,0 +1,1 @@
+"""API keys: minting, listing and revoking them, and the generated admin key."""

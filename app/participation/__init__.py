@@ -1,0 +1,1 @@
+"""Participatory surveys: suggestions, moderation and results for everyone."""

@@ -1,0 +1,1 @@
+"""Planning: how many respondents and answers a survey needs, and what a goal saves."""

@@ -1,0 +1,1 @@
+"""Ranking questions: surveys whose respondents rank the items, and ballot imports."""

@@ -1,0 +1,1 @@
+"""Central-model releases: differentially private results against a privacy budget."""

@@ -1,0 +1,1 @@
+"""Surveys: creating, reading and changing them, their items, languages and embedding."""
