@@ -114,9 +114,8 @@ BOOTSTRAP_MAX_COMPARISONS = 200_000
 BOOTSTRAP_REPLICATES = 200
 BOOTSTRAP_MIN_REPLICATES = 20
 BOOTSTRAP_MAX_REPLICATES = 2000
-#: Predicted cost of one bootstrap replicate, measured on a 2-core machine with one
-#: BLAS thread (2,000 items, 100,000 comparisons from 1,000 respondents: 23 ms per
-#: replicate resampling respondents, 0.53 s re-simulating answers). Per comparison
+#: Predicted cost of one bootstrap replicate with one BLAS thread, fitted to replicates
+#: at 2,000 items and 100,000 comparisons from 1,000 respondents. Per comparison
 #: (resampling, reduction to pairs, the warm-started refit) and per m³ (the m×m
 #: pseudo-inverse of each parametric replicate). They are lower bounds in practice,
 #: and a request is refused only when the prediction exceeds

@@ -38,7 +38,7 @@ asked for, a request costs O(m + a + count·log M) — never O(M):
   when absent (each is kept with probability ≥ ½, so a few lookups of ~2·count
   keys suffice);
 * otherwise M < 2(s + a), so O(s) is O(answers): the survey's per-pair counts are
-  read (streamed; ~1.5 µs per answered pair) into plain sorted arrays — the answered
+  read (streamed) into plain sorted arrays — the answered
   pairs by key and by (count, key) — kept in the process's analysis cache (its byte
   budget, ``PRIVRANK_ANALYSIS_CACHE_MB``) and shared by every request; one request
   per process reads while the others wait, or serve from the previous counts. While

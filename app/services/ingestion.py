@@ -594,9 +594,9 @@ class _Bulk:
 
     SQLite's write transaction holds the database's only write lock, which every
     respondent's answer waits for, and SQLAlchemy's per-row parameter processing cost
-    more than SQLite's own work (2.8 s of 4.6 s for 150,000 answers of as many new
-    respondents). So on SQLite the rows are put in the driver's form (each value through
-    its type's bind processor, in the statement's parameter order) when staged, and the
+    more than SQLite's own work for an import of many new respondents. So on SQLite the
+    rows are put in the driver's form (each value through its type's bind processor, in
+    the statement's parameter order) when staged, and the
     write is one driver-level ``executemany``. Elsewhere (PostgreSQL has no database-wide
     write lock) SQLAlchemy executes the statement with the rows as given.
     """

@@ -359,7 +359,8 @@ def _finish(session: Session, job_id: str, me: str, **values: Any) -> bool:
 # -- what runs inline and what as a job -------------------------------------------------
 
 #: Survey-plan work (simulated comparisons, app.stats.survey_plan) done per second on
-#: one core: the slow end of what was measured at m = 100 (1.5–3·10⁵).
+#: one core: the slow end of the range at m = 100 (the survey-planner table of
+#: ``python -m tests.benchmarks.bench_coverage`` times :func:`plan_survey`).
 PLAN_UNITS_PER_SECOND = 1.5e5
 #: Candidate sizes a survey plan's search simulates (doubling, then bisection).
 PLAN_SEARCH_STEPS = 12

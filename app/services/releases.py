@@ -373,7 +373,7 @@ def create_release(
         raise _over_budget(survey, ledger, charge, unit, L)
     # The mechanism runs before the write transaction, so that on SQLite the database's
     # one write lock (which every answer waits for) is held only to check the budget and
-    # store: a perturbed MLE on 10,000 items took it for up to 4 s. An output computed
+    # store, not for a whole perturbed MLE (seconds at 10,000 items). An output computed
     # here and then refused (the budget was spent meanwhile) never leaves the server,
     # so it costs no privacy. Items are only ever appended: the release describes the
     # items and the data version it was computed on (``data_version``).

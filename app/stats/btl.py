@@ -64,8 +64,8 @@ _threadpools: ThreadpoolController | None = None
 def _single_threaded_blas():
     """Context pinning BLAS to one thread. OpenBLAS's worker threads spin after
     each call and steal the core that the surrounding NumPy passes need; on small
-    machines a one-thread Cholesky inside the Newton loop is faster overall
-    (measured: 0.24 s vs 0.45–0.6 s for m = 1,000 on 2 cores). The limit is
+    machines a one-thread Cholesky inside the Newton loop is faster overall (row 2 of
+    ``python -m tests.benchmarks.bench_stats``, m = 1,000 complete, times it). The limit is
     process-wide, so it is only taken on the main thread (threaded servers set
     their own policy)."""
     global _threadpools
@@ -483,9 +483,9 @@ def fit_btl(
         # Keep b's part orthogonal to the component constants: the centred minimizer.
         prob.linear = b - (np.bincount(labels, b, n_comp) / sizes)[labels]
     # Cholesky costs m³/3 per step whatever the design; a CG step costs a few dozen
-    # passes over the P observed pairs. Measured here: CG wins on sparse designs
-    # (m = 2,000, P = 97k: 0.04 s vs 0.46 s) and dense wins on complete ones
-    # (m = 1,000: 0.25 s vs 0.36 s), and dense is immune to ill-conditioning.
+    # passes over the P observed pairs. CG wins on sparse designs and dense on complete
+    # ones (rows 3 and 2 of `python -m tests.benchmarks.bench_stats` time each, with the
+    # solver it chose), and dense is immune to ill-conditioning.
     dense_enough = ia.size >= 0.25 * m * (m - 1) / 2
     use_dense = solver == "dense" or (
         solver == "auto" and (m <= 200 or (m <= DENSE_MAX_ITEMS and dense_enough))

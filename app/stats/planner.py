@@ -66,10 +66,11 @@ MAX_PLAN_RESPONDENTS = 10_000_000
 MAX_PLAN_EPSILON_LEVELS = 32
 #: Pilot scores are log-odds; beyond ±50 of their mean every comparison is certain.
 MAX_PLAN_SCORE = 50.0
-#: Predicted cost of one replicate, measured on a 2-core machine with one BLAS thread
-#: (m = 10 … 500, 1 … 32 ε levels): a fixed part (metrics, λ, set-up), the count
-#: array over every pair, and per pair with answers one binomial draw per ε level
-#: plus the debiased fit's share (~250 ns a pair).
+#: Predicted cost of one replicate with one BLAS thread: a fixed part (metrics, λ,
+#: set-up), the count array over every pair, and per pair with answers one binomial
+#: draw per ε level plus the debiased fit's share. ``python -m
+#: tests.benchmarks.bench_coverage`` prints the prediction against the run time
+#: (m = 10 … 500, 1 … 32 ε levels; its "planner run time" table).
 PLAN_SECONDS_FIXED = 1e-3
 PLAN_SECONDS_PER_PAIR = 2e-8
 PLAN_SECONDS_PER_ANSWERED_PAIR = 2.5e-7

@@ -91,8 +91,8 @@ __all__ = [
 MAX_SURVEY_PLAN_ITEMS = 100
 #: The bound on one call's work, in simulated comparisons summed over replicates
 #: and candidate sizes, each replicate also counting m³/50 for its covariance and
-#: intervals (as long as that many comparisons take): half a minute or so on one
-#: core at the limit (measured: 1.5–3·10⁵ comparisons a second at m = 100).
+#: intervals (as long as that many comparisons take): about 100 s on one core at
+#: :data:`app.services.jobs.PLAN_UNITS_PER_SECOND`, the rate the service assumes.
 MAX_SURVEY_PLAN_WORK = 15_000_000
 
 

@@ -143,7 +143,8 @@ def test_bad_distributions_and_scores_get_the_planners_own_message(client, query
 
 
 def test_huge_but_finite_weights_are_normalized(client):
-    """Weights summing past the largest float (1e308 + 1e308) used to divide into zeros."""
+    """Weights summing past the largest float (1e308 + 1e308) are normalized, not divided
+    into zeros by an infinite sum."""
     url = PLAN.format(m=5, kp=2) + "&respondents=100&epsilon=1,2&replications=20"
     big = client.get(url + "&epsilon_weights=1e308,1e308", headers=ADMIN)
     even = client.get(url + "&epsilon_weights=1,1", headers=ADMIN)
