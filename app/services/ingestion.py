@@ -593,11 +593,11 @@ class _Bulk:
     """One statement executed for many rows, its parameters converted before the write.
 
     SQLite's write transaction holds the database's only write lock, which every
-    respondent's answer waits for, and SQLAlchemy's per-row parameter processing cost
+    respondent's answer waits for, and SQLAlchemy's per-row parameter processing costs
     more than SQLite's own work for an import of many new respondents. So on SQLite the
     rows are put in the driver's form (each value through its type's bind processor, in
-    the statement's parameter order) when staged, and the
-    write is one driver-level ``executemany``. Elsewhere (PostgreSQL has no database-wide
+    the statement's parameter order) when staged, and the write is one driver-level
+    ``executemany``. Elsewhere (PostgreSQL has no database-wide
     write lock) SQLAlchemy executes the statement with the rows as given.
     """
 
