@@ -1,79 +1,13 @@
 """Adaptive pair selection with a certified stop (docs/uncertainty.md §9).
 
-A survey with a goal — the top-K set, or the whole ranking — wants to stop asking as
-soon as the goal is certain, and to spend its answers where the goal is still in
-doubt. Two things make that hard: the goal is checked again and again as answers
-arrive (a fixed-sample interval re-checked after every batch certifies too often),
-and adaptive sampling changes which pairs are observed. This module handles both
-with one construction.
-
-**What is certified.** Each item's Borda score b_i = (1/(m−1)) Σ_{j≠i} P(i beats j),
-its mean chance of beating an opponent drawn uniformly at random. Under the BTL model
-P(i beats j) = σ(θ_i − θ_j) is increasing in θ_i, so the Borda order is the θ order
-and the Borda top-K is the θ top-K; without BTL the Borda scores are still a ranking
-that any population of preferences has [Heckel et al. 2019, §2]. This is the *Borda* top-K
-(or ranking); :mod:`app.stats.pairwise_goal` certifies another estimand, the
-*majority* top-K, and the two differ when preferences cycle or the population is
-polarized (docs/uncertainty.md §9).
-
-**Samples of a Borda score.** A debiased randomized answer z on the pair (i, j)
-(docs/estimator.md §3) has mean P(i beats j) and lies in
-[−1/(e^ε − 1), e^ε/(e^ε − 1)], an interval of width w = coth(ε/2). If, given
-everything before it, the pair's other item is uniform over the m − 1 items, then z
-has conditional mean b_i: it is a sample of b_i. :func:`draw_respondent_pairs` serves
-a respondent's pairs so that this holds for every item of its *pool*: the items still
-*active* (not yet resolved) that the respondent has not answered about. It draws
-uniformly among the pairs with at least one pool item, and the answer counts
-(``count_i``, ``count_j``) for the pair's pool items — a decision made before the
-answer, as the construction requires. An item counts at most once per respondent:
-nothing the respondent answered before restricts its opponent (no pair is served to
-one respondent twice), and an item's samples come from different people, so one
-person's answers going together does not make them dependent. Balanced assignment
-with a goal uses every item the respondent has not answered about as its pool.
-
-**Confidence sequences.** For item i with counted answers z_1, z_2, … of widths
-w_1, w_2, …, the weights λ_t = 1/w_t² are known before each answer, and
-S_n = Σ λ_t (z_t − b_i) is a martingale with increments that are sub-Gaussian with
-variance proxy λ_t² w_t²/4 (Hoeffding's lemma), so V_n = Σ 1/(4 w_t²). Mixing the
-exponential supermartingales exp(ηS_n − η²V_n/2) over η ~ N(0, 1/ρ) and applying
-Ville's inequality gives, with probability at least 1 − α, for *every* n at once,
-
-    |S_n| ≤ sqrt((V_n + ρ) · log((V_n + ρ) / (ρ α²)))
-
-(Robbins' normal mixture, [Howard et al. 2021, §3]): the interval
-b̂_i ± that radius / Σλ_t, b̂_i = Σ λ_t z_t / Σ λ_t, holds at all sample sizes
-simultaneously, so it may be checked after every answer and the survey stopped the
-first time it certifies. A union bound over the m items (α/m each) makes all m
-intervals hold together. ρ fixes where the radius is tightest; it is set in advance
-(:data:`RHO_ANSWERS` effective answers), never from the data.
-
-**The stop.** The top-K set is certified when its K items' lower bounds all exceed
-the upper bounds of the other m − K items; the whole ranking when no two items'
-intervals overlap. Items are resolved one by one on the way [Heckel et al. 2019,
-Algorithm 1]: an item is *in* once its lower bound exceeds the upper bounds of m − K
-others, *out* once its upper bound is below the lower bounds of K others, and only
-the others stay active. With probability ≥ ``level``, a certified set is the true
-Borda top-K (and a certified order the true order), whenever the survey stops.
-
-**Assumptions.** The martingale argument needs each counted answer's conditional mean
-to be P(i beats j) given all earlier answers (and its ε), where P is the population's:
-true when respondents are drawn independently from the population (each one's
-answers may go together: an item counts once per respondent) and their ε and arrival
-order are unrelated to their preferences (otherwise the sequences estimate an ε- or
-time-weighted Borda score). The simulation study
-(``tests/benchmarks/bench_adaptive.py --tau 1``) measures the false certification
-rate with respondent effects. The answers a goal needs grow as
-1/gap² between the K-th and (K+1)-th Borda scores and have no bound at a tie:
-a live survey needs a cap on its answers as well as a goal.
-
-References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
-Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
-Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Robbins 1970] Herbert Robbins,
-*Statistical methods related to the law of the iterated logarithm*, Annals of
-Mathematical Statistics 41(5), 1970; [Heckel et al. 2019] Reinhard Heckel, Nihar B.
-Shah, Kannan Ramchandran, Martin J. Wainwright, *Active ranking from pairwise
-comparisons and when parametric assumptions do not help*, Annals of Statistics 47(6),
-2019, arXiv:1606.08842.
+A survey with a goal — the top-K set, or the whole ranking — stops asking once the goal
+is certain and spends its answers where the goal is still in doubt. Each item's Borda
+score gets a confidence sequence (Robbins' normal mixture, :func:`mixture_radius`) fed by
+answers whose opponent is uniform (:func:`draw_respondent_pairs`), valid however often
+it is checked; items are resolved one by one and the top-K certified when its bounds
+separate from the rest. docs/uncertainty.md §9 derives the samples, the sequences, the
+stop and the assumptions; :mod:`app.stats.pairwise_goal` certifies the majority
+estimand instead. References: docs/uncertainty.md §10.
 """
 
 from __future__ import annotations
@@ -111,7 +45,9 @@ RHO_ANSWERS = 64.0
 def mixture_radius(v: ArrayLike, alpha: float, rho: float) -> NDArray[np.float64]:
     """Robbins' two-sided normal-mixture boundary sqrt((v+ρ)·log((v+ρ)/(ρα²))):
     a martingale with sub-Gaussian increments and variance process v stays inside
-    ±radius at all times with probability ≥ 1 − α ([Howard et al. 2021, §3]).
+    ±radius at all times with probability ≥ 1 − α ([Howard et al. 2021, §3]). For an
+    item's sum S_n = Σ λ_t (z_t − b_i) with weights λ_t = 1/w_t² and v = Σ λ_t/4, the
+    interval on its Borda score is b̂_i ± radius / Σλ_t, b̂_i = Σ λ_t z_t / Σ λ_t.
 
     Examples
     --------

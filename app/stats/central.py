@@ -1,49 +1,13 @@
-"""Central-model differentially private releases from pairwise comparisons.
+"""Central-model differentially private releases from pairwise comparisons (docs/mechanisms.md §2).
 
-Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
-Comparisons* (2025; docs/mechanisms.md §2). The operator holds the true
-answers; every release is an (ε, 0)-differentially private function of them, under
-one of two units of privacy:
-
-* **edge** — neighbouring datasets differ in one comparison (its outcome, or
-  which pair it compared; replace-one adjacency, §2.1);
-* **individual** — neighbouring datasets differ in all of one person's at most L
-  comparisons (§3.1). L is a public contribution bound the service enforces.
-
-Mechanisms (pure ε-DP unless said otherwise):
-
-* :func:`noisy_counts` — Algorithm 2 (edge) / Algorithm 3 (individual): each
-  item's number of comparisons won plus Laplace noise of scale 2/ε (edge: one
-  comparison moves one win, ℓ1 sensitivity 2) or **2L/ε** (individual: ℓ1
-  sensitivity 2L). The paper prints L/ε for Algorithm 3, which is only 2ε-DP
-  (docs/mechanisms.md §2.2; paper §3.3, Algorithm 3); the corrected scale is used.
-* :func:`gaussian_noisy_counts` — the same counts plus **discrete Gaussian** noise
-  of standard deviation σ = L/√ρ, for surveys that account in zCDP
-  (docs/mechanisms.md §2.6): the ℓ₂ sensitivity of the counts is √2 (edge) and
-  √2·L (individual), so the release is ρ-zCDP in its unit [Bun & Steinke 2016,
-  Prop. 1.6; Canonne, Kamath & Steinke 2020, Theorem 4].
-* :func:`perturbed_mle` — Algorithm 1 (edge) / estimator (3.2) (individual):
-  θ̃ = argmin 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ with w ~ Laplace(λ)ⁿ, for the logistic
-  (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
-  (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; docs/mechanisms.md §2.3; paper eqs. (2.3)–(2.4)). Edge DP needs
-  λ ≥ 8κ₁/ε and γ ≥ 4κ₂/ε (Prop. 2.1); individual DP λ ≥ 8Lκ₁/ε and
-  γ ≥ 8Lκ₂/ε (Prop. 3.1). By default γ is exactly that floor, a function of
-  public values only (ε, L, κ₂); the accuracy term c₀√(d log n) of Theorem 2.1
-  (c₀ > 0) would use the number of comparisons or respondents, which are
-  invariant only under replace-one adjacency — and a person-level guarantee
-  (or a published γ) must not depend on them. The exact minimizer is computed
-  (to an absolute ‖∇‖∞ ≤ 1e-9, a data-independent threshold, as the proof
-  requires) and then centred over all items — post-processing of the minimizer,
-  unlike a centring per connected component of the comparison graph, which would
-  reveal the graph (an uncompared item would score exactly 0).
-
-Noise. ``rng=None`` (the service) draws from OpenDP's Laplace samplers, which
-sample the discrete Laplace exactly from a CSPRNG and so resist floating-point
-attacks (Mironov 2012): integer noise for integer counts, and for the real-valued
-perturbation vector OpenDP's float Laplace (discrete sampling on a fine grid).
-Discrete Gaussian noise comes from OpenDP's exact integer Gaussian sampler
-(Canonne, Kamath & Steinke 2020, Algorithm 3, on a CSPRNG).
-A NumPy ``Generator`` may be passed for reproducible simulations only.
+The mechanisms of Cai, Chakraborty & Wang (2025), on the operator's true answers, under
+the edge or the individual unit of privacy (§2.1): :func:`noisy_counts`, Algorithms 2
+and 3 with the corrected individual scale 2L/ε (§2.2); :func:`gaussian_noisy_counts`,
+the same counts with discrete Gaussian noise for zCDP surveys (§2.6);
+:func:`perturbed_mle`, the objective-perturbed MLE with the logistic link's constants,
+γ at its privacy floor, the exact minimizer centred over all items (§2.3). With
+``rng=None`` noise comes from OpenDP's exact samplers on a CSPRNG (§2.1, "Noise"); a
+NumPy ``Generator`` is for reproducible simulations only.
 """
 
 from __future__ import annotations

@@ -1,97 +1,13 @@
-"""Uncertainty of the debiased MLE: standard errors, confidence intervals, rank
-intervals, top-K probabilities — under privacy noise, with respondents as the
-independent unit.
+"""Uncertainty of the debiased MLE: standard errors, intervals, rank intervals and top-K
+probabilities under privacy noise, with respondents as the independent unit.
 
-Xu, Sun & Cheng (*Rate-Optimal Rank Aggregation with Private Pairwise Rankings*)
-give rates, not intervals. What is implemented here:
-
-**Model-based sandwich.** The estimating equation of J (eq. (3)) is
-U(θ) = Σ_{i<j} (n_ij σ(θ_i − θ_j) − S_ij)(e_i − e_j) + 2λθ. Its Jacobian
-H = L_W + 2λI (L_W: the Laplacian with weights W_ij = n_ij σ'(θ_i − θ_j)) does not
-depend on the data, and if every comparison were an independent draw,
-Var U(θ*) = L_V with V_ij = Σ_k Var z_k = n_ij σ'(θ*_i − θ*_j) + Σ_k e^{ε_k}/(e^{ε_k}−1)²
-(Lemma 2 in closed form). So Cov θ̂ ≈ H⁻¹ L_V H⁻¹ — 2–4× wider than the naive inverse
-Fisher information H⁻¹ L_W H⁻¹ at ε = 1, because of the privacy term.
-
-**Respondents as clusters** (:class:`Clusters`; the default of the service). One
-respondent's answers share that person's preferences, so comparisons are not
-independent draws from the population; the population BTL scores are the
-estimand, and the independent unit is the respondent. The meat becomes
-Σ_r u_r u_rᵀ with u_r = Σ_{k∈r} (σ(θ_i − θ_j) − z_k)(e_i − e_j), scaled by G/(G−1)
-(CR1), with Student-t(G − 1) critical values (Liang & Zeger 1986, *Biometrika*
-73(1); Cameron & Miller 2015, *J. Human Resources* 50(2)). Privacy noise is inside
-each u_r. Two guards:
-
-* the meat is never taken below the model-based one (:func:`_psd_max`): an item that
-  only a handful of respondents saw gets its cluster variance from that handful;
-* below max(``min_clusters``, 2 × items) respondents CR1 with t(G − 1) is not
-  trusted (few or unbalanced clusters: Imbens & Kolesár 2016, *Review of Economics and
-  Statistics* 98(4)). There the choice is between two covariances, by which is
-  narrower under the working model (independent answers with Lemma 2's variance): the
-  bias-reduced meat CR2 with Bell–McCaffrey degrees of freedom (:func:`_cr2`; Bell &
-  McCaffrey 2002, *Survey Methodology* 28(2); Pustejovsky & Tipton 2018, *J. Business
-  & Economic Statistics* 36(4)), whose expected half-width is then t_df·se_model, and
-  the worst-case bound :func:`_bound_meat` with normal quantiles: privacy noise is
-  independent across answers, and Cauchy–Schwarz bounds the rest by L_r times the
-  variances of respondent r's L_r answers — never too narrow, and narrower than CR2
-  where the privacy noise dominates or the respondents are very few. Both widths
-  depend on the design and the centre only, not on the residuals.
-
-**Bias-corrected centre, only where safe.** θ̂ is biased in two ways that do not
-vanish relative to its standard error at the sample sizes of real surveys:
-
-1. the ridge pulls θ̂ towards 0 by ≈ 2λ L_W⁺ θ̂ (O(λ/n) against se O(1/√n)); one
-   Newton step of the unpenalized objective from θ̂ removes it:
-   θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂ — used only when no item moves by more than
-   ``RIDGE_MAX_SE`` standard errors (else the penalty, not the data, dominates);
-2. the M-estimator's own second-order bias (Cox & Snell 1968, *JRSS-B* 30(2)):
-   because the Jacobian is data-free, b = −½ L_W⁺ Σ_{i<j} n_ij σ''(θ_i − θ_j)
-   Var(θ̂_i − θ̂_j)(e_i − e_j); it grows with the privacy noise. It is applied to an
-   item only when |b_i| ≤ ``SECOND_ORDER_MAX_SE`` · se_i. Items where it is not (seen
-   in a few comparisons) are set aside one at a time, their pairs left out of the
-   others' correction (their huge terms would otherwise reach every item through
-   L_W⁺ and the centring); their intervals span the corrected and uncorrected ones.
-
-**One centre.** θ̃ − b̂ restricted to θ̂'s order (:func:`order_restricted`, weights
-1/se²): a correction never reverses the reported ranking, and intervals, rank intervals,
-P(top-K), groups and win probabilities all use this centre θ̌. Intervals are θ̌ ± c·se,
-se from L_W⁺ (meat) L_W⁺ at θ̃, extended to contain θ̂ (the ridge estimate, shrunk
-towards 0). When the data cannot support intervals — no comparisons,
-fewer than two respondents, separated data (:func:`_separated`: debiased wins of an
-item or a top set outside (0, its comparisons), so the unpenalized fit does not exist
-and the ridge removal heads to infinity), or a correction beyond its limit for more
-than half of the items — :func:`confidence` raises :class:`IntervalsUnavailable` with
-a machine-readable reason and a sentence. Separation is per item where it can be: up to
-``MAX_UNIDENTIFIED_SHARE`` of the items, those separated are set aside (their pairs left
-out, the rest fitted again) with a one-sided score bound and ``interval_reason``, and the
-others keep their intervals (docs/uncertainty.md §5).
-
-**Once per fit.** :func:`uncertainty` computes the level-free part (centre, covariance,
-standard errors, set-aside items); :meth:`Uncertainty.at` rescales it to a level.
-:func:`rank_draws` keeps the draws of the rank summaries; :func:`rank_at` and
-:func:`with_k` summarize them at a level and k (docs/uncertainty.md §6, "Cost").
-
-**Bootstraps.** :func:`cluster_bootstrap_confidence` resamples respondents with all
-their stored answers (nothing is privatized again); :func:`bootstrap_confidence`
-re-simulates independent randomized answers from θ̃ (parametric).
-
-**Ranks.** :func:`rank_confidence` gives per-item *marginal* rank intervals (each
-item's own simultaneous intervals for its m − 1 differences; Mogstad, Romano, Shaikh &
-Wilhelm 2024, *Review of Economic Studies* 91(1)) and *simultaneous* ones (max-|t| over
-all pairwise differences; Klein, Wright & Wieczorek 2020, *JRSS-C* 69(3)), which also
-yield the groups of statistically tied items and the certain members of the top-K, and
-top-K probabilities from draws around θ̌, non-increasing along the ranking. Draws are
-multivariate t with the intervals' degrees of freedom. Every rank interval contains the
-reported rank (of θ̂), and groups follow θ̂'s order (docs/uncertainty.md §6).
-
-Coverage is measured in ``tests/benchmarks/bench_coverage.py`` and the tests:
-with independent answers, and with respondents resampled from real ballots and
-from heterogeneous simulated populations; the covariances for few respondents are
-compared in ``tests/benchmarks/bench_small_sample.py`` (docs/uncertainty.md §3).
-
-Scores in different components of the comparison graph are not comparable: their
-differences have infinite variance here (never "significant"), and items that
-were never compared get no interval (NaN).
+The model-based sandwich is docs/uncertainty.md §2; respondents as clusters (CR1, CR2
+with Bell–McCaffrey degrees of freedom, the worst-case bound, the floor) §3; the
+bias-corrected, order-restricted centre §4; refusals and items set aside §5; rank
+intervals, top-K probabilities and their cost (:func:`uncertainty` once per fit,
+:meth:`Uncertainty.at`, :func:`rank_draws`, :func:`rank_at`, :func:`with_k`) §6; the
+bootstraps §7; references §10. Coverage is measured by
+``python -m tests.benchmarks.bench_coverage`` and ``bench_small_sample``.
 """
 
 from __future__ import annotations

@@ -1,97 +1,13 @@
 """A pairwise certificate for a goal: one confidence sequence per pair (docs/uncertainty.md §9).
 
 :mod:`app.stats.adaptive` certifies a goal from one confidence sequence per item on
-its Borda score, fed only by answers whose opponent is uniform. This module certifies
-the same goals from one confidence sequence per *pair* on P(i beats j), so that an
-answer on any pair counts, whichever pair the data suggested asking. The service uses
-it for goals created with ``"certificate": "pairwise"`` (:mod:`app.services.goals`).
-
-**Sequences.** A debiased randomized answer z on (i, j) (docs/estimator.md §3) has
-mean P(i beats j) and a range of width w = coth(ε/2). For the counted answers of one
-pair, with weights λ_t = 1/w_t² known before each answer, S_n = Σ λ_t (z_t − P(i beats j))
-is a martingale with sub-Gaussian increments and variance process V_n = Σλ_t/4, and
-Robbins' normal mixture bounds it at all times at once: |S_n| ≤
-sqrt((V_n + ρ)·log((V_n + ρ)/(ρα²))) with probability ≥ 1 − α [Howard et al. 2021,
-§3], exactly as for a Borda score in :mod:`app.stats.adaptive` (same ρ:
-:data:`~app.stats.adaptive.RHO_ANSWERS`/4). α = (1 − level)/C(m, 2) per pair: all
-C(m, 2) intervals hold at all times together with probability ≥ level. A pair's
-bounds are intersected with its earlier ones (``previous``), which keeps the
-guarantee and makes the certified relation grow monotonically.
-
-**The certified relation.** "i certainly beats j" when the pair's lower bound on
-P(i beats j) exceeds ½: i beats j by a majority of the population. The certificate
-certifies the *majority top-K* — a set whose every member beats every non-member by
-a majority (it need not exist: a Condorcet cycle across the boundary leaves none) —
-and the *majority ranking*, the order in which every item beats every later one by a
-majority. By default (``transitive=False``) nothing is inferred: the top-K set is
-certified when each of its K items certainly beats each of the other m − K items
-*directly*, the whole ranking when every pair is certified directly and the certified
-relation has no cycle. Then with probability ≥ level a certified set is the majority
-top-K (and a certified order the majority ranking) whenever the survey stops, for any
-population of preferences: a Condorcet cycle of majorities is a possible truth,
-never certified. An item certainly beaten by K others is in no majority top-K, and
-one certainly beating m − K others is in any; once more than m − K items are of the
-first kind or more than K of the second (or, for the whole ranking, a cycle is
-certified) the goal has no answer: the status says it is ``unreachable`` and nothing
-more is asked. These estimands differ from the Borda ones of
-:mod:`app.stats.adaptive` in general (a polarized population can have Borda top-1
-{1} and majority top-1 {0}). They coincide under strong stochastic transitivity
-without ties (SST: P(a beats b) ≥ ½ and P(b beats c) ≥ ½ imply P(a beats c) ≥ both;
-BTL and Thurstone's model imply it): SST makes P(a beats b) > ½ imply P(a beats c) ≥
-P(b beats c) for every c [Tversky & Russo 1969], so a beats b by a majority exactly
-when its Borda score is higher. Weak stochastic transitivity alone is not enough (the
-polarized example satisfies it) (docs/uncertainty.md §9).
-
-``transitive=True`` (library only; the service never uses it) closes the relation
-transitively (Floyd–Warshall on a boolean matrix, O(m³)): the top-K set is then
-certified when K items each certainly beat at least m − K items and the other m − K
-are each certainly beaten by at least K, the whole ranking when the closure is a
-total order. That *assumes* weak stochastic transitivity (WST: P(a beats b) ≥ ½ and
-P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it), which populations of
-people need not satisfy [Tversky 1969]: with a cycle 0 → 1 → 2 → 0 of majorities at
-the top it certifies {0} as the top 1 from 0 > 1 and 1 > 2 alone, a false
-certification however high the level (``tests/benchmarks/bench_adaptive.py
---estimands``).
-
-**Where to ask** (:func:`draw_pairwise_respondent`). The LUCB idea
-[Kalyanakrishnan et al. 2012]: order the items by what is certified, then by their
-estimated majority wins (the pairs whose estimate exceeds ½), then by a BTL fit to
-the answers (a few Zermelo/MM iterations on the debiased wins); take the estimated
-top-K Ŝ and ask about the uncertified pairs across its boundary — all of them, which
-is what the direct certificate needs (under closure, only those with an item still
-in doubt) — for the whole ranking, the uncertified pairs of neighbours in the
-estimated order — least-answered first (or weighted by their widths). A share
-``explore`` of a respondent's pairs is uniform over the pairs it may still answer, so
-no item starves. The choice uses only answers given before, so the weights stay
-predictable.
-
-**Assumptions.** Each counted answer's mean given everything before it must be the
-population's P(i beats j): respondents independent draws from the population, their
-ε and arrival order unrelated to their preferences. One respondent's counted pairs
-are on disjoint items (the drawer never serves an item to a respondent twice), so one
-person never enters a sequence twice and, when a person's preferences on different
-items are independent (the simulation's respondent effects θ + τ·N(0, 1)), its
-answers are independent given the population; preferences correlated across items
-within a person break this, as they break the Borda design's. The answers needed grow
-as 1/(P(i beats j) − ½)² on the pairs across the boundary and have no bound at a
-tie: a live survey needs a cap.
-
-References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
-Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
-Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Kalyanakrishnan et al. 2012]
-Shivaram Kalyanakrishnan, Ambuj Tewari, Peter Auer, Peter Stone, *PAC subset
-selection in stochastic multi-armed bandits*, ICML 2012; [Heckel et al. 2019]
-Reinhard Heckel, Nihar B. Shah, Kannan Ramchandran, Martin J. Wainwright, *Active
-ranking from pairwise comparisons and when parametric assumptions do not help*,
-Annals of Statistics 47(6), 2019, arXiv:1606.08842 (top-K identification from
-pairwise comparisons by resolving items one by one, as here; their Borda-score
-analysis needs no transitivity); [Tversky 1969] Amos Tversky, *Intransitivity of
-preferences*, Psychological Review 76(1), 31–48, 1969 (cyclic majority preferences
-in people's choices); [Tversky & Russo 1969] Amos Tversky, J. Edward Russo,
-*Substitutability and similarity in binary choices*, Journal of Mathematical
-Psychology 6(1), 1–12, 1969; [Condorcet 1785] Marquis de Condorcet, *Essai sur
-l'application de l'analyse à la probabilité des décisions rendues à la pluralité des
-voix*, Paris, 1785 (majority cycles).
+its Borda score; this module certifies the *majority* top-K (or ranking) from one
+confidence sequence per pair on P(i beats j), so that an answer on any pair counts,
+whichever pair the data suggested asking. The service uses it for goals created with
+``"certificate": "pairwise"`` (:mod:`app.services.goals`). docs/uncertainty.md §9,
+"A pairwise certificate", derives the sequences, the certified relation (direct, or
+closed under ``transitive=True``), where to ask, the assumptions and how the two
+estimands differ; its references are in §10.
 """
 
 from __future__ import annotations
