@@ -1,34 +1,13 @@
 """Privacy accounting in zero-concentrated differential privacy (zCDP), shown as (ε, δ).
 
-A central-model survey either sums pure ε (basic composition) or, with zCDP
-accounting, sums ρ (docs/mechanisms.md §2.6). This module holds the arithmetic of the
-second:
-
-* a mechanism is ρ-zCDP when the Rényi divergence of its output distributions on
-  neighbouring inputs is at most ρα for every order α > 1 [Bun & Steinke 2016,
-  Definition 1.1]; ρ-zCDP mechanisms compose by adding ρ [Prop. 1.7];
-* the Gaussian mechanism with ℓ₂ sensitivity Δ₂ and standard deviation σ is
-  Δ₂²/(2σ²)-zCDP [Prop. 1.6], and so is the discrete Gaussian on integer statistics
-  [Canonne, Kamath & Steinke 2020, Theorem 4, one coordinate; the Rényi divergences of
-  independent coordinates add, which gives Δ₂²/(2σ²) for a vector] (:func:`gaussian_rho`);
-* a pure ε-DP mechanism is ε²/2-zCDP [Bun & Steinke 2016, Prop. 1.4]
-  (:func:`pure_rho`);
-* ρ-zCDP implies (ε, δ)-DP for every δ > 0 with
-
-      δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α
-
-  [Canonne, Kamath & Steinke 2020, Corollary 13], the conversion OpenDP's
-  ``make_zCDP_to_approxDP`` implements. Solved for ε, every α > 1 gives a valid ε:
-
-      ε(α) = αρ + (log(1/δ) + (α − 1)·log(1 − 1/α) − log α) / (α − 1)
-
-  :func:`zcdp_epsilon` returns the smallest over α it finds (a numerical search, so
-  at worst slightly above the infimum: conservative), and :func:`zcdp_rho_for` the
-  largest ρ whose ε at δ stays within a budget (again attained at one α, so the
-  guarantee holds exactly for that α). It is tighter than the classical
-  ε = ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3] (:func:`zcdp_epsilon_classical`).
-
-Pure NumPy/SciPy; no randomness.
+A central-model survey either sums pure ε (basic composition) or, with zCDP accounting,
+sums ρ. This module holds the arithmetic of the second (docs/mechanisms.md §2.6): ρ of
+the (discrete) Gaussian mechanism (:func:`gaussian_rho`) and of a pure ε-DP one
+(:func:`pure_rho`), and the tight ρ-zCDP → (ε, δ) conversion of Canonne, Kamath &
+Steinke (2020, Corollary 13): :func:`zcdp_epsilon` the smallest ε over the orders α it
+finds (conservative), :func:`zcdp_rho_for` the largest ρ within a budget,
+:func:`zcdp_epsilon_classical` the looser ρ + 2√(ρ·log(1/δ)). Pure NumPy/SciPy; no
+randomness.
 """
 
 from __future__ import annotations

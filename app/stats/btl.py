@@ -1,27 +1,12 @@
 """The debiased regularized MLE of the Bradley–Terry–Luce model and its baselines.
 
-Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
-eq. (3), in the per-comparison form of docs/estimator.md §4.1:
-
-    J(θ) = Σ_{i<j} [ S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j}) ] + λ‖θ‖²,
-
-where n_ij counts the comparisons of pair (i, j) and S_ij sums their debiased
-values z (eq. (1)). In the paper's complete design, where each of L respondents
-answers every pair, J = L × (3) with λ = L·λ_paper.
-
-The gradient and Hessian are exact (docs/estimator.md §4.2; Hessian: Lemma S5):
-
-    ∇J = Σ_{i<j} (n_ij σ(θ_i−θ_j) − S_ij)(e_i − e_j) + 2λθ,
-    ∇²J = Σ_{i<j} n_ij σ'(θ_i−θ_j)(e_i − e_j)(e_i − e_j)ᵀ + 2λI,
-
-a weighted graph Laplacian plus 2λI. It does not involve S, so J is
-2λ-strongly convex whatever the values of z̄ = S/n, including z̄ ∉ [0, 1]
-(docs/estimator.md §4.1–4.3); the minimizer is unique for λ > 0 and sums to zero on every
-connected component of the comparison graph (Lemma 3, per component).
-
-Solver: damped Newton with an Armijo backtracking line search. The Newton system
-is solved by dense Cholesky for small m and by preconditioned conjugate gradients
-on a sparse (CSR) Hessian for large sparse designs — no m×m matrix is formed then.
+Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*, eq. (3)
+in the per-comparison form J(θ) = Σ_{i<j} [S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j})]
++ λ‖θ‖² (docs/estimator.md §4.1; in the paper's complete design J = L × (3) with
+λ = L·λ_paper). Its exact gradient and Hessian, strong convexity whatever z̄ and the
+per-component centring are §4.2–4.3; the default ridge §4.4; the solver (damped Newton,
+dense Cholesky or preconditioned CG on a sparse Hessian, no m × m matrix then) §4.5; the
+baselines §8.
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
-"""Cluster-robust statistics kept up to date as answers arrive.
+"""Cluster-robust statistics kept up to date as answers arrive (docs/uncertainty.md §3).
 
-The cluster-robust sandwich (docs/uncertainty.md §3) needs the meat
-Σ_r u_r u_rᵀ over respondents r, with u_r = Σ_{e ∈ S_r} (p_e − z_e) d_e at the
-interval centre θ: S_r the pairs respondent r answered (each at most once), z_e
-the debiased answer (eq. (1) of Xu, Sun & Cheng, oriented "the lower position
-won"), p_e = σ(θ_a − θ_b) and d_e = e_a − e_b for the pair e = (a, b), a < b.
-Writing N_r for r's 0/1 vector over the P = m(m − 1)/2 pairs and
-w_r = Σ_{e ∈ S_r} z_e d_e, the meat is, for any θ,
-
-    Σ_r u_r u_rᵀ = D (p pᵀ ∘ NN) Dᵀ − D diag(p) Q − Qᵀ diag(p) Dᵀ + W,
-
-with NN = Σ_r N_r N_rᵀ (P × P: how many respondents answered both pairs),
-Q = Σ_r N_r w_rᵀ (P × m) and W = Σ_r w_r w_rᵀ (m × m), none of which depends on
-θ, and D the m × P incidence matrix of the pairs (docs/uncertainty.md §3,
-"Keeping the meat up to date as answers arrive").
-:class:`ClusterMoments` keeps these sums, the per-pair sums of the fit
-(:class:`~app.stats.pairs.PairStats`) and the answers themselves (for the
-small-sample covariances, which need each respondent's rows) and adds new
-answers to them: a respondent who answers again changes the sums by outer
-products of the new answers with that respondent's earlier ones, so an update
-costs O(new answers × the earlier answers of their respondents), and reading the
-meat costs O(P² m) whatever the number of stored answers. The P × P sums are
-kept for at most :data:`MOMENTS_MAX_ITEMS` items; beyond, the meat is summed over
-the rows (:func:`~app.stats.inference.confidence` does it from
-:meth:`ClusterMoments.clusters`).
+The cluster-robust meat Σ_r u_r u_rᵀ at any centre θ is a function of three sums over
+respondents that do not depend on θ — NN (P × P: how many respondents answered both
+pairs), Q (P × m) and W (m × m) — derived in docs/uncertainty.md §3, "Keeping the meat
+up to date as answers arrive". :class:`ClusterMoments` keeps them, the per-pair sums of
+the fit (:class:`~app.stats.pairs.PairStats`) and the answers themselves (for the
+small-sample covariances), and adds new answers in O(new answers × their respondents'
+earlier answers). The P × P sums are kept up to :data:`MOMENTS_MAX_ITEMS` items; beyond,
+:func:`~app.stats.inference.confidence` sums the meat over :meth:`ClusterMoments.clusters`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
-"""Uncertainty for consensus rankings built from (synthetic) full rankings.
+"""Uncertainty for consensus rankings built from (synthetic) full rankings (docs/uncertainty.md §8).
 
-Rankings are i.i.d. across respondents, but the pairs inside one ranking are
-not independent, so the standard errors of the pairwise fits do not apply. Both
-summaries here treat the ranking as the unit:
-
-* **Borda** — the mean position is a mean of i.i.d. vectors; its covariance is
-  the sample covariance of the position vectors over R (CLT), from the
-  mergeable second moments Σ pos posᵀ of :class:`~app.stats.rankings.RankingStats`.
-* **BTL on implied pairs** — the composite (pairwise) likelihood of the
-  rankings: every ranking contributes all C(m,2) comparisons it implies. Its
-  score for one ranking r is g_r,i = b_r,i − c_i with b_r,i = m − 1 − pos_r,i the
-  number of items r puts below i and c_i = Σ_{j≠i} σ(θ_i − θ_j), so the
-  cluster-robust ("sandwich") covariance H⁺ (Σ_r g_r g_rᵀ) H⁺ needs only the same
-  second moments — O(m²) per query whatever R.
-
-Under the Mallows mechanism these describe the *synthetic* population. A pair whose
-order every member of the population agrees on keeps that order in expectation
-(Theorem 1(1) of *Ranking Differential Privacy* holds ranking by ranking), so there
-the certified order is the population's. A narrow majority can be reversed by the
-mechanism (m = 3, ε = 1, 51% of the inputs A > B > C and 49% B > C > A: the 51%
-majority for A over B becomes 46.6% of the synthetic rankings), so for heterogeneous
-populations the certified ordering is the synthetic population's, not necessarily the
-true one's (docs/mechanisms.md §3.4).
+Rankings are i.i.d. across respondents, but the pairs inside one ranking are not
+independent, so the pairwise fits' standard errors do not apply; both summaries here
+treat the ranking as the unit and need only the mergeable second moments of
+:class:`~app.stats.rankings.RankingStats` (O(m²) per query whatever R): the Borda mean
+position with its sample covariance, and BTL on the implied pairs (a composite
+likelihood) with its cluster-robust covariance. Under the Mallows mechanism they
+describe the *synthetic* population, whose narrow majorities can differ from the true
+one's (docs/mechanisms.md §3.4).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Where the service's random bits come from: the operating system's CSPRNG.
 
-Every draw the service makes goes through this module: randomized response and the
-Mallows mechanism (:mod:`app.stats.mechanisms`, :mod:`app.stats.rankings`), the
-Monte Carlo draws behind intervals and P(top-K) (:mod:`app.stats.inference`), the
-pairs served to respondents, and the ids of new rows (which seed the reproducible
-draws of an analysis). The service never seeds it: :func:`random_bytes` is
-:func:`os.urandom` and :func:`randbelow` is :func:`secrets.randbelow`.
-
-A test suite may install a seeded source with :func:`seed` so that an outcome that
-depends on randomized data is the same on every run; :func:`unseed` restores the
-OS source. Nothing in the service, its settings or its environment installs one.
-Secrets (tokens, keys, tickets, the masking keys of secure aggregation) never come
-from here: they always use :mod:`secrets` directly. Nor does the noise of a central
-release: OpenDP draws it from its own CSPRNG (:mod:`app.stats.central`).
+Every draw the service makes goes through here — randomized response and the Mallows
+mechanism, the Monte Carlo draws behind intervals and P(top-K), the pairs served, the
+ids of new rows (which seed an analysis's reproducible draws). The service never seeds
+it: :func:`random_bytes` is :func:`os.urandom`, :func:`randbelow` is
+:func:`secrets.randbelow`. A test suite may install a seeded source with :func:`seed`
+(:func:`unseed` restores the OS); nothing in the service, its settings or environment
+does. Secrets (tokens, keys, tickets, secure-aggregation masks) always use
+:mod:`secrets` directly, and OpenDP draws central noise itself (:mod:`app.stats.central`).
 """
 
 from __future__ import annotations

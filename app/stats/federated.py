@@ -1,32 +1,12 @@
-"""Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA.
+"""Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA (docs/federated.md).
 
-Sima, Rana & Milenkovic, *Federated Aggregation of Mallows Rankings: A
-Comparative Analysis of Borda and Lehmer Coding* (2024; docs/federated.md).
-L sites each hold rankings of the same N items; each sends one message; the server learns only the sum of
-the messages
-(secure aggregation) and turns it into a consensus ordering.
-
-* **Borda FRA** (Algorithm 2): a site sends, per item, the index of the
-  quantization centroid E_j nearest to its items' mean position; the server
-  orders items by the sum.
-* **Lehmer FRA** (Algorithm 3, with the corrections of docs/federated.md §4.3): a site sends, per
-  coordinate of the Lehmer code, its local majority value split into high bits
-  (summed) and a one-hot histogram of the low ``I`` bits; the server takes the
-  rounded mean of the high bits and the plurality of the low bits and decodes.
-
-Corrections to the printed paper (docs/federated.md §3.1, §4.3): the outputs are orderings; the
-high-bit modulus must exceed the largest sum (the paper's 2^{k_i} loses it);
-the reconstruction is 2^I·V + Maj (not 2^{k_i}·V + Maj); the one-hot vector is
-indexed by value 0..2^I−1; decoded coordinates are clamped to [0, i].
-
-Secure aggregation (the paper defers to Bonawitz et al. without details; our
-choice): every message entry k lives in Z_{2^{b_k}} with 2^{b_k} above the
-largest possible sum, so the masked sum never wraps. Each pair of sites shares a
-32-byte seed (agreed by X25519 through the server, :mod:`app.site`); SHAKE-256
-expands it into a mask stream; site a adds the streams of peers after it and
-subtracts those of peers before it, so the masks cancel exactly in the sum of
-all L messages and each masked message is uniform on Π_k Z_{2^{b_k}} to anyone
-without the seeds. This module is pure arithmetic: no network, no keys.
+Sima, Rana & Milenkovic (2024): L sites each hold rankings of the same N items and send
+one message; the server learns only the sum of the messages (secure aggregation) and
+turns it into a consensus ordering. Borda FRA (Algorithm 2) is docs/federated.md §3,
+Lehmer FRA (Algorithm 3) §4 with the corrections to the printed paper (§3.1, §4.3), the
+message encodings and the pairwise masks (X25519-agreed seeds expanded by SHAKE-256, in
+Z_{2^{b_k}} so the masked sum never wraps) §5, failure probabilities §6. This module is
+pure arithmetic: no network, no keys (:mod:`app.site` exchanges them).
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
-"""Local privacy mechanisms for one pairwise comparison.
+"""Local privacy mechanisms for one pairwise comparison (docs/mechanisms.md §1).
 
-Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal
-Rank Aggregation with Private Pairwise Rankings* (2024; docs/mechanisms.md §1,
-docs/estimator.md §2–3). The Laplace mechanism is the paper's Scenario V baseline
-(paper §5.3), reconstructed as in docs/estimator.md §8.2.
-
-Randomness
-----------
-Every function that draws takes ``rng``. ``rng=None`` (the default, and the only
-value the service uses) draws from the operating system's CSPRNG through
-:func:`os.urandom` (:mod:`app.stats.entropy`); nothing is ever drawn from a seedable generator unless the
-caller passes one explicitly (simulations and tests do, for reproducibility).
+Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal Rank
+Aggregation with Private Pairwise Rankings* (2024; docs/estimator.md §2–3); the Laplace
+mechanism is the paper's Scenario V baseline (§5.3), reconstructed as in
+docs/estimator.md §8.2. Every function that draws takes ``rng``: ``rng=None`` (the
+default, and the only value the service uses) draws from the operating system's CSPRNG
+(:mod:`app.stats.entropy`); a seedable generator is used only when the caller passes
+one (simulations and tests, for reproducibility).
 """
 
 from __future__ import annotations

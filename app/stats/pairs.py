@@ -1,16 +1,11 @@
-"""Per-pair sufficient statistics of privatized comparisons.
+"""Per-pair sufficient statistics of privatized comparisons (docs/estimator.md §4.1).
 
-The debiased objective (docs/estimator.md §4.1) depends on the data only
-through, for each observed pair i < j,
-
-* ``n``      — the number of comparisons n_ij,
-* ``sum_z``  — S_ij = Σ z over them (oriented "i beat j"),
-
-and the uncertainty summaries additionally need Σz², the privacy part
-of Var(z) (Σ e^ε/(e^ε−1)², Lemma 2) and, for the classic-RR baseline, Σỹ.
-:class:`PairStats` holds all of these for the observed pairs only (sparse), so
-memory is O(pairs observed) whatever the number of items, and two batches'
-statistics add up (:meth:`PairStats.merge`, ``+``) — the form the service keeps.
+The debiased objective depends on the data only through, for each observed pair i < j,
+the count n_ij and S_ij = Σ z (oriented "i beat j"); the uncertainty summaries also need
+Σz² and the privacy part of Var(z) (Σ e^ε/(e^ε−1)², Lemma 2), and the classic-RR
+baseline Σỹ. :class:`PairStats` holds these for the observed pairs only (memory
+O(pairs observed) whatever the number of items), and two batches' statistics add up
+(:meth:`PairStats.merge`, ``+``) — the form the service keeps.
 """
 
 from __future__ import annotations

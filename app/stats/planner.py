@@ -2,28 +2,12 @@
 
 Given m items, L respondents who each answer k pairs, their ε (one value or a
 distribution) and the size K of the top set of interest, :func:`plan` predicts the
-expected ℓ∞ error of θ̂, the Kendall error K(θ̂, θ*), and the probability of
-recovering the exact top-K set, by simulation with Monte Carlo standard errors.
-
-The simulation is fast because it never draws individual answers: the service
-serves least-answered pairs first, so the L·k comparisons spread over the
-P = m(m−1)/2 pairs as evenly as possible (each pair gets ⌊Lk/P⌋ or one more), the
-ε of a comparison is its respondent's (distributed as the ε distribution), and
-given a pair's count at one ε the number of reported wins is binomial (Lemma 1).
-So each replicate is one multinomial and a few binomial draws per pair, then a
-fit of the debiased MLE with its default λ.
-
-True scores are a modelling choice the planner cannot know: by default they are
-drawn Uniform(−spread, spread) as in the paper's simulations (spread 2, i.e. the
-best item beats the worst about 98% of the time); ``gap`` uses evenly spaced
-scores instead, which fixes the separation at the top-K boundary; ``scores``
-takes pilot scores (an earlier survey's estimates) as the truth. Once a survey
-has answers, :mod:`.survey_plan` plans from its own design and fit instead.
-
-Inverse problems — the respondents needed for a target top-K recovery
-probability at a given ε, or the smallest ε that reaches it with the respondents
-available — search over L or ε with common random numbers (the same seed at every
-candidate), so that Monte Carlo noise does not make the prediction non-monotone.
+expected ℓ∞ error of θ̂, the Kendall error and the probability of recovering the exact
+top-K set, by simulation with Monte Carlo standard errors (its Notes say how).
+:func:`respondents_needed` and :func:`epsilon_needed` solve the inverse problems,
+searching over L or ε with common random numbers (the same seed at every candidate) so
+that Monte Carlo noise does not make the prediction non-monotone. Once a survey has
+answers, :mod:`.survey_plan` plans from its own design and fit instead.
 """
 
 from __future__ import annotations
@@ -254,11 +238,65 @@ def plan(
     scores: ArrayLike | None = None,
     check: Callable[[], None] = _no_check,
 ) -> Plan:
-    """Predict a design's accuracy (see the module doc).
+    """Predict a design's accuracy by simulation, before it runs.
 
-    ``scores``: pilot scores taken as the true ones (one per item; e.g. from an
-    earlier survey) instead of drawing them; ``spread`` and ``gap`` are then unused.
-    ``check()`` is called before each replicate and may raise to stop the work.
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    n_respondents : int
+        Respondents L.
+    pairs_per_respondent : int
+        Pairs k each respondent answers.
+    epsilon : float or array_like
+        The respondents' ε: one value, or the values of a distribution.
+    k : int
+        Size K of the top set of interest.
+    epsilon_weights : array_like or None
+        Weights of ``epsilon``'s values (None: equal).
+    spread : float, default 2.0
+        True scores drawn Uniform(−spread, spread).
+    gap : float or None
+        True scores evenly spaced ``gap`` apart instead.
+    replications : int, default 200
+        Simulated surveys, at least 10.
+    seed : int or None, default 0
+        Seed of the simulation (``None``: fresh entropy).
+    scores : array_like or None
+        Pilot scores taken as the true ones (one per item; e.g. from an earlier
+        survey) instead of drawing them; ``spread`` and ``gap`` are then unused.
+    check : callable
+        Called before each replicate; may raise to stop the work.
+
+    Returns
+    -------
+    Plan
+        The expected ℓ∞, ℓ2 and Kendall errors of θ̂ and the probability of recovering
+        the exact top-K set, each with its Monte Carlo standard error, and the design's
+        G, H and dividing-line ε.
+
+    Raises
+    ------
+    ValueError
+        On an invalid design, ε distribution, ``spread``, ``gap``, ``scores`` or fewer
+        than 10 replications.
+
+    Notes
+    -----
+    The simulation never draws individual answers: the service serves least-answered
+    pairs first, so the L·k comparisons spread over the P = m(m−1)/2 pairs as evenly as
+    possible (each pair gets ⌊Lk/P⌋ or one more), the ε of a comparison is its
+    respondent's (distributed as the ε distribution), and given a pair's count at one ε
+    the number of reported wins is binomial (Lemma 1). So each replicate is one
+    multinomial and a few binomial draws per pair, then a fit of the debiased MLE with
+    its default λ.
+
+    True scores are a modelling choice the planner cannot know: by default they are
+    drawn Uniform(−spread, spread) as in the paper's simulations (spread 2: the best
+    item beats the worst about 98% of the time); ``gap`` fixes the separation at the
+    top-K boundary; ``scores`` takes pilot scores as the truth. Once a survey has
+    answers, :func:`~app.stats.survey_plan.plan_survey` plans from its own design and
+    fit instead.
     """
     m, L, kp = int(n_items), int(n_respondents), int(pairs_per_respondent)
     _validate(m, L, kp, int(k))

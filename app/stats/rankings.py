@@ -1,26 +1,13 @@
 """Full rankings: permutations, the Mallows mechanism of ε-ranking DP, and rank aggregation.
 
-Papers: Xu, Sun & Cheng, *Ranking Differential Privacy* (2023;
-docs/mechanisms.md §3) for the mechanism; Sima, Rana & Milenkovic,
-*Federated Aggregation of Mallows Rankings* (docs/federated.md §2–4) for
-Borda and Lehmer-code aggregation; Kemeny for the maximum-likelihood consensus.
-
-Conventions
------------
-Items are the indices ``0..m-1``. An **ordering** lists items best → worst
-(the papers' φ⁻¹ / σ⁻¹); a **position vector** gives each item's 0-based
-position (the papers' rank vector φ(𝓘ᵢ) − 1). The two are inverse permutations
-and coincide only for involutions, so every test uses non-involutive examples
-(docs/README.md §2; docs/federated.md §1, "Conventions"). Functions take one ranking as a 1-d
-array or a batch as a 2-d array with one ranking per row.
-
-Randomness
-----------
-As in :mod:`app.stats.mechanisms`: ``rng=None`` draws from the OS CSPRNG
-(:func:`os.urandom` / :mod:`secrets`, through :mod:`app.stats.entropy`); a seeded
-generator is only ever passed by simulations and tests. Tie-breaking in the
-aggregators is not privacy-relevant and takes any generator (the service seeds it
-from the data version, so a consensus is reproducible).
+Xu, Sun & Cheng, *Ranking Differential Privacy* (2023; docs/mechanisms.md §3) for the
+mechanism; Sima, Rana & Milenkovic (docs/federated.md §2–4) for Borda and Lehmer-code
+aggregation; Kemeny for the maximum-likelihood consensus. An **ordering** lists items
+best → worst, a **position vector** gives each item's 0-based position (docs/README.md
+§2); functions take one ranking as a 1-d array or a batch as a 2-d array, one per row.
+``rng=None`` draws from the OS CSPRNG (:mod:`app.stats.entropy`); seeded generators are
+for simulations and tests. Tie-breaking in the aggregators is not privacy-relevant and
+takes any generator (the service seeds it from the data version: reproducible consensus).
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """The simulation study of Xu, Sun & Cheng, Scenarios I–V (paper §5; docs/estimator.md §9).
 
-Each scenario is a grid of cells; each cell is replicated with fresh θ* and data,
-and reports the mean of each metric with its Monte Carlo standard error. The
-paper gives settings but no numbers (its results are only in Figures 2–6), so
-these runs are the reproduction; where the paper is silent the choice is stated
-in :data:`SCENARIOS` (``notes``).
-
-Everything here is pure NumPy: plotting and printing live in :mod:`app.simulate`.
-Homogeneous-ε cells draw each pair's sufficient statistics from one binomial
-(:func:`~app.stats.simulation.simulate_pair_stats`, exact in distribution);
-Scenario V simulates every answer because the three mechanisms must privatize
-the same answers.
+Each scenario is a grid of cells, each replicated with fresh θ* and data, reporting the
+mean of each metric with its Monte Carlo standard error. The paper gives settings but
+only figures, so these runs are the reproduction; where it is silent the choice is
+stated in :data:`SCENARIOS` (``notes``). Pure NumPy: plotting and printing live in
+:mod:`app.simulate`. Homogeneous-ε cells draw each pair's sufficient statistics from one
+binomial (:func:`~app.stats.simulation.simulate_pair_stats`, exact in distribution);
+Scenario V simulates every answer because its three mechanisms privatize the same ones.
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Simulated BTL surveys: true scores, designs, privatized answers.
 
-Data generation follows the paper's §5.1–5.2 (docs/estimator.md §9): θ* ~ Uniform(−2, 2)
-or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) independently for
-each respondent and pair, drawn once per unordered pair (docs/estimator.md §1, §9); then RR with
-the respondent's own ε. Beyond the paper, designs may be incomplete (each
-respondent answers a random subset of pairs, or comparisons fall on random pairs
-of a large item set) and ε may differ between respondents.
-
-Beyond BTL, :class:`Population` describes any population of pairwise preferences — a
-matrix of probabilities P(i beats j) (a Condorcet cycle, say) or a mixture of groups,
-each with its own θ or its own strict ranking (a polarized population) — with the
-truths of the two estimands a goal certifies (:func:`borda_top_k`,
-:func:`majority_top_k`, :func:`majority_order`; docs/uncertainty.md §9).
-
-Every function takes an explicit ``numpy.random.Generator`` so simulations are
-reproducible; none of this is used to protect real answers.
+Data generation follows the paper's §5.1–5.2 (docs/estimator.md §1, §9): θ* ~
+Uniform(−2, 2) or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) drawn once
+per respondent and unordered pair; then RR at the respondent's own ε. Beyond the paper,
+designs may be incomplete (random subsets of pairs, or comparisons on random pairs of a
+large item set) and ε may differ between respondents. Beyond BTL, :class:`Population`
+is any population of pairwise preferences (a probability matrix, or a mixture of groups
+with their own θ or strict ranking) with the truths of both goal estimands
+(docs/uncertainty.md §9). Every function takes an explicit ``numpy.random.Generator``.
 """
 
 from __future__ import annotations

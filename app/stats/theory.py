@@ -1,17 +1,13 @@
-"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1, Theorem 1, Corollaries 1–2;
-docs/estimator.md §7).
+"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1, Theorem 1, Corollaries 1–2; docs/estimator.md §7).
 
-* G(ε) and H(ε) of Theorem 1, which govern the estimation error;
-* the three adaptive privacy schemes of Scenarios II and IV, whose ε shrinks with
-  m and L on either side of the consistency dividing line ε ≍ 1/√(mL)
-  (Corollaries 1–2, Table 1).
-
-Scheme labels. The paper's narrative swaps Schemes 1 and 3 relative to their
-formulas and to its own theory (paper §5.1, Scenario II; docs/estimator.md §7, "Printed scheme labels"). The
-functions here are keyed by the formulas, which is what the theory speaks about:
-``"log_over_sqrt"`` = ε ∝ log(mL)/√(mL) (Scheme 1 as printed, consistent),
-``"inv_sqrt"`` = ε ∝ 1/√(mL) (Scheme 2, the dividing line),
-``"inv_sqrt_log"`` = ε ∝ 1/(√(mL)·log(mL)) (Scheme 3 as printed, inconsistent).
+G(ε) and H(ε) of Theorem 1, which govern the estimation error, and the three adaptive
+privacy schemes of Scenarios II and IV, whose ε shrinks with m and L on either side of
+the consistency dividing line ε ≍ 1/√(mL) (Corollaries 1–2, Table 1). The paper's
+narrative swaps Schemes 1 and 3 relative to their formulas (docs/estimator.md §7,
+"Printed scheme labels"), so the functions are keyed by the formulas:
+``"log_over_sqrt"`` ε ∝ log(mL)/√(mL) (Scheme 1 as printed, consistent), ``"inv_sqrt"``
+ε ∝ 1/√(mL) (Scheme 2, the dividing line), ``"inv_sqrt_log"`` ε ∝ 1/(√(mL)·log(mL))
+(Scheme 3 as printed, inconsistent).
 """
 
 from __future__ import annotations
