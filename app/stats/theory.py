@@ -1,4 +1,4 @@
-"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1–4.2; docs/estimator.md §7).
+"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1; docs/estimator.md §7).
 
 G(ε) and H(ε) of Theorem 1, which govern the estimation error, and the three adaptive
 privacy schemes of Scenarios II and IV, whose ε shrinks with m and L on either side of
