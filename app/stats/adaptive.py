@@ -209,7 +209,7 @@ def draw_respondent_pairs(
 
     Given that a pair holds a pool item, its other item is uniform over the m − 1
     others whatever was drawn before, so the answer is a sample of the pool item's
-    Borda score (module doc); no pair repeats and no item counts twice. The service
+    Borda score (docs/uncertainty.md §9); no pair repeats and no item counts twice. The service
     passes the items still in doubt that the respondent has not answered about
     (adaptive), or all those it has not answered about (balanced with a goal).
 

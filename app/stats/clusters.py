@@ -115,7 +115,7 @@ class _Rows:
 @dataclass(frozen=True, eq=False)
 class ClusterMoments:
     """A survey's answers grouped by respondent, summed so that the cluster-robust
-    meat at any θ costs O(P² m) (module doc). Immutable: :meth:`added` returns the
+    meat at any θ costs O(P² m) (docs/uncertainty.md §3). Immutable: :meth:`added` returns the
     moments with more answers; the stored rows are shared between them.
 
     ``n_items`` is the number of item positions the answers reach (the survey may have
@@ -355,7 +355,7 @@ def _gram_add(
 
 def _update(nn, q, w, m: int, affected: NDArray, old: tuple, new: tuple) -> None:
     """Add the new answers of the ``affected`` respondents (sorted codes) to the sums
-    in place, given their earlier answers ``old`` (code, pair, z) (module doc)."""
+    in place, given their earlier answers ``old`` (code, pair, z) (docs/uncertainty.md §3)."""
     p = nn.shape[0]
     block = max(1, _BLOCK_CELLS // max(p, m * m // 8, 1))
     old_code, old_pair, old_z = old

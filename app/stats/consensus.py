@@ -59,7 +59,7 @@ def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFi
 
 
 def btl_confidence(stats: RankingStats, fit: BTLFit, level: float = 0.95) -> Confidence:
-    """Cluster-robust sandwich for the implied-pairs BTL fit, rankings as clusters (module doc).
+    """Cluster-robust sandwich for the implied-pairs BTL fit, rankings as clusters (docs/uncertainty.md §8).
 
     H = Laplacian with weights R·σ'(θ_i − θ_j) (the ridge's 2λI is left out: it is
     negligible beside R·m and the intervals target the unpenalized fit);

@@ -103,7 +103,7 @@ REASONS = (
 #: CR1 cluster-robust covariances with t(G − 1) are used from this many respondents on
 #: (and at least two per identified item); below, CR2 with Bell–McCaffrey degrees of
 #: freedom or the worst-case-correlation bound, whichever is narrower under the working
-#: model (module doc; measured in tests/benchmarks/bench_small_sample.py).
+#: model (docs/uncertainty.md §3; measured by tests/benchmarks/bench_small_sample.py).
 MIN_CLUSTERS = 30
 
 #: A bias correction is applied only when it is this small: the ridge removal by at
@@ -236,7 +236,7 @@ class Confidence:
 
     Attributes
     ----------
-    estimate : (m,) the interval centre θ̌ (bias-corrected when safe; see the module doc)
+    estimate : (m,) the interval centre θ̌ (bias-corrected when safe; docs/uncertainty.md §4)
     cov : (m, m) covariance of ``estimate`` on each component's sum-to-zero subspace
     se : (m,) standard errors (NaN for items never compared)
     level : confidence level of ``lower``/``upper``
@@ -724,7 +724,7 @@ def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float
 
 
 #: The cluster covariances :func:`confidence` can be asked for (``cluster_variance``):
-#: "auto" chooses (module doc); the others force one, for the comparison in
+#: "auto" chooses (docs/uncertainty.md §3, "Which one"); the others force one, for the comparison in
 #: ``tests/benchmarks/bench_small_sample.py``.
 CLUSTER_VARIANCES = ("auto", "cr1", "cr2", "cr2_unfloored", "bound")
 
@@ -790,7 +790,7 @@ def _cluster_variance(
 
 
 def _cox_snell(lw_pinv, cov, i, j, n, s, sp) -> NDArray[np.float64]:
-    """b = −½ L_W⁺ Σ_{i<j} n σ''(d) Var(d̂)(e_i − e_j) (module doc)."""
+    """b = −½ L_W⁺ Σ_{i<j} n σ''(d) Var(d̂)(e_i − e_j) (docs/uncertainty.md §4)."""
     m = lw_pinv.shape[0]
     var_d = cov[i, i] + cov[j, j] - 2.0 * cov[i, j]
     g = n * sp * (1.0 - 2.0 * s) * var_d
@@ -824,7 +824,7 @@ def confidence(
     check: Check | None = None,
     cluster_variance: str = "auto",
 ) -> Confidence:
-    """Sandwich confidence intervals for θ* from a fit (see the module doc).
+    """Sandwich confidence intervals for θ* from a fit (docs/uncertainty.md §2–5).
 
     Without ``clusters`` the comparisons are taken as independent (the model-based
     sandwich). ``variance="model"`` uses Lemma 2's Var z = σ'(d) + e^ε/(e^ε−1)²;
@@ -1347,7 +1347,7 @@ def _sandwich(lw_pinv: NDArray, meat: NDArray) -> NDArray[np.float64]:
 
 
 def _second_order(lw_pinv, cov, se, data, s, sp, identified, check) -> tuple[NDArray, NDArray, NDArray]:
-    """Step 3 of the module doc: the second-order (Cox–Snell) bias of the unpenalized
+    """Correction 2 of docs/uncertainty.md §4: the second-order (Cox–Snell) bias of the unpenalized
     M-estimator. Where it is not small against the item's own se (an item seen in a
     handful of comparisons), the expansion is not trusted for that item: its centre stays
     uncorrected and its interval spans both the corrected and the uncorrected one. A thin

@@ -223,7 +223,7 @@ def pairwise_goal_status(
     """The goal (``top_k``: the majority top-K; None: the majority ranking) checked
     against the pair sequences: certified from direct pairwise statements, valid for
     any population. ``transitive=True`` closes the relation transitively instead, which
-    is valid only under weak stochastic transitivity (module doc).
+    is valid only under weak stochastic transitivity (docs/uncertainty.md §9).
 
     ``previous`` (the last status, same level, goal and ``transitive``) intersects each
     pair's bounds with its earlier ones: the guarantee stays, and the goal once met
