@@ -1,14 +1,12 @@
 """Ranking and estimation errors of Xu, Sun & Cheng (paper §4.2, §4.3, §5.1; docs/estimator.md §6).
 
-Rank convention: rank 1 is the most preferred item (largest θ).
-
-Ties. The paper's metrics assume tie-free scores, but θ̂ ties exactly whenever
-debiased Borda scores tie (docs/estimator.md §5), which the solver renders as differences of
-~1e-10. So scores closer than ``tol · max(1, ‖θ‖∞)`` (chained: a run of such
-neighbours is one group) are treated as tied, and every metric is the
-**expectation over a uniformly random tie-break**, independently in θ̂ and θ*:
-a pair tied in either vector counts ½ in K, and a tie group straddling position
-K puts each member in the top-K with probability (slots left)/(group size).
+Rank 1 is the most preferred item (largest θ). The paper's metrics assume tie-free
+scores, but θ̂ ties exactly whenever debiased Borda scores tie (docs/estimator.md §5),
+which the solver renders as differences of ~1e-10. So scores closer than
+``tol · max(1, ‖θ‖∞)`` (chained: a run of such neighbours is one group) are tied, and
+every metric is the **expectation over a uniformly random tie-break**, independently in
+θ̂ and θ*: a pair tied in either vector counts ½ in K, and a tie group straddling
+position K puts each member in the top-K with probability (slots left)/(group size).
 These values do not depend on how items are labelled (docs/estimator.md §6, "Ties").
 """
 
@@ -98,7 +96,7 @@ def top_k_error(theta_hat: ArrayLike, theta_true: ArrayLike, k: int, tol: float 
                   + #{estimated top-K items outside the true top-K}),
 
     in {0, 1/K, …, min(K, m−K)/K} for tie-free scores; 0 iff the top-K sets agree.
-    With ties, the expectation over random tie-breaks (module docstring).
+    With ties, the expectation over random tie-breaks (docs/estimator.md §6, "Ties").
 
     Examples
     --------
