@@ -335,9 +335,39 @@ class Confidence:
 def confidence_from_cov(
     estimate, cov, level, component, method, theta, crit=None, n_clusters=None, corrections=None, df=None
 ) -> Confidence:
-    """Intervals estimate ± crit·se from a covariance (crit: the normal quantile, or the
-    Student t quantile with ``df`` degrees of freedom, unless given), NaN for items alone
-    in their component, each widened to contain ``theta`` (the reported scores)."""
+    """Intervals estimate ± crit·se from a covariance.
+
+    Parameters
+    ----------
+    estimate : array_like (m,)
+        The interval centre before the order restriction.
+    cov : array_like (m, m)
+        Its covariance.
+    level : float
+        Confidence level.
+    component : array_like of int (m,)
+        Connected component of each item.
+    method : str
+        The covariance's name, recorded in the result.
+    theta : array_like (m,)
+        The reported scores: the centre is restricted to their order
+        (:func:`order_restricted`, weights 1/se²) and each interval widened to contain them.
+    crit : float, optional
+        The critical value; default the normal quantile, or the Student t quantile with
+        ``df`` degrees of freedom.
+    n_clusters : int, optional
+        Respondents behind the covariance (None: not clustered).
+    corrections : dict, optional
+        The bias corrections applied, to which the items the order restriction pooled are
+        added (``order_pooled_items``).
+    df : float, optional
+        Degrees of freedom of the critical value (None: normal).
+
+    Returns
+    -------
+    Confidence
+        The intervals, NaN for items alone in their component.
+    """
     sizes = np.bincount(component)
     identified = sizes[component] > 1
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -826,33 +856,62 @@ def confidence(
 ) -> Confidence:
     """Sandwich confidence intervals for θ* from a fit (docs/uncertainty.md §2–5).
 
-    Without ``clusters`` the comparisons are taken as independent (the model-based
-    sandwich). ``variance="model"`` uses Lemma 2's Var z = σ'(d) + e^ε/(e^ε−1)²;
-    ``"empirical"`` the observed spread of z within each pair.
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit (:func:`~app.stats.btl.fit_debiased_mle` and the like).
+    level : float, default 0.95
+        Confidence level, in (0, 1).
+    variance : {"model", "empirical"}, default "model"
+        Without ``clusters``: ``"model"`` uses Lemma 2's Var z = σ'(d) + e^ε/(e^ε−1)²,
+        ``"empirical"`` the observed spread of z within each pair.
+    clusters : ClusterSource, optional
+        The fit's comparisons with their respondents; then the respondents are the
+        independent unit. Without, the comparisons are taken as independent (the
+        model-based sandwich).
+    min_clusters : int, default 30
+        CR1 with Student-t(G−1) critical values is used from
+        ``max(min_clusters, 2 × identified items)`` respondents on.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    cluster_variance : {"auto", "cr1", "cr2", "cr2_unfloored", "bound"}, default "auto"
+        Forces one cluster covariance ("cr2_unfloored": CR2 without the model-meat floor);
+        "auto" chooses as described in the Notes.
 
-    With ``clusters`` (the fit's comparisons with their respondents) the
-    respondents are the independent unit: the cluster-robust sandwich
+    Returns
+    -------
+    Confidence
+        Centre, covariance, standard errors and intervals; items the data do not
+        identify have a one-sided interval and a reason (``Confidence.interval_reason``).
+
+    Raises
+    ------
+    IntervalsUnavailable
+        When the data cannot support an interval: no comparisons, fewer than two
+        respondents, no unpenalized fit to correct the ridge towards, or a bias correction
+        too large to trust.
+    ValueError
+        On an invalid ``level``, ``variance`` or ``cluster_variance``, or an empirical
+        variance without Σz² per pair.
+
+    Notes
+    -----
+    With ``clusters`` the covariance is the cluster-robust sandwich
     L_W⁺ (G/(G−1) Σ_r u_r u_rᵀ) L_W⁺ with Student-t(G−1) critical values from
     ``max(min_clusters, 2 × identified items)`` respondents on; below that, CR2 with
-    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation
-    bound (:func:`_bound_meat`), whichever is narrower under the working model
-    (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
-    "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
+    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation bound
+    (:func:`_bound_meat`), whichever is narrower under the working model
+    (:func:`_cluster_variance`).
 
-    Items the data do not identify (:func:`_separated_items`: an item, or a small top
-    or bottom set, winning or losing every debiased comparison with the rest) get a
-    one-sided interval and a reason (``Confidence.interval_reason``) while the others
-    keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of the items (docs/uncertainty.md §5).
+    Items the data do not identify (:func:`_separated_items`: an item, or a small top or
+    bottom set, winning or losing every debiased comparison with the rest) get a one-sided
+    interval and a reason while the others keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of
+    the items (docs/uncertainty.md §5).
 
-    Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
-    no comparisons, fewer than two respondents, no unpenalized fit to correct the
-    ridge towards, or a bias correction too large to trust.
-
-    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre,
-    covariance, standard errors) is :func:`uncertainty`'s, and a level only rescales.
-    Work: O(m³ + comparisons) — a few m×m factorizations and products, and at most
-    m/2 second-order correction steps of O(m) each. ``check`` is called between
-    those steps (it raises to stop the work).
+    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre, covariance,
+    standard errors) is :func:`uncertainty`'s, and a level only rescales. Work:
+    O(m³ + comparisons) — a few m×m factorizations and products, and at most m/2
+    second-order correction steps of O(m) each.
     """
     return uncertainty(fit, variance, clusters, min_clusters, check, cluster_variance).at(level)
 
@@ -1152,11 +1211,36 @@ def uncertainty(
 ) -> Uncertainty:
     """The level-free part of :func:`confidence` (same arguments but the level).
 
-    Everything that does not depend on the level is computed here, once: the
-    ridge-removed centre, the covariance (for both candidates when the "auto" cluster
-    covariance chooses by level: few respondents, small m), the second-order correction,
-    and the items set aside. Raises :class:`IntervalsUnavailable` where :func:`confidence`
-    would at every level."""
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit.
+    variance : {"model", "empirical"}, default "model"
+        As in :func:`confidence`.
+    clusters : ClusterSource, optional
+        As in :func:`confidence`.
+    min_clusters : int, default 30
+        As in :func:`confidence`.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    cluster_variance : str, default "auto"
+        As in :func:`confidence`.
+
+    Returns
+    -------
+    Uncertainty
+        Everything that does not depend on the level, computed once: the ridge-removed
+        centre, the covariance (for both candidates when the "auto" cluster covariance
+        chooses by level: few respondents, small m), the second-order correction, and the
+        items set aside. :meth:`Uncertainty.at` gives the intervals at a level.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        Where :func:`confidence` would at every level.
+    ValueError
+        As :func:`confidence`.
+    """
     check = check or _no_check
     m = fit.theta.size
     if m > MAX_ITEMS_COVARIANCE:
@@ -1400,20 +1484,50 @@ def bootstrap_confidence(
 ) -> Confidence:
     """Parametric bootstrap for small samples (answers independent given θ).
 
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    i, j : array_like of int
+        The fit's comparisons.
+    epsilon : float or array_like
+        Each comparison's ε.
+    fit : BTLFit
+        A debiased-MLE fit of those comparisons.
+    level : float, default 0.95
+        Confidence level.
+    n_boot : int, default 200
+        Replicates, at least 20.
+    rng : RandomSource, optional
+        As in :func:`~app.stats.mechanisms.privatize` (None: OS CSPRNG).
+    check : callable, optional
+        Called before every replicate; it raises to stop the work.
+
+    Returns
+    -------
+    Confidence
+        Intervals from the replicates' spread around the bias-corrected centre.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        When the data are separated, or the ridge-removal step of the fit or of a replicate
+        is unbounded (see :func:`_unshrink`).
+    ValueError
+        On fewer than 20 replicates, a fit that is not the debiased MLE, more than
+        :data:`MAX_ITEMS_COVARIANCE` items, or invalid comparisons, ε or level.
+
+    Notes
+    -----
     The estimator bootstrapped is the one the sandwich intervals use before their
     analytic second-order correction: the fit followed by the ridge-removal step,
-    θ̃ = θ̂ + L_W⁺2λθ̂. Answers are re-simulated from θ̃ through randomized response
-    with the observed design (i, j) and each comparison's ε, refitted with the
-    same λ, and unshrunk the same way. The spread of the replicates gives the
-    covariance, and their mean offset from θ̃ estimates the bias, which is removed:
-    centre = θ̃ − (mean θ̃* − θ̃). ``rng`` as in
-    :func:`~app.stats.mechanisms.privatize` (None: OS CSPRNG). Respondents'
-    answers are treated as independent: see :func:`cluster_bootstrap_confidence`.
-
-    Work: ``n_boot`` × (comparisons + a refit + an m×m pseudo-inverse, O(m³));
-    ``check`` is called before every replicate (it raises to stop the work).
-    Raises :class:`IntervalsUnavailable` when the ridge-removal step of the fit or of a
-    replicate is unbounded (see :func:`_unshrink`).
+    θ̃ = θ̂ + L_W⁺2λθ̂. Answers are re-simulated from θ̃ through randomized response with
+    the observed design (i, j) and each comparison's ε, refitted with the same λ, and
+    unshrunk the same way. The spread of the replicates gives the covariance, and their
+    mean offset from θ̃ estimates the bias, which is removed: centre = θ̃ − (mean θ̃* − θ̃).
+    Respondents' answers are treated as independent: see
+    :func:`cluster_bootstrap_confidence`. Work: ``n_boot`` × (comparisons + a refit + an
+    m×m pseudo-inverse, O(m³)). docs/uncertainty.md §7.
     """
     check = check or _no_check
     level = _check_level(level)
@@ -1453,17 +1567,42 @@ def cluster_bootstrap_confidence(
 ) -> Confidence:
     """Nonparametric cluster bootstrap: resample respondents with replacement.
 
-    Each replicate takes G respondents drawn with replacement from the G who
-    answered, with all of their stored (already privatized) answers — nothing is
-    privatized again — and refits with the same λ. The replicates' spread is the
-    covariance; their mean offset from θ̂ estimates the estimator's bias (the
-    ridge's pull included), which is removed: centre = 2θ̂ − mean θ̂*. This keeps
-    whatever correlation one respondent's answers have. The resampling only
-    describes uncertainty, so a seedable ``rng`` is fine (default: OS-seeded).
-    Intervals use normal quantiles and always contain θ̂.
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit.
+    clusters : Clusters
+        The fit's comparisons with their respondents.
+    level : float, default 0.95
+        Confidence level.
+    n_boot : int, default 200
+        Replicates, at least 20.
+    rng : numpy.random.Generator, optional
+        The resampling only describes uncertainty, so a seedable generator is fine
+        (default: OS-seeded).
+    check : callable, optional
+        Called before every replicate; it raises to stop the work.
 
-    Work: ``n_boot`` × (comparisons + a refit); ``check`` is called before every
-    replicate (it raises to stop the work).
+    Returns
+    -------
+    Confidence
+        Intervals with normal quantiles, always containing θ̂.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        With no comparisons, fewer than two respondents, or separated data.
+    ValueError
+        On fewer than 20 replicates or an invalid level.
+
+    Notes
+    -----
+    Each replicate takes G respondents drawn with replacement from the G who answered,
+    with all of their stored (already privatized) answers — nothing is privatized again —
+    and refits with the same λ. The replicates' spread is the covariance; their mean
+    offset from θ̂ estimates the estimator's bias (the ridge's pull included), which is
+    removed: centre = 2θ̂ − mean θ̂*. This keeps whatever correlation one respondent's
+    answers have. Work: ``n_boot`` × (comparisons + a refit). docs/uncertainty.md §7.
     """
     check = check or _no_check
     level = _check_level(level)
@@ -1571,35 +1710,68 @@ def rank_confidence(
 ) -> RankConfidence:
     """Rank intervals and top-K probabilities from an estimate and its covariance.
 
-    ``theta``, ``cov``: e.g. ``Confidence.estimate`` and ``Confidence.cov``.
-    ``point`` (e.g. ``Confidence.theta``, the reported scores; default ``theta``) is
-    the ranking the summaries accompany: ``theta`` is first restricted to its order
-    (:func:`order_restricted`, weights 1/se²; a no-op for ``Confidence.estimate``), so
-    every summary has one centre that never reverses the ranking, and every rank
-    interval contains the point's competition rank.
-    ``df``: the degrees of freedom of the intervals' critical value (``Confidence.df``;
-    None: normal): draws are multivariate t with those degrees of freedom.
-    ``component`` (default: all connected) marks incomparable groups of items.
-    ``rng`` seeds the draws (they describe uncertainty; they do not
-    protect anyone, so a seedable generator is fine; default: OS-seeded).
-    ``check`` is called between the steps (it raises to stop the work).
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The centre, e.g. ``Confidence.estimate``.
+    cov : array_like (m, m)
+        Its covariance, e.g. ``Confidence.cov``.
+    level : float, default 0.95
+        Confidence level.
+    k : int, optional
+        The top set whose membership probabilities and certain members are given.
+    n_draws : int, default 4000
+        Draws of the estimate's distribution.
+    rng : numpy.random.Generator, optional
+        Seeds the draws (they describe uncertainty; they do not protect anyone, so a
+        seedable generator is fine; default: OS-seeded).
+    component : array_like of int, optional
+        Incomparable groups of items (default: all connected).
+    point : array_like (m,), optional
+        The ranking the summaries accompany (e.g. ``Confidence.theta``, the reported
+        scores; default ``theta``): ``theta`` is first restricted to its order
+        (:func:`order_restricted`, weights 1/se²; a no-op for ``Confidence.estimate``), so
+        every summary has one centre that never reverses the ranking, and every rank
+        interval contains the point's competition rank.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    df : float, optional
+        Degrees of freedom of the intervals' critical value (``Confidence.df``; None:
+        normal): draws are multivariate t with those degrees of freedom.
 
+    Returns
+    -------
+    RankConfidence
+        Marginal and simultaneous rank intervals, tied groups, P(top-K) and the certain
+        top-K members.
+
+    Raises
+    ------
+    ValueError
+        On an invalid level, k, ``cov``, ``df`` or ``point``.
+
+    Notes
+    -----
     Equal to ``rank_at(rank_draws(…), level, k)``: the draws (level- and k-free) can be
     kept and summarized at other levels and k for the cost of quantiles and counts.
 
-    Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z,
-    the simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and
-    item a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
+    Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z, the
+    simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and item
+    a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
     θ_b − θ_a > c·se_ab (c_a·se_ab for a's marginal interval), and a's rank lies between
-    1 + #(items significantly above a) and m − #(items significantly below a) [Klein,
-    Wright & Wieczorek 2020; Mogstad, Romano, Shaikh & Wilhelm 2024, §3].
+    1 + #(items significantly above a) and m − #(items significantly below a).
 
     P(top-K) is the share of draws θ + Z in which the item is among the K best, made
-    non-increasing along the ranking by :func:`order_restricted` (equal weights: it
-    keeps the sum K). Draws put an item whose score is less certain at the extremes
-    more often, so an uncertain item just below can be drawn into the top-K more often
-    than a precisely measured one just above; the restriction pools such runs, which are
-    always within a tied group (docs/uncertainty.md §6).
+    non-increasing along the ranking by :func:`order_restricted` (equal weights: it keeps
+    the sum K). Draws put an item whose score is less certain at the extremes more often,
+    so an uncertain item just below can be drawn into the top-K more often than a
+    precisely measured one just above; the restriction pools such runs, which are always
+    within a tied group.
+
+    References
+    ----------
+    Klein, Wright & Wieczorek (2020); Mogstad, Romano, Shaikh & Wilhelm (2024), §3;
+    docs/uncertainty.md §6 and §10.
 
     Examples
     --------
@@ -1646,9 +1818,40 @@ def rank_draws(
     ranking_component: ArrayLike | None = None,
 ) -> RankDraws:
     """The draws of :func:`rank_confidence` (same arguments, without level and k).
-    ``ranking_component`` (default ``component``): the comparison graph's components,
-    where ``cov`` lives on finer ones (items set aside as unidentified on their own):
-    P(top-K) is drawn only when it is connected."""
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The centre.
+    cov : array_like (m, m)
+        Its covariance.
+    n_draws : int, default 4000
+        Draws.
+    rng : numpy.random.Generator, optional
+        Seeds the draws (default: OS-seeded).
+    component : array_like of int, optional
+        Components on which ``cov`` lives (default: all connected).
+    point : array_like (m,), optional
+        The ranking the summaries accompany (default ``theta``).
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    df : float, optional
+        Degrees of freedom of the multivariate t draws (None: normal).
+    ranking_component : array_like of int, optional
+        The comparison graph's components (default ``component``), where ``cov`` lives on
+        finer ones (items set aside as unidentified on their own): P(top-K) is drawn only
+        when it is connected.
+
+    Returns
+    -------
+    RankDraws
+        The draws, for :func:`rank_at` and :func:`with_k`.
+
+    Raises
+    ------
+    ValueError
+        If ``cov`` is not m×m, ``df`` is not positive, or ``point`` has the wrong length.
+    """
     check = check or _no_check
     c = np.asarray(cov, dtype=np.float64)
     m = np.asarray(theta).size
@@ -1743,9 +1946,32 @@ def rank_at(
     check: Check | None = None,
     one_sided: tuple[NDArray, NDArray] | None = None,
 ) -> RankConfidence:
-    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws (quantiles, counts and
-    m×m comparisons: no new draws). ``one_sided``: (wins_all, loses_all) masks of items
-    with one-sided intervals (:func:`rank_summaries`)."""
+    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws.
+
+    Parameters
+    ----------
+    draws : RankDraws
+        Draws from :func:`rank_draws`.
+    level : float
+        Confidence level.
+    k : int, optional
+        The top set.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    one_sided : tuple of (ndarray, ndarray), optional
+        (wins_all, loses_all) masks of items with one-sided intervals
+        (:func:`rank_summaries`).
+
+    Returns
+    -------
+    RankConfidence
+        The summaries: quantiles, counts and m×m comparisons, no new draws.
+
+    Raises
+    ------
+    ValueError
+        On an invalid level or k.
+    """
     check = check or _no_check
     level = _check_level(level)
     est, comp, pt, m = draws.estimate, draws.component, draws.point, draws.estimate.size
@@ -1823,8 +2049,28 @@ def _p_top_k(draws: RankDraws, k: int | None) -> NDArray[np.float64] | None:
 
 
 def with_k(ranks: RankConfidence, draws: RankDraws, k: int | None) -> RankConfidence:
-    """The summaries of ``ranks`` (any k) for another ``k``: only P(top-K) and the certain
-    top-K members depend on it."""
+    """The summaries of ``ranks`` (any k) for another ``k``.
+
+    Parameters
+    ----------
+    ranks : RankConfidence
+        Summaries at some k.
+    draws : RankDraws
+        The draws they came from.
+    k : int or None
+        The new top set.
+
+    Returns
+    -------
+    RankConfidence
+        ``ranks`` with P(top-K) and the certain top-K members for ``k``: only they depend
+        on it.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is not between 1 and m.
+    """
     m = draws.estimate.size
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
         raise ValueError(f"k must be an integer between 1 and {m}")
@@ -1839,17 +2085,38 @@ def rank_summaries(
     k: int | None = None,
     check: Check | None = None,
 ) -> RankConfidence:
-    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified
-    (``interval_reason``). Their draws stay at their reported score (their spread is not
+    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified.
+
+    Parameters
+    ----------
+    conf : Confidence
+        Intervals with items set aside (``interval_reason``).
+    draws : RankDraws
+        Draws from :func:`rank_draws`.
+    level : float
+        Confidence level.
+    k : int, optional
+        The top set.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+
+    Returns
+    -------
+    RankConfidence
+        The summaries, every interval containing the reported rank.
+
+    Notes
+    -----
+    The set-aside items' draws stay at their reported score (their spread is not
     identified), so P(top-K) counts them there, made non-increasing along the ranking like
     every item's. They are never significantly different from anything in the
     simultaneous intervals (one-sided at most: [1, m]). Their marginal rank interval is
-    one-sided: an item that wins everything is above every item b with
-    ``conf.rank_bound`` (its score bound at one-sided level 1 − α/2) above b's upper end
-    at one-sided level 1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b
-    and b's interval), so the statements hold jointly with probability ≥ ``level``; the
-    identified items' intervals count the set-aside items as never significant (wider,
-    never narrower), so every interval still contains the reported rank."""
+    one-sided: an item that wins everything is above every item b with ``conf.rank_bound``
+    (its score bound at one-sided level 1 − α/2) above b's upper end at one-sided level
+    1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b and b's interval), so
+    the statements hold jointly with probability ≥ ``level``; the identified items'
+    intervals count the set-aside items as never significant (wider, never narrower).
+    """
     rc = rank_at(draws, level, k, check)
     if conf.interval_reason is None or conf.rank_bound is None:
         return rc
