@@ -24,7 +24,23 @@ __all__ = ["borda_confidence", "btl_confidence", "fit_ranking_btl", "position_co
 
 
 def position_covariance(stats: RankingStats) -> NDArray[np.float64]:
-    """Sample covariance (ddof 1) of the rankings' 0-based position vectors."""
+    """Sample covariance (ddof 1) of the rankings' 0-based position vectors.
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments (:func:`~app.stats.rankings.ranking_stats`).
+
+    Returns
+    -------
+    numpy.ndarray (m, m)
+        The covariance.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+    """
     r = stats.n
     if r < 2:
         raise ValueError("a covariance needs at least two rankings")
@@ -34,9 +50,38 @@ def position_covariance(stats: RankingStats) -> NDArray[np.float64]:
 
 
 def borda_confidence(stats: RankingStats, level: float = 0.95) -> Confidence:
-    """Intervals for the mean Borda points m − A_i (A_i the mean 1-based position) of the
-    population the rankings were drawn from; normal approximation with the sample
-    covariance of positions over R."""
+    """Intervals for the mean Borda points m − A_i (A_i the mean 1-based position).
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    level : float, default 0.95
+        Confidence level.
+
+    Returns
+    -------
+    Confidence
+        Intervals for the Borda points of the population the rankings were drawn from.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+
+    Notes
+    -----
+    The mean position is a mean of i.i.d. vectors; normal approximation with the sample
+    covariance of positions over R (docs/uncertainty.md §8).
+
+    Examples
+    --------
+    >>> from app.stats.rankings import ranking_stats
+    >>> from app.stats.consensus import borda_confidence
+    >>> stats = ranking_stats([[0, 1, 2], [0, 2, 1], [1, 0, 2], [0, 1, 2]], 3)
+    >>> borda_confidence(stats).estimate.tolist()  # m − mean 1-based position
+    [1.75, 1.0, 0.25]
+    """
     m = stats.n_items
     score = m - stats.mean_position
     cov = position_covariance(stats) / stats.n
@@ -45,10 +90,29 @@ def borda_confidence(stats: RankingStats, level: float = 0.95) -> Confidence:
 
 
 def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFit:
-    """The BTL fit of the pairs the rankings imply: pair (i, j) is compared R times and
-    i won ``before[i, j]`` of them (no privacy debiasing: the Mallows mechanism is
-    not randomized response on pairs). ``lam`` is the ridge of J in the same
-    per-comparison scaling as the pairwise surveys."""
+    """The BTL fit of the pairs the rankings imply.
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    lam : float, default 1.0
+        The ridge of J, in the same per-comparison scaling as the pairwise surveys.
+    theta0 : array_like, optional
+        Warm start.
+
+    Returns
+    -------
+    BTLFit
+        The fit in which pair (i, j) is compared R times and i won ``before[i, j]`` of
+        them (no privacy debiasing: the Mallows mechanism is not randomized response on
+        pairs).
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+    """
     m = stats.n_items
     if stats.n == 0:
         raise ValueError("no rankings to fit")
@@ -61,9 +125,31 @@ def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFi
 def btl_confidence(stats: RankingStats, fit: BTLFit, level: float = 0.95) -> Confidence:
     """Cluster-robust sandwich for the implied-pairs BTL fit, rankings as clusters (docs/uncertainty.md §8).
 
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    fit : BTLFit
+        :func:`fit_ranking_btl` of them.
+    level : float, default 0.95
+        Confidence level.
+
+    Returns
+    -------
+    Confidence
+        The intervals, from O(m²) work whatever R.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+
+    Notes
+    -----
     H = Laplacian with weights R·σ'(θ_i − θ_j) (the ridge's 2λI is left out: it is
     negligible beside R·m and the intervals target the unpenalized fit);
-    V = Σ_r (b_r − c)(b_r − c)ᵀ from the position moments.
+    V = Σ_r (b_r − c)(b_r − c)ᵀ from the position moments, with b_r,i the number of items
+    ranking r puts below i and c_i = Σ_{j≠i} σ(θ_i − θ_j).
     """
     m = stats.n_items
     r = stats.n
