@@ -66,7 +66,25 @@ def _no_check() -> None:
 
 
 def plan_seconds(n_items: int, comparisons: int, levels: int, replications: int) -> float:
-    """Predicted seconds of :func:`plan` for ``comparisons`` = L·k answers in all."""
+    """Predicted seconds of :func:`plan` for ``comparisons`` = L·k answers in all.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    comparisons : int
+        L·k.
+    levels : int
+        Distinct ε values.
+    replications : int
+        Simulated surveys.
+
+    Returns
+    -------
+    float
+        The prediction from :data:`PLAN_SECONDS_FIXED` and the per-pair, per-answered-pair
+        and per-draw costs.
+    """
     n_pairs = n_items * (n_items - 1) // 2
     answered = min(n_pairs, comparisons)
     per = (
@@ -116,7 +134,33 @@ class Plan:
 
 
 def epsilon_distribution(epsilon: ArrayLike, weights: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct ε values (sorted) and their weights, summing to 1."""
+    """Distinct ε values (sorted) and their weights, summing to 1.
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        One or more finite ε values (equal values are merged).
+    weights : array_like or None
+        One non-negative weight per value (None: equal).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (values, weights).
+
+    Raises
+    ------
+    ValueError
+        On no or non-finite ε values, invalid weights, or more than
+        :data:`MAX_PLAN_EPSILON_LEVELS` distinct values.
+
+    Examples
+    --------
+    >>> from app.stats.planner import epsilon_distribution
+    >>> values, weights = epsilon_distribution([2.0, 1.0, 2.0], None)
+    >>> values.tolist(), [round(w, 4) for w in weights.tolist()]
+    ([1.0, 2.0], [0.3333, 0.6667])
+    """
     eps = np.atleast_1d(validate_epsilon(epsilon)).astype(float).reshape(-1)
     if eps.size == 0 or not np.all(np.isfinite(eps)):
         raise ValueError("give one or more finite epsilon values")
@@ -158,10 +202,28 @@ def _truth(
 
 
 def pilot_scores(scores: ArrayLike) -> np.ndarray:
-    """Pilot scores taken as the true ones, centred on their mean; ``ValueError`` (with a
-    sentence for the person who gave them) unless every one is finite and within
-    :data:`MAX_PLAN_SCORE` of their mean. The one rule for every planner's pilot scores.
+    """Pilot scores taken as the true ones, centred on their mean.
 
+    The one rule for every planner's pilot scores.
+
+    Parameters
+    ----------
+    scores : array_like
+        One score per item.
+
+    Returns
+    -------
+    numpy.ndarray
+        The scores minus their mean.
+
+    Raises
+    ------
+    ValueError
+        With a sentence for the person who gave them, unless every one is finite and
+        within :data:`MAX_PLAN_SCORE` of their mean.
+
+    Examples
+    --------
     >>> pilot_scores([3.0, 1.0, 2.0]).tolist()
     [1.0, -1.0, 0.0]
     """
@@ -389,8 +451,37 @@ def respondents_needed(
 ) -> tuple[int | None, Plan]:
     """The fewest respondents L whose predicted P(exact top-K) reaches ``target``.
 
-    Doubles L from 10 until the target is met, then bisects (to within 2%). Returns
-    (L, its plan), or (None, the plan at ``max_respondents``) when out of reach.
+    Parameters
+    ----------
+    target : float
+        Probability of recovering the exact top-K, in (0, 1).
+    n_items : int
+        m.
+    pairs_per_respondent : int
+        k.
+    epsilon : float or array_like
+        The respondents' ε (one value or a distribution).
+    k : int
+        K.
+    max_respondents : int, default 1000000
+        The largest L tried.
+    **options
+        Further arguments of :func:`plan`.
+
+    Returns
+    -------
+    tuple of (int or None, Plan)
+        (L, its plan), or (None, the plan at ``max_respondents``) when out of reach.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1), and as :func:`plan`.
+
+    Notes
+    -----
+    Doubles L from 10 until the target is met, then bisects (to within 2%), with common
+    random numbers (the same seed at every candidate).
     """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
@@ -422,9 +513,39 @@ def epsilon_needed(
     eps_max: float = 10.0,
     **options,
 ) -> tuple[float | None, Plan]:
-    """The smallest ε (every respondent's) whose predicted P(exact top-K) reaches
-    ``target`` with the respondents available; bisection on log ε to 2%.
-    Returns (None, the plan at ``eps_max``) when even that is not enough."""
+    """The smallest ε (every respondent's) whose predicted P(exact top-K) reaches ``target``.
+
+    Parameters
+    ----------
+    target : float
+        Probability of recovering the exact top-K, in (0, 1).
+    n_items : int
+        m.
+    n_respondents : int
+        L, the respondents available.
+    pairs_per_respondent : int
+        k.
+    k : int
+        K.
+    eps_min, eps_max : float, default 0.01 and 10.0
+        The range searched.
+    **options
+        Further arguments of :func:`plan`.
+
+    Returns
+    -------
+    tuple of (float or None, Plan)
+        (ε, its plan), or (None, the plan at ``eps_max``) when even that is not enough.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1), and as :func:`plan`.
+
+    Notes
+    -----
+    Bisection on log ε to 2%, with common random numbers.
+    """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
     options.pop("epsilon_weights", None)
