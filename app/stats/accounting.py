@@ -55,7 +55,7 @@ def _eps_at(t, rho: float, delta: float):
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """The ε at which ρ-zCDP is (ε, δ)-DP [Canonne, Kamath & Steinke 2020, Corollary 13].
+    """The ε at which ρ-zCDP is (ε, δ)-DP.
 
     Parameters
     ----------
@@ -69,6 +69,16 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     float
         min over α > 1 of αρ + (log(1/δ) + (α − 1)log(1 − 1/α) − log α)/(α − 1), at
         least 0: every α gives a valid ε, so a numerical minimum is conservative.
+
+    Raises
+    ------
+    ValueError
+        If ρ is negative or not finite, or δ is outside (0, 1).
+
+    References
+    ----------
+    Canonne, Kamath & Steinke (2020), *The Discrete Gaussian for Differential Privacy*,
+    Corollary 13; docs/mechanisms.md §2.6.
 
     Examples
     --------
@@ -92,8 +102,27 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """The largest ρ whose (ε, δ) conversion stays within ``epsilon`` at ``delta``.
 
-    For each α, ρ ≤ (ε − penalty(α))/α keeps ε(α) ≤ ε; this returns the maximum over
-    the α searched, so ``zcdp_epsilon(zcdp_rho_for(ε, δ), δ) ≤ ε`` (up to rounding).
+    Parameters
+    ----------
+    epsilon : float
+        The budget's ε, > 0.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        ρ, so that ``zcdp_epsilon(zcdp_rho_for(ε, δ), δ) ≤ ε`` (up to rounding).
+
+    Raises
+    ------
+    ValueError
+        If ε is not positive, δ is outside (0, 1), or no positive ρ meets (ε, δ).
+
+    Notes
+    -----
+    For each α, ρ ≤ (ε − penalty(α))/α keeps ε(α) ≤ ε; this returns the maximum over the
+    α searched (attained at one α, so the guarantee holds exactly for that α).
 
     Examples
     --------
@@ -121,23 +150,102 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
 
 
 def zcdp_epsilon_classical(rho: float, delta: float) -> float:
-    """ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3]: valid, looser than
-    :func:`zcdp_epsilon`; for comparison only."""
+    """ρ + 2√(ρ·log(1/δ)): valid, looser than :func:`zcdp_epsilon`; for comparison only.
+
+    Parameters
+    ----------
+    rho : float
+        The zCDP parameter.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        The classical ε.
+
+    Raises
+    ------
+    ValueError
+        If δ is outside (0, 1).
+
+    References
+    ----------
+    Bun & Steinke (2016), *Concentrated Differential Privacy*, Prop. 1.3.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import zcdp_epsilon_classical
+    >>> round(zcdp_epsilon_classical(0.5, 1e-6), 4)
+    5.7565
+    """
     delta = _check_delta(delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
 def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
-    """Δ₂²/(2σ²): the zCDP of (discrete) Gaussian noise of scale σ on a statistic of ℓ₂
-    sensitivity Δ₂ [Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020,
-    Theorem 4]."""
+    """Δ₂²/(2σ²): the zCDP of (discrete) Gaussian noise of scale σ on a statistic of ℓ₂ sensitivity Δ₂.
+
+    Parameters
+    ----------
+    sensitivity_l2 : float
+        Δ₂ ≥ 0.
+    sigma : float
+        σ > 0.
+
+    Returns
+    -------
+    float
+        ρ.
+
+    Raises
+    ------
+    ValueError
+        If σ is not positive or Δ₂ is negative.
+
+    References
+    ----------
+    Bun & Steinke (2016), Prop. 1.6; Canonne, Kamath & Steinke (2020), Theorem 4.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import gaussian_rho
+    >>> gaussian_rho(1.0, 1.0)
+    0.5
+    """
     if not (sigma > 0 and sensitivity_l2 >= 0):
         raise ValueError("sigma must be positive and the sensitivity non-negative")
     return sensitivity_l2**2 / (2.0 * sigma**2)
 
 
 def pure_rho(epsilon: float) -> float:
-    """ε²/2: what a pure ε-DP mechanism costs in zCDP [Bun & Steinke 2016, Prop. 1.4]."""
+    """ε²/2: what a pure ε-DP mechanism costs in zCDP.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε ≥ 0, finite.
+
+    Returns
+    -------
+    float
+        ρ.
+
+    Raises
+    ------
+    ValueError
+        If ε is negative or not finite.
+
+    References
+    ----------
+    Bun & Steinke (2016), Prop. 1.4.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import pure_rho
+    >>> pure_rho(1.0)
+    0.5
+    """
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError("epsilon must be a finite number >= 0")
     return epsilon * epsilon / 2.0

@@ -28,7 +28,18 @@ _installs: Counter[str] = Counter()
 
 
 def random_bytes(n: int) -> bytes:
-    """``n`` random bytes: :func:`os.urandom` unless a test installed a seeded source."""
+    """``n`` random bytes: :func:`os.urandom` unless a test installed a seeded source.
+
+    Parameters
+    ----------
+    n : int
+        Number of bytes.
+
+    Returns
+    -------
+    bytes
+        The bytes.
+    """
     gen = _seeded
     if gen is None:
         return os.urandom(n)
@@ -37,7 +48,18 @@ def random_bytes(n: int) -> bytes:
 
 
 def randbelow(n: int) -> int:
-    """A uniform integer in ``[0, n)``: :func:`secrets.randbelow` unless a test seeded."""
+    """A uniform integer in ``[0, n)``: :func:`secrets.randbelow` unless a test seeded.
+
+    Parameters
+    ----------
+    n : int
+        The bound, > 0.
+
+    Returns
+    -------
+    int
+        The draw.
+    """
     gen = _seeded
     if gen is None:
         return secrets.randbelow(n)
@@ -46,17 +68,30 @@ def randbelow(n: int) -> int:
 
 
 def generator() -> np.random.Generator:
-    """A new NumPy generator seeded with 128 bits from :func:`random_bytes`, for draws
-    that are not a privacy mechanism (tie-breaks, Monte Carlo, the pairs served)."""
+    """A new NumPy generator seeded with 128 bits from :func:`random_bytes`.
+
+    Returns
+    -------
+    numpy.random.Generator
+        For draws that are not a privacy mechanism (tie-breaks, Monte Carlo, the pairs
+        served).
+    """
     return np.random.default_rng(int.from_bytes(random_bytes(16), "little"))
 
 
 def seed(label: str) -> None:
     """Install a seeded source for tests, derived from ``label`` (e.g. a test's id).
 
-    Installing the same label again gives a different stream (the n-th install of a
-    label is seeded by ``label#n``), so a fixture set up twice in one process does not
-    draw the same ids twice; the sequence of installs decides every draw.
+    Parameters
+    ----------
+    label : str
+        The seed's label.
+
+    Notes
+    -----
+    Installing the same label again gives a different stream (the n-th install of a label
+    is seeded by ``label#n``), so a fixture set up twice in one process does not draw the
+    same ids twice; the sequence of installs decides every draw.
     """
     global _seeded
     with _lock:
