@@ -35,15 +35,51 @@ _BLOCK_CELLS = 4_000_000
 
 
 def pair_index(i: NDArray[np.integer], j: NDArray[np.integer]) -> NDArray[np.int64]:
-    """The pair (i, j), i < j, as one number b(b − 1)/2 + a (colexicographic: adding
-    items appends pairs, so an index never changes as a survey grows)."""
+    """The pair (i, j), i < j, as one number b(b − 1)/2 + a (colexicographic).
+
+    Parameters
+    ----------
+    i, j : numpy.ndarray of int
+        Pairs with i < j.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Their indices: adding items appends pairs, so an index never changes as a survey
+        grows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.clusters import pair_index
+    >>> pair_index(np.array([0, 0, 1]), np.array([1, 2, 2])).tolist()
+    [0, 1, 2]
+    """
     a = np.asarray(i, dtype=np.int64)
     b = np.asarray(j, dtype=np.int64)
     return b * (b - 1) // 2 + a
 
 
 def pair_ends(index: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The inverse of :func:`pair_index`: (i, j) with i < j."""
+    """The inverse of :func:`pair_index`: (i, j) with i < j.
+
+    Parameters
+    ----------
+    index : numpy.ndarray of int
+        Pair indices.
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        (i, j).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.clusters import pair_ends
+    >>> [a.tolist() for a in pair_ends(np.array([0, 1, 2]))]
+    [[0, 0, 1], [1, 2, 2]]
+    """
     e = np.asarray(index, dtype=np.int64)
     b = np.floor((1.0 + np.sqrt(1.0 + 8.0 * e.astype(np.float64))) / 2.0).astype(np.int64)
     b -= b * (b - 1) // 2 > e  # rounding of the square root, either way

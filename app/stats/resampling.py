@@ -136,8 +136,31 @@ def heterogeneous_population(
     tau: float,
     rng: np.random.Generator,
 ) -> Population:
-    """A simulated population with respondent-level random effects: respondent r
-    answers k random distinct pairs by BTL with scores θ + τ·u_r, u_r ~ N(0, I)."""
+    """A simulated population with respondent-level random effects.
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The population's scores θ.
+    n_respondents : int
+        Respondents in the population.
+    pairs_per_respondent : int
+        k: the random distinct pairs each respondent answers.
+    tau : float
+        τ ≥ 0.
+    rng : numpy.random.Generator
+        The simulation's generator.
+
+    Returns
+    -------
+    Population
+        Respondent r answers its k pairs by BTL with scores θ + τ·u_r, u_r ~ N(0, I).
+
+    Raises
+    ------
+    ValueError
+        If k is out of range or τ is negative.
+    """
     theta = np.asarray(theta, dtype=float)
     m = theta.size
     pi, pj = all_pairs(m)
@@ -201,6 +224,31 @@ def coverage(
 ) -> Coverage:
     """Draw surveys from ``population``, fit, and count intervals covering its estimand.
 
+    Parameters
+    ----------
+    population : Population
+        The finite population.
+    n_respondents : int
+        L, drawn with replacement per survey.
+    epsilon : float or array_like
+        The respondents' ε.
+    replications : int
+        Surveys drawn.
+    rng : numpy.random.Generator
+        The simulation's generator.
+    pairs_per_respondent : int, optional
+        k of each respondent's comparisons drawn at random (None: all).
+    level : float, default 0.95
+        Nominal level of the intervals.
+
+    Returns
+    -------
+    Coverage
+        The shares of ``cluster``, ``model`` and ``naive`` intervals covering the
+        estimand, over the surveys that got intervals, and the share ``refused``.
+
+    Notes
+    -----
     ``cluster`` uses the respondents as clusters (the service's default: the robust
     sandwich, or below its threshold the worst-case bound); ``model`` takes answers as
     independent; ``naive`` is θ̌ ± z·se from the inverse Fisher information, ignoring
@@ -226,9 +274,11 @@ def coverage(
        at the respondent's ε (:meth:`Population.sample`); then the service's fit and
        intervals, and whether each interval covers the estimand.
 
-    References: Liang & Zeger (1986), Biometrika 73(1), and Cameron & Miller (2015),
-    J. Human Resources 50(2), for the cluster-robust sandwich; Efron & Tibshirani (1993)
-    §6 for resampling a finite population as its own model.
+    References
+    ----------
+    Liang & Zeger (1986), Biometrika 73(1), and Cameron & Miller (2015), J. Human
+    Resources 50(2), for the cluster-robust sandwich; Efron & Tibshirani (1993) §6 for
+    resampling a finite population as its own model.
     """
     truth = population.estimand(pairs_per_respondent)
     m = population.n_items

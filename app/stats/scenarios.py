@@ -195,14 +195,40 @@ def run_scenario(
     progress: Callable[[dict], None] | None = None,
     cells: Iterable[dict] | None = None,
 ) -> ScenarioResult:
-    """Run scenario ``key`` ("I" … "V"); ``replications=None`` uses the paper's count.
+    """Run scenario ``key`` ("I" … "V") of the paper's simulation study.
 
-    Each cell draws from its own stream, ``SeedSequence(seed).spawn`` by cell
-    position in the whole grid, so a cell's numbers do not depend on which other
-    cells ran. ``cells`` runs part of the grid: the cells matching any of the given
-    dicts on the parameters it names (``{"L": 100}`` selects every cell at L = 100;
-    the shared parameter, Scenario V's ``method``, is always evaluated whole), with
-    the numbers the whole grid gives them.
+    Parameters
+    ----------
+    key : str
+        The scenario, "I" … "V" (:data:`SCENARIOS`).
+    replications : int, optional
+        Replicates per cell, at least 2; None uses the paper's count.
+    seed : int, default 20241121
+        Seed of the whole grid.
+    progress : callable, optional
+        Called with each finished cell's row.
+    cells : iterable of dict, optional
+        Runs part of the grid: the cells matching any of the given dicts on the parameters
+        it names (``{"L": 100}`` selects every cell at L = 100; the shared parameter,
+        Scenario V's ``method``, is always evaluated whole), with the numbers the whole
+        grid gives them.
+
+    Returns
+    -------
+    ScenarioResult
+        Per-cell means and Monte Carlo standard errors of each metric.
+
+    Raises
+    ------
+    ValueError
+        With fewer than 2 replications, or ``cells`` naming a parameter or cell the
+        scenario does not have.
+
+    Notes
+    -----
+    Each cell draws from its own stream, ``SeedSequence(seed).spawn`` by cell position in
+    the whole grid, so a cell's numbers do not depend on which other cells ran
+    (docs/estimator.md §9).
     """
     sc = SCENARIOS[key]
     reps = sc.replications if replications is None else int(replications)
