@@ -58,8 +58,25 @@ def _triu(m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 
 
 def pair_index(i: ArrayLike, j: ArrayLike, m: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """The index of each pair {i, j} in ``np.triu_indices(m, 1)`` order, and whether i < j
-    (an answer z on (i, j) counts as z for the pair when it is, as 1 − z when not).
+    """The index of each pair {i, j} in ``np.triu_indices(m, 1)`` order, and whether i < j.
+
+    Parameters
+    ----------
+    i, j : array_like of int
+        Two different items in range per pair.
+    m : int
+        Items.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (index, forward): an answer z on (i, j) counts as z for the pair when i < j, as
+        1 − z when not.
+
+    Raises
+    ------
+    ValueError
+        If a pair is not two different items in range.
 
     Examples
     --------
@@ -220,14 +237,37 @@ def pairwise_goal_status(
     previous: PairwiseGoalStatus | None = None,
     transitive: bool = False,
 ) -> PairwiseGoalStatus:
-    """The goal (``top_k``: the majority top-K; None: the majority ranking) checked
-    against the pair sequences: certified from direct pairwise statements, valid for
-    any population. ``transitive=True`` closes the relation transitively instead, which
-    is valid only under weak stochastic transitivity (docs/uncertainty.md §9).
+    """The goal checked against the pair sequences, certified from direct pairwise statements.
 
-    ``previous`` (the last status, same level, goal and ``transitive``) intersects each
-    pair's bounds with its earlier ones: the guarantee stays, and the goal once met
-    stays met; its fit, when it has one, starts this one's.
+    Parameters
+    ----------
+    seqs : PairSequences
+        The pairs' running sums.
+    level : float
+        Confidence level of the certificate.
+    top_k : int, optional
+        The majority top-K; None: the majority ranking.
+    rho : float, default RHO_ANSWERS
+        The mixture's ρ in effective answers.
+    previous : PairwiseGoalStatus, optional
+        The last status (same level, goal and ``transitive``): each pair's bounds are
+        intersected with its earlier ones, so the guarantee stays and the goal once met
+        stays met; its fit, when it has one, starts this one's.
+    transitive : bool, default False
+        Close the relation transitively instead, which is valid only under weak
+        stochastic transitivity (docs/uncertainty.md §9).
+
+    Returns
+    -------
+    PairwiseGoalStatus
+        The certified relation, resolved items, the drawer's order and whether the goal
+        is met (or ``unreachable``). Without closure it is valid for any population.
+
+    Raises
+    ------
+    ValueError
+        If ``top_k`` is out of range, or ``previous`` was computed for another goal,
+        level, ρ or number of items.
 
     Examples
     --------
@@ -272,9 +312,34 @@ def restored_status(
     score: NDArray[np.float64],
     rho: float = RHO_ANSWERS,
 ) -> PairwiseGoalStatus:
-    """The status :func:`pairwise_goal_status` (without closure) returned with these
-    intersected bounds and fit, rebuilt from them without fitting again (O(m²)), for a
-    service reading a stored state per request."""
+    """The status :func:`pairwise_goal_status` (without closure) returned with these bounds and fit.
+
+    Parameters
+    ----------
+    seqs : PairSequences
+        The pairs' running sums.
+    level : float
+        Confidence level.
+    top_k : int or None
+        The goal.
+    lower, upper : numpy.ndarray of float64
+        The stored intersected bounds per pair.
+    score : numpy.ndarray of float64
+        The stored BTL fit.
+    rho : float, default RHO_ANSWERS
+        The mixture's ρ.
+
+    Returns
+    -------
+    PairwiseGoalStatus
+        Rebuilt without fitting again (O(m²)), for a service reading a stored state per
+        request.
+
+    Raises
+    ------
+    ValueError
+        If the stored arrays do not fit the number of items.
+    """
     m = seqs.n_items
     if lower.shape != (seqs.n_pairs,) or upper.shape != lower.shape or score.shape != (m,):
         raise ValueError("the stored arrays do not fit the number of items")
@@ -367,24 +432,49 @@ def draw_pairwise_respondent(
     explore: float = 0.05,
     rule: Literal["least", "width"] = "least",
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Up to ``count`` pairs (i, j) for one respondent, every one counting, on items the
-    respondent has not answered about (``answered``: a mask over the items) and
-    disjoint from each other, chosen from ``status`` alone (answers given before).
+    """Up to ``count`` pairs (i, j) for one respondent, every one counting, chosen from ``status`` alone.
 
-    Each pair is, with probability ``explore``, uniform over the pairs of items still
-    free for the respondent (exploration: no item starves); otherwise the first free
-    pair of the candidates — the uncertified pairs across the estimated top-K's
-    boundary (the first K of ``status.order``; whole ranking: between neighbours in
-    it), or when there are none, any uncertified pair (none when the goal is
-    ``unreachable``); with a ``transitive`` status
-    only pairs with an item in doubt, which closure cannot settle otherwise (without
-    closure each member must beat each non-member directly: every uncertified pair
-    across the boundary is needed) — ordered by ``rule``: ``least``
-    answered first (``answers``: the pairs' counts, which the call increments for the
-    pairs it returns, so that callers serving several respondents spread them; ties at
-    random), or ``width``: drawn with probability proportional to the pair's width
-    (upper − lower bound). Returns fewer pairs when no candidate is free, none once the
-    goal is met.
+    Parameters
+    ----------
+    status : PairwiseGoalStatus
+        The goal's status (answers given before).
+    answered : array_like of bool (m,)
+        The items the respondent has answered about; pairs are on other items, disjoint
+        from each other.
+    count : int
+        The most pairs, ≥ 0.
+    rng : numpy.random.Generator
+        The draws' generator.
+    answers : array_like of int, optional
+        The pairs' counts, which the call increments for the pairs it returns, so that
+        callers serving several respondents spread them.
+    explore : float, default 0.05
+        The probability, in [0, 1], that a pair is uniform over the pairs of items still
+        free for the respondent (exploration: no item starves).
+    rule : {"least", "width"}, default "least"
+        ``least`` answered first (ties at random), or ``width``: drawn with probability
+        proportional to the pair's width (upper − lower bound).
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        (i, j): fewer pairs when no candidate is free, none once the goal is met.
+
+    Raises
+    ------
+    ValueError
+        If ``answered`` has not one flag per item, ``explore`` is outside [0, 1],
+        ``count`` is negative, or ``rule`` is unknown.
+
+    Notes
+    -----
+    Otherwise than exploring, a pair is the first free pair of the candidates — the
+    uncertified pairs across the estimated top-K's boundary (the first K of
+    ``status.order``; whole ranking: between neighbours in it), or when there are none,
+    any uncertified pair (none when the goal is ``unreachable``); with a ``transitive``
+    status only pairs with an item in doubt, which closure cannot settle otherwise
+    (without closure each member must beat each non-member directly: every uncertified
+    pair across the boundary is needed) — ordered by ``rule``.
 
     Examples
     --------
@@ -466,15 +556,52 @@ def simulate_pairwise_goal(
     rule: Literal["least", "width"] = "least",
     transitive: bool = False,
 ) -> GoalRun:
-    """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate: new
-    respondents, each served up to ``pairs_per_respondent`` disjoint pairs by
-    :func:`draw_pairwise_respondent` (``adaptive``) or uniform disjoint pairs
-    (``balanced``: ``explore`` = 1), true BTL answers randomized at ``epsilon``
-    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1)) or answers from a
-    :class:`~app.stats.simulation.Population`, the goal checked after every ``batch``
-    answers (default max(m, 50)) or every 2% of the answers so far when that is more.
-    All respondents of one batch are served from the status before it.
-    ``transitive=True`` certifies under closure (valid only under WST)."""
+    """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate.
+
+    Parameters
+    ----------
+    theta : array_like or Population
+        True BTL scores, or a :class:`~app.stats.simulation.Population`.
+    epsilon : float
+        ε of every answer.
+    level : float
+        Confidence level of the certificate.
+    strategy : {"adaptive", "balanced"}
+        ``adaptive``: pairs by :func:`draw_pairwise_respondent`; ``balanced``: uniform
+        disjoint pairs (``explore`` = 1).
+    rng : numpy.random.Generator
+        The simulation's generator.
+    top_k : int, optional
+        K; None: the whole ranking.
+    batch : int, optional
+        Answers between checks (default max(m, 50)).
+    max_answers : int, default 10000000
+        The cap.
+    tau : float, default 0.0
+        Respondent effects: with τ > 0 each respondent has its own scores θ + τ·N(0, 1).
+    pairs_per_respondent : int, default 10
+        The most disjoint pairs served to one respondent.
+    check : callable, optional
+        Called before each batch; may raise to stop the work.
+    explore : float, default 0.05
+        As in :func:`draw_pairwise_respondent`.
+    rule : {"least", "width"}, default "least"
+        As in :func:`draw_pairwise_respondent`.
+    transitive : bool, default False
+        Certify under closure (valid only under WST).
+
+    Returns
+    -------
+    GoalRun
+        As :func:`~app.stats.adaptive.simulate_goal`.
+
+    Notes
+    -----
+    New respondents, true BTL answers randomized at ``epsilon`` or answers from a
+    population, the goal checked after every ``batch`` answers or every 2% of the answers
+    so far when that is more. All respondents of one batch are served from the status
+    before it.
+    """
     theta, m = preferences(theta)
     batch = batch or max(m, 50)
     seqs = PairSequences(m)

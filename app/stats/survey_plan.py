@@ -172,29 +172,43 @@ def _tau_of(t: float) -> float:
 def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> tuple[float, list[float]]:
     """Method-of-moments estimate of the respondent random-effect scale τ, with an interval.
 
-    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first
-    order E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score
-    residual s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
-    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²:
-    one answer alone is Bernoulli whatever τ (its variance is p̄(1 − p̄) +
-    e^ε/(e^ε − 1)², Lemma 2), and two answers of one respondent covary only
-    when they share an item. Summing over respondents at θ = ``theta`` (the
-    fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The fit at which the moments are taken.
+    clusters : Clusters
+        The survey's comparisons with their respondents.
+    level : float, default 0.95
+        Level of the interval.
+
+    Returns
+    -------
+    tuple of (float, list of float)
+        τ̂ (capped at :data:`MAX_TAU`) and its interval. With one answer per respondent (or
+        one respondent) nothing separates a respondent effect from the answers' noise:
+        τ̂ = 0 with interval [0, MAX_TAU].
+
+    Notes
+    -----
+    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first order
+    E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score residual
+    s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
+    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²: one answer alone is
+    Bernoulli whatever τ (its variance is p̄(1 − p̄) + e^ε/(e^ε − 1)², Lemma 2), and two
+    answers of one respondent covary only when they share an item. Summing over
+    respondents at θ = ``theta`` (the fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
 
     The slopes there are the population's, which random effects flatten: with
     δ ~ N(0, s²), E σ(d + δ) ≈ σ(d/c), c = √(1 + πs²/8) (the logistic–normal
     approximation; Monahan & Stefanski 1992), so the fit estimates d/c and the
-    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c).
-    With s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4)
-    (capped at :data:`MAX_TAU`). Without that step the estimate is biased low
-    (τ = 1 came out as 0.74 on non-private data; with it, 0.99).
+    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c). With
+    s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4). Without that
+    step the estimate is biased low (τ = 1 came out as 0.74 on non-private data; with
+    it, 0.99).
 
-    The interval maps T ± z·se(T), se from the ratio estimator's linearization
-    over respondents (they are independent), through the same formula. At small
-    ε the answers' own noise dominates and the interval is wide.
-
-    With one answer per respondent (or one respondent) nothing separates a
-    respondent effect from the answers' noise: τ̂ = 0 with interval [0, MAX_TAU].
+    The interval maps T ± z·se(T), se from the ratio estimator's linearization over
+    respondents (they are independent), through the same formula. At small ε the
+    answers' own noise dominates and the interval is wide.
     """
     th = np.asarray(theta, dtype=np.float64)
     if clusters.n_clusters < 2 or clusters.i.size <= clusters.n_clusters:
@@ -220,7 +234,24 @@ def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> t
 
 
 def attenuation(tau: float) -> float:
-    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c (see :func:`estimate_tau`)."""
+    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c.
+
+    Parameters
+    ----------
+    tau : float
+        Respondent random-effect scale τ.
+
+    Returns
+    -------
+    float
+        c (see :func:`estimate_tau`).
+
+    Examples
+    --------
+    >>> from app.stats.survey_plan import attenuation
+    >>> attenuation(0.0)
+    1.0
+    """
     return math.sqrt(1.0 + math.pi * tau * tau / 4.0)
 
 
@@ -688,11 +719,38 @@ def respondents_to_certify(
 ) -> tuple[int | None, SurveyPlan, str | None]:
     """The fewest added respondents whose predicted P(certified) reaches ``target``.
 
-    Tries 0, then doubles from 10 until the target is met, then bisects to within
-    5%. Every candidate uses the same seed (common random numbers). Returns
-    (respondents, its plan, None), or (None, the plan at the largest size tried,
-    why the search stopped: ``"max_respondents"`` or ``"work"``, the bound
-    :data:`MAX_SURVEY_PLAN_WORK` on one call).
+    Parameters
+    ----------
+    design : SurveyDesign
+        The survey's actual comparisons.
+    theta : array_like (m,)
+        The scores taken as true.
+    k : int
+        The goal: the top ``k`` items certified.
+    target : float, default 0.8
+        Probability, in (0, 1).
+    max_added : int, default 100000
+        The most respondents added.
+    **options
+        The keyword arguments of :func:`plan_survey` (:class:`PlanOptions`).
+
+    Returns
+    -------
+    tuple of (int or None, SurveyPlan, str or None)
+        (respondents, its plan, None), or (None, the plan at the largest size tried, why
+        the search stopped: ``"max_respondents"`` or ``"work"``, the bound
+        :data:`MAX_SURVEY_PLAN_WORK` on one call).
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1) or ``max_added`` is negative, and as
+        :func:`plan_survey`.
+
+    Notes
+    -----
+    Tries 0, then doubles from 10 until the target is met, then bisects to within 5%.
+    Every candidate uses the same seed (common random numbers).
     """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
