@@ -446,7 +446,7 @@ def _chunks(values: list, size: int = _IN_CHUNK):
 
 #: Characters one CSV record (the header too) may take, in this import and the ballot
 #: import. csv.reader makes a field of every comma and holds the whole record: a body of
-#: commas became ~11 bytes of fields per byte of body (~3 GB for a 256 MiB import).
+#: commas turns into ~11 bytes of fields per byte of body (~3 GB for a 256 MiB import).
 MAX_RECORD_CHARS = 2**20
 
 

@@ -126,7 +126,7 @@ def test_the_prediction_of_a_refused_plan_is_stated(client, inline):
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ("epsilon=1,2&epsilon_weights=inf,1", "epsilon_weights must be finite"),  # was numpy's "pvals < 0"
+        ("epsilon=1,2&epsilon_weights=inf,1", "epsilon_weights must be finite"),  # not numpy's "pvals < 0"
         ("epsilon=1,2&epsilon_weights=nan,1", "epsilon_weights must be finite"),
         ("epsilon=1,2&epsilon_weights=0,0", "not all 0"),
         ("epsilon=1,2&epsilon_weights=1", "one per epsilon"),
