@@ -129,6 +129,12 @@ def positions_from_orders(orders: ArrayLike) -> NDArray[np.int64]:
     numpy.ndarray of int64
         The inverse permutation(s), of the shape of ``orders``.
 
+    Notes
+    -----
+    An ordering is the papers' φ⁻¹ / σ⁻¹; a position vector is the papers' rank vector
+    φ(𝓘ᵢ) − 1. The two coincide only for involutions, so every test uses non-involutive
+    examples (docs/README.md §2).
+
     Examples
     --------
     >>> from app.stats.rankings import positions_from_orders
