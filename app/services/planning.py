@@ -51,9 +51,10 @@ __all__ = [
 ]
 
 #: Seconds one simulated answer costs the planner of adaptive designs, at most (an upper
-#: bound on each cell's seconds per answer that ``python -m tests.benchmarks.bench_adaptive``
-#: prints, ``--sizes`` 2 to 1,000): a plan's worst case is every simulated survey running
-#: to ``max_answers``.
+#: bound on the run time per answer of the simulations ``python -m
+#: tests.benchmarks.bench_adaptive --sizes …`` runs, 2 to 1,000 items; each cell records
+#: its seconds, and ``--estimands`` prints them beside the answers): a plan's worst case is
+#: every simulated survey running to ``max_answers``.
 GOAL_PLAN_SECONDS_PER_ANSWER = 4e-5
 
 
@@ -73,8 +74,9 @@ def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
     is charged per simulated *respondent*, which may bring a single answer (a top 1 has
     one boundary pair per respondent): a draw among the C(m, 2) pairs, O(m²), plus its
     overhead, and a check, O(m²), every max(m, 50) answers: a fixed part plus one in m²,
-    an upper bound on the seconds per answer of ``python -m tests.benchmarks.bench_adaptive
-    --certificate pairwise --ks 1 --sizes …`` up to 300 items."""
+    an upper bound up to 300 items on the run time per answer of the pairwise simulations
+    of ``python -m tests.benchmarks.bench_adaptive --certificate pairwise --ks 1 --sizes …``
+    (one answer per respondent; each cell records its seconds)."""
     if certificate == "pairwise":
         return 1.5e-4 + 2e-8 * m * m
     return GOAL_PLAN_SECONDS_PER_ANSWER
