@@ -1,12 +1,12 @@
 """Admission: API requests run at most as many at a time as the database pool can
 serve, and the rest wait in a bounded queue on the event loop (ASGI middleware).
 
-An admitted request always finds a pooled connection and a thread, so concurrent
-requests never deadlock on each other's resources (:class:`Admission` says why);
-at most ``queue_limit`` wait per worker process (``PRIVRANK_MAX_QUEUE``), and one
-more is answered 503 at once. One connection of the pool is kept out of admission for
-the health probes, and at most :data:`MAX_RUNNING` requests run at once, well below
-AnyIO's 40 threads.
+An admitted request always finds a pooled connection and a thread, so no request holds
+a thread waiting for a connection, or a connection waiting for a thread, until the pool
+times out (:class:`Admission` says why); at most ``queue_limit`` wait per worker process
+(``PRIVRANK_MAX_QUEUE``), and one more is answered 503 at once. One connection of the
+pool is kept out of admission for the health probes, and at most :data:`MAX_RUNNING`
+requests run at once, well below AnyIO's 40 threads.
 """
 
 from __future__ import annotations

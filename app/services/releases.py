@@ -3,11 +3,11 @@
 A release runs one mechanism of :mod:`app.stats.central` on the survey's folded
 statistics and stores its output, which can be read again any number of times at no
 cost. The ledger is the table of releases, serialized per survey by a lock on the survey
-row. The budget is in person-level ε: an edge-DP release of ε costs L·ε (group
-privacy), an individual one ε; every tuning value (λ, γ, σ) depends on public
-configuration only (ε or ρ, L), so the argument holds for a person who changes how many
-answers they gave and the published ``parameters`` reveal nothing about the data. A zCDP
-survey sums person-level ρ instead (ρ, or L²ρ at edge level; ε²/2 for a pure release).
+row, so two concurrent requests cannot both fit into one remaining budget. The budget is
+in person-level ε: an edge-DP release of ε costs L·ε (group privacy), an individual one
+ε; every tuning value (λ, γ, σ) depends on public configuration only (ε or ρ, L), so the
+argument holds for a person who changes how many answers they gave, and the published
+``parameters`` reveal nothing. A zCDP survey sums person-level ρ (ρ, or L²ρ at edge level).
 """
 
 from __future__ import annotations
