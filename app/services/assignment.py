@@ -59,7 +59,7 @@ def _rng() -> np.random.Generator:
 
 def _ints(rows, width: int) -> NDArray[np.int64]:
     """Integer result rows as an (n, width) array (numpy probes a SQLAlchemy ``Row`` for
-    array attributes one by one: ``np.array(rows)`` is ~10× slower)."""
+    array attributes one by one: ``np.array(rows)`` is far slower)."""
     flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
     return flat.reshape(-1, width)
 
