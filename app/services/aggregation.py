@@ -369,7 +369,8 @@ def fold_soon(session: Session, survey_id: str) -> None:
 
     ``GET …/pairs`` of a goal survey reads the goal's state as last folded and never
     waits for a fold (a fold writes and commits): the request that notices pending
-    answers starts one, and later requests see its result. Errors are logged (the next request tries again)."""
+    answers starts one, and later requests see its result. Errors are logged (the next
+    request tries again)."""
     now = time.monotonic()
     with _FOLDING_LOCK:
         if survey_id in _FOLDING or now - _FOLDED_AT.get(survey_id, -math.inf) < FOLD_INTERVAL:
