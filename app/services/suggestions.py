@@ -1,13 +1,13 @@
 """Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
 
 **Unlinkable authorship** (docs/how-to/moderate.md, "Who suggested what cannot be told";
-docs/privacy.md §1). A suggestion or a flag is held until ``batch`` different respondents each have
-one, then published together in a random order with one time to the hour, so which of
-the k respondents sent which is a 1/k guess; nothing held or published names its author
-(:func:`_publish` gives what is stored and what the server still sees). **Flags**
-(:func:`flag_item`): once per respondent and item; enough of them send a suggested item
-back to review. **Moderation** ``before`` or ``after`` publication (:func:`_store`),
-with exact duplicates merged (:func:`same_key`) and near ones hinted (:func:`similar_labels`).
+docs/privacy.md §1). A suggestion or a flag is held until ``batch`` different
+respondents each have one, then published together in a random order with one time to
+the hour, so which of the k respondents sent which is a 1/k guess; nothing held or
+published names its author (:func:`_publish` gives what is stored and what the server
+still sees). **Flags** (:func:`flag_item`): once per respondent and item; enough of
+them send a suggested item back to review. **Moderation** ``before`` or ``after``
+publication (:func:`_store`), exact duplicates merged (:func:`same_key`), near ones hinted.
 """
 
 from __future__ import annotations
