@@ -53,8 +53,8 @@ def test_the_tables_and_figures_name_the_comparisons_per_pair(tmp_path, capsys, 
 
 
 def test_the_output_states_the_replicates_that_ran(capsys):
-    """A short run never quotes another run's replicate count (it used to print the
-    paper's 50 or 100 in the notes of a 10-replicate run)."""
+    """A short run never quotes another run's replicate count (such as the paper's 50 or
+    100 in the notes of a 10-replicate run)."""
     assert main(["simulate", "-s", "II", "-s", "IV", "--replications", "2", "--no-figures"]) == 0
     out = capsys.readouterr().out
     counts = re.findall(r"(\d+) replicates", out)

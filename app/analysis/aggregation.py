@@ -368,9 +368,9 @@ def fold_soon(session: Session, survey_id: str) -> None:
     ago; returns at once.
 
     ``GET …/pairs`` of a goal survey reads the goal's state as last folded and never
-    waits for a fold (a fold's write and commit cost 10–20 ms on PostgreSQL): the
-    request that notices pending answers starts one, and later requests see its
-    result. Errors are logged (the next request tries again)."""
+    waits for a fold (a fold writes and commits): the request that notices pending
+    answers starts one, and later requests see its result. Errors are logged (the next
+    request tries again)."""
     now = time.monotonic()
     with _FOLDING_LOCK:
         if survey_id in _FOLDING or now - _FOLDED_AT.get(survey_id, -math.inf) < FOLD_INTERVAL:

@@ -1,18 +1,12 @@
 """The cluster-robust sums of each survey, kept up to date from the answer log.
 
-Every fold logs its answers with their respondents (:class:`~app.core.db.models.AnswerLog`,
-at the version the fold gives the survey). :class:`AnswerLogStore` keeps, per survey,
-the :class:`~app.stats.clusters.ClusterMoments` of the folds it has read and, when
-asked for a version, reads only the folds after the last one it has: the moments are
-then exactly those of the pair statistics at that version (same folds), and reading a
-ranking's cluster-robust covariance costs O(new answers × their respondents' earlier
-answers + P² m) rather than a pass over every stored answer (docs/uncertainty.md §3,
-"Keeping the meat up to date as answers arrive"; capacity in docs/capacity.md).
-
-Kept in the :class:`~app.analysis.service.FitCache`'s memory budget, one state per
-survey, updated by one request at a time (a per-survey lock); the moments handed out
-are immutable, so a request keeps using the version it read while another advances
-the state.
+Every fold logs its answers with their respondents (:class:`~app.core.db.models.AnswerLog`, at
+the version the fold gives the survey). :class:`AnswerLogStore` keeps, per survey, the
+:class:`~app.stats.clusters.ClusterMoments` of the folds it has read and reads only the
+folds after the last one it has: the moments are exactly those of the pair statistics at
+that version, and a ranking's cluster-robust covariance costs O(new answers × their
+respondents' earlier answers + P² m) rather than a pass over every stored answer
+(docs/uncertainty.md §3, "Keeping the meat up to date as answers arrive"; docs/capacity.md).
 """
 
 from __future__ import annotations
@@ -108,7 +102,12 @@ class _State:
 
 
 class AnswerLogStore:
-    """Per survey, the :class:`~app.stats.clusters.ClusterMoments` of the logged folds."""
+    """Per survey, the :class:`~app.stats.clusters.ClusterMoments` of the logged folds.
+
+    Kept in the :class:`~app.analysis.service.FitCache`'s memory budget, one state per
+    survey, updated by one request at a time (a per-survey lock); the moments handed out
+    are immutable, so a request keeps using the version it read while another advances
+    the state."""
 
     def __init__(self, lru: ByteLRU) -> None:
         self._lru = lru

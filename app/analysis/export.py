@@ -1,19 +1,12 @@
 """The releasable data: privatized comparisons as CSV.
 
-Columns: ``respondent`` (the id returned at registration, or the pseudonym an
-import created), ``item_a``, ``item_b`` (item ids, in the stored orientation),
-``winner`` (the reported — privatized — winner), ``epsilon``, ``z`` (the
-debiased value of eq. (1), oriented towards ``item_a``) and ``created_at``
-(UTC, ISO 8601, rounded down to the hour). Floats are written with ``repr`` so they
-round-trip exactly. ``app.stats.fit_debiased_mle`` on these rows reproduces the
-service's ranking.
-
-**No arrival order.** Answers are listed hour by hour and, within an hour, respondent by
-respondent (then by pair): neither their times nor their order says which respondent
-answered just before another, or just before an item was first served — the alignment
-that would otherwise narrow down who completed a batch of suggestions
-(:mod:`app.participation.suggestions`). An hour with more than :data:`HOUR_BLOCK` answers is
-sorted in blocks of that many, so that the work per block stays bounded.
+Columns: ``respondent`` (the id returned at registration, or the pseudonym an import
+created), ``item_a``, ``item_b`` (item ids, in the stored orientation), ``winner`` (the
+reported — privatized — winner), ``epsilon``, ``z`` (the debiased value of eq. (1),
+oriented towards ``item_a``) and ``created_at`` (UTC, ISO 8601, rounded down to the
+hour). Floats are written with ``repr`` so they round-trip exactly;
+``app.stats.fit_debiased_mle`` on these rows reproduces the service's ranking. Rows
+carry no arrival order (:func:`iter_comparison_rows`).
 """
 
 from __future__ import annotations
@@ -62,7 +55,13 @@ def iter_comparison_rows(session: Session, survey_id: str, chunk: int = 5000) ->
     """The comparisons export's rows (:data:`CSV_COLUMNS`), typed — ``epsilon`` and ``z`` floats,
     ``created_at`` a UTC datetime rounded down to the hour — in batches of at most ``chunk``,
     streaming from the database; within an hour (or a block of :data:`HOUR_BLOCK`), ordered
-    by respondent and pair, not by arrival."""
+    by respondent and pair, not by arrival.
+
+    Neither the rows' times nor their order says which respondent answered just before
+    another, or just before an item was first served — the alignment that would
+    otherwise narrow down who completed a batch of suggestions
+    (:mod:`app.participation.suggestions`). An hour with more than :data:`HOUR_BLOCK` answers
+    is sorted in blocks of that many, so that the work per block stays bounded."""
     item_a, item_b = aliased(Item), aliased(Item)
     query = (
         select(

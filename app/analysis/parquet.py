@@ -1,15 +1,13 @@
 """The exports as Parquet: the same rows as the CSVs, with column types.
 
-pyarrow is an optional extra (``pip install 'privrank[parquet]'``); without it the
-Parquet exports are refused with :class:`ParquetUnavailable` (501) and the CSVs still
-work. The rows arrive in batches (:func:`app.analysis.export.iter_comparison_rows` and
-the like, streaming from the database) and each batch is written as one row group
-(``pyarrow.parquet.ParquetWriter``), so memory holds one batch at a time.
-
-Types: identifiers and labels ``string``; ``epsilon`` and ``z`` ``double``;
-``position`` ``int64``; times ``timestamp[us, tz=UTC]`` (``approved_at`` null for an
-item never approved). The ``ranking`` column is the CSV's text (item ids best → worst,
-joined by ``>``), so both files hold the same values row for row.
+pyarrow is an optional extra (``pip install 'privrank[parquet]'``); without it the Parquet
+exports are refused with :class:`ParquetUnavailable` (501) and the CSVs still work. Each
+batch of rows (:func:`app.analysis.export.iter_comparison_rows` and the like, streaming
+from the database) is written as one row group, so memory holds one batch at a time.
+Types: identifiers and labels ``string``; ``epsilon`` and ``z`` ``double``; ``position``
+``int64``; times ``timestamp[us, tz=UTC]`` (``approved_at`` null for an item never
+approved). The ``ranking`` column is the CSV's text (item ids best → worst, joined by
+``>``), so both files hold the same values row for row.
 """
 
 from __future__ import annotations

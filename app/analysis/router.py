@@ -368,8 +368,8 @@ async def _import(
 ) -> ImportOut:
     """Run a bulk import (``importer``: the service's) on the request's CSV body."""
     raw = await request.body()
-    # Decoded as it is parsed (a wrapper over the body's own buffer): a 250 MiB body used
-    # to be held three times over, as bytes, as text and as a StringIO's copy (~6.7×).
+    # Decoded as it is parsed (a wrapper over the body's own buffer), so that a body is not
+    # held three times over, as bytes, as text and as a StringIO's copy.
     text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig", newline="")
     del raw
     survey = await run_in_threadpool(get_survey, session, survey_id)

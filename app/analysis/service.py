@@ -1,31 +1,12 @@
 """Rankings, uncertainty and diagnostics from the folded statistics.
 
-Fits are cached by (survey, method, λ, number of items, data version) and
-warm-started from the previous θ̂ of the same survey when new answers arrive;
-the level-free part of their intervals (centre, covariance: docs/uncertainty.md §6,
-"Cost") and the draws of their rank summaries once per fit, the intervals per
-(confidence level, uncertainty, covariance) and their rank summaries per level and k,
-all in one memory budget (:class:`FitCache`, least recently used evicted first, by bytes).
-
-**Bounded work.** With m items and N stored comparisons of a survey:
-
-* the fit reads the per-pair statistics (O(pairs)); the solver's work grows with the
-  pairs. The cluster-robust sums come from the answer log, read from the last fold seen
-  (:mod:`app.analysis.answer_log`: O(new answers × their respondents' earlier answers));
-  their meat costs O(P² m) up to ``MOMENTS_MAX_ITEMS`` items and O(N) beyond;
-* intervals (m ≤ ``MAX_ITEMS_COVARIANCE``) cost O(m³ + N) — a few m×m
-  factorizations and at most m/2 second-order correction steps of O(m²) each; rank
-  summaries O(m² + 4,000·m); the graph diagnostics O(m³) once per fit;
-* the bootstrap costs ``replicates`` × (N + a refit), plus O(m³) per replicate
-  for ``covariance=model``; ``replicates`` is at most ``BOOTSTRAP_MAX_REPLICATES``
-  and a request whose predicted work (:func:`bootstrap_seconds`) is far beyond
-  the time budget is refused before it starts;
-* every long step runs under a :class:`~app.core.deadline.Deadline` (the
-  ``PRIVRANK_ANALYSIS_SECONDS`` budget, the client's disconnection, shutdown),
-  checked between replicates and between the interval computation's steps;
-* confidence levels are taken from :data:`LEVELS` (52 values), so a client cannot
-  mint unboundedly many cached summaries per survey version, and the cache never
-  holds more than its byte budget (``PRIVRANK_ANALYSIS_CACHE_MB``).
+Fits are cached by (survey, method, λ, number of items, data version) and warm-started
+from the previous θ̂ of the same survey when new answers arrive; the level-free part of
+their intervals (centre, covariance: docs/uncertainty.md §6, "Cost") and the draws of
+their rank summaries once per fit, the intervals per (confidence level, uncertainty,
+covariance) and their rank summaries per level and k, all in one memory budget
+(:class:`FitCache`, least recently used evicted first, by bytes). :func:`ranking` answers
+``GET …/ranking``; its docstring bounds the work of each step.
 """
 
 from __future__ import annotations
@@ -112,9 +93,8 @@ BOOTSTRAP_MAX_COMPARISONS = 200_000
 BOOTSTRAP_REPLICATES = 200
 BOOTSTRAP_MIN_REPLICATES = 20
 BOOTSTRAP_MAX_REPLICATES = 2000
-#: Predicted cost of one bootstrap replicate, measured on a 2-core machine with one
-#: BLAS thread (2,000 items, 100,000 comparisons from 1,000 respondents: 23 ms per
-#: replicate resampling respondents, 0.53 s re-simulating answers). Per comparison
+#: Predicted cost of one bootstrap replicate with one BLAS thread, fitted to replicates
+#: at 2,000 items and 100,000 comparisons from 1,000 respondents. Per comparison
 #: (resampling, reduction to pairs, the warm-started refit) and per m³ (the m×m
 #: pseudo-inverse of each parametric replicate). They are lower bounds in practice,
 #: and a request is refused only when the prediction exceeds
@@ -1002,7 +982,29 @@ def ranking(
     deadline: Deadline | None = None,
 ) -> RankingOut:
     """The ``GET …/ranking`` answer: items by rank with uncertainty, top-K, tied
-    groups, and diagnostics. ``deadline`` bounds the long steps (module doc)."""
+    groups, and diagnostics. ``deadline`` bounds the long steps.
+
+    **Bounded work.** With m items and N stored comparisons of a survey:
+
+    * the fit reads the per-pair statistics (O(pairs)); the solver's work grows with the
+      pairs. The cluster-robust sums come from the answer log, read from the last fold
+      seen (:mod:`app.analysis.answer_log`: O(new answers × their respondents' earlier
+      answers)); their meat costs O(P² m) up to ``MOMENTS_MAX_ITEMS`` items and O(N)
+      beyond;
+    * intervals (m ≤ ``MAX_ITEMS_COVARIANCE``) cost O(m³ + N) — a few m×m
+      factorizations and at most m/2 second-order correction steps of O(m²) each; rank
+      summaries O(m² + 4,000·m); the graph diagnostics O(m³) once per fit;
+    * the bootstrap costs ``replicates`` × (N + a refit), plus O(m³) per replicate for
+      ``covariance=model``; ``replicates`` is at most ``BOOTSTRAP_MAX_REPLICATES`` and a
+      request whose predicted work (:func:`bootstrap_seconds`) is far beyond the time
+      budget is refused before it starts;
+    * every long step runs under a :class:`~app.core.deadline.Deadline` (the
+      ``PRIVRANK_ANALYSIS_SECONDS`` budget, the client's disconnection, shutdown),
+      checked between replicates and between the interval computation's steps;
+    * confidence levels are taken from :data:`LEVELS` (52 values), so a client cannot
+      mint unboundedly many cached summaries per survey version, and the cache never
+      holds more than its byte budget (``PRIVRANK_ANALYSIS_CACHE_MB``).
+    """
     deadline = deadline or Deadline.none()
     require_local(survey)
     level = _check(method, lam, level, uncertainty, covariance)

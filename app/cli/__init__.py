@@ -751,4 +751,3 @@ def run() -> int:
     except BrokenPipeError:  # e.g. `privrank simulate | head`
         sys.stderr.close()
         return 0
-

@@ -2,23 +2,9 @@
 for pandas and R.
 
 It talks to a running service over HTTP with an admin or analyst key, like ``privrank
-plan --survey``, and writes into one directory:
-
-* ``items.csv`` — ``GET …/items.csv`` (or ``.parquet``);
-* ``comparisons.csv`` (local pairwise surveys) or ``rankings.csv`` (ranking surveys) —
-  the privatized data, ``GET …/comparisons.csv`` / ``…/rankings.csv``; a central-model
-  survey has none (its true answers never leave the service);
-* ``ranking.csv`` — the current ranking, one row per item: ``GET …/ranking`` (the
-  debiased MLE for pairwise surveys, the Borda consensus for ranking surveys) or, for a
-  central-model survey, its newest release (``GET …/releases``);
-* ``README.txt`` — what each file and column holds and how to load them.
-
-With ``--format parquet`` the data files are the service's Parquet exports and
-``ranking.parquet`` is written here (pyarrow, the ``privrank[parquet]`` extra). Downloads
-go to ``*.part`` files, all renamed once every one is complete (an export that fails
-half-way leaves no file of it, nor a mix of new and older files); nothing is overwritten
-without ``--force`` (checked before anything is fetched). Redirects are not followed: the
-key would go with them, to wherever the answer points.
+plan --survey``, and writes the items, the privatized data (none for a central-model
+survey) and the current ranking into one directory, with a ``README.txt`` saying how to
+load them (:func:`export_survey` lists the files), as CSV or Parquet (``--format``).
 """
 
 from __future__ import annotations
@@ -214,7 +200,26 @@ def _readme(
 def export_survey(
     server: str, key: str, survey_id: str, out_dir: Path, fmt: str = "csv", force: bool = False
 ) -> list[Path]:
-    """Write the export; the files written. :class:`ExportError` with a one-line reason."""
+    """Write the export; the files written. :class:`ExportError` with a one-line reason.
+
+    Into ``out_dir``:
+
+    * ``items.csv`` — ``GET …/items.csv`` (or ``.parquet``);
+    * ``comparisons.csv`` (local pairwise surveys) or ``rankings.csv`` (ranking surveys)
+      — the privatized data, ``GET …/comparisons.csv`` / ``…/rankings.csv``; a
+      central-model survey has none (its true answers never leave the service);
+    * ``ranking.csv`` — the current ranking, one row per item: ``GET …/ranking`` (the
+      debiased MLE for pairwise surveys, the Borda consensus for ranking surveys) or, for
+      a central-model survey, its newest release (``GET …/releases``);
+    * ``README.txt`` — what each file and column holds and how to load them.
+
+    With ``fmt="parquet"`` the data files are the service's Parquet exports and
+    ``ranking.parquet`` is written here (pyarrow, the ``privrank[parquet]`` extra).
+    Downloads go to ``*.part`` files, all renamed once every one is complete (an export
+    that fails half-way leaves no file of it, nor a mix of new and older files); nothing
+    is overwritten without ``force`` (checked before anything is fetched). Redirects are
+    not followed: the key would go with them, to wherever the answer points.
+    """
     if fmt not in ("csv", "parquet"):
         raise ExportError("--format must be csv or parquet", 2)
     if not server.startswith(("http://", "https://")):

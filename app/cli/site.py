@@ -1,26 +1,12 @@
-"""The federated site's client: ``privrank site contribute``.
+"""The federated site's client: ``privrank site contribute`` (docs/federated.md §1, §5).
 
-A site holds rankings of a ranking survey's items that never leave it. Given the
-credential an admin handed it (``POST /v1/surveys/{id}/rounds``), it:
-
-1. reads the round's public parameters (``GET /v1/site``);
-2. loads its rankings file (PrefLib ``.soc``/``.soi``, or CSV), maps the
-   alternatives to the survey's items by label or id, and completes partial
-   rankings (unranked items below, uniformly shuffled; OS CSPRNG);
-3. creates an X25519 key pair (kept in a local state file, mode 0600, so a
-   re-run resumes) and registers the public key (``PUT /v1/site/key``);
-4. waits until every site has joined, derives one 32-byte seed per peer —
-   HKDF-SHA256 over the X25519 shared secret, salted with the round id and bound
-   to both site names — and expands the seeds into pairwise masks
-   (:func:`app.stats.federated.pairwise_mask`);
-5. computes its Borda or Lehmer message locally, adds the masks and uploads
-   only the masked message (``POST /v1/site/contribution``), declaring whether
-   it privatized its rankings (``--epsilon``) — recorded and shown with the round.
-
-The server sees public keys and masked messages; the masks cancel only in the
-sum over all sites. Optionally (``--epsilon``) each local ranking is first
-replaced by a Mallows synthetic ranking (ε-ranking DP), so that even the
-published consensus is a function of privatized data.
+A site holds rankings of a ranking survey's items that never leave it. :func:`contribute`
+reads the round's public parameters, maps and completes its rankings, agrees a pairwise
+seed with every other site (X25519, HKDF-SHA256), and uploads only its Borda or Lehmer
+message masked with the pairwise masks. The server sees public keys and masked
+messages; the masks cancel only in the sum over all sites. Optionally (``--epsilon``)
+each local ranking is first replaced by a Mallows synthetic ranking (ε-ranking DP), so
+that even the published consensus is a function of privatized data.
 """
 
 from __future__ import annotations
@@ -369,7 +355,7 @@ def contribute(
     say=print,
     warn=None,
 ) -> int:
-    """The whole client flow (module doc). Returns an exit status: 0 contributed (or already,
+    """The whole client flow. Returns an exit status: 0 contributed (or already,
     from the same file and ε), 3 still waiting for other sites to join (re-run later: the key
     is kept), 4 this site's message was already computed from a different file or ε (the new
     input is not sent; ``warn`` — stderr by default — says so), 1 failure.
@@ -380,6 +366,23 @@ def contribute(
     a re-run sends exactly the same bytes. (Recomputing would draw fresh randomness —
     partial-ranking completion, tie-breaks, ``--epsilon`` — under the same masks, and
     anyone who saw both uploads could subtract them.)
+
+    The flow, given the credential an admin handed the site (``POST
+    /v1/surveys/{id}/rounds``):
+
+    1. read the round's public parameters (``GET /v1/site``);
+    2. load the rankings file (PrefLib ``.soc``/``.soi``, or CSV), map the alternatives
+       to the survey's items by label or id, and complete partial rankings (unranked
+       items below, uniformly shuffled; OS CSPRNG);
+    3. create an X25519 key pair (kept in the state file, mode 0600, so a re-run
+       resumes) and register the public key (``PUT /v1/site/key``);
+    4. wait until every site has joined, derive one 32-byte seed per peer — HKDF-SHA256
+       over the X25519 shared secret, salted with the round id and bound to both site
+       names — and expand the seeds into pairwise masks
+       (:func:`app.stats.federated.pairwise_mask`);
+    5. compute the Borda or Lehmer message locally, add the masks and upload only the
+       masked message (``POST /v1/site/contribution``), declaring whether the rankings
+       were privatized (``--epsilon``) — recorded and shown with the round.
     """
     if not server.startswith("https://") and not server.startswith(
         ("http://127.", "http://localhost", "http://[::1]")

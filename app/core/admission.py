@@ -1,22 +1,12 @@
 """Admission: API requests run at most as many at a time as the database pool can
 serve, and the rest wait in a bounded queue on the event loop (ASGI middleware).
 
-Why. A request's sync parts (dependencies, the endpoint, the session's close) run
-in AnyIO's thread pool, one pool call after another, and hold one pooled database
-connection from the first to the last. Without admission, N concurrent requests
-take every thread: some hold connections and wait for a thread to go on, the
-others hold threads and wait for a connection (the pool's ``pool_timeout``) — with
-N above threads + connections, every thread ended up waiting for a connection and
-the requests failed with 503 after the pool timeout although the database was
-healthy. Admitting at most ``capacity`` requests, where ``capacity`` is below both
-the pool's connections and the thread pool's tokens, means an admitted request
-always finds a connection and a thread: requests beyond it wait here, costing no
-thread and no connection, and are served in arrival order.
-
-Bounded. At most ``queue_limit`` requests wait per worker process; one more is
-answered at once with 503 and ``Retry-After: 1`` (``PRIVRANK_MAX_QUEUE``). One
-connection of the pool is kept out of admission for the health probes, and at most
-:data:`MAX_RUNNING` requests run at once, well below AnyIO's 40 threads.
+An admitted request always finds a pooled connection and a thread, so no request holds
+a thread waiting for a connection, or a connection waiting for a thread, until the pool
+times out (:class:`Admission` says why); at most ``queue_limit`` wait per worker process
+(``PRIVRANK_MAX_QUEUE``), and one more is answered 503 at once. One connection of the
+pool is kept out of admission for the health probes, and at most :data:`MAX_RUNNING`
+requests run at once, well below AnyIO's 40 threads.
 """
 
 from __future__ import annotations
@@ -115,7 +105,21 @@ _BUSY = json.dumps({"detail": "the server is busy: too many requests are waiting
 
 
 class Admission:
-    """Gate the API's paths (``prefixes``) through :class:`Slots`."""
+    """Gate the API's paths (``prefixes``) through :class:`Slots`.
+
+    A request's sync parts (dependencies, the endpoint, the session's close) run in
+    AnyIO's thread pool, one pool call after another, and hold one pooled database
+    connection from the first to the last. Without admission, N concurrent requests take
+    every thread: some hold connections and wait for a thread to go on, the others hold
+    threads and wait for a connection (the pool's ``pool_timeout``) — with N above
+    threads + connections, every thread ends up waiting for a connection and the
+    requests fail with 503 after the pool timeout although the database is healthy.
+    Admitting at most ``capacity`` requests, below both the pool's connections and the
+    thread pool's tokens, means an admitted request always finds a connection and a
+    thread: requests beyond it wait here, costing no thread and no connection, and are
+    served in arrival order. At most ``queue_limit`` requests wait per worker process;
+    one more is answered at once with 503 and ``Retry-After: 1``
+    (``PRIVRANK_MAX_QUEUE``)."""
 
     def __init__(self, app, slots: Slots, queue_limit: int, prefixes: tuple[str, ...] = ("/v1/",)) -> None:
         self.app = app

@@ -1,25 +1,12 @@
 """Large downloads (the CSV exports) that a slow client cannot use to stall the service.
 
-Streaming an export from the database while the client reads it would let the request
-keep its admission slot, a database connection and (on SQLite) an open read transaction
-for as long as the client took: a few clients that read the first kilobyte and stop
-would freeze every API call of a worker.
-
-So an export is written in one go, at database speed, into a temporary file (in
-memory up to :data:`SPOOL_MEMORY_BYTES`, then on disk: the exports hold only
-releasable, privatized data), inside the request's admission slot and connection like
-any other request. Then the request's connection is returned, its admission slot is
-released as the response starts, and the file is sent to the client at whatever pace
-it reads. What a slow client can still hold is bounded:
-
-* at most ``PRIVRANK_MAX_DOWNLOADS`` downloads per worker are being written or sent at
-  once (:class:`Downloads`); one more is answered 503 with ``Retry-After`` at once;
-* a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds (one chunk's
-  send waits that long for room in the connection's buffers), or that reads slower
-  than :data:`MIN_SEND_RATE` on average after that grace period, is dropped (the
-  response ends unfinished, the connection is closed, its slot freed): a download of
-  b bytes takes at most ``PRIVRANK_SEND_TIMEOUT`` + b / MIN_SEND_RATE, and a reader
-  that stops holds its slot for ``PRIVRANK_SEND_TIMEOUT`` once the buffers are full.
+Streaming an export from the database while the client reads it would hold an admission
+slot, a database connection and (on SQLite) a read transaction for as long as the client
+took. So an export is written in one go, at database speed, into a temporary file (in
+memory up to :data:`SPOOL_MEMORY_BYTES`, then on disk: the exports hold only releasable,
+privatized data) inside the request's slot and connection; then the connection is
+returned, the slot released as the response starts, and the file sent at the client's
+pace. What a slow client can still hold is bounded (:class:`Downloads`).
 """
 
 from __future__ import annotations
@@ -56,7 +43,19 @@ class Busy(TemporarilyUnavailable):
 
 
 class Downloads:
-    """At most ``capacity`` downloads of one worker being written or sent at once."""
+    """At most ``capacity`` downloads of one worker being written or sent at once.
+
+    What a slow client can still hold is bounded:
+
+    * at most ``PRIVRANK_MAX_DOWNLOADS`` downloads per worker are being written or sent
+      at once; one more is answered 503 with ``Retry-After`` at once;
+    * a client that reads nothing for ``PRIVRANK_SEND_TIMEOUT`` seconds (one chunk's
+      send waits that long for room in the connection's buffers), or that reads slower
+      than :data:`MIN_SEND_RATE` on average after that grace period, is dropped (the
+      response ends unfinished, the connection is closed, its slot freed): a download of
+      b bytes takes at most ``PRIVRANK_SEND_TIMEOUT`` + b / MIN_SEND_RATE, and a reader
+      that stops holds its slot for ``PRIVRANK_SEND_TIMEOUT`` once the buffers are full.
+    """
 
     def __init__(self, capacity: int, send_timeout: float) -> None:
         self.slots = Slots(capacity)

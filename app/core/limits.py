@@ -1,6 +1,6 @@
 """Size limits, each written once: the request schemas, the settings and the services
-all read them from here (a schema bound lower than a setting's ceiling used to make a
-larger setting silently do nothing)."""
+all read them from here, so that no schema bound sits below a setting's ceiling (which
+would make a larger setting silently do nothing)."""
 
 from __future__ import annotations
 

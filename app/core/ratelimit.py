@@ -1,35 +1,13 @@
-"""Per-client rate limits: respondent registration, failed authentication and
-suggestions.
+"""Per-client rate limits: respondent registration, failed authentication and suggestions.
 
-Token buckets per (limit, client address): a bucket holds up to ``per_minute``
-tokens and refills at ``per_minute`` per minute (a ``per_hour`` limit: up to
-``per_hour`` tokens, refilled at ``per_hour`` per hour). Registration takes a token per
-request (an integration key's registration from its own bucket, ``integration``,
-keyed by the key's id instead of the address); a failed authentication takes one
-per failure, and a client whose failure bucket is empty is refused (429) before its
-credentials are even checked — a key cannot be guessed faster than the limit; a
-suggestion takes one per request (``suggestions``, per hour), before anything is
-stored. The client address is the connection's peer, or the proxy's
-``X-Forwarded-For`` when uvicorn trusts that proxy (``--forwarded-allow-ips``); an
-IPv6 client counts by its /64 network (:func:`client_address`).
-
-Where the buckets live:
-
-* **In this process** (the default): with W workers on H hosts the service admits up
-  to W·H times the configured rate.
-* **In Redis** (``REDIS_URL``): one bucket per (limit, client) for every worker and
-  instance. A take is one Lua script, run atomically by Redis on Redis's clock
-  (``TIME``), so concurrent takes from any number of processes never overdraw a
-  bucket and the instances' clocks need not agree. Bucket keys carry no address: an
-  HMAC of it under a random salt kept in the database (not in Redis: whoever reads
-  Redis cannot test the 2³² IPv4 addresses against the keys), and each bucket
-  expires once it would be full again (within a minute, or an hour for a per-hour
-  limit).
-
-  When Redis cannot be reached (or answers with an error) the limiter falls back to
-  this process's buckets, logs one warning, and tries Redis again after
-  :data:`RETRY_SECONDS`: a Redis outage loosens the limits to per-process ones for
-  its duration; it never fails a request.
+Token buckets per (limit, client address), holding up to ``per_minute`` tokens refilled
+at ``per_minute`` a minute (or ``per_hour`` an hour). Registration takes a token per
+request (an integration key's from its own bucket, ``integration``, keyed by the key's
+id); a failed authentication takes one per failure, and a client whose failure bucket
+is empty is refused (429) before its credentials are checked, so a key cannot be
+guessed faster than the limit; a suggestion takes one per request (``suggestions``, per
+hour) before anything is stored. The client is the peer, or the trusted proxy's
+``X-Forwarded-For``; IPv6 by its /64 (:func:`client_address`). Buckets: :class:`RateLimiter`.
 """
 
 from __future__ import annotations
@@ -85,7 +63,9 @@ def client_key(host: str) -> str:
 
 
 def client_address(request: Request) -> str:
-    """The client a per-address limit counts (:func:`client_key` of the peer's address)."""
+    """The client a per-address limit counts (:func:`client_key` of the peer's address).
+    The peer is the connection's, or the proxy's ``X-Forwarded-For`` when uvicorn trusts
+    that proxy (``--forwarded-allow-ips``)."""
     return client_key(request.client.host) if request.client else "unknown"
 
 
@@ -177,7 +157,15 @@ return nil
 
 class RedisBuckets:
     """Token buckets in Redis, shared by every process that uses the same Redis and
-    the same ``salt`` (read once, when first needed)."""
+    the same ``salt`` (read once, when first needed).
+
+    One bucket per (limit, client) for every worker and instance. A take is one Lua
+    script, run atomically by Redis on Redis's clock (``TIME``), so concurrent takes from
+    any number of processes never overdraw a bucket and the instances' clocks need not
+    agree. Bucket keys carry no address: an HMAC of it under a random salt kept in the
+    database (not in Redis: whoever reads Redis cannot test the 2³² IPv4 addresses
+    against the keys), and each bucket expires once it would be full again (within a
+    minute, or an hour for a per-hour limit)."""
 
     def __init__(self, url: str, salt: Callable[[], bytes], timeout: float = REDIS_TIMEOUT) -> None:
         import redis
@@ -212,8 +200,12 @@ class RateLimiter:
     or per hour (``per_hour``); 0 disables a limit.
 
     With ``redis_url``, the buckets are shared through Redis (their keys salted with
-    ``salt()``, the same for every instance), and this process's buckets stand in
-    while Redis fails (module doc)."""
+    ``salt()``, the same for every instance: :class:`RedisBuckets`). Without it the
+    buckets live in this process: with W workers on H hosts the service admits up to
+    W·H times the configured rate. When Redis cannot be reached (or answers with an
+    error) the limiter falls back to this process's buckets, logs one warning, and tries
+    Redis again after :data:`RETRY_SECONDS`: a Redis outage loosens the limits to
+    per-process ones for its duration; it never fails a request."""
 
     def __init__(
         self,

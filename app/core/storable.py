@@ -4,23 +4,8 @@ PostgreSQL's ``text`` cannot hold NUL (U+0000), and a lone surrogate (U+D800–U
 which JSON can spell as ``"\\ud800"``) has no UTF-8 encoding, so either one in a value
 that reaches a query makes the driver fail (a 500). Neither is ever meaningful in an id,
 a label or a parameter, so :func:`storable_input`, a dependency of every route
-(:func:`app.main.create_app`), refuses them wherever a client can put a string:
-
-* a path parameter: 404 (no resource has such a name);
-* a query parameter (name or value): 422;
-* a JSON body (any string, object key or value, at any depth): 422 with the location
-  of the first one, in the shape of every other validation error.
-
-A JSON body's ``NaN``, ``Infinity`` and ``-Infinity`` (Python's parser reads them; they
-are not JSON, RFC 8259 §6, and PostgreSQL's ``jsonb`` cannot hold them) are refused the
-same way: no number a client sends reaches a computation or a stored job unless finite.
-
-Nothing of the offending value is repeated in the answer (docs/service.md, "Hostile input").
-
-The body's check costs a walk over every value, which in a batch of answers cost more
-than validating it; so a body whose bytes cannot spell an unstorable string (below,
-:func:`_strings_storable`) has only its numbers looked at, and the walk that names the
-first offender runs only when there is one.
+(:func:`app.main.create_app`), refuses them wherever a client can put a string, and
+non-finite JSON numbers too (its docstring gives the answers).
 """
 
 from __future__ import annotations
@@ -122,8 +107,21 @@ def _maybe_json(request: Request) -> bool:
 
 async def storable_input(request: Request) -> None:
     """Refuse a path parameter, query parameter or JSON body string that holds NUL or a
-    lone surrogate, and a JSON body's number that is not finite (see the module's
-    docstring)."""
+    lone surrogate, and a JSON body's number that is not finite.
+
+    * a path parameter: 404 (no resource has such a name);
+    * a query parameter (name or value): 422;
+    * a JSON body (any string, object key or value, at any depth): 422 with the location
+      of the first one, in the shape of every other validation error.
+
+    A JSON body's ``NaN``, ``Infinity`` and ``-Infinity`` (Python's parser reads them;
+    they are not JSON, RFC 8259 §6, and PostgreSQL's ``jsonb`` cannot hold them) are
+    refused the same way: no number a client sends reaches a computation or a stored
+    job unless finite. Nothing of the offending value is repeated in the answer
+    (docs/service.md, "Hostile input"). The body's check costs a walk over every value, which in
+    a batch of answers costs more than validating it; so a body whose bytes cannot spell
+    an unstorable string (:func:`_strings_storable`) has only its numbers looked at, and
+    the walk that names the first offender runs only when there is one."""
     if any(unstorable(v) for v in request.path_params.values() if isinstance(v, str)):
         raise NotFound("not found")
     for name, value in request.query_params.multi_items():

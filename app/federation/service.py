@@ -1,26 +1,13 @@
 """Federated rounds: sites aggregate their rankings without pooling them (Borda / Lehmer FRA).
 
-Protocol (secure aggregation after Bonawitz et al., without dropout recovery):
-
-1. An admin opens a round for a ranking survey: method, sites, φ. Each site gets
-   a credential (shown once) and everyone gets the public parameters — the
-   survey's items, N, L, φ, I and the message layout (:class:`app.stats.federated.FederatedScheme`).
-2. Each site registers an X25519 public key. The server stores and relays the
-   public keys only; it never holds a private key or a shared secret.
-3. Once every site has joined, each site derives one seed per peer
-   (X25519 + HKDF, :mod:`app.cli.site`), computes its message from its local
-   rankings, adds its pairwise masks and uploads the **masked** message.
-4. When the last masked message arrives the server adds them mod 2^{b_k} — the
-   masks cancel — decodes the consensus, publishes it and deletes the masked
-   messages. A site that never contributes leaves the round open; an admin can
-   cancel it.
-
-This module is the server side: it only ever handles masked vectors and their
-sum (a test traces every local variable of this code path to show it).
-Threat model: an honest-but-curious server and sites; the server is trusted to
-relay public keys faithfully (a key-substituting server could unmask — sites
-can compare key fingerprints out of band); a dropped site stalls the round.
-With L = 2 each site can subtract its own message from the published aggregate.
+The server side of the protocol of docs/federated.md §1 and §5 (secure aggregation after
+Bonawitz et al., without dropout recovery): an admin opens a round (:func:`open_round`),
+each site registers an X25519 public key (:func:`register_key`), derives its pairwise
+masks and uploads its masked message (:func:`contribute`), and the last one completes the
+round (:func:`_complete`). This code only ever handles masked vectors and their sum (a
+test traces every local variable of this path). Threat model: an honest-but-curious
+server and sites; the server is trusted to relay public keys faithfully (sites can
+compare key fingerprints out of band); with L = 2 each site can read the other's message.
 """
 
 from __future__ import annotations
@@ -404,7 +391,9 @@ def _usable_x25519(raw: bytes) -> bool:
 
 def register_key(session: Session, site: RoundSite, public_key: str) -> bool:
     """Record the site's X25519 public key; True when newly set. The same key again is a no-op;
-    a different one is refused (peers may already have derived their masks from the first)."""
+    a different one is refused (peers may already have derived their masks from the first).
+    The server stores and relays the public keys only; it never holds a private key or a
+    shared secret."""
     try:
         raw = base64.urlsafe_b64decode(public_key + "=" * (-len(public_key) % 4))
     except (ValueError, TypeError):
@@ -508,7 +497,11 @@ def contribute(
 def _complete(
     rnd: FederatedRound, scheme: FederatedScheme, masked: list[bytes], peers: list[RoundSite]
 ) -> None:
-    """Sum the masked messages (the masks cancel), decode, publish, and forget the messages."""
+    """Sum the masked messages (the masks cancel), decode, publish, and forget the messages.
+
+    Runs when the last masked message arrives: the server adds them mod 2^{b_k}, decodes
+    the consensus, publishes it and deletes the masked messages. A site that never
+    contributes leaves the round open; an admin can cancel it."""
     total = secure_sum([_unpack(x) for x in masked], scheme.bits)
     seed = int.from_bytes(hashlib.sha256(f"tie-break:{rnd.id}".encode()).digest()[:16], "little")
     out = scheme.consensus(total, np.random.default_rng(seed))

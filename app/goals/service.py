@@ -1,66 +1,13 @@
 """Goals, adaptive assignment and the certified stop of a local survey (docs/uncertainty.md §9).
 
 A local pairwise survey may have a goal: its top-K set, or its whole ranking, certified
-at a level (``{"top_k": 3, "level": 0.95}``). The certificate is the one of
-:mod:`app.stats.adaptive`: one anytime-valid confidence sequence per item for its
-Borda score, fed only by answers whose opponent was drawn uniformly at random by the
-server. Pieces:
-
-* **Tickets.** Every pair ``GET …/pairs`` serves in a goal survey carries a ticket: an
-  HMAC (the survey's own key, never returned) of the survey, the respondent, the pair,
-  the number of items and which of the pair's items the answer is to count for. The
-  decision is made when the pair is drawn — before the answer exists, as the
-  martingale argument requires. An answer without a valid ticket (imports, pairs a
-  client chose itself) is stored and used by every analysis, but is not counted by
-  the certificate; a ticket that does not match its pair is refused (422).
-* **Counting.** A served pair counts for an item when the item is still in doubt
-  (*active*) and the respondent has not answered any pair with that item yet: then
-  nothing about the respondent's earlier pairs restricts the opponent, which is
-  uniform over the other m − 1 items, and each item's sequence holds at most one
-  answer per respondent (one person's answers go together; one answer per person per
-  item keeps the samples of an item independent across people). The check is made
-  again when the answer is stored, under the respondent's row lock: a flag for an
-  item the respondent answered about in the meantime is dropped, as is a flag that
-  two answers of one request both carry.
-* **Assignment** (:func:`app.stats.adaptive.draw_respondent_pairs`). Pairs are drawn
-  one at a time uniformly among the pairs with at least one item in the respondent's
-  *pool* — active items the respondent has not answered about (adaptive), or all items
-  it has not answered about (balanced with a goal) — and an item leaves the pool once
-  drawn, so a respondent's pairs are diverse (no item counted twice) and never repeat.
-  Given that the pair holds a pool item, its other item is uniform over the m − 1
-  others, whatever was drawn before: every pool item's answer is a sample of its Borda
-  score. Resolved items still appear as opponents (each pair has one uniform
-  opponent), so every item stays in play and the comparison graph stays connected.
-  While the goal is unmet a respondent is served only pairs that count: when its pool
-  is empty it is thanked (``reason: "not_needed"``) rather than asked for answers the
-  certificate cannot use. Once the goal is met (and the survey still open), pairs
-  are served least-answered first, as without a goal.
-* **The pairwise certificate** (``"certificate": "pairwise"``,
-  :mod:`app.stats.pairwise_goal`). One confidence sequence per *pair* instead of per
-  item: an answer counts for its pair whichever pair the data chose, so the pairs can
-  follow the estimated boundary. A served pair's ticket carries :data:`COUNT_PAIR`;
-  a respondent's counted pairs are on disjoint items it had not answered about
-  (checked again when the answer is stored, as above), pairs are drawn by
-  :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status,
-  and the state holds the pairs' sums and intersected bounds. The relation is never
-  closed transitively: a set is certified only when each member certainly beats each
-  non-member directly, valid for any population. Adaptive assignment only, at most
-  :data:`~app.stats.pairwise_goal.MAX_ITEMS` items.
-* **Estimands.** The two certificates certify different things (:data:`ESTIMANDS`):
-  Borda the items with the highest chance of beating an item drawn at random, pairwise
-  the set whose every member beats every other item by a majority. They agree under
-  BTL and differ when preferences cycle or the population is polarized, so the admin
-  chooses the certificate at creation (:func:`resolve_goal`), it is stored with the goal
-  and never changes (goals stored without one are Borda), and every goal status names
-  its estimand (:func:`estimand_text`).
-* **State.** The sequences' sums and the bounds (intersected over time, so that the
-  goal once met stays met) live in ``survey_stats.goal_state``, updated by
-  :func:`app.analysis.aggregation.fold_pending` under the fold lock. Adding items
-  changes every Borda score: the state restarts (answers served for the old items no
-  longer count).
-
-Choosing pairs from the randomized answers is post-processing of locally private
-data: it costs no privacy.
+at a level (``{"top_k": 3, "level": 0.95}``), by the Borda certificate
+(:mod:`app.stats.adaptive`) or the pairwise one (:mod:`app.stats.pairwise_goal`,
+:class:`PairGoalState`), chosen at creation (:func:`resolve_goal`; each certifies its own
+estimand, :func:`estimand_text`). Only answers with a server-drawn ticket count
+(:func:`make_ticket`); resolved items still appear as opponents, so the comparison graph
+stays connected. docs/uncertainty.md §9, "In the service", describes tickets, serving,
+the state kept in ``survey_stats.goal_state`` and why choosing pairs costs no privacy.
 """
 
 from __future__ import annotations
@@ -271,7 +218,24 @@ def _mac(key: str, survey_id: str, respondent_id: str, i: int, j: int, m: int, f
 
 
 def make_ticket(key: str, survey_id: str, respondent_id: str, i: int, j: int, m: int, flags: int) -> str:
-    """The ticket of the pair (i < j, positions) served to a respondent with m items."""
+    """The ticket of the pair (i < j, positions) served to a respondent with m items.
+
+    An HMAC (the survey's own key, never returned) of the survey, the respondent, the
+    pair, the number of items and ``flags``: which of the pair's items the answer is to
+    count for (:data:`COUNT_I`, :data:`COUNT_J`), or the pair itself (:data:`COUNT_PAIR`,
+    pairwise certificate). The decision is made when the pair is drawn — before the
+    answer exists, as the martingale argument requires. A served pair counts for an item
+    when the item is still in doubt (*active*) and the respondent has not answered any
+    pair with that item yet: then nothing about the respondent's earlier pairs restricts
+    the opponent, which is uniform over the other m − 1 items, and each item's sequence
+    holds at most one answer per respondent (one answer per person per item keeps an
+    item's samples independent across people). The check is made again when the answer
+    is stored, under the respondent's row lock: a flag for an item the respondent
+    answered about in the meantime is dropped, as is a flag that two answers of one
+    request both carry. An answer without a valid ticket (imports, pairs a client chose
+    itself) is stored and used by every analysis but not counted by the certificate; a
+    ticket that does not match its pair is refused (422).
+    """
     return f"{m}.{flags}.{_mac(key, survey_id, respondent_id, i, j, m, flags)}"
 
 
@@ -443,7 +407,16 @@ class PairGoalState(_SequenceState):
     transitive closure): the pairs' sums, their intersected bounds and the BTL fit that
     orders the drawer's guess (an answer counts once, for its pair). A state with magic
     ``PRP1`` also holds a transitively closed relation after the fit; it is read by its
-    bounds and fit alone, and the relation rebuilt from the bounds without closure."""
+    bounds and fit alone, and the relation rebuilt from the bounds without closure.
+
+    One confidence sequence per *pair*: an answer counts for its pair whichever pair the
+    data chose, so the pairs can follow the estimated boundary. A respondent's counted
+    pairs are on disjoint items it had not answered about (checked again when the answer
+    is stored, as for :func:`make_ticket`'s flags), pairs are drawn by
+    :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status, and
+    the relation is never closed transitively: a set is certified only when each member
+    certainly beats each non-member directly, valid for any population. Adaptive
+    assignment only, at most :data:`~app.stats.pairwise_goal.MAX_ITEMS` items."""
 
     _MAGIC = b"PRP2"
     #: The magic of states holding the fit and the transitively closed relation.

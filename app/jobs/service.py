@@ -1,35 +1,13 @@
 """Long analyses as jobs: submitted by one request, run outside it, read by any instance.
 
 A bootstrap on a large survey or a planner solve can take minutes: too long for a
-request (its client would wait or leave, and the work would hold the request's
-worker). ``POST /v1/surveys/{sid}/jobs`` stores a *job* and returns at once; a
-*runner* does the work and writes the result; ``GET /v1/jobs/{id}`` reads it from
-any instance.
-
-**The row is the job.** Everything about a job lives in its ``jobs`` row: kind,
-parameters, status (queued → running → done | failed | cancelled), progress, result.
-A runner *claims* a queued job with one conditional UPDATE (``status = 'queued'`` →
-``'running'``), so two runners never run one job; it writes its progress and a
-heartbeat every :data:`HEARTBEAT_SECONDS`, and finishes with another conditional
-UPDATE (``status = 'running' AND runner = me``), so a cancelled or lost job's late
-result is dropped.
-
-**Runners.** Without a queue (the default) each API process runs jobs in a bounded
-pool of threads of its own (:class:`LocalRunner`; submissions beyond its backlog get
-503). With ``PRIVRANK_JOB_QUEUE=rq`` and ``REDIS_URL``, jobs go to an RQ queue in
-Redis and ``privrank worker`` processes run them (:func:`run_job`).
-
-**Lost runners.** A runner that dies (SIGKILL, a crash, a lost host) stops
-heartbeating. A job whose heartbeat is older than :data:`STALE_SECONDS` is *lost*:
-it is queued again if it has been tried fewer than :data:`MAX_ATTEMPTS` times, and
-fails with a clear message otherwise — never stuck in ``running``. Lost jobs are
-found whenever a job is read (``GET /v1/jobs/{id}``) and by every runner every
-:data:`STALE_SECONDS`. A local runner's queued jobs carry its heartbeat too (its
-process holds them), so a stopped API process's backlog is recovered the same way.
-
-**Cancelling** (``DELETE /v1/jobs/{id}``) marks the row ``cancelled``; the runner
-sees it at its next heartbeat and stops at the work's next check (one bootstrap
-replicate, one simulated survey).
+request. ``POST /v1/surveys/{sid}/jobs`` stores a *job* (its ``jobs`` row is the whole
+job) and returns at once; a runner claims it, does the work and writes the result
+(:func:`execute`); ``GET /v1/jobs/{id}`` reads it from any instance; ``DELETE`` cancels
+it (:func:`cancel_job`). Runners are a bounded thread pool in each API process
+(:class:`LocalRunner`, the default; 503 beyond its backlog), or, with
+``PRIVRANK_JOB_QUEUE=rq`` and ``REDIS_URL``, ``privrank worker`` processes on an RQ queue
+(:func:`run_job`). Jobs of a runner that died are recovered (:func:`recover_lost`).
 """
 
 from __future__ import annotations
@@ -276,7 +254,14 @@ def recover_lost(
     heartbeat is older than :data:`STALE_SECONDS` is queued again (or fails, after
     :data:`MAX_ATTEMPTS` claims); a queued job whose heartbeat is older than
     ``queued_after`` is sent again (its holder, a stopped process or a lost queue
-    push, will not run it). Returns the ids to dispatch; their heartbeat is renewed."""
+    push, will not run it). Returns the ids to dispatch; their heartbeat is renewed.
+
+    A runner that dies (SIGKILL, a crash, a lost host) stops heartbeating, and its job
+    is never stuck in ``running``: it is queued again, or fails with a clear message.
+    Lost jobs are looked for whenever a job is read (``GET /v1/jobs/{id}``) and by every
+    runner every :data:`STALE_SECONDS`. A local runner's queued jobs carry its heartbeat
+    too (its process holds them), so a stopped API process's backlog is recovered the
+    same way."""
     now = _now(session)
     stale = or_(
         and_(Job.status == "running", Job.heartbeat_at < now - timedelta(seconds=STALE_SECONDS)),
@@ -359,7 +344,8 @@ def _finish(session: Session, job_id: str, me: str, **values: Any) -> bool:
 # -- what runs inline and what as a job -------------------------------------------------
 
 #: Survey-plan work (simulated comparisons, app.stats.survey_plan) done per second on
-#: one core: the slow end of what was measured at m = 100 (1.5–3·10⁵).
+#: one core: the slow end of the range at m = 100 (the survey-planner table of
+#: ``python -m tests.benchmarks.bench_coverage`` times :func:`plan_survey`).
 PLAN_UNITS_PER_SECOND = 1.5e5
 #: Candidate sizes a survey plan's search simulates (doubling, then bisection).
 PLAN_SEARCH_STEPS = 12
@@ -573,8 +559,17 @@ def _work(kind: str, parameters: dict, ctx: JobContext) -> tuple[Callable[..., A
 def execute(job_id: str, ctx: JobContext) -> str | None:
     """Claim and run one job in this thread; its final status, ``"released"`` when this
     process is stopping (the job is queued again, for the caller to dispatch), None
-    when it was not queued (claimed by another runner, cancelled, or gone)."""
-    from ..surveys.service import get_survey
+    when it was not queued (claimed by another runner, cancelled, or gone).
+
+    Everything about a job lives in its ``jobs`` row: kind, parameters, status (queued →
+    running → done | failed | cancelled), progress, result. The runner *claims* the job
+    with one conditional UPDATE (``status = 'queued'`` → ``'running'``), so two runners
+    never run one job; it writes its progress and a heartbeat every
+    :data:`HEARTBEAT_SECONDS` (where it sees a cancellation, and stops at the work's next
+    check: one bootstrap replicate, one simulated survey), and finishes with another
+    conditional UPDATE (``status = 'running' AND runner = me``), so a cancelled or lost
+    job's late result is dropped."""
+    from .surveys import get_survey
 
     me = runner_name()
     with ctx.session_factory() as session:

@@ -1,13 +1,12 @@
 """Admin keys kept in the database: rotating them, and retiring the one generated on first start.
 
-On a first start without ``PRIVRANK_ADMIN_KEY`` the service mints an admin key and
-prints it once (:func:`app.core.auth.ensure_admin_key`, label
-``"generated on first start"``). Once ``PRIVRANK_ADMIN_KEY`` is configured, that key
-has no reason to live on: :func:`revoke_generated_admin_keys` revokes it at start-up
-(``privrank serve`` / ``privrank migrate``). :func:`rotate_admin_key` backs
-``privrank admin-key rotate``: a new admin key in the database, every other
-database-issued admin key revoked, in one transaction. Neither touches keys of
-other roles (analyst, moderator, …), nor ``PRIVRANK_ADMIN_KEY`` itself (it lives in the
+On a first start without ``PRIVRANK_ADMIN_KEY`` the service mints an admin key and prints
+it once (:func:`app.core.auth.ensure_admin_key`, label ``"generated on first start"``).
+Once ``PRIVRANK_ADMIN_KEY`` is configured, :func:`revoke_generated_admin_keys` revokes
+that key at start-up (``privrank serve`` / ``privrank migrate``). :func:`rotate_admin_key`
+backs ``privrank admin-key rotate``: a new admin key in the database, every other
+database-issued admin key revoked, in one transaction. Neither touches keys of other
+roles (analyst, moderator, …), nor ``PRIVRANK_ADMIN_KEY`` itself (it lives in the
 environment, not the database).
 """
 

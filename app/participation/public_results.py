@@ -1,27 +1,13 @@
 """Results for participants: what the public page ``/r/{id}`` shows, when a survey opts in.
 
-Local-model surveys publish the ranking with its 95% score intervals. That is safe to
-publish to anyone: it is computed from randomized answers only, so it is
-post-processing of data that is already differentially private, and releasing it costs
-no privacy. Ranking surveys publish the Borda consensus of their synthetic rankings, for
-the same reason. Central-model surveys hold true answers, so their page shows only the
-latest differentially private release (nothing before the first one): publishing it
-again spends nothing.
-
-Anyone may call it, so its cost is bounded apart from the analysts' work
-(:class:`PublicSnapshots`): a survey's results are computed at most once per
-:data:`PUBLIC_SECONDS` per process (later calls get that snapshot, ``as_of`` saying
-when it was made; a call while it is being recomputed gets the previous one), on one
-turn of work of their own — never one of the turns the analysts' requests use.
-
-Items withheld by moderators (hidden, or back in review) are left out, and ranks count
-only the items shown; archived items are not part of the ranking at all (nor of the count
-of items withheld). The note that says how to read them is for lay readers: sentences
-named by code (``notes``), whose words are the results catalogs' ``results.note.*``
-messages (static/i18n), so that the page says them in its reader's language; ``note``
-is the English text, from the English catalog. It never names API parameters. The
-intervals are each item's own score interval, which does not depend on which other items
-are shown; rank intervals, which do, are not published.
+Local-model surveys publish the ranking with its 95% score intervals, ranking surveys
+the Borda consensus of their synthetic rankings: both are computed from randomized
+answers only, post-processing of differentially private data, so publishing them to
+anyone costs no privacy. Central-model surveys hold true answers, so their page shows
+only the latest differentially private release (nothing before the first one):
+publishing it again spends nothing. A survey's results are computed at most once per
+:data:`PUBLIC_SECONDS` per process on a turn of work of their own (:class:`PublicSnapshots`);
+:func:`public_results` says which items and notes are shown.
 """
 
 from __future__ import annotations
@@ -96,6 +82,10 @@ def _noted(parts: list[NotePart], withheld: int) -> dict:
 class PublicSnapshots:
     """The public results per survey, recomputed at most once per ``seconds``.
 
+    Anyone may call it, so its cost is bounded apart from the analysts' work: later calls
+    get the snapshot (``as_of`` saying when it was made), and a call while it is being
+    recomputed gets the previous one.
+
     ``fit_cache`` and ``consensus_cache`` share the process's analysis memory but hold
     their own turns of work (one), so that anonymous callers can never take the turns
     the analysts' requests need. A snapshot is keyed by the items withheld too: hiding an
@@ -140,7 +130,17 @@ def _items(session: Session, survey_id: str) -> dict[str, Item]:
 def public_results(
     session: Session, survey: Survey, fit_cache, consensus_cache, deadline: Deadline | None = None
 ) -> PublicResults:
-    """The public results of a survey that publishes them (else NotFound, as if it had no page)."""
+    """The public results of a survey that publishes them (else NotFound, as if it had no page).
+
+    Items withheld by moderators (hidden, or back in review) are left out, and ranks
+    count only the items shown; archived items are not part of the ranking at all (nor
+    of the count of items withheld). The note that says how to read them is for lay
+    readers: sentences named by code (``notes``), whose words are the results catalogs'
+    ``results.note.*`` messages (static/i18n), so that the page says them in its
+    reader's language; ``note`` is the English text, from the English catalog. It never
+    names API parameters. The intervals are each item's own score interval, which does
+    not depend on which other items are shown; rank intervals, which do, are not
+    published."""
     if not survey.public_results:
         raise NotFound(f"survey {survey.id!r} does not publish its results")
     items = {k: v for k, v in _items(session, survey.id).items() if v.status != "archived"}

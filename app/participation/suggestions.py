@@ -1,50 +1,13 @@
 """Participatory surveys: respondents propose items, moderators curate them, anyone can flag.
 
-**Unlinkable authorship** (docs/how-to/moderate.md, "Who suggested what cannot be told"). A suggestion or
-a flag is not written where it can be seen when it arrives: it is *held*
-(:class:`~app.core.db.models.HeldContribution`) until respondents of ``batch`` different
-tokens (the survey's ``suggestions.batch``, default 5) each have one held. The batch is
-then published in one transaction: one held contribution of each of those respondents,
-in an order drawn from the CSPRNG, all with the same time rounded down to the hour
-(suggestions' ``received_at``; with moderation "after", items' ``created_at`` and
-``approved_at`` and the positions that follow the drawn order), and the held rows are
-deleted. Everything stored afterwards — row order (SQLite's rowid, PostgreSQL's ctid),
-the writing transaction (PostgreSQL's xmin), the times, the item positions, when an item
-was first served and answered — is the same for the batch's k contributions, so which of
-the k respondents sent which is as good as a guess: 1/k. A respondent's further
-contributions wait for later batches. Fewer than k respondents: nothing is published.
-
-Nothing held or published names its author: the held row's ``author`` is an HMAC-SHA256
-keyed with the respondent's bearer token, of which the database holds only a hash (it
-counts distinct respondents, and goes with the batch). The allowance (``per_respondent``
-suggestions, :data:`FLAGS_PER_RESPONDENT` flags) is kept as *slots*, HMAC digests keyed
-with the token over (survey, kind, k), the k-th free one inserted in the same transaction
-as the held row. The respondent's own row is never written when it suggests or flags,
-and the survey's ``updated_at`` is not touched by it.
-
-What the server still sees is the request itself: the process holds the token and the
-text together in memory, and the request's time. A database administrator who reads the
-database *while* a contribution is held — or its write-ahead log, or row versions not yet
-vacuumed — sees the held row arrive next to the respondent's answers, as the server
-does; what stays once a batch is published does not tell the k authors apart.
-
-**Flags.** A respondent flags an item at most once: the flag is stored as
-HMAC-SHA256 keyed with the respondent's token over the item id; a repeat from the same
-token finds its digest (held or published). A *suggested* item whose distinct published
-flags reach the survey's ``flag_threshold`` goes back to review: it is withheld (no
-longer served) until a moderator restores or hides it. Seed and admin-added items
-collect flags for the moderators to see but stay live: otherwise a few throw-away
-registrations could take any item out of a survey. Closed surveys take no flags.
-
-**Moderation.** ``before``: published suggestions wait (pending) for a moderator, who
-approves (optionally editing the text), rejects with a reason, or merges one into an
-existing item. ``after``: a published suggestion becomes a live item at once, unless an
-item has the same text (then it is merged into that item); moderators hide what should
-not stay. "The same text" means equal after Unicode NFC, case folding and collapsing
-white space (:func:`same_key`). Near-duplicates are pointed out to moderators as hints
-only (:func:`similar_labels`): the same text once accents and punctuation are also folded
-away (so "C#" and "C++" are a hint, never merged), or a high similarity of character
-trigrams.
+**Unlinkable authorship** (docs/how-to/moderate.md, "Who suggested what cannot be told";
+docs/privacy.md §1). A suggestion or a flag is held until ``batch`` different
+respondents each have one, then published together in a random order with one time to
+the hour, so which of the k respondents sent which is a 1/k guess; nothing held or
+published names its author (:func:`_publish` gives what is stored and what the server
+still sees). **Flags** (:func:`flag_item`): once per respondent and item; enough of
+them send a suggested item back to review. **Moderation** ``before`` or ``after``
+publication (:func:`_store`), exact duplicates merged (:func:`same_key`), near ones hinted.
 """
 
 from __future__ import annotations
@@ -381,7 +344,33 @@ def _publish(session: Session, survey: Survey, kind: str) -> None:
     held: one of each (drawn at random among a respondent's), in random order, with one
     time to the hour; their held rows are deleted. In the caller's transaction, which
     holds the survey's lock. At most ``batch`` − 1 respondents wait between batches, each
-    with at most its allowance, so the rows read here are bounded."""
+    with at most its allowance, so the rows read here are bounded.
+
+    A contribution is *held* (:class:`~app.core.db.models.HeldContribution`) until respondents
+    of ``batch`` different tokens (the survey's ``suggestions.batch``, default 5) each
+    have one held. The batch is then published in one transaction: one held contribution
+    of each of those respondents, in an order drawn from the CSPRNG, all with the same
+    time rounded down to the hour (suggestions' ``received_at``; with moderation "after",
+    items' ``created_at`` and ``approved_at`` and the positions that follow the drawn
+    order). Everything stored afterwards — row order (SQLite's rowid, PostgreSQL's ctid),
+    the writing transaction (PostgreSQL's xmin), the times, the item positions, when an
+    item was first served and answered — is the same for the batch's k contributions, so
+    which of the k respondents sent which is as good as a guess: 1/k. A respondent's
+    further contributions wait for later batches; with fewer than k respondents nothing
+    is published.
+
+    Nothing held or published names its author: the held row's ``author`` is an
+    HMAC-SHA256 keyed with the respondent's bearer token, of which the database holds
+    only a hash (it counts distinct respondents, and goes with the batch). The allowance
+    (``per_respondent`` suggestions, :data:`FLAGS_PER_RESPONDENT` flags) is kept as
+    slots (:func:`take_slot`), HMAC digests keyed with the token over (survey, kind, k).
+    The respondent's own row is never written when it suggests or flags, and the
+    survey's ``updated_at`` is not touched by it. What the server still sees is the
+    request itself: the process holds the token and the text together in memory, and the
+    request's time. A database administrator who reads the database *while* a
+    contribution is held — or its write-ahead log, or row versions not yet vacuumed —
+    sees the held row arrive next to the respondent's answers, as the server does; what
+    stays once a batch is published does not tell the k authors apart."""
     settings = _settings(survey)
     held = list(
         session.scalars(
@@ -414,7 +403,16 @@ def _publish(session: Session, survey: Survey, kind: str) -> None:
 
 
 def _store(session: Session, survey: Survey, text: str, moderation: str, hour: datetime) -> None:
-    """A published suggestion (and with moderation ``after`` its item), in the caller's transaction."""
+    """A published suggestion (and with moderation ``after`` its item), in the caller's transaction.
+
+    Moderation ``before``: published suggestions wait (pending) for a moderator, who
+    approves (optionally editing the text), rejects with a reason, or merges one into an
+    existing item. ``after``: a published suggestion becomes a live item at once, unless
+    an item has the same text (:func:`same_key`; then it is merged into that item);
+    moderators hide what should not stay. Near-duplicates are pointed out to moderators
+    as hints only (:func:`similar_labels`): the same text once accents and punctuation
+    are also folded away (so "C#" and "C++" are a hint, never merged), or a high
+    similarity of character trigrams."""
     row = Suggestion(id=new_id("sug"), survey_id=survey.id, label=text, status="pending", received_at=hour)
     if moderation == "after":
         same = _same_item(session, survey.id, text)
@@ -462,7 +460,15 @@ def flag_item(session: Session, survey: Survey, token: str, item_id: str) -> Non
     """Hold a respondent's flag on an item (a repeat counts once; at most
     :data:`FLAGS_PER_RESPONDENT` items each), and publish its batch if it completes one.
     One transaction, which writes the respondent's slot, the held flag and the batch —
-    never the respondent's row."""
+    never the respondent's row.
+
+    The flag is stored as HMAC-SHA256 keyed with the respondent's token over the item id;
+    a repeat from the same token finds its digest (held or published). A *suggested* item
+    whose distinct published flags reach the survey's ``flag_threshold`` goes back to
+    review: it is withheld (not served) until a moderator restores or hides it. Seed and
+    admin-added items collect flags for the moderators to see but stay live: otherwise a
+    few throw-away registrations could take any item out of a survey. Closed surveys take
+    no flags."""
     _settings(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed", code="survey_closed")

@@ -292,8 +292,9 @@ async def get_goal_plan(
     answers and respondents until the goal is met, how many simulated surveys met it
     within ``max_answers`` and how many certified a wrong set, and the saving
     (balanced / adaptive answers). Bounded: a plan whose worst case (every simulated
-    survey running to ``max_answers``, at 40 µs per answer, more for the pairwise
-    certificate) exceeds the analysis time budget is refused (422); any other runs
+    survey running to ``max_answers``, at
+    :data:`~app.planning.service.GOAL_PLAN_SECONDS_PER_ANSWER` per answer, more for the
+    pairwise certificate) exceeds the analysis time budget is refused (422); any other runs
     under the budget (503 beyond). Without ``max_answers`` the cap is 50,000 or the
     most that fits the budget."""
     pilot = _scores(scores)

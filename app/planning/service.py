@@ -50,9 +50,11 @@ __all__ = [
     "run_plan",
 ]
 
-#: Seconds one simulated answer costs the planner of adaptive designs, at most (measured
-#: 2–20 µs here from 2 to 1,000 items and 1 to 100 pairs per respondent, on a busy
-#: machine): a plan's worst case is every simulated survey running to ``max_answers``.
+#: Seconds one simulated answer costs the planner of adaptive designs, at most (an upper
+#: bound on the run time per answer of the simulations ``python -m
+#: tests.benchmarks.bench_adaptive --sizes …`` runs, 2 to 1,000 items; each cell records
+#: its seconds, and ``--estimands`` prints them beside the answers): a plan's worst case is
+#: every simulated survey running to ``max_answers``.
 GOAL_PLAN_SECONDS_PER_ANSWER = 4e-5
 
 
@@ -71,9 +73,10 @@ def goal_plan_seconds_per_answer(m: int, certificate: str) -> float:
     """Seconds one simulated answer costs at most with ``certificate``. The pairwise one
     is charged per simulated *respondent*, which may bring a single answer (a top 1 has
     one boundary pair per respondent): a draw among the C(m, 2) pairs, O(m²), plus its
-    overhead, and a check, O(m²), every max(m, 50) answers. Measured with one answer per
-    respondent, on a busy machine: 99–138 µs at m = 2–30, 196 µs at 100, 571 µs at 200
-    and 1,403 µs at 300, against 150 µs + 20 ns·m² (168, 350, 950, 1,950 µs)."""
+    overhead, and a check, O(m²), every max(m, 50) answers: a fixed part plus one in m²,
+    an upper bound up to 300 items on the run time per answer of the pairwise simulations
+    of ``python -m tests.benchmarks.bench_adaptive --certificate pairwise --ks 1 --sizes …``
+    (one answer per respondent; each cell records its seconds)."""
     if certificate == "pairwise":
         return 1.5e-4 + 2e-8 * m * m
     return GOAL_PLAN_SECONDS_PER_ANSWER

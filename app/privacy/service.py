@@ -1,28 +1,13 @@
-"""What a survey's privacy settings and a respondent's stored answers guarantee, in numbers:
-the survey's privacy summary (shown in words on the dashboard and the respondent page) and
-the respondent's privacy receipt (``GET …/respondents/me``). See docs/privacy.md §3–4.
+"""What a survey's privacy settings and a respondent's stored answers guarantee, in numbers
+(docs/privacy.md §1, §3–4).
 
-The one conversion into everyday terms is the guess bound. An ε-differentially private
-report of a yes-or-no fact makes either answer at most e^ε times likelier than the other
-(randomized response: Warner 1965; ε-LDP, docs/mechanisms.md §1.1), so someone who sees the
-report and starts from a coin toss guesses the fact right at most e^ε/(1+e^ε) of the time.
-Reports compose by summing ε (basic composition: Dwork & Roth 2014, Theorem 3.14;
-docs/privacy.md §1): the bound for any one fact about all of a respondent's answers
-together — one answer included, when the answers are related, as one person's preferences
-are — is e^Σε/(1+e^Σε).
-
-Rankings: the Mallows mechanism is ε-ranking DP between rankings that differ by moving one
-item and εm/2 between any two (Xu, Sun & Cheng, *Ranking Differential Privacy*, §3.1
-Theorem 1; docs/mechanisms.md §3.3).
-
-Central surveys: true answers are stored; the guarantee is that of the releases, pure ε-DP
-summed against ``total_budget`` (``accounting = "pure"``), or ρ-zCDP summed and shown as
-(``total_budget``, δ)-DP (``accounting = "zcdp"``, docs/mechanisms.md §2.6), whose guess
-bound is (e^ε + δ)/(1 + e^ε) (the hypothesis-testing view of (ε, δ)-DP: Kairouz, Oh &
-Viswanath 2015, Theorem 2.1). The pages pick their sentence by ``accounting``.
-
-Participatory surveys also state their batch: a suggestion or a report is published with
-those of ``suggestions.batch`` respondents (:mod:`.suggestions`).
+The survey's privacy summary (shown in words on the dashboard and the respondent page)
+and the respondent's privacy receipt (``GET …/respondents/me``). The one conversion into
+everyday terms is the guess bound e^ε/(1+e^ε), with ε summed over a respondent's answers
+(basic composition); rankings use the Mallows mechanism's εm/2 between any two
+rankings; central surveys the releases' budget, pure ε or zCDP shown as (ε, δ) with the
+bound (e^ε + δ)/(1 + e^ε) — docs/privacy.md §1 derives each; the pages pick their
+sentence by ``accounting``. Participatory surveys also state their batch (:mod:`.suggestions`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Bulk import of ballots (rankings collected elsewhere) into a ranking survey.
 
 The ranking survey's counterpart of :func:`app.respondents.ingestion.import_comparisons`:
-CSV columns ``respondent, ranking, epsilon`` (others, such as the rankings export's
-``source`` and ``created_at``, are ignored, so an export imports again), the ranking
-as items best → worst joined by ``>`` (the export's form), each by id or label.
-
-``privatized=True``: every ranking is already a synthetic ranking (the Mallows
-mechanism at the row's ε, run elsewhere) and lists all the survey's items;
-``False``: the server completes each (possibly partial) ranking and privatizes it at
-the row's ε (OS CSPRNG), as it does one respondent's ``POST …/rankings``. Only the
-synthetic rankings are stored, and no error message names a submitted item.
-
-Every rule of the API applies: ε within bounds, one ranking per respondent (a second
-row of a respondent, or a respondent that ranked already, is 409 — so the same file
-imported twice stores nothing the second time), the respondent budget. All or nothing,
-in one write transaction.
+a CSV of ``respondent, ranking, epsilon`` (the rankings export's form, so an export
+imports again), rankings already synthetic (``privatized=True``) or completed and
+privatized by the server. Only the synthetic rankings are stored, no error message names
+a submitted item, every rule of the API applies, and the import is all or nothing, in
+one write transaction (:func:`import_rankings`).
 """
 
 from __future__ import annotations
@@ -118,6 +109,18 @@ def import_rankings(
     respondents' budgets) and writes in bulk; a ranking stored meanwhile by a respondent
     the import names violates the one-ranking-per-respondent constraint. Any of these fails
     the whole import with 409. Imports into one survey write one at a time.
+
+    CSV columns ``respondent, ranking, epsilon`` (others, such as the rankings export's
+    ``source`` and ``created_at``, are ignored, so an export imports again), the ranking
+    as items best → worst joined by ``>`` (the export's form), each by id or label.
+    ``privatized=True``: every ranking is already a synthetic ranking (the Mallows
+    mechanism at the row's ε, run elsewhere) and lists all the survey's items;
+    ``False``: the server completes each (possibly partial) ranking and privatizes it at
+    the row's ε (OS CSPRNG), as it does one respondent's ``POST …/rankings``. Only the
+    synthetic rankings are stored, and no error message names a submitted item. Every
+    rule of the API applies: ε within bounds, one ranking per respondent (a second row
+    of a respondent, or a respondent that ranked already, is 409 — so the same file
+    imported twice stores nothing the second time), the respondent budget.
     """
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
     dialect = session.get_bind().dialect

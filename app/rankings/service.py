@@ -1,17 +1,10 @@
 """Ranking surveys: one ε-ranking-DP synthetic ranking per respondent, and consensus rankings.
 
-A respondent submits one ordering of the survey's items (best → worst). With
-``privatized: false`` the server completes a partial ranking (the unranked
-items go below the ranked ones, in uniformly random order) and privatizes it
-with the Mallows mechanism at the respondent's ε (:func:`app.stats.rankings.mallows_privatize`,
-OS CSPRNG); with ``privatized: true`` the device already did both and sends a
-full synthetic ranking with its ε. Only the synthetic ranking is stored; the
-given one exists in memory for the duration of the request and never reaches
-a log line or an error message (errors name no submitted item).
-
-The privacy unit is the whole ranking (ε-ranking DP, Definition 3 of *Ranking
-Differential Privacy*): a respondent may submit once (a second synthetic copy
-would compose, docs/mechanisms.md §3.3), and the ranking costs ε of the
+A respondent submits one ordering of the survey's items (best → worst), privatized by the
+Mallows mechanism on the device or by the server (:func:`submit_ranking`); only the
+synthetic ranking is stored. The privacy unit is the whole ranking (ε-ranking DP,
+Definition 3 of *Ranking Differential Privacy*): a respondent may submit once (a second
+synthetic copy would compose, docs/mechanisms.md §3.3), and the ranking costs ε of the
 respondent budget.
 """
 
@@ -128,7 +121,15 @@ def submit_ranking(
     idempotency_key: str | None = None,
 ) -> Stored:
     """Validate, complete and privatize (unless the client did) and store one ranking
-    (through the one write path, :func:`app.respondents.spending.spend_and_store`)."""
+    (through the one write path, :func:`app.respondents.spending.spend_and_store`).
+
+    With ``privatized: false`` the server completes a partial ranking (the unranked items
+    go below the ranked ones, in uniformly random order) and privatizes it with the
+    Mallows mechanism at the respondent's ε (:func:`app.stats.rankings.mallows_privatize`,
+    OS CSPRNG); with ``privatized: true`` the device already did both and sends a full
+    synthetic ranking with its ε. Only the synthetic ranking is stored; the given one
+    exists in memory for the duration of the request and never reaches a log line or an
+    error message (errors name no submitted item)."""
     shape = _fingerprint(privatized, epsilon)
     replayed = idempotency.replay(session, respondent.id, idempotency_key, shape)
     if replayed is not None:

@@ -1,25 +1,13 @@
-"""Differentially private releases of central-model surveys, against a budget.
+"""Differentially private releases of central-model surveys, against a budget (docs/mechanisms.md §2.4, §2.6).
 
 A release runs one mechanism of :mod:`app.stats.central` on the survey's folded
-statistics and stores its output; the stored output can be read again any number
-of times at no cost (post-processing). The ledger is the table of releases: the
-survey's ``total_budget`` caps the sum of their costs (basic composition of pure
-ε-DP releases). Releases are serialized per survey by a lock on the survey row, so
-two concurrent requests cannot both fit into the same remaining budget.
-
-The budget is in **person-level** ε. An individual-DP release of ε costs ε. An
-edge-DP release of ε protects each single comparison at ε, but a person's L
-comparisons only at L·ε (group privacy), so it costs L·ε. Every tuning value a
-mechanism uses (λ, γ, σ) is a function of public configuration only (ε or ρ, L), so
-the group-privacy argument holds for a person who changes how many answers they
-gave, and the published ``parameters`` reveal nothing about the data.
-
-A survey with ``accounting = "zcdp"`` (docs/mechanisms.md §2.6) sums person-level ρ
-instead: a noisy-counts release asked for with ``rho`` adds discrete Gaussian noise
-and costs ρ (individual) or L²ρ (edge: its person-level ℓ₂ sensitivity is L times the
-edge one); a pure ε-DP release of person-level ε costs ε²/2. The budget's ε at the
-survey's δ caps the sum through the largest ρ whose (ε, δ) conversion fits
-(:mod:`app.stats.accounting`), and what is spent is shown as (ε, δ) too.
+statistics and stores its output, which can be read again any number of times at no
+cost. The ledger is the table of releases, serialized per survey by a lock on the survey
+row, so two concurrent requests cannot both fit into one remaining budget. The budget is
+in person-level ε: an edge-DP release of ε costs L·ε (group privacy), an individual one
+ε; every tuning value (λ, γ, σ) depends on public configuration only (ε or ρ, L), so the
+argument holds for a person who changes how many answers they gave, and the published
+``parameters`` reveal nothing. A zCDP survey sums person-level ρ (ρ, or L²ρ at edge level).
 """
 
 from __future__ import annotations
@@ -373,7 +361,7 @@ def create_release(
         raise _over_budget(survey, ledger, charge, unit, L)
     # The mechanism runs before the write transaction, so that on SQLite the database's
     # one write lock (which every answer waits for) is held only to check the budget and
-    # store: a perturbed MLE on 10,000 items took it for up to 4 s. An output computed
+    # store, not for a whole perturbed MLE (seconds at 10,000 items). An output computed
     # here and then refused (the budget was spent meanwhile) never leaves the server,
     # so it costs no privacy. Items are only ever appended: the release describes the
     # items and the data version it was computed on (``data_version``).

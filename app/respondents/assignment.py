@@ -1,55 +1,13 @@
-"""Which pairs to ask a respondent next.
+"""Which pairs to ask a respondent next (:func:`next_pairs`, whose docstring gives the work per request).
 
-Pairs the respondent has not answered, least-answered first, ties broken at
-random, each shown in a random orientation. Serving the least-covered pairs
-balances n_ij across pairs (the debiased MLE's variance is governed by the
-smallest counts) and connects the comparison graph as early as possible: with
-m items, the first ⌈m/2⌉ answered pairs already cover every item.
-
-Counts come from the folded statistics after an opportunistic, non-blocking fold
-of pending answers, so they may lag a concurrent fold by a moment; that only
-affects balance, never correctness.
-
-Surveys with a goal (:mod:`app.goals.service`) are served differently: pairs from the
-respondent's pool (the items in doubt it has not answered about, or every such item
-under balanced assignment), each with the ticket that lets its answer count for the
-goal's certificate, read from the goal's state as last folded (a fold is started in
-the background, never waited for); once the goal is met, as below.
-
-Central-model surveys hold true answers, and which pairs were answered is
-itself protected there (edge and individual DP cover it): serving least-answered
-pairs first would let anyone who registers read the per-pair counts. Their pairs
-are drawn uniformly among those the respondent has not answered, from nothing
-but the respondent's own history.
-
-**Work per request.** With m items, M = m(m−1)/2 possible pairs, s pairs answered
-at least once in the survey, a answered by the respondent and ``count`` ≤ 100
-asked for, a request costs O(m + a + count·log M) — never O(M):
-
-* pairs are numbered 0 … M−1 (row-major upper triangle) and never materialized;
-  a uniform draw among the pairs outside a sorted exclusion list maps a rank to a
-  pair by binary search (:func:`_skip`), and ``Generator.choice`` without
-  replacement draws ``count`` distinct ranks in O(count) (Floyd's algorithm);
-* central model: uniform outside the respondent's own a pairs;
-* local model, while at most half the pairs have been answered (s + a ≤ M/2,
-  judged from the survey's folded comparison count, an upper bound on s): every
-  never-answered pair has the least count, 0; candidates drawn uniformly outside
-  the respondent's pairs are looked up in ``pair_stats`` by primary key and kept
-  when absent (each is kept with probability ≥ ½, so a few lookups of ~2·count
-  keys suffice);
-* otherwise M < 2(s + a), so O(s) is O(answers): the survey's per-pair counts are
-  read (streamed; ~1.5 µs per answered pair) into plain sorted arrays — the answered
-  pairs by key and by (count, key) — kept in the process's analysis cache (its byte
-  budget, ``PRIVRANK_ANALYSIS_CACHE_MB``) and shared by every request; one request
-  per process reads while the others wait, or serve from the previous counts. While
-  answers keep arriving, counts that took t seconds to read are reused for 10·t
-  seconds (:data:`REFRESH_SHARE`): balance may lag by that much, never correctness
-  (the respondent's own pairs are always read fresh). A request then walks the count
-  levels upward from 0, drawing uniformly inside each level outside the
-  respondent's pairs.
-
-Items come from the per-process :class:`~app.surveys.service.ItemIndex` cache
-(plain values), checked against the survey's item count by one ``COUNT``.
+Local surveys: pairs the respondent has not answered, least-answered first, ties at
+random, each in a random orientation — balancing n_ij (the debiased MLE's variance is
+governed by the smallest counts) and connecting the comparison graph early (the first
+⌈m/2⌉ answered pairs cover every item). Goal surveys (:mod:`app.goals.service`) serve
+pairs from the respondent's pool, each with its ticket; once the goal is met, as above.
+Central surveys hold true answers, and which pairs were answered is protected there
+(edge and individual DP cover it): their pairs are drawn uniformly among those the
+respondent has not answered, from its own history only, so no one can read the counts.
 """
 
 from __future__ import annotations
@@ -101,7 +59,7 @@ def _rng() -> np.random.Generator:
 
 def _ints(rows, width: int) -> NDArray[np.int64]:
     """Integer result rows as an (n, width) array (numpy probes a SQLAlchemy ``Row`` for
-    array attributes one by one: ``np.array(rows)`` is ~10× slower)."""
+    array attributes one by one: ``np.array(rows)`` is far slower)."""
     flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
     return flat.reshape(-1, width)
 
@@ -339,7 +297,42 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
     """Up to ``count`` pairs for ``respondent`` (fewer when the budget or the pairs run
     out, with the reason). ``cache``: the process's
     :class:`~app.analysis.service.FitCache`, which keeps dense surveys' per-pair
-    counts between requests (None: read them each time)."""
+    counts between requests (None: read them each time).
+
+    Counts come from the folded statistics after an opportunistic, non-blocking fold of
+    pending answers, so they may lag a concurrent fold by a moment; that only affects
+    balance, never correctness. A goal survey's pairs are read from the goal's state as
+    last folded (a fold is started in the background, never waited for).
+
+    **Work per request.** With m items, M = m(m−1)/2 possible pairs, s pairs answered
+    at least once in the survey, a answered by the respondent and ``count`` ≤ 100
+    asked for, a request costs O(m + a + count·log M) — never O(M):
+
+    * pairs are numbered 0 … M−1 (row-major upper triangle) and never materialized;
+      a uniform draw among the pairs outside a sorted exclusion list maps a rank to a
+      pair by binary search (:func:`_skip`), and ``Generator.choice`` without
+      replacement draws ``count`` distinct ranks in O(count) (Floyd's algorithm);
+    * central model: uniform outside the respondent's own a pairs;
+    * local model, while at most half the pairs have been answered (s + a ≤ M/2,
+      judged from the survey's folded comparison count, an upper bound on s): every
+      never-answered pair has the least count, 0; candidates drawn uniformly outside
+      the respondent's pairs are looked up in ``pair_stats`` by primary key and kept
+      when absent (each is kept with probability ≥ ½, so a few lookups of ~2·count
+      keys suffice);
+    * otherwise M < 2(s + a), so O(s) is O(answers): the survey's per-pair counts are
+      read (streamed) into plain sorted arrays — the answered pairs by key and by
+      (count, key) — kept in the process's analysis cache (its byte budget,
+      ``PRIVRANK_ANALYSIS_CACHE_MB``) and shared by every request; one request per
+      process reads while the others wait, or serve from the previous counts. While
+      answers keep arriving, counts that took t seconds to read are reused for 10·t
+      seconds (:data:`REFRESH_SHARE`): balance may lag by that much, never correctness
+      (the respondent's own pairs are always read fresh). A request then walks the count
+      levels upward from 0, drawing uniformly inside each level outside the
+      respondent's pairs.
+
+    Items come from the per-process :class:`~app.surveys.service.ItemIndex` cache
+    (plain values), checked against the survey's item count by one ``COUNT``.
+    """
     if survey.status != "open" or survey.kind != "pairwise":
         if survey.goal and goal_met(session, survey):
             return Served([], "closed", _GOAL_MET)

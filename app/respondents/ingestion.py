@@ -443,7 +443,7 @@ def _chunks(values: list, size: int = _IN_CHUNK):
 
 #: Characters one CSV record (the header too) may take, in this import and the ballot
 #: import. csv.reader makes a field of every comma and holds the whole record: a body of
-#: commas became ~11 bytes of fields per byte of body (~3 GB for a 256 MiB import).
+#: commas turns into ~11 bytes of fields per byte of body (~3 GB for a 256 MiB import).
 MAX_RECORD_CHARS = 2**20
 
 
@@ -590,11 +590,11 @@ class _Bulk:
     """One statement executed for many rows, its parameters converted before the write.
 
     SQLite's write transaction holds the database's only write lock, which every
-    respondent's answer waits for, and SQLAlchemy's per-row parameter processing cost
-    more than SQLite's own work (2.8 s of 4.6 s for 150,000 answers of as many new
-    respondents). So on SQLite the rows are put in the driver's form (each value through
-    its type's bind processor, in the statement's parameter order) when staged, and the
-    write is one driver-level ``executemany``. Elsewhere (PostgreSQL has no database-wide
+    respondent's answer waits for, and SQLAlchemy's per-row parameter processing costs
+    more than SQLite's own work for an import of many new respondents. So on SQLite the
+    rows are put in the driver's form (each value through its type's bind processor, in
+    the statement's parameter order) when staged, and the write is one driver-level
+    ``executemany``. Elsewhere (PostgreSQL has no database-wide
     write lock) SQLAlchemy executes the statement with the rows as given.
     """
 

@@ -1,26 +1,10 @@
 """The one write path of answers: spend the respondent's budget and store what it bought.
 
 Pairwise batches (:mod:`.ingestion`) and rankings (:mod:`.ranking_surveys`) go through
-:func:`spend_and_store`; CSV imports spend many respondents' budgets at once with the
-same conditions (:func:`spend_conditions`) and the same refusals (:func:`over_limit`).
-
-The steps, in one write transaction:
-
-1. a retry of a request that committed gets its first answer (:mod:`.idempotency`);
-2. the survey row is re-read under a shared lock and must still take this kind of
-   answer (closing takes the conflicting lock, so once ``PATCH status=closed`` has
-   answered, nothing more is stored) — plus any check of the caller's, whose conflict
-   (a ranking already stored) is a replay when a copy of this request committed
-   since step 1, and the key's conflict when a request of another shape did;
-3. the respondent's counters grow by a conditional ``UPDATE … RETURNING``: its row
-   lock serializes one respondent's concurrent requests and its condition holds the
-   budget (Σε ≤ ``respondent_budget``; central model: at most L answers), so there is
-   no read-then-write race. No row back means over the limit: 409, unless a copy of
-   this very request committed meanwhile (then it is replayed);
-4. the caller stores the answers (and the key's record), then the transaction commits.
-   A unique constraint the store violates (a pair answered before, a second ranking,
-   a copy racing with the same key) rolls everything back: replayed if a copy with
-   the key committed, else the caller's conflict.
+:func:`spend_and_store`, one write transaction whose steps (idempotent replay, the
+survey's shared lock, the respondent's conditional counter update, the store) its
+docstring gives; CSV imports spend many respondents' budgets at once with the same
+conditions (:func:`spend_conditions`) and the same refusals (:func:`over_limit`).
 """
 
 from __future__ import annotations
@@ -313,10 +297,30 @@ def spend_and_store(
     check_more: Callable[[Session], None] | None = None,
 ) -> Stored:
     """Spend ``purchase`` from ``respondent``'s budget and ``store`` what it bought, in one
-    transaction (see the module doc). ``store(session, receipt)`` inserts the rows and
+    transaction. ``store(session, receipt)`` inserts the rows and
     returns whether it also wrote the key's record; ``duplicate(session)`` builds the
     conflict for a unique constraint the store violated (the transaction is rolled back
-    before it is called); ``check_more(session)`` runs after the survey's lock."""
+    before it is called); ``check_more(session)`` runs after the survey's lock.
+
+    The steps, in one write transaction:
+
+    1. a retry of a request that committed gets its first answer (:mod:`.idempotency`);
+    2. the survey row is re-read under a shared lock and must still take this kind of
+       answer (closing takes the conflicting lock, so once ``PATCH status=closed`` has
+       answered, nothing more is stored) — plus any check of the caller's, whose
+       conflict (a ranking already stored) is a replay when a copy of this request
+       committed since step 1, and the key's conflict when a request of another shape
+       did;
+    3. the respondent's counters grow by a conditional ``UPDATE … RETURNING``: its row
+       lock serializes one respondent's concurrent requests and its condition holds the
+       budget (Σε ≤ ``respondent_budget``; central model: at most L answers), so there is
+       no read-then-write race. No row back means over the limit: 409, unless a copy of
+       this very request committed meanwhile (then it is replayed);
+    4. the caller stores the answers (and the key's record), then the transaction
+       commits. A unique constraint the store violates (a pair answered before, a second
+       ranking, a copy racing with the same key) rolls everything back: replayed if a
+       copy with the key committed, else the caller's conflict.
+    """
     try:
         begin_write(session)
         if check_more is None and session.get_bind().dialect.name == "postgresql":

@@ -1,28 +1,12 @@
-"""Can't decide: a respondent passes on a pair it was served, and only the survey's
-count remembers (docs/how-to/privacy.md, "Can't decide").
+"""Can't decide: a respondent passes on a pair it was served, and only the survey's count
+remembers (docs/how-to/privacy.md, "Can't decide").
 
-Nothing is stored about the pair, the respondent or the moment: a per-pair skip
-record would itself reveal something about the respondent (which pairs they found
-hard), and with the respondent it would be an answer of sorts. So a "can't decide"
-adds one to a survey-level count and spends no privacy budget. The count lives in a
-few shards (one picked at random per increment), so that concurrent respondents do
-not all update one row.
-
-**Bounded by the pairs served.** Every pair ``GET …/pairs`` serves carries an
-*undecided ticket* (:meth:`UndecidedTickets.issue`): ``x.mac``, where ``x`` is
-HMAC-SHA256 under the ``undecided`` service secret of (survey, respondent, pair) —
-the same for every serving of that pair to that respondent — and ``mac`` is
-HMAC-SHA256 of (survey, respondent, ``x``) under the same secret. ``POST …/undecided``
-sends the ticket alone: the server checks ``mac`` (a ticket the server did not issue
-to this respondent is refused, 422) without learning the pair again, and spends it by
-inserting a :class:`~app.core.db.models.ParticipationSlot` whose digest is HMAC-SHA256 keyed
-with the respondent's bearer token (which the database does not hold) over (survey,
-``x``). The slot's insert and the count's increment are one transaction; a ticket
-already spent is an idempotent no-op (204, the count unchanged), like a retried answer.
-So a respondent adds at most one to the count per distinct pair it was served, and a
-survey's count is at most the sum over respondents of the distinct pairs served to
-each. The slot names neither the respondent nor the pair for anyone without the token,
-and slots of suggestions, flags and passes look alike.
+Nothing is stored about the pair, the respondent or the moment: a per-pair skip record
+would itself reveal something about the respondent (which pairs they found hard), and
+with the respondent it would be an answer of sorts. So a "can't decide" adds one to a
+survey-level count and spends no privacy budget. The count is bounded by the pairs
+served: every served pair carries an undecided ticket (:meth:`UndecidedTickets.issue`),
+spent once per respondent and pair (:func:`record_undecided`).
 """
 
 from __future__ import annotations
@@ -65,7 +49,13 @@ class UndecidedTickets(ServiceHmac):
         return _b64(self.hmac(message))
 
     def issue(self, survey_id: str, respondent_id: str, a: str, b: str) -> str:
-        """The ticket of the pair {a, b} served to a respondent (either orientation)."""
+        """The ticket of the pair {a, b} served to a respondent (either orientation).
+
+        ``x.mac``: ``x`` is HMAC-SHA256 under the ``undecided`` service secret of
+        (survey, respondent, pair) — the same for every serving of that pair to that
+        respondent — and ``mac`` is HMAC-SHA256 of (survey, respondent, ``x``) under the
+        same secret, so the server checks a ticket (one it did not issue to this
+        respondent is refused, 422) without learning the pair again."""
         lo, hi = sorted((a, b))
         x = self._mac(f"privrank undecided pair v1\0{survey_id}\0{respondent_id}\0{lo}\0{hi}")
         return f"{x}.{self._ticket_mac(survey_id, respondent_id, x)}"
@@ -86,7 +76,18 @@ class UndecidedTickets(ServiceHmac):
 def record_undecided(session: Session, survey: Survey, token: str, x: str) -> bool:
     """Add one "can't decide" to an open pairwise survey's count for the served pair
     ``x`` (:meth:`UndecidedTickets.pair_digest`), once per respondent token and pair:
-    True when counted, False when this pair was already passed (nothing written)."""
+    True when counted, False when this pair was already passed (nothing written).
+
+    The ticket is spent by inserting a :class:`~app.core.db.models.ParticipationSlot` whose
+    digest is HMAC-SHA256 keyed with the respondent's bearer token (which the database
+    does not hold) over (survey, ``x``); the slot's insert and the count's increment are
+    one transaction, and a ticket already spent is an idempotent no-op (204, the count
+    unchanged), like a retried answer. So a respondent adds at most one to the count per
+    distinct pair it was served, and a survey's count is at most the sum over
+    respondents of the distinct pairs served to each. The slot names neither the
+    respondent nor the pair for anyone without the token, and slots of suggestions,
+    flags and passes look alike. The count lives in a few shards (one picked at random
+    per increment), so that concurrent respondents do not all update one row."""
     require_pairwise(survey)
     if survey.status != "open":
         raise Conflict("this survey is closed")

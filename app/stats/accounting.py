@@ -1,34 +1,13 @@
 """Privacy accounting in zero-concentrated differential privacy (zCDP), shown as (ε, δ).
 
-A central-model survey either sums pure ε (basic composition) or, with zCDP
-accounting, sums ρ (docs/mechanisms.md §2.6). This module holds the arithmetic of the
-second:
-
-* a mechanism is ρ-zCDP when the Rényi divergence of its output distributions on
-  neighbouring inputs is at most ρα for every order α > 1 [Bun & Steinke 2016,
-  Definition 1.1]; ρ-zCDP mechanisms compose by adding ρ [Prop. 1.7];
-* the Gaussian mechanism with ℓ₂ sensitivity Δ₂ and standard deviation σ is
-  Δ₂²/(2σ²)-zCDP [Prop. 1.6], and so is the discrete Gaussian on integer statistics
-  [Canonne, Kamath & Steinke 2020, Theorem 4, one coordinate; the Rényi divergences of
-  independent coordinates add, which gives Δ₂²/(2σ²) for a vector] (:func:`gaussian_rho`);
-* a pure ε-DP mechanism is ε²/2-zCDP [Bun & Steinke 2016, Prop. 1.4]
-  (:func:`pure_rho`);
-* ρ-zCDP implies (ε, δ)-DP for every δ > 0 with
-
-      δ = inf_{α>1} exp((α−1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α
-
-  [Canonne, Kamath & Steinke 2020, Corollary 13], the conversion OpenDP's
-  ``make_zCDP_to_approxDP`` implements. Solved for ε, every α > 1 gives a valid ε:
-
-      ε(α) = αρ + (log(1/δ) + (α − 1)·log(1 − 1/α) − log α) / (α − 1)
-
-  :func:`zcdp_epsilon` returns the smallest over α it finds (a numerical search, so
-  at worst slightly above the infimum: conservative), and :func:`zcdp_rho_for` the
-  largest ρ whose ε at δ stays within a budget (again attained at one α, so the
-  guarantee holds exactly for that α). It is tighter than the classical
-  ε = ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3] (:func:`zcdp_epsilon_classical`).
-
-Pure NumPy/SciPy; no randomness.
+A central-model survey either sums pure ε (basic composition) or, with zCDP accounting,
+sums ρ. This module holds the arithmetic of the second (docs/mechanisms.md §2.6): ρ of
+the (discrete) Gaussian mechanism (:func:`gaussian_rho`) and of a pure ε-DP one
+(:func:`pure_rho`), and the tight ρ-zCDP → (ε, δ) conversion of Canonne, Kamath &
+Steinke (2020, Corollary 13): :func:`zcdp_epsilon` the smallest ε over the orders α it
+finds (conservative), :func:`zcdp_rho_for` the largest ρ within a budget,
+:func:`zcdp_epsilon_classical` the looser ρ + 2√(ρ·log(1/δ)). Pure NumPy/SciPy; no
+randomness.
 """
 
 from __future__ import annotations
@@ -76,7 +55,7 @@ def _eps_at(t, rho: float, delta: float):
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """The ε at which ρ-zCDP is (ε, δ)-DP [Canonne, Kamath & Steinke 2020, Corollary 13].
+    """The ε at which ρ-zCDP is (ε, δ)-DP.
 
     Parameters
     ----------
@@ -90,6 +69,16 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     float
         min over α > 1 of αρ + (log(1/δ) + (α − 1)log(1 − 1/α) − log α)/(α − 1), at
         least 0: every α gives a valid ε, so a numerical minimum is conservative.
+
+    Raises
+    ------
+    ValueError
+        If ρ is negative or not finite, or δ is outside (0, 1).
+
+    References
+    ----------
+    Canonne, Kamath & Steinke (2020), *The Discrete Gaussian for Differential Privacy*,
+    Corollary 13; docs/mechanisms.md §2.6.
 
     Examples
     --------
@@ -113,8 +102,27 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
 def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """The largest ρ whose (ε, δ) conversion stays within ``epsilon`` at ``delta``.
 
-    For each α, ρ ≤ (ε − penalty(α))/α keeps ε(α) ≤ ε; this returns the maximum over
-    the α searched, so ``zcdp_epsilon(zcdp_rho_for(ε, δ), δ) ≤ ε`` (up to rounding).
+    Parameters
+    ----------
+    epsilon : float
+        The budget's ε, > 0.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        ρ, so that ``zcdp_epsilon(zcdp_rho_for(ε, δ), δ) ≤ ε`` (up to rounding).
+
+    Raises
+    ------
+    ValueError
+        If ε is not positive, δ is outside (0, 1), or no positive ρ meets (ε, δ).
+
+    Notes
+    -----
+    For each α, ρ ≤ (ε − penalty(α))/α keeps ε(α) ≤ ε; this returns the maximum over the
+    α searched (attained at one α, so the guarantee holds exactly for that α).
 
     Examples
     --------
@@ -142,23 +150,102 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
 
 
 def zcdp_epsilon_classical(rho: float, delta: float) -> float:
-    """ρ + 2√(ρ·log(1/δ)) [Bun & Steinke 2016, Prop. 1.3]: valid, looser than
-    :func:`zcdp_epsilon`; for comparison only."""
+    """ρ + 2√(ρ·log(1/δ)): valid, looser than :func:`zcdp_epsilon`; for comparison only.
+
+    Parameters
+    ----------
+    rho : float
+        The zCDP parameter.
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+        The classical ε.
+
+    Raises
+    ------
+    ValueError
+        If δ is outside (0, 1).
+
+    References
+    ----------
+    Bun & Steinke (2016), *Concentrated Differential Privacy*, Prop. 1.3.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import zcdp_epsilon_classical
+    >>> round(zcdp_epsilon_classical(0.5, 1e-6), 4)
+    5.7565
+    """
     delta = _check_delta(delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
 def gaussian_rho(sensitivity_l2: float, sigma: float) -> float:
-    """Δ₂²/(2σ²): the zCDP of (discrete) Gaussian noise of scale σ on a statistic of ℓ₂
-    sensitivity Δ₂ [Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke 2020,
-    Theorem 4]."""
+    """Δ₂²/(2σ²): the zCDP of (discrete) Gaussian noise of scale σ on a statistic of ℓ₂ sensitivity Δ₂.
+
+    Parameters
+    ----------
+    sensitivity_l2 : float
+        Δ₂ ≥ 0.
+    sigma : float
+        σ > 0.
+
+    Returns
+    -------
+    float
+        ρ.
+
+    Raises
+    ------
+    ValueError
+        If σ is not positive or Δ₂ is negative.
+
+    References
+    ----------
+    Bun & Steinke (2016), Prop. 1.6; Canonne, Kamath & Steinke (2020), Theorem 4.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import gaussian_rho
+    >>> gaussian_rho(1.0, 1.0)
+    0.5
+    """
     if not (sigma > 0 and sensitivity_l2 >= 0):
         raise ValueError("sigma must be positive and the sensitivity non-negative")
     return sensitivity_l2**2 / (2.0 * sigma**2)
 
 
 def pure_rho(epsilon: float) -> float:
-    """ε²/2: what a pure ε-DP mechanism costs in zCDP [Bun & Steinke 2016, Prop. 1.4]."""
+    """ε²/2: what a pure ε-DP mechanism costs in zCDP.
+
+    Parameters
+    ----------
+    epsilon : float
+        ε ≥ 0, finite.
+
+    Returns
+    -------
+    float
+        ρ.
+
+    Raises
+    ------
+    ValueError
+        If ε is negative or not finite.
+
+    References
+    ----------
+    Bun & Steinke (2016), Prop. 1.4.
+
+    Examples
+    --------
+    >>> from app.stats.accounting import pure_rho
+    >>> pure_rho(1.0)
+    0.5
+    """
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError("epsilon must be a finite number >= 0")
     return epsilon * epsilon / 2.0

@@ -1,79 +1,13 @@
 """Adaptive pair selection with a certified stop (docs/uncertainty.md §9).
 
-A survey with a goal — the top-K set, or the whole ranking — wants to stop asking as
-soon as the goal is certain, and to spend its answers where the goal is still in
-doubt. Two things make that hard: the goal is checked again and again as answers
-arrive (a fixed-sample interval re-checked after every batch certifies too often),
-and adaptive sampling changes which pairs are observed. This module handles both
-with one construction.
-
-**What is certified.** Each item's Borda score b_i = (1/(m−1)) Σ_{j≠i} P(i beats j),
-its mean chance of beating an opponent drawn uniformly at random. Under the BTL model
-P(i beats j) = σ(θ_i − θ_j) is increasing in θ_i, so the Borda order is the θ order
-and the Borda top-K is the θ top-K; without BTL the Borda scores are still a ranking
-that any population of preferences has [Heckel et al. 2019, §2]. This is the *Borda* top-K
-(or ranking); :mod:`app.stats.pairwise_goal` certifies another estimand, the
-*majority* top-K, and the two differ when preferences cycle or the population is
-polarized (docs/uncertainty.md §9).
-
-**Samples of a Borda score.** A debiased randomized answer z on the pair (i, j)
-(docs/estimator.md §3) has mean P(i beats j) and lies in
-[−1/(e^ε − 1), e^ε/(e^ε − 1)], an interval of width w = coth(ε/2). If, given
-everything before it, the pair's other item is uniform over the m − 1 items, then z
-has conditional mean b_i: it is a sample of b_i. :func:`draw_respondent_pairs` serves
-a respondent's pairs so that this holds for every item of its *pool*: the items still
-*active* (not yet resolved) that the respondent has not answered about. It draws
-uniformly among the pairs with at least one pool item, and the answer counts
-(``count_i``, ``count_j``) for the pair's pool items — a decision made before the
-answer, as the construction requires. An item counts at most once per respondent:
-nothing the respondent answered before restricts its opponent (no pair is served to
-one respondent twice), and an item's samples come from different people, so one
-person's answers going together does not make them dependent. Balanced assignment
-with a goal uses every item the respondent has not answered about as its pool.
-
-**Confidence sequences.** For item i with counted answers z_1, z_2, … of widths
-w_1, w_2, …, the weights λ_t = 1/w_t² are known before each answer, and
-S_n = Σ λ_t (z_t − b_i) is a martingale with increments that are sub-Gaussian with
-variance proxy λ_t² w_t²/4 (Hoeffding's lemma), so V_n = Σ 1/(4 w_t²). Mixing the
-exponential supermartingales exp(ηS_n − η²V_n/2) over η ~ N(0, 1/ρ) and applying
-Ville's inequality gives, with probability at least 1 − α, for *every* n at once,
-
-    |S_n| ≤ sqrt((V_n + ρ) · log((V_n + ρ) / (ρ α²)))
-
-(Robbins' normal mixture, [Howard et al. 2021, §3]): the interval
-b̂_i ± that radius / Σλ_t, b̂_i = Σ λ_t z_t / Σ λ_t, holds at all sample sizes
-simultaneously, so it may be checked after every answer and the survey stopped the
-first time it certifies. A union bound over the m items (α/m each) makes all m
-intervals hold together. ρ fixes where the radius is tightest; it is set in advance
-(:data:`RHO_ANSWERS` effective answers), never from the data.
-
-**The stop.** The top-K set is certified when its K items' lower bounds all exceed
-the upper bounds of the other m − K items; the whole ranking when no two items'
-intervals overlap. Items are resolved one by one on the way [Heckel et al. 2019,
-Algorithm 1]: an item is *in* once its lower bound exceeds the upper bounds of m − K
-others, *out* once its upper bound is below the lower bounds of K others, and only
-the others stay active. With probability ≥ ``level``, a certified set is the true
-Borda top-K (and a certified order the true order), whenever the survey stops.
-
-**Assumptions.** The martingale argument needs each counted answer's conditional mean
-to be P(i beats j) given all earlier answers (and its ε), where P is the population's:
-true when respondents are drawn independently from the population (each one's
-answers may go together: an item counts once per respondent) and their ε and arrival
-order are unrelated to their preferences (otherwise the sequences estimate an ε- or
-time-weighted Borda score). The simulation study
-(``tests/benchmarks/bench_adaptive.py --tau 1``) measures the false certification
-rate with respondent effects. The answers a goal needs grow as
-1/gap² between the K-th and (K+1)-th Borda scores and have no bound at a tie:
-a live survey needs a cap on its answers as well as a goal.
-
-References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
-Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
-Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Robbins 1970] Herbert Robbins,
-*Statistical methods related to the law of the iterated logarithm*, Annals of
-Mathematical Statistics 41(5), 1970; [Heckel et al. 2019] Reinhard Heckel, Nihar B.
-Shah, Kannan Ramchandran, Martin J. Wainwright, *Active ranking from pairwise
-comparisons and when parametric assumptions do not help*, Annals of Statistics 47(6),
-2019, arXiv:1606.08842.
+A survey with a goal — the top-K set, or the whole ranking — stops asking once the goal
+is certain and spends its answers where the goal is still in doubt. Each item's Borda
+score gets a confidence sequence (Robbins' normal mixture, :func:`mixture_radius`) fed by
+answers whose opponent is uniform (:func:`draw_respondent_pairs`), valid however often
+it is checked; items are resolved one by one and the top-K certified when its bounds
+separate from the rest. docs/uncertainty.md §9 derives the samples, the sequences, the
+stop and the assumptions; :mod:`app.stats.pairwise_goal` certifies the majority
+estimand instead. References: docs/uncertainty.md §10.
 """
 
 from __future__ import annotations
@@ -109,9 +43,38 @@ RHO_ANSWERS = 64.0
 
 
 def mixture_radius(v: ArrayLike, alpha: float, rho: float) -> NDArray[np.float64]:
-    """Robbins' two-sided normal-mixture boundary sqrt((v+ρ)·log((v+ρ)/(ρα²))):
-    a martingale with sub-Gaussian increments and variance process v stays inside
-    ±radius at all times with probability ≥ 1 − α ([Howard et al. 2021, §3]).
+    """Robbins' two-sided normal-mixture boundary sqrt((v+ρ)·log((v+ρ)/(ρα²))).
+
+    Parameters
+    ----------
+    v : array_like
+        The variance process V_n (Σ λ_t/4 for a Borda sequence).
+    alpha : float
+        Error probability, in (0, 1).
+    rho : float
+        The mixture's ρ > 0, where the radius is tightest.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The radius: a martingale with sub-Gaussian increments and variance process v stays
+        inside ±radius at all times with probability ≥ 1 − α.
+
+    Raises
+    ------
+    ValueError
+        If α is outside (0, 1) or ρ is not positive.
+
+    Notes
+    -----
+    For an item's sum S_n = Σ λ_t (z_t − b_i) with weights λ_t = 1/w_t² and v = Σ λ_t/4,
+    the interval on its Borda score is b̂_i ± radius / Σλ_t, b̂_i = Σ λ_t z_t / Σ λ_t
+    (docs/uncertainty.md §9).
+
+    References
+    ----------
+    Howard, Ramdas, McAuliffe & Sekhon (2021), *Time-uniform, nonparametric,
+    nonasymptotic confidence sequences*, §3.
 
     Examples
     --------
@@ -217,10 +180,32 @@ def goal_status(
 ) -> GoalStatus:
     """The goal (``top_k``; None: the whole ranking) checked against the sequences.
 
-    With ``previous`` (the last status at the same level), the bounds are intersected
-    with the earlier ones: when every interval ever computed holds, so do their
-    intersections, so this keeps the guarantee and makes resolution monotone (an item
-    once resolved stays resolved, a goal once met stays met).
+    Parameters
+    ----------
+    seqs : BordaSequences
+        The items' running sums.
+    level : float
+        Confidence level of the certificate.
+    top_k : int, optional
+        K, between 1 and m − 1; None: the whole ranking.
+    rho : float, default RHO_ANSWERS
+        The mixture's ρ in effective answers.
+    previous : GoalStatus, optional
+        The last status at the same level: the bounds are intersected with the earlier
+        ones. When every interval ever computed holds, so do their intersections, so this
+        keeps the guarantee and makes resolution monotone (an item once resolved stays
+        resolved, a goal once met stays met).
+
+    Returns
+    -------
+    GoalStatus
+        Which items are resolved, the certified items, and whether the goal is met.
+
+    Raises
+    ------
+    ValueError
+        If ``top_k`` is out of range, or ``previous`` was computed for another goal,
+        level, ρ or number of items.
 
     Examples
     --------
@@ -266,16 +251,31 @@ def goal_status(
 def draw_respondent_pairs(
     pool: ArrayLike, count: int, rng: np.random.Generator
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]:
-    """Up to ``count`` pairs (i, j) for one respondent, and whether each counts for i and
-    for j: drawn one at a time uniformly among the pairs with at least one item in the
-    ``pool`` (the items the answer may count for), each drawn pool item then leaving the
-    pool. Stops early when the pool is empty. O(m + count).
+    """Up to ``count`` pairs (i, j) for one respondent, and whether each counts for i and for j.
 
-    Given that a pair holds a pool item, its other item is uniform over the m − 1
-    others whatever was drawn before, so the answer is a sample of the pool item's
-    Borda score (module doc); no pair repeats and no item counts twice. The service
-    passes the items still in doubt that the respondent has not answered about
-    (adaptive), or all those it has not answered about (balanced with a goal).
+    Parameters
+    ----------
+    pool : array_like of bool (m,)
+        The items the answer may count for.
+    count : int
+        The most pairs drawn.
+    rng : numpy.random.Generator
+        The draws' generator.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (i, j, counts for i, counts for j).
+
+    Notes
+    -----
+    Drawn one at a time uniformly among the pairs with at least one item in the pool, each
+    drawn pool item then leaving the pool; stops early when the pool is empty. O(m + count).
+    Given that a pair holds a pool item, its other item is uniform over the m − 1 others
+    whatever was drawn before, so the answer is a sample of the pool item's Borda score
+    (docs/uncertainty.md §9); no pair repeats and no item counts twice. The service passes
+    the items still in doubt that the respondent has not answered about (adaptive), or all
+    those it has not answered about (balanced with a goal).
 
     Examples
     --------
@@ -290,14 +290,37 @@ def draw_respondent_pairs(
 def draw_for_respondents(
     pool: ArrayLike, respondents: int, count: int, rng: np.random.Generator
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_], NDArray[np.int64]]:
-    """:func:`draw_respondent_pairs` for several new respondents with the same pool at
-    once (vectorized over respondents): the pairs of respondent 0 first, each in the
-    order drawn, and whose each pair is (the last array).
+    """:func:`draw_respondent_pairs` for several new respondents with the same pool at once.
 
-    Each respondent's draws follow the rule exactly: a pool item is drawn uniformly
-    among those the respondent has not drawn yet (a draw that hits one is drawn
-    again), its opponent uniformly among the other m − 1 items, and a pair of two
-    such pool items is kept half the time."""
+    Parameters
+    ----------
+    pool : array_like of bool (m,)
+        The items the answers may count for.
+    respondents : int
+        New respondents.
+    count : int
+        The most pairs per respondent.
+    rng : numpy.random.Generator
+        The draws' generator.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (i, j, counts for i, counts for j, respondent): the pairs of respondent 0 first,
+        each in the order drawn, and whose each pair is.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two items.
+
+    Notes
+    -----
+    Vectorized over respondents. Each respondent's draws follow the rule exactly: a pool
+    item is drawn uniformly among those the respondent has not drawn yet (a draw that hits
+    one is drawn again), its opponent uniformly among the other m − 1 items, and a pair of
+    two such pool items is kept half the time.
+    """
     pool = np.asarray(pool, dtype=bool)
     m = pool.size
     if m < 2:
@@ -348,8 +371,18 @@ def draw_for_respondents(
 
 
 def preferences(theta: ArrayLike | Population) -> tuple[NDArray[np.float64] | Population, int]:
-    """What a simulation answers from — BTL scores as an array, or a population — and its
-    number of items."""
+    """What a simulation answers from — BTL scores as an array, or a population — and its number of items.
+
+    Parameters
+    ----------
+    theta : array_like or Population
+        BTL scores, or a :class:`~app.stats.simulation.Population`.
+
+    Returns
+    -------
+    tuple
+        (scores as a float array, or the population; m).
+    """
     if isinstance(theta, Population):
         return theta, theta.n_items
     scores = np.asarray(theta, dtype=np.float64)
@@ -366,11 +399,32 @@ def simulated_answers(
     tau: float,
     rng: np.random.Generator,
 ) -> NDArray[np.float64]:
-    """Debiased randomized answers (1: i won) of simulated respondents ``who`` (0 to
-    ``respondents`` − 1) on the pairs (i, j): true BTL answers at scores ``theta``
-    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1), so one respondent's answers
-    go together), or answers from a :class:`~app.stats.simulation.Population` (each
-    respondent from one of its groups), randomized at ``epsilon``."""
+    """Debiased randomized answers (1: i won) of simulated respondents on the pairs (i, j).
+
+    Parameters
+    ----------
+    theta : numpy.ndarray or Population
+        True BTL scores, or a :class:`~app.stats.simulation.Population` (each respondent
+        from one of its groups).
+    i, j : numpy.ndarray of int64
+        The pairs.
+    who : numpy.ndarray of int64
+        The respondent (0 to ``respondents`` − 1) of each pair.
+    respondents : int
+        Simulated respondents.
+    epsilon : float
+        ε of the randomization.
+    tau : float
+        Respondent effects: with τ > 0 each respondent has its own scores
+        θ + τ·N(0, 1), so one respondent's answers go together.
+    rng : numpy.random.Generator
+        The simulation's generator.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The debiased answers z.
+    """
     if isinstance(theta, Population):
         return debias(privatize(theta.answers(i, j, who, respondents, tau, rng), epsilon, rng), epsilon)
     d = theta[i] - theta[j]
@@ -394,22 +448,50 @@ def simulate_goal(
     pairs_per_respondent: int = 10,
     check: Callable[[], None] | None = None,
 ) -> GoalRun:
-    """One survey run as the service runs it, until its goal is met (or ``max_answers``):
-    the answers and respondents used, the certified set (top-K, best first) or order
-    (full ranking), None when not met, and the final status. ``check()`` is called
-    before each batch and may raise to stop the work.
+    """One survey run as the service runs it, until its goal is met (or ``max_answers``).
 
+    Parameters
+    ----------
+    theta : array_like or Population
+        True BTL scores, or a :class:`~app.stats.simulation.Population`.
+    epsilon : float
+        ε of every answer.
+    level : float
+        Confidence level of the certificate.
+    strategy : {"adaptive", "balanced"}
+        The pool: the items in doubt (``adaptive``) or all items (``balanced``).
+    rng : numpy.random.Generator
+        The simulation's generator.
+    top_k : int, optional
+        K; None: the whole ranking.
+    batch : int, optional
+        Answers between checks (default: m, at least 50).
+    max_answers : int, default 10000000
+        The cap.
+    tau : float, default 0.0
+        Respondent effects: with τ > 0 each respondent has its own scores
+        θ + τ·N(0, 1) (one respondent's answers go together).
+    pairs_per_respondent : int, default 10
+        The most pairs served to one respondent.
+    check : callable, optional
+        Called before each batch; may raise to stop the work.
+
+    Returns
+    -------
+    GoalRun
+        The answers and respondents used, the certified set (top-K, best first) or order
+        (full ranking), None when not met, and the final status.
+
+    Notes
+    -----
     Respondents arrive one after another; each is served up to ``pairs_per_respondent``
-    pairs by :func:`draw_respondent_pairs` from its pool — the items in doubt
-    (``adaptive``) or all items (``balanced``) — and answers them all (so a respondent
-    answers fewer pairs when its pool runs out: the service serves only pairs that
-    count while the goal is unmet). Answers are true BTL answers randomized at
-    ``epsilon`` (or, for a :class:`~app.stats.simulation.Population`, answers from a
-    respondent's group). The goal is checked after every ``batch`` answers (default: m,
-    at least 50), or every 2% of the answers so far when that is more (so a run that
-    meets its goal overshoots by at most that much). ``tau`` > 0 gives each respondent
-    its own scores θ + τ·N(0, 1) (respondent effects: one respondent's answers go
-    together)."""
+    pairs by :func:`draw_respondent_pairs` from its pool and answers them all (so a
+    respondent answers fewer pairs when its pool runs out: the service serves only pairs
+    that count while the goal is unmet). Answers are true BTL answers randomized at
+    ``epsilon`` (or, for a population, answers from a respondent's group). The goal is
+    checked after every ``batch`` answers, or every 2% of the answers so far when that is
+    more (so a run that meets its goal overshoots by at most that much).
+    """
     theta, m = preferences(theta)
     batch = batch or max(m, 50)
     seqs = BordaSequences(m)

@@ -1,27 +1,12 @@
 """The debiased regularized MLE of the Bradley–Terry–Luce model and its baselines.
 
-Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
-eq. (3), in the per-comparison form of docs/estimator.md §4.1:
-
-    J(θ) = Σ_{i<j} [ S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j}) ] + λ‖θ‖²,
-
-where n_ij counts the comparisons of pair (i, j) and S_ij sums their debiased
-values z (eq. (1)). In the paper's complete design, where each of L respondents
-answers every pair, J = L × (3) with λ = L·λ_paper.
-
-The gradient and Hessian are exact (docs/estimator.md §4.2; Hessian: Lemma S5):
-
-    ∇J = Σ_{i<j} (n_ij σ(θ_i−θ_j) − S_ij)(e_i − e_j) + 2λθ,
-    ∇²J = Σ_{i<j} n_ij σ'(θ_i−θ_j)(e_i − e_j)(e_i − e_j)ᵀ + 2λI,
-
-a weighted graph Laplacian plus 2λI. It does not involve S, so J is
-2λ-strongly convex whatever the values of z̄ = S/n, including z̄ ∉ [0, 1]
-(docs/estimator.md §4.1–4.3); the minimizer is unique for λ > 0 and sums to zero on every
-connected component of the comparison graph (Lemma 3, per component).
-
-Solver: damped Newton with an Armijo backtracking line search. The Newton system
-is solved by dense Cholesky for small m and by preconditioned conjugate gradients
-on a sparse (CSR) Hessian for large sparse designs — no m×m matrix is formed then.
+Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*, eq. (3)
+in the per-comparison form J(θ) = Σ_{i<j} [S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j})]
++ λ‖θ‖² (docs/estimator.md §4.1; in the paper's complete design J = L × (3) with
+λ = L·λ_paper). Its exact gradient and Hessian, strong convexity whatever z̄ and the
+per-component centring are §4.2–4.3; the default ridge §4.4; the solver (damped Newton,
+dense Cholesky or preconditioned CG on a sparse Hessian, no m × m matrix then) §4.5; the
+baselines §8.
 """
 
 from __future__ import annotations
@@ -64,8 +49,8 @@ _threadpools: ThreadpoolController | None = None
 def _single_threaded_blas():
     """Context pinning BLAS to one thread. OpenBLAS's worker threads spin after
     each call and steal the core that the surrounding NumPy passes need; on small
-    machines a one-thread Cholesky inside the Newton loop is faster overall
-    (measured: 0.24 s vs 0.45–0.6 s for m = 1,000 on 2 cores). The limit is
+    machines a one-thread Cholesky inside the Newton loop is faster overall (row 2 of
+    ``python -m tests.benchmarks.bench_stats``, m = 1,000 complete, times it). The limit is
     process-wide, so it is only taken on the main thread (threaded servers set
     their own policy)."""
     global _threadpools
@@ -185,15 +170,26 @@ class BTLFit:
 def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
     """Default ridge λ = G(ε), the mean of coth²(ε/2) over the comparisons.
 
-    Derivation. The paper's experiments use λ_paper ≍ G(ε)/L for objective (3),
-    which averages each pair over its L respondents (Scenario I, paper §5.1; docs/estimator.md §4.4 on
-    why G/L and not the literal (e^ε+1)²/((e^ε−1)L)). J sums instead of
-    averaging, so J = L·(3) and λ = L·λ_paper = G(ε) with constant 1. The same
-    holds in incomplete designs with L replaced by any per-pair count, which
-    cancels: the ridge is a fixed O(G) penalty while the data term grows with the
-    number of comparisons, so its pull on θ̂ is O(G/n) per item — vanishing, and
-    larger exactly when the privacy noise (variance ∝ G) is larger. λ > 0 always,
-    which existence needs when z̄ ∉ [0, 1] (docs/estimator.md §4.3). With no comparisons G = 1.
+    Parameters
+    ----------
+    stats_or_epsilon : PairStats or array_like
+        The fit's statistics, or the ε of each comparison.
+
+    Returns
+    -------
+    float
+        λ in the scaling of J; 1 with no comparisons.
+
+    Notes
+    -----
+    The paper's experiments use λ_paper ≍ G(ε)/L for objective (3), which averages each
+    pair over its L respondents (Scenario I, paper §5.1; docs/estimator.md §4.4 on why G/L
+    and not the literal (e^ε+1)²/((e^ε−1)L)). J sums instead of averaging, so J = L·(3)
+    and λ = L·λ_paper = G(ε) with constant 1. The same holds in incomplete designs with L
+    replaced by any per-pair count, which cancels: the ridge is a fixed O(G) penalty while
+    the data term grows with the number of comparisons, so its pull on θ̂ is O(G/n) per
+    item — vanishing, and larger exactly when the privacy noise (variance ∝ G) is larger.
+    λ > 0 always, which existence needs when z̄ ∉ [0, 1] (docs/estimator.md §4.3).
 
     Examples
     --------
@@ -210,7 +206,38 @@ def default_lambda(stats_or_epsilon: PairStats | ArrayLike) -> float:
 
 
 def objective(theta: ArrayLike, i: ArrayLike, j: ArrayLike, n: ArrayLike, s: ArrayLike, lam: float) -> float:
-    """J(θ) for pairs (i, j) with counts n and sums s (any orientation of i, j)."""
+    """J(θ) for pairs (i, j) with counts n and sums s (any orientation of i, j).
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        Scores.
+    i, j : array_like of int
+        The pairs.
+    n : array_like
+        Comparisons per pair.
+    s : array_like
+        Σ of the per-comparison values per pair, read as "i beat j".
+    lam : float
+        Ridge λ.
+
+    Returns
+    -------
+    float
+        J(θ) = Σ_{i<j} [S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j})] + λ‖θ‖².
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    eq. (3); docs/estimator.md §4.1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import objective
+    >>> round(objective(np.zeros(2), [0], [1], [1], [1], 0.0), 4)  # log 2
+    0.6931
+    """
     theta = np.asarray(theta, dtype=np.float64)
     d = theta[np.asarray(i)] - theta[np.asarray(j)]
     return float(
@@ -426,15 +453,12 @@ def fit_btl(
         classic RR, y for non-private data. Any real values.
     lam : float
         Ridge λ ≥ 0. λ = 0 (the plain MLE, each component centered) is accepted
-        only when the minimizer exists: all z̄ in [0, 1] and Ford's condition;
-        otherwise ``ValueError`` (docs/estimator.md §4.3).
+        only when the minimizer exists: all z̄ in [0, 1] and Ford's condition
+        (docs/estimator.md §4.3).
     theta0 : array, optional
         Warm start (e.g. the previous fit's θ̂ after new answers arrived).
     tol : float
         Stop when ‖∇J‖∞ ≤ tol · max(1, max_k Σ_j n_kj).
-    atol : float, optional
-        Stop when ‖∇J‖∞ ≤ atol instead: a threshold that does not depend on the
-        data (the central-model releases need one).
     max_iter : int
         Newton iteration cap.
     solver : {"auto", "dense", "cg"}
@@ -450,6 +474,35 @@ def fit_btl(
         λ > 0 the minimizer's component means are −1_cᵀb/(2λ|c|); θ̂ is returned
         centred per component, i.e. only b's part orthogonal to each component's
         constant vector is used (the means do not change any comparison of items).
+    atol : float, optional
+        Stop when ‖∇J‖∞ ≤ atol instead: a threshold that does not depend on the
+        data (the central-model releases need one).
+
+    Returns
+    -------
+    BTLFit
+        θ̂ centred per connected component, with the solver's diagnostics and the data
+        the fit used.
+
+    Raises
+    ------
+    ValueError
+        On inconsistent or non-finite inputs, λ < 0, an unknown solver, or λ = 0 when the
+        unpenalized minimizer does not exist.
+
+    Notes
+    -----
+    Damped Newton with Armijo backtracking on the exact gradient and Hessian; the Newton
+    system by dense Cholesky or Jacobi-preconditioned conjugate gradients on a sparse
+    Hessian (docs/estimator.md §4.5).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import fit_btl
+    >>> fit = fit_btl(2, [0], [1], [10], [7], 0.0)  # 7 wins in 10: θ₀ − θ₁ = logit(0.7)
+    >>> fit.converged, np.round(fit.theta, 4).tolist()
+    (True, [0.4236, -0.4236])
     """
     m = item_count(n_items)
     ia, ja = validate_comparisons(m, i, j)
@@ -483,9 +536,9 @@ def fit_btl(
         # Keep b's part orthogonal to the component constants: the centred minimizer.
         prob.linear = b - (np.bincount(labels, b, n_comp) / sizes)[labels]
     # Cholesky costs m³/3 per step whatever the design; a CG step costs a few dozen
-    # passes over the P observed pairs. Measured here: CG wins on sparse designs
-    # (m = 2,000, P = 97k: 0.04 s vs 0.46 s) and dense wins on complete ones
-    # (m = 1,000: 0.25 s vs 0.36 s), and dense is immune to ill-conditioning.
+    # passes over the P observed pairs. CG wins on sparse designs and dense on complete
+    # ones (rows 3 and 2 of `python -m tests.benchmarks.bench_stats` time each, with the
+    # solver it chose), and dense is immune to ill-conditioning.
     dense_enough = ia.size >= 0.25 * m * (m - 1) / 2
     use_dense = solver == "dense" or (
         solver == "auto" and (m <= 200 or (m <= DENSE_MAX_ITEMS and dense_enough))
@@ -683,8 +736,37 @@ def _fit_stats(stats: PairStats, sums, lam, estimator: str, v, s2, options: dict
 def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
     """The debiased regularized MLE (eq. (3)) from sufficient statistics.
 
-    ``lam=None`` uses :func:`default_lambda` (λ = G(ε)). ``options`` go to
-    :func:`fit_btl` (``theta0``, ``tol``, ``max_iter``, ``solver``).
+    Parameters
+    ----------
+    stats : PairStats
+        Per-pair sufficient statistics (:func:`~app.stats.pairs.pair_stats`).
+    lam : float, optional
+        Ridge λ; ``None`` uses :func:`default_lambda` (λ = G(ε)).
+    **options
+        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
+
+    Returns
+    -------
+    BTLFit
+        The fit, with the privacy variance and Σz² kept for its uncertainty.
+
+    Raises
+    ------
+    ValueError
+        As :func:`fit_btl`.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    eq. (3); docs/estimator.md §4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import fit_debiased_mle_stats, pair_stats
+    >>> stats = pair_stats(3, [0, 0, 1, 1], [1, 2, 2, 2], [1, 1, 0, 1], 1.0)
+    >>> np.round(fit_debiased_mle_stats(stats).theta, 4).tolist()
+    [0.2141, -0.107, -0.107]
     """
     return _fit_stats(stats, stats.sum_z, lam, "debiased", stats.sum_v, stats.sum_z2, options)
 
@@ -692,10 +774,39 @@ def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options
 def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
     """Classic-RR baseline: the same fit on the raw privatized ỹ, no debiasing.
 
-    The paper's Scenario V comparator (paper §5.3; docs/estimator.md §8.1): its scores converge to the
-    BTL fit of q_ij = p_ε + (1−2p_ε)σ(θ*_i−θ*_j), attenuated towards 0 by about
-    tanh(ε/2), so it is inconsistent for θ* (its ranking is not, in complete
-    homogeneous designs). Same default λ as the debiased fit.
+    Parameters
+    ----------
+    stats : PairStats
+        Per-pair sufficient statistics.
+    lam : float, optional
+        Ridge λ; ``None``: the same default λ as the debiased fit.
+    **options
+        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
+
+    Returns
+    -------
+    BTLFit
+        The fit of the privatized answers taken as BTL data.
+
+    Raises
+    ------
+    ValueError
+        As :func:`fit_btl`.
+
+    Notes
+    -----
+    The paper's Scenario V comparator (paper §5.3; docs/estimator.md §8.1): its scores
+    converge to the BTL fit of q_ij = p_ε + (1−2p_ε)σ(θ*_i−θ*_j), attenuated towards 0 by
+    about tanh(ε/2), so it is inconsistent for θ* (its ranking is not, in complete
+    homogeneous designs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats import fit_naive_mle_stats, pair_stats
+    >>> stats = pair_stats(3, [0, 0, 1, 1], [1, 2, 2, 2], [1, 1, 0, 1], 1.0)
+    >>> np.round(fit_naive_mle_stats(stats).theta, 4).tolist()  # shrunk towards 0
+    [0.0989, -0.0494, -0.0494]
     """
     # ỹ² = ỹ; the classic-RR model treats ỹ as BTL data, so it adds no variance term.
     return _fit_stats(stats, stats.sum_y, lam, "naive", None, stats.sum_y, options)
@@ -730,6 +841,17 @@ def fit_debiased_mle(
     Returns
     -------
     BTLFit
+        θ̂ centred per connected component, with the solver's diagnostics.
+
+    Raises
+    ------
+    ValueError
+        On invalid comparisons, answers or ε, and as :func:`fit_btl`.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    eq. (3); docs/estimator.md §4.
 
     Examples
     --------
@@ -758,7 +880,33 @@ def fit_naive_mle(
     lam: float | None = None,
     **options,
 ) -> BTLFit:
-    """Classic-RR baseline from comparisons; see :func:`fit_naive_mle_stats`."""
+    """Classic-RR baseline from comparisons; see :func:`fit_naive_mle_stats`.
+
+    Parameters
+    ----------
+    n_items : int
+        Number of items m.
+    i, j : int arrays (N,)
+        The compared items of each comparison.
+    y_tilde : {0, 1} array (N,)
+        Privatized outcome, 1 if i was reported the winner.
+    epsilon : float or array (N,)
+        The ε each comparison was randomized with (for the default λ).
+    lam : float, optional
+        Ridge λ; default :func:`default_lambda`.
+    **options
+        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
+
+    Returns
+    -------
+    BTLFit
+        The fit of the privatized answers taken as BTL data.
+
+    Raises
+    ------
+    ValueError
+        On invalid comparisons, answers or ε, and as :func:`fit_btl`.
+    """
     return fit_naive_mle_stats(pair_stats(n_items, i, j, y_tilde, epsilon), lam, **options)
 
 
@@ -773,9 +921,34 @@ def fit_laplace_mle(
 ) -> BTLFit:
     """Laplace baseline of Scenario V: eq. (3) with z replaced by y + Lap(1/ε).
 
-    The Laplace output is already unbiased, so it enters J as is (docs/estimator.md §8.2);
-    the default λ is the same G(ε) as for RR at that ε, for a like-for-like
-    comparison.
+    Parameters
+    ----------
+    n_items : int
+        Number of items m.
+    i, j : int arrays (N,)
+        The compared items of each comparison.
+    y_noisy : array (N,)
+        The Laplace mechanism's outputs (:func:`~app.stats.mechanisms.laplace_privatize`).
+    epsilon : float or array (N,)
+        The ε of each comparison.
+    lam : float, optional
+        Ridge λ; default the same G(ε) as for RR at that ε, for a like-for-like comparison.
+    **options
+        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
+
+    Returns
+    -------
+    BTLFit
+        The fit, with the Laplace variance 2/ε² per comparison kept for its uncertainty.
+
+    Raises
+    ------
+    ValueError
+        On invalid comparisons or ε, and as :func:`fit_btl`.
+
+    Notes
+    -----
+    The Laplace output is already unbiased, so it enters J as is (docs/estimator.md §8.2).
     """
     eps = validate_epsilon(epsilon)
     ia, ja = validate_comparisons(n_items, i, j)

@@ -1,49 +1,13 @@
-"""Central-model differentially private releases from pairwise comparisons.
+"""Central-model differentially private releases from pairwise comparisons (docs/mechanisms.md §2).
 
-Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
-Comparisons* (2025; docs/mechanisms.md §2). The operator holds the true
-answers; every release is an (ε, 0)-differentially private function of them, under
-one of two units of privacy:
-
-* **edge** — neighbouring datasets differ in one comparison (its outcome, or
-  which pair it compared; replace-one adjacency, §2.1);
-* **individual** — neighbouring datasets differ in all of one person's at most L
-  comparisons (§3.1). L is a public contribution bound the service enforces.
-
-Mechanisms (pure ε-DP unless said otherwise):
-
-* :func:`noisy_counts` — Algorithm 2 (edge) / Algorithm 3 (individual): each
-  item's number of comparisons won plus Laplace noise of scale 2/ε (edge: one
-  comparison moves one win, ℓ1 sensitivity 2) or **2L/ε** (individual: ℓ1
-  sensitivity 2L). The paper prints L/ε for Algorithm 3, which is only 2ε-DP
-  (docs/mechanisms.md §2.2; paper §3.3, Algorithm 3); the corrected scale is used.
-* :func:`gaussian_noisy_counts` — the same counts plus **discrete Gaussian** noise
-  of standard deviation σ = L/√ρ, for surveys that account in zCDP
-  (docs/mechanisms.md §2.6): the ℓ₂ sensitivity of the counts is √2 (edge) and
-  √2·L (individual), so the release is ρ-zCDP in its unit [Bun & Steinke 2016,
-  Prop. 1.6; Canonne, Kamath & Steinke 2020, Theorem 4].
-* :func:`perturbed_mle` — Algorithm 1 (edge) / estimator (3.2) (individual):
-  θ̃ = argmin 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ with w ~ Laplace(λ)ⁿ, for the logistic
-  (BTL) link with κ₁ = 1, κ₂ = ¼ — the constants the privacy proofs use
-  (sup F'/(F(1−F)) = 1, sup (−log F)'' = ¼; docs/mechanisms.md §2.3; paper eqs. (2.3)–(2.4)). Edge DP needs
-  λ ≥ 8κ₁/ε and γ ≥ 4κ₂/ε (Prop. 2.1); individual DP λ ≥ 8Lκ₁/ε and
-  γ ≥ 8Lκ₂/ε (Prop. 3.1). By default γ is exactly that floor, a function of
-  public values only (ε, L, κ₂); the accuracy term c₀√(d log n) of Theorem 2.1
-  (c₀ > 0) would use the number of comparisons or respondents, which are
-  invariant only under replace-one adjacency — and a person-level guarantee
-  (or a published γ) must not depend on them. The exact minimizer is computed
-  (to an absolute ‖∇‖∞ ≤ 1e-9, a data-independent threshold, as the proof
-  requires) and then centred over all items — post-processing of the minimizer,
-  unlike a centring per connected component of the comparison graph, which would
-  reveal the graph (an uncompared item would score exactly 0).
-
-Noise. ``rng=None`` (the service) draws from OpenDP's Laplace samplers, which
-sample the discrete Laplace exactly from a CSPRNG and so resist floating-point
-attacks (Mironov 2012): integer noise for integer counts, and for the real-valued
-perturbation vector OpenDP's float Laplace (discrete sampling on a fine grid).
-Discrete Gaussian noise comes from OpenDP's exact integer Gaussian sampler
-(Canonne, Kamath & Steinke 2020, Algorithm 3, on a CSPRNG).
-A NumPy ``Generator`` may be passed for reproducible simulations only.
+The mechanisms of Cai, Chakraborty & Wang (2025), on the operator's true answers, under
+the edge or the individual unit of privacy (§2.1): :func:`noisy_counts`, Algorithms 2
+and 3 with the corrected individual scale 2L/ε (§2.2); :func:`gaussian_noisy_counts`,
+the same counts with discrete Gaussian noise for zCDP surveys (§2.6);
+:func:`perturbed_mle`, the objective-perturbed MLE with the logistic link's constants,
+γ at its privacy floor, the exact minimizer centred over all items (§2.3). With
+``rng=None`` noise comes from OpenDP's exact samplers on a CSPRNG (§2.1, "Noise"); a
+NumPy ``Generator`` is for reproducible simulations only.
 """
 
 from __future__ import annotations
@@ -143,11 +107,31 @@ def add_discrete_laplace(
 ) -> NDArray[np.int64]:
     """``values`` + discrete Laplace noise, P(k) ∝ exp(−|k|/scale), as one OpenDP measurement.
 
-    The integers are handed *to* OpenDP's 64-bit mechanism, so any clamping at the
-    type's bounds applies to the noisy sum and can never expose a value (adding
-    clamped noise outside the mechanism would: noise saturated at a known bound
-    subtracts back out). Scale ≤ 2⁵⁰. ``rng``: NumPy geometric differences, for
-    reproducible simulations only.
+    Parameters
+    ----------
+    values : array_like of int
+        Integer statistics.
+    scale : float
+        Noise scale, in (0, 2⁵⁰].
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only (NumPy geometric differences); ``None`` (the
+        service) uses OpenDP's exact sampler on a CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The noisy values.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is out of range.
+
+    Notes
+    -----
+    The integers are handed *to* OpenDP's 64-bit mechanism, so any clamping at the type's
+    bounds applies to the noisy sum and can never expose a value (adding clamped noise
+    outside the mechanism would: noise saturated at a known bound subtracts back out).
     """
     return _add_integer_noise("laplace", values, scale, "scale", _geometric_difference, rng)
 
@@ -155,10 +139,31 @@ def add_discrete_laplace(
 def discrete_laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
     """Integer noise with P(k) ∝ exp(−|k|/scale) (the discrete Laplace / two-sided geometric).
 
-    Adding it to integer-valued statistics of ℓ1 sensitivity Δ with scale = Δ/ε is
-    ε-DP (Ghosh, Roughgarden & Sundararajan 2012). Its variance is
-    2e^{−1/s}/(1 − e^{−1/s})², which is 2s² − 1/6 + O(s⁻²). Releases use
-    :func:`add_discrete_laplace`, which adds it inside the mechanism.
+    Parameters
+    ----------
+    scale : float
+        Noise scale s, in (0, 2⁵⁰].
+    size : int
+        Number of draws.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None`` uses OpenDP's sampler.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The draws.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is out of range.
+
+    Notes
+    -----
+    Adding it to integer-valued statistics of ℓ1 sensitivity Δ with scale = Δ/ε is ε-DP
+    (Ghosh, Roughgarden & Sundararajan 2012). Its variance is 2e^{−1/s}/(1 − e^{−1/s})²,
+    which is 2s² − 1/6 + O(s⁻²). Releases use :func:`add_discrete_laplace`, which adds it
+    inside the mechanism.
     """
     return add_discrete_laplace(np.zeros(size, dtype=np.int64), scale, rng)
 
@@ -168,14 +173,38 @@ def add_discrete_gaussian(
 ) -> NDArray[np.int64]:
     """``values`` + discrete Gaussian noise, P(k) ∝ exp(−k²/(2σ²)), as one OpenDP measurement.
 
-    The discrete Gaussian N_ℤ(0, σ²) [Canonne, Kamath & Steinke 2020, Definition 1]
-    added to integer statistics of ℓ₂ sensitivity Δ₂ is Δ₂²/(2σ²)-zCDP [ibid.,
-    Theorem 4]. As in :func:`add_discrete_laplace`, the integers are handed to OpenDP's
-    64-bit mechanism, so any clamping applies to the noisy sum. σ ≤ 2⁵⁰.
+    Parameters
+    ----------
+    values : array_like of int
+        Integer statistics.
+    sigma : float
+        σ, in (0, 2⁵⁰].
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only: CKS Algorithm 3 (a discrete Laplace of scale
+        t = ⌊σ⌋ + 1, kept with probability exp(−(|Y| − σ²/t)²/(2σ²))) on NumPy draws, whose
+        floating-point acceptance test is not hardened. ``None`` uses OpenDP's exact
+        integer Gaussian sampler on a CSPRNG.
 
-    ``rng``: CKS Algorithm 3 (a discrete Laplace of scale t = ⌊σ⌋ + 1, kept with
-    probability exp(−(|Y| − σ²/t)²/(2σ²))) on NumPy draws, for reproducible
-    simulations only (its floating-point acceptance test is not hardened).
+    Returns
+    -------
+    numpy.ndarray of int64
+        The noisy values.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma`` is out of range.
+
+    Notes
+    -----
+    The discrete Gaussian N_ℤ(0, σ²) added to integer statistics of ℓ₂ sensitivity Δ₂ is
+    Δ₂²/(2σ²)-zCDP. As in :func:`add_discrete_laplace`, the integers are handed to OpenDP's
+    64-bit mechanism, so any clamping applies to the noisy sum.
+
+    References
+    ----------
+    Canonne, Kamath & Steinke (2020), *The Discrete Gaussian for Differential Privacy*,
+    Definition 1, Theorem 4 and Algorithm 3; docs/mechanisms.md §2.6.
     """
     return _add_integer_noise("gaussian", values, sigma, "sigma", _cks_discrete_gaussian, rng)
 
@@ -198,14 +227,55 @@ def _cks_discrete_gaussian(sigma: float, size: int, rng: np.random.Generator) ->
 
 def discrete_gaussian(sigma: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
     """Integer noise with P(k) ∝ exp(−k²/(2σ²)) (:func:`add_discrete_gaussian` on zeros).
-    Its variance is :func:`discrete_gaussian_variance`: below σ² [Canonne, Kamath &
-    Steinke 2020, §2], and within 10⁻⁶·σ² of it once σ ≥ 1."""
+
+    Parameters
+    ----------
+    sigma : float
+        σ, in (0, 2⁵⁰].
+    size : int
+        Number of draws.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None`` uses OpenDP's sampler.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The draws, of variance :func:`discrete_gaussian_variance`: below σ² [Canonne,
+        Kamath & Steinke 2020, §2], and within 10⁻⁶·σ² of it once σ ≥ 1.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma`` is out of range.
+    """
     return add_discrete_gaussian(np.zeros(size, dtype=np.int64), sigma, rng)
 
 
 def discrete_gaussian_variance(sigma: float) -> float:
-    """Var N_ℤ(0, σ²) = Σ k² e^{−k²/(2σ²)} / Σ e^{−k²/(2σ²)}, summed over |k| ≤ 40σ + 40
-    (the terms left out are below e^{−800} of the largest)."""
+    """Var N_ℤ(0, σ²) = Σ k² e^{−k²/(2σ²)} / Σ e^{−k²/(2σ²)}.
+
+    Parameters
+    ----------
+    sigma : float
+        σ > 0.
+
+    Returns
+    -------
+    float
+        The variance, summed over |k| ≤ 40σ + 40 (the terms left out are below e^{−800} of
+        the largest).
+
+    Raises
+    ------
+    ValueError
+        If ``sigma`` is not positive.
+
+    Examples
+    --------
+    >>> from app.stats.central import discrete_gaussian_variance
+    >>> round(discrete_gaussian_variance(3.0), 4)  # σ² once σ ≥ 1
+    9.0
+    """
     if not sigma > 0:
         raise ValueError("sigma must be positive")
     k = np.arange(0, math.ceil(40 * sigma) + 41, dtype=np.float64)
@@ -215,9 +285,29 @@ def discrete_gaussian_variance(sigma: float) -> float:
 
 
 def laplace(scale: float, size: int, rng: np.random.Generator | None = None) -> NDArray[np.float64]:
-    """Real noise ~ Laplace(0, scale). ``rng=None``: OpenDP's float Laplace sampler
-    (exact discrete sampling on a fine grid, CSPRNG), immune to the floating-point
-    attacks on inverse-CDF samplers."""
+    """Real noise ~ Laplace(0, scale).
+
+    Parameters
+    ----------
+    scale : float
+        Noise scale > 0.
+    size : int
+        Number of draws.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None``: OpenDP's float Laplace sampler
+        (exact discrete sampling on a fine grid, CSPRNG), immune to the floating-point
+        attacks on inverse-CDF samplers.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The draws.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is not positive.
+    """
     if not scale > 0:
         raise ValueError("scale must be positive")
     if size == 0:
@@ -235,6 +325,27 @@ def win_counts(
     n_items: int, i: ArrayLike, j: ArrayLike, n: ArrayLike, wins_i: ArrayLike
 ) -> NDArray[np.int64]:
     """N_a: comparisons won by each item, from per-pair counts n_ij and wins of i.
+
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    i, j : array_like of int
+        The pairs.
+    n : array_like of int
+        Comparisons per pair.
+    wins_i : array_like of int
+        Wins of each pair's ``i``.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Each item's wins (each comparison counted once, for its winner).
+
+    Raises
+    ------
+    ValueError
+        On invalid pairs.
 
     Examples
     --------
@@ -257,13 +368,65 @@ def _up(x: float) -> float:
 
 
 def noisy_counts_scale(epsilon: float, unit: str, L: int | None = None) -> float:
-    """Laplace scale of the noisy counts: 2/ε (edge), 2L/ε (individual), rounded up."""
+    """Laplace scale of the noisy counts: 2/ε (edge), 2L/ε (individual), rounded up.
+
+    Parameters
+    ----------
+    epsilon : float
+        Pure ε of the release, in ``unit``.
+    unit : {"edge", "individual"}
+        Unit of privacy (docs/mechanisms.md §2.1).
+    L : int, optional
+        Contribution bound (comparisons per person); required for ``"individual"``.
+
+    Returns
+    -------
+    float
+        The scale, rounded up so that rounding never makes it smaller than required.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε, unit or L.
+
+    Examples
+    --------
+    >>> from app.stats.central import noisy_counts_scale
+    >>> round(noisy_counts_scale(0.5, "individual", L=3), 6)  # 2L/ε
+    12.0
+    """
     return _up(2.0 * _check(epsilon, unit, L) / epsilon)
 
 
 def gaussian_noisy_counts_sigma(rho: float, unit: str, L: int | None = None) -> float:
-    """σ of the discrete Gaussian noisy counts at ρ-zCDP in ``unit``: Δ₂/√(2ρ) with
-    Δ₂ = √2 (edge) or √2·L (individual), i.e. L/√ρ (L = 1 for edge), rounded up."""
+    """σ of the discrete Gaussian noisy counts at ρ-zCDP in ``unit``.
+
+    Parameters
+    ----------
+    rho : float
+        ρ of the release, in ``unit``, > 0.
+    unit : {"edge", "individual"}
+        Unit of privacy.
+    L : int, optional
+        Contribution bound; required for ``"individual"``.
+
+    Returns
+    -------
+    float
+        Δ₂/√(2ρ) with Δ₂ = √2 (edge) or √2·L (individual), i.e. L/√ρ (L = 1 for edge),
+        rounded up.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ρ, unit or L.
+
+    Examples
+    --------
+    >>> from app.stats.central import gaussian_noisy_counts_sigma
+    >>> round(gaussian_noisy_counts_sigma(0.5, "individual", L=2), 4)  # L/√ρ
+    2.8284
+    """
     if not (math.isfinite(rho) and rho > 0):
         raise ValueError("rho must be a positive number")
     L_ = _check(1.0, unit, L)
@@ -317,7 +480,39 @@ def noisy_counts(
 ) -> Release:
     """Algorithms 2 and 3: integer win counts plus discrete Laplace(2/ε or 2L/ε) noise.
 
-    The order is by noisy count, ties broken uniformly at random.
+    Parameters
+    ----------
+    wins : array_like of int
+        Each item's wins (:func:`win_counts`).
+    epsilon : float
+        Pure ε of the release, in ``unit``.
+    unit : {"edge", "individual"}, default "edge"
+        Unit of privacy.
+    L : int, optional
+        Contribution bound; required for ``"individual"``.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None`` uses OpenDP's sampler.
+
+    Returns
+    -------
+    Release
+        The noisy counts and their order (by noisy count, ties broken uniformly at
+        random), with the scale and sensitivity in ``parameters``.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε, unit or L.
+
+    Notes
+    -----
+    The individual scale is 2L/ε: the paper prints L/ε for Algorithm 3, which is only
+    2ε-DP (docs/mechanisms.md §2.2).
+
+    References
+    ----------
+    Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
+    Comparisons* (2025), Algorithms 2 and 3.
 
     Examples
     --------
@@ -353,11 +548,39 @@ def gaussian_noisy_counts(
 ) -> Release:
     """Win counts plus discrete Gaussian noise: ρ-zCDP in ``unit`` (docs/mechanisms.md §2.6).
 
-    One comparison replaced moves at most one win from one item to another (ℓ₂
-    sensitivity √2); one person's ≤ L comparisons replaced move at most L wins off
-    and L wins on, ‖Δ‖₂² ≤ ‖Δ⁺‖₁² + ‖Δ⁻‖₁² ≤ 2L² (ℓ₂ sensitivity √2·L). σ = Δ₂/√(2ρ)
-    makes Δ₂²/(2σ²) = ρ [Bun & Steinke 2016, Prop. 1.6; Canonne, Kamath & Steinke
-    2020, Theorem 4]. The order is by noisy count, ties broken uniformly at random.
+    Parameters
+    ----------
+    wins : array_like of int
+        Each item's wins.
+    rho : float
+        ρ of the release, in ``unit``.
+    unit : {"edge", "individual"}, default "edge"
+        Unit of privacy.
+    L : int, optional
+        Contribution bound; required for ``"individual"``.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None`` uses OpenDP's sampler.
+
+    Returns
+    -------
+    Release
+        The noisy counts and their order (by noisy count, ties broken uniformly at
+        random), with σ and the ℓ₂ sensitivity in ``parameters``.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ρ, unit or L.
+
+    Notes
+    -----
+    One comparison replaced moves at most one win from one item to another (ℓ₂ sensitivity
+    √2); one person's ≤ L comparisons replaced move at most L wins off and L wins on,
+    ‖Δ‖₂² ≤ ‖Δ⁺‖₁² + ‖Δ⁻‖₁² ≤ 2L² (ℓ₂ sensitivity √2·L). σ = Δ₂/√(2ρ) makes Δ₂²/(2σ²) = ρ.
+
+    References
+    ----------
+    Bun & Steinke (2016), Prop. 1.6; Canonne, Kamath & Steinke (2020), Theorem 4.
 
     Examples
     --------
@@ -394,12 +617,49 @@ def perturbed_mle_parameters(
 ) -> dict:
     """λ (noise scale) and γ (ridge) of the perturbed MLE, with the privacy floors.
 
-    Edge: λ = 8κ₁/ε, γ = max(4κ₂/ε, c₀√(d log n)), d = 2·(comparisons)/n.
-    Individual: λ = 8Lκ₁/ε, γ = max(8Lκ₂/ε, c₀√(S log n)), S = 2·(respondents)·L/n.
-    The default c₀ = 0 makes γ the floor: public values only. With c₀ > 0 the
-    counts enter γ; they are invariant under replace-one adjacency (of a
-    comparison, or of a respondent) but not under a person adding or removing
-    answers, so the service never uses them.
+    Parameters
+    ----------
+    n_items : int
+        Items n.
+    epsilon : float
+        Pure ε of the release, in ``unit``.
+    unit : {"edge", "individual"}
+        Unit of privacy.
+    n_comparisons : int, default 0
+        Comparisons (only with ``c0`` > 0).
+    n_respondents : int, default 0
+        Respondents (only with ``c0`` > 0).
+    L : int, optional
+        Contribution bound; required for ``"individual"``.
+    c0 : float, default 0.0
+        The accuracy constant c₀ of γ.
+
+    Returns
+    -------
+    dict
+        ``lambda``, ``gamma``, ``gamma_privacy_floor``, ``kappa1``, ``kappa2``, ``c0``,
+        ``L`` (and ``gamma_accuracy`` with c₀ > 0).
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε, unit or L.
+
+    Notes
+    -----
+    Edge: λ = 8κ₁/ε, γ = max(4κ₂/ε, c₀√(d log n)), d = 2·(comparisons)/n. Individual:
+    λ = 8Lκ₁/ε, γ = max(8Lκ₂/ε, c₀√(S log n)), S = 2·(respondents)·L/n. The default c₀ = 0
+    makes γ the floor: public values only. With c₀ > 0 the counts enter γ; they are
+    invariant under replace-one adjacency (of a comparison, or of a respondent) but not
+    under a person adding or removing answers, so the service never uses them
+    (docs/mechanisms.md §2.3).
+
+    Examples
+    --------
+    >>> from app.stats.central import perturbed_mle_parameters
+    >>> p = perturbed_mle_parameters(10, 1.0, "edge")  # λ = 8/ε, γ = 1/ε (κ₁ = 1, κ₂ = ¼)
+    >>> round(p["lambda"], 6), round(p["gamma"], 6)
+    (8.0, 1.0)
     """
     L_ = _check(epsilon, unit, L)
     n = max(int(n_items), 2)
@@ -449,10 +709,52 @@ def perturbed_mle(
 ) -> Release:
     """Algorithm 1 / estimator (3.2): the objective-perturbed BTL MLE.
 
-    Solves min_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ exactly (𝓛 the BTL negative
-    log-likelihood of the per-pair counts, each comparison once) and releases the
-    minimizer centred over all items, rounded to 1e-6 (post-processing). The
-    uncentred minimizer stays in ``Release.minimizer`` for verification.
+    Parameters
+    ----------
+    n_items : int
+        Items n.
+    i, j : array_like of int
+        The pairs.
+    n : array_like of int
+        Comparisons per pair.
+    wins_i : array_like of int
+        Wins of each pair's ``i``.
+    epsilon : float
+        Pure ε of the release, in ``unit``.
+    unit : {"edge", "individual"}, default "edge"
+        Unit of privacy.
+    L : int, optional
+        Contribution bound; required for ``"individual"``.
+    n_respondents : int, default 0
+        Respondents (only with ``c0`` > 0).
+    c0 : float, default 0.0
+        The accuracy constant of γ (:func:`perturbed_mle_parameters`).
+    rng : numpy.random.Generator, optional
+        For reproducible simulations only; ``None`` uses OpenDP's float Laplace sampler.
+
+    Returns
+    -------
+    Release
+        The minimizer centred over all items, rounded to 1e-6 (post-processing), and its
+        order; the uncentred minimizer stays in ``Release.minimizer`` for verification.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε, unit, L or pairs.
+    RuntimeError
+        If the objective was not solved exactly (the release is withheld).
+
+    Notes
+    -----
+    Solves min_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ exactly (𝓛 the BTL negative log-likelihood of
+    the per-pair counts, each comparison once), w ~ Laplace(λ)ⁿ, to ‖∇‖∞ ≤
+    :data:`SOLVE_RTOL` · max(1, λ), a data-independent threshold (docs/mechanisms.md §2.3).
+
+    References
+    ----------
+    Cai, Chakraborty & Wang, *Optimal Differentially Private Ranking from Pairwise
+    Comparisons* (2025), Algorithm 1 and estimator (3.2).
     """
     m = int(n_items)
     n_arr = np.asarray(n, dtype=np.float64)
@@ -487,11 +789,47 @@ def solve_perturbed(
 ) -> tuple[NDArray[np.float64], float]:
     """The exact argmin_θ 𝓛(θ; y) + (γ/2)‖θ‖² + wᵀθ, and ‖∇‖∞ there.
 
-    :func:`~app.stats.btl.fit_btl` solves on each connected component's
-    sum-to-zero subspace; since 1_cᵀ∇𝓛 = 0 on a component c, the minimizer's mean
-    there is −1_cᵀw/(γ|c|), added back here (an item never compared gets −w_a/γ).
-    Raises when the solver did not reach the absolute tolerance ``atol`` on ‖∇‖∞: the
-    privacy proof assumes the exact minimizer, so an inexact one is never released.
+    Parameters
+    ----------
+    n_items : int
+        Items n.
+    i, j : array_like of int
+        The pairs.
+    n : array_like of int
+        Comparisons per pair.
+    wins_i : array_like of int
+        Wins of each pair's ``i``.
+    gamma : float
+        Ridge γ.
+    w : array_like (n,)
+        The linear perturbation.
+    atol : float, default 1e-9
+        Absolute tolerance on ‖∇‖∞.
+
+    Returns
+    -------
+    tuple of (numpy.ndarray, float)
+        The minimizer (not centred) and ‖∇‖∞ there.
+
+    Raises
+    ------
+    RuntimeError
+        When the solver did not reach ``atol``: the privacy proof assumes the exact
+        minimizer, so an inexact one is never released.
+
+    Notes
+    -----
+    :func:`~app.stats.btl.fit_btl` solves on each connected component's sum-to-zero
+    subspace; since 1_cᵀ∇𝓛 = 0 on a component c, the minimizer's mean there is
+    −1_cᵀw/(γ|c|), added back here (an item never compared gets −w_a/γ).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.central import solve_perturbed
+    >>> theta, grad = solve_perturbed(2, [0], [1], [10], [7], 1.0, [0.0, 0.0])
+    >>> np.round(theta, 4).tolist(), bool(grad < 1e-9)
+    ([0.3441, -0.3441], True)
     """
     wv = np.asarray(w, dtype=np.float64)
     fit = fit_btl(n_items, i, j, n, wins_i, gamma / 2.0, linear=wv, atol=atol, max_iter=200)

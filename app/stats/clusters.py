@@ -1,29 +1,13 @@
-"""Cluster-robust statistics kept up to date as answers arrive.
+"""Cluster-robust statistics kept up to date as answers arrive (docs/uncertainty.md §3).
 
-The cluster-robust sandwich (docs/uncertainty.md §3) needs the meat
-Σ_r u_r u_rᵀ over respondents r, with u_r = Σ_{e ∈ S_r} (p_e − z_e) d_e at the
-interval centre θ: S_r the pairs respondent r answered (each at most once), z_e
-the debiased answer (eq. (1) of Xu, Sun & Cheng, oriented "the lower position
-won"), p_e = σ(θ_a − θ_b) and d_e = e_a − e_b for the pair e = (a, b), a < b.
-Writing N_r for r's 0/1 vector over the P = m(m − 1)/2 pairs and
-w_r = Σ_{e ∈ S_r} z_e d_e, the meat is, for any θ,
-
-    Σ_r u_r u_rᵀ = D (p pᵀ ∘ NN) Dᵀ − D diag(p) Q − Qᵀ diag(p) Dᵀ + W,
-
-with NN = Σ_r N_r N_rᵀ (P × P: how many respondents answered both pairs),
-Q = Σ_r N_r w_rᵀ (P × m) and W = Σ_r w_r w_rᵀ (m × m), none of which depends on
-θ, and D the m × P incidence matrix of the pairs (docs/uncertainty.md §3,
-"Keeping the meat up to date as answers arrive").
-:class:`ClusterMoments` keeps these sums, the per-pair sums of the fit
-(:class:`~app.stats.pairs.PairStats`) and the answers themselves (for the
-small-sample covariances, which need each respondent's rows) and adds new
-answers to them: a respondent who answers again changes the sums by outer
-products of the new answers with that respondent's earlier ones, so an update
-costs O(new answers × the earlier answers of their respondents), and reading the
-meat costs O(P² m) whatever the number of stored answers. The P × P sums are
-kept for at most :data:`MOMENTS_MAX_ITEMS` items; beyond, the meat is summed over
-the rows (:func:`~app.stats.inference.confidence` does it from
-:meth:`ClusterMoments.clusters`).
+The cluster-robust meat Σ_r u_r u_rᵀ at any centre θ is a function of three sums over
+respondents that do not depend on θ — NN (P × P: how many respondents answered both
+pairs), Q (P × m) and W (m × m) — derived in docs/uncertainty.md §3, "Keeping the meat
+up to date as answers arrive". :class:`ClusterMoments` keeps them, the per-pair sums of
+the fit (:class:`~app.stats.pairs.PairStats`) and the answers themselves (for the
+small-sample covariances), and adds new answers in O(new answers × their respondents'
+earlier answers). The P × P sums are kept up to :data:`MOMENTS_MAX_ITEMS` items; beyond,
+:func:`~app.stats.inference.confidence` sums the meat over :meth:`ClusterMoments.clusters`.
 """
 
 from __future__ import annotations
@@ -51,15 +35,51 @@ _BLOCK_CELLS = 4_000_000
 
 
 def pair_index(i: NDArray[np.integer], j: NDArray[np.integer]) -> NDArray[np.int64]:
-    """The pair (i, j), i < j, as one number b(b − 1)/2 + a (colexicographic: adding
-    items appends pairs, so an index never changes as a survey grows)."""
+    """The pair (i, j), i < j, as one number b(b − 1)/2 + a (colexicographic).
+
+    Parameters
+    ----------
+    i, j : numpy.ndarray of int
+        Pairs with i < j.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Their indices: adding items appends pairs, so an index never changes as a survey
+        grows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.clusters import pair_index
+    >>> pair_index(np.array([0, 0, 1]), np.array([1, 2, 2])).tolist()
+    [0, 1, 2]
+    """
     a = np.asarray(i, dtype=np.int64)
     b = np.asarray(j, dtype=np.int64)
     return b * (b - 1) // 2 + a
 
 
 def pair_ends(index: NDArray[np.integer]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The inverse of :func:`pair_index`: (i, j) with i < j."""
+    """The inverse of :func:`pair_index`: (i, j) with i < j.
+
+    Parameters
+    ----------
+    index : numpy.ndarray of int
+        Pair indices.
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        (i, j).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.clusters import pair_ends
+    >>> [a.tolist() for a in pair_ends(np.array([0, 1, 2]))]
+    [[0, 0, 1], [1, 2, 2]]
+    """
     e = np.asarray(index, dtype=np.int64)
     b = np.floor((1.0 + np.sqrt(1.0 + 8.0 * e.astype(np.float64))) / 2.0).astype(np.int64)
     b -= b * (b - 1) // 2 > e  # rounding of the square root, either way
@@ -131,7 +151,7 @@ class _Rows:
 @dataclass(frozen=True, eq=False)
 class ClusterMoments:
     """A survey's answers grouped by respondent, summed so that the cluster-robust
-    meat at any θ costs O(P² m) (module doc). Immutable: :meth:`added` returns the
+    meat at any θ costs O(P² m) (docs/uncertainty.md §3). Immutable: :meth:`added` returns the
     moments with more answers; the stored rows are shared between them.
 
     ``n_items`` is the number of item positions the answers reach (the survey may have
@@ -371,7 +391,7 @@ def _gram_add(
 
 def _update(nn, q, w, m: int, affected: NDArray, old: tuple, new: tuple) -> None:
     """Add the new answers of the ``affected`` respondents (sorted codes) to the sums
-    in place, given their earlier answers ``old`` (code, pair, z) (module doc)."""
+    in place, given their earlier answers ``old`` (code, pair, z) (docs/uncertainty.md §3)."""
     p = nn.shape[0]
     block = max(1, _BLOCK_CELLS // max(p, m * m // 8, 1))
     old_code, old_pair, old_z = old

@@ -1,27 +1,13 @@
-"""Uncertainty for consensus rankings built from (synthetic) full rankings.
+"""Uncertainty for consensus rankings built from (synthetic) full rankings (docs/uncertainty.md §8).
 
-Rankings are i.i.d. across respondents, but the pairs inside one ranking are
-not independent, so the standard errors of the pairwise fits do not apply. Both
-summaries here treat the ranking as the unit:
-
-* **Borda** — the mean position is a mean of i.i.d. vectors; its covariance is
-  the sample covariance of the position vectors over R (CLT), from the
-  mergeable second moments Σ pos posᵀ of :class:`~app.stats.rankings.RankingStats`.
-* **BTL on implied pairs** — the composite (pairwise) likelihood of the
-  rankings: every ranking contributes all C(m,2) comparisons it implies. Its
-  score for one ranking r is g_r,i = b_r,i − c_i with b_r,i = m − 1 − pos_r,i the
-  number of items r puts below i and c_i = Σ_{j≠i} σ(θ_i − θ_j), so the
-  cluster-robust ("sandwich") covariance H⁺ (Σ_r g_r g_rᵀ) H⁺ needs only the same
-  second moments — O(m²) per query whatever R.
-
-Under the Mallows mechanism these describe the *synthetic* population. A pair whose
-order every member of the population agrees on keeps that order in expectation
-(Theorem 1(1) of *Ranking Differential Privacy* holds ranking by ranking), so there
-the certified order is the population's. A narrow majority can be reversed by the
-mechanism (m = 3, ε = 1, 51% of the inputs A > B > C and 49% B > C > A: the 51%
-majority for A over B becomes 46.6% of the synthetic rankings), so for heterogeneous
-populations the certified ordering is the synthetic population's, not necessarily the
-true one's (docs/mechanisms.md §3.4).
+Rankings are i.i.d. across respondents, but the pairs inside one ranking are not
+independent, so the pairwise fits' standard errors do not apply; both summaries here
+treat the ranking as the unit and need only the mergeable second moments of
+:class:`~app.stats.rankings.RankingStats` (O(m²) per query whatever R): the Borda mean
+position with its sample covariance, and BTL on the implied pairs (a composite
+likelihood) with its cluster-robust covariance. Under the Mallows mechanism they
+describe the *synthetic* population, whose narrow majorities can differ from the true
+one's (docs/mechanisms.md §3.4).
 """
 
 from __future__ import annotations
@@ -38,7 +24,23 @@ __all__ = ["borda_confidence", "btl_confidence", "fit_ranking_btl", "position_co
 
 
 def position_covariance(stats: RankingStats) -> NDArray[np.float64]:
-    """Sample covariance (ddof 1) of the rankings' 0-based position vectors."""
+    """Sample covariance (ddof 1) of the rankings' 0-based position vectors.
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments (:func:`~app.stats.rankings.ranking_stats`).
+
+    Returns
+    -------
+    numpy.ndarray (m, m)
+        The covariance.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+    """
     r = stats.n
     if r < 2:
         raise ValueError("a covariance needs at least two rankings")
@@ -48,9 +50,38 @@ def position_covariance(stats: RankingStats) -> NDArray[np.float64]:
 
 
 def borda_confidence(stats: RankingStats, level: float = 0.95) -> Confidence:
-    """Intervals for the mean Borda points m − A_i (A_i the mean 1-based position) of the
-    population the rankings were drawn from; normal approximation with the sample
-    covariance of positions over R."""
+    """Intervals for the mean Borda points m − A_i (A_i the mean 1-based position).
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    level : float, default 0.95
+        Confidence level.
+
+    Returns
+    -------
+    Confidence
+        Intervals for the Borda points of the population the rankings were drawn from.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+
+    Notes
+    -----
+    The mean position is a mean of i.i.d. vectors; normal approximation with the sample
+    covariance of positions over R (docs/uncertainty.md §8).
+
+    Examples
+    --------
+    >>> from app.stats.rankings import ranking_stats
+    >>> from app.stats.consensus import borda_confidence
+    >>> stats = ranking_stats([[0, 1, 2], [0, 2, 1], [1, 0, 2], [0, 1, 2]], 3)
+    >>> borda_confidence(stats).estimate.tolist()  # m − mean 1-based position
+    [1.75, 1.0, 0.25]
+    """
     m = stats.n_items
     score = m - stats.mean_position
     cov = position_covariance(stats) / stats.n
@@ -59,10 +90,29 @@ def borda_confidence(stats: RankingStats, level: float = 0.95) -> Confidence:
 
 
 def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFit:
-    """The BTL fit of the pairs the rankings imply: pair (i, j) is compared R times and
-    i won ``before[i, j]`` of them (no privacy debiasing: the Mallows mechanism is
-    not randomized response on pairs). ``lam`` is the ridge of J in the same
-    per-comparison scaling as the pairwise surveys."""
+    """The BTL fit of the pairs the rankings imply.
+
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    lam : float, default 1.0
+        The ridge of J, in the same per-comparison scaling as the pairwise surveys.
+    theta0 : array_like, optional
+        Warm start.
+
+    Returns
+    -------
+    BTLFit
+        The fit in which pair (i, j) is compared R times and i won ``before[i, j]`` of
+        them (no privacy debiasing: the Mallows mechanism is not randomized response on
+        pairs).
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+    """
     m = stats.n_items
     if stats.n == 0:
         raise ValueError("no rankings to fit")
@@ -73,11 +123,33 @@ def fit_ranking_btl(stats: RankingStats, lam: float = 1.0, theta0=None) -> BTLFi
 
 
 def btl_confidence(stats: RankingStats, fit: BTLFit, level: float = 0.95) -> Confidence:
-    """Cluster-robust sandwich for the implied-pairs BTL fit, rankings as clusters (module doc).
+    """Cluster-robust sandwich for the implied-pairs BTL fit, rankings as clusters (docs/uncertainty.md §8).
 
+    Parameters
+    ----------
+    stats : RankingStats
+        The rankings' mergeable moments.
+    fit : BTLFit
+        :func:`fit_ranking_btl` of them.
+    level : float, default 0.95
+        Confidence level.
+
+    Returns
+    -------
+    Confidence
+        The intervals, from O(m²) work whatever R.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two rankings.
+
+    Notes
+    -----
     H = Laplacian with weights R·σ'(θ_i − θ_j) (the ridge's 2λI is left out: it is
     negligible beside R·m and the intervals target the unpenalized fit);
-    V = Σ_r (b_r − c)(b_r − c)ᵀ from the position moments.
+    V = Σ_r (b_r − c)(b_r − c)ᵀ from the position moments, with b_r,i the number of items
+    ranking r puts below i and c_i = Σ_{j≠i} σ(θ_i − θ_j).
     """
     m = stats.n_items
     r = stats.n

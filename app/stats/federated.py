@@ -1,32 +1,12 @@
-"""Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA.
+"""Federated rank aggregation with secure aggregation: Borda FRA and Lehmer FRA (docs/federated.md).
 
-Sima, Rana & Milenkovic, *Federated Aggregation of Mallows Rankings: A
-Comparative Analysis of Borda and Lehmer Coding* (2024; docs/federated.md).
-L sites each hold rankings of the same N items; each sends one message; the server learns only the sum of
-the messages
-(secure aggregation) and turns it into a consensus ordering.
-
-* **Borda FRA** (Algorithm 2): a site sends, per item, the index of the
-  quantization centroid E_j nearest to its items' mean position; the server
-  orders items by the sum.
-* **Lehmer FRA** (Algorithm 3, with the corrections of docs/federated.md §4.3): a site sends, per
-  coordinate of the Lehmer code, its local majority value split into high bits
-  (summed) and a one-hot histogram of the low ``I`` bits; the server takes the
-  rounded mean of the high bits and the plurality of the low bits and decodes.
-
-Corrections to the printed paper (docs/federated.md §3.1, §4.3): the outputs are orderings; the
-high-bit modulus must exceed the largest sum (the paper's 2^{k_i} loses it);
-the reconstruction is 2^I·V + Maj (not 2^{k_i}·V + Maj); the one-hot vector is
-indexed by value 0..2^I−1; decoded coordinates are clamped to [0, i].
-
-Secure aggregation (the paper defers to Bonawitz et al. without details; our
-choice): every message entry k lives in Z_{2^{b_k}} with 2^{b_k} above the
-largest possible sum, so the masked sum never wraps. Each pair of sites shares a
-32-byte seed (agreed by X25519 through the server, :mod:`app.cli.site`); SHAKE-256
-expands it into a mask stream; site a adds the streams of peers after it and
-subtracts those of peers before it, so the masks cancel exactly in the sum of
-all L messages and each masked message is uniform on Π_k Z_{2^{b_k}} to anyone
-without the seeds. This module is pure arithmetic: no network, no keys.
+Sima, Rana & Milenkovic (2024): L sites each hold rankings of the same N items and send
+one message; the server learns only the sum of the messages (secure aggregation) and
+turns it into a consensus ordering. Borda FRA (Algorithm 2) is docs/federated.md §3,
+Lehmer FRA (Algorithm 3) §4 with the corrections to the printed paper (§3.1, §4.3), the
+message encodings and the pairwise masks (X25519-agreed seeds expanded by SHAKE-256, in
+Z_{2^{b_k}} so the masked sum never wraps) §5, failure probabilities §6. This module is
+pure arithmetic: no network, no keys (:mod:`app.cli.site` exchanges them).
 """
 
 from __future__ import annotations
@@ -84,13 +64,38 @@ MAX_MESSAGE_BITS = 62
 
 
 def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
-    """E_j = E[σ(σ₀⁻¹(j))], j = 1..N: the expected position, under Mallows(σ₀, φ), of
-    the item σ₀ puts at position j (docs/federated.md §3.2; paper Lemma 2; independent of σ₀).
+    """E_j = E[σ(σ₀⁻¹(j))], j = 1..N: the expected position, under Mallows(σ₀, φ), of the item σ₀ puts at j.
 
-    Exact closed form (docs/federated.md §3.2; the paper's Remark 1 recursion, supplement eqs. (19)–(20), is
-    wrong): E_j = j − Σ_{d<j} q(d) + Σ_{d ≤ N−j} q(d), with
-    q(d) = dφ^d/(1−φ^d) − (d+1)φ^{d+1}/(1−φ^{d+1}) the probability that two items
-    at centroid distance d appear inverted. φ ≤ 0.95 (cancellation beyond).
+    Parameters
+    ----------
+    n_items : int
+        N.
+    phi : float
+        Mallows dispersion φ ∈ (0, 0.95] (cancellation beyond).
+
+    Returns
+    -------
+    numpy.ndarray of float64 (N,)
+        The centroids, independent of σ₀ (paper Lemma 2).
+
+    Raises
+    ------
+    ValueError
+        If φ is outside (0, 0.95].
+
+    Notes
+    -----
+    Exact closed form (docs/federated.md §3.2; the paper's Remark 1 recursion, supplement
+    eqs. (19)–(20), is wrong): E_j = j − Σ_{d<j} q(d) + Σ_{d ≤ N−j} q(d), with
+    q(d) = dφ^d/(1−φ^d) − (d+1)φ^{d+1}/(1−φ^{d+1}) the probability that two items at
+    centroid distance d appear inverted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.federated import borda_centroids
+    >>> np.round(borda_centroids(3, 0.5), 4).tolist()
+    [1.5714, 2.0, 2.4286]
     """
     if not 0 < phi <= 0.95:
         raise ValueError("phi must be in (0, 0.95]")
@@ -103,16 +108,52 @@ def borda_centroids(n_items: int, phi: float) -> NDArray[np.float64]:
 
 
 def borda_quantize(mean_position: ArrayLike, centroids: ArrayLike) -> NDArray[np.int64]:
-    """Q(a) = argmin_j |a − E_j| ∈ 1..N, an exact midpoint going to the larger j (docs/federated.md §3.3,
-    from eq. (30) of the proof of Theorem 2)."""
+    """Q(a) = argmin_j |a − E_j| ∈ 1..N, an exact midpoint going to the larger j.
+
+    Parameters
+    ----------
+    mean_position : array_like
+        Mean 1-based positions a.
+    centroids : array_like (N,)
+        :func:`borda_centroids`.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The quantized positions (docs/federated.md §3.3, from eq. (30) of the proof of
+        Theorem 2).
+    """
     e = np.asarray(centroids, dtype=np.float64)
     thresholds = (e[:-1] + e[1:]) / 2.0  # t_2..t_N
     return np.searchsorted(thresholds, np.asarray(mean_position, dtype=np.float64), side="right") + 1
 
 
 def borda_client_message(orders: ArrayLike, phi: float) -> NDArray[np.int64]:
-    """Algorithm 2, client: σ̂_ℓ(i) = Q(A_ℓ(i)), A_ℓ(i) = mean 1-based position of item i in
-    the site's rankings. Not a permutation in general (repeats are intended)."""
+    """Algorithm 2, client: σ̂_ℓ(i) = Q(A_ℓ(i)), A_ℓ(i) = mean 1-based position of item i.
+
+    Parameters
+    ----------
+    orders : array_like of int
+        The site's rankings, one ordering per row.
+    phi : float
+        Mallows dispersion φ (public).
+
+    Returns
+    -------
+    numpy.ndarray of int64 (N,)
+        The message: not a permutation in general (repeats are intended).
+
+    Raises
+    ------
+    ValueError
+        With no rankings, or invalid ones.
+
+    Examples
+    --------
+    >>> from app.stats.federated import borda_client_message
+    >>> borda_client_message([[0, 1, 2], [1, 0, 2]], 0.5).tolist()
+    [1, 1, 3]
+    """
     arr = validate_orders(orders)
     if arr.shape[0] == 0:
         raise ValueError("a site needs at least one ranking")
@@ -127,23 +168,70 @@ def _generator(rng: np.random.Generator | int | None) -> np.random.Generator:
 
 
 def borda_server_order(total: ArrayLike, rng: np.random.Generator | int | None = None) -> NDArray[np.int64]:
-    """Algorithm 2, server: items by Σ_ℓ σ̂_ℓ(i) ascending (every site weighs 1/L), exact ties
-    uniformly at random; returns the ordering (docs/federated.md §3.1, §3.3)."""
+    """Algorithm 2, server: items by Σ_ℓ σ̂_ℓ(i) ascending (every site weighs 1/L).
+
+    Parameters
+    ----------
+    total : array_like of int
+        The summed messages.
+    rng : numpy.random.Generator or int, optional
+        Breaks exact ties uniformly at random.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The ordering (docs/federated.md §3.1, §3.3).
+    """
     s = np.asarray(total, dtype=np.int64)
     gen = _generator(rng)
     return np.lexsort((gen.random(s.size), s)).astype(np.int64)
 
 
 def competition_ranks(total: ArrayLike) -> NDArray[np.int64]:
-    """Rank of each item by its aggregate, ascending, with ties sharing a rank ("1224"
-    competition ranking): 1 + the number of items with a strictly smaller aggregate."""
+    """Rank of each item by its aggregate, ascending, with ties sharing a rank ("1224").
+
+    Parameters
+    ----------
+    total : array_like
+        Each item's aggregate.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        1 + the number of items with a strictly smaller aggregate.
+
+    Examples
+    --------
+    >>> from app.stats.federated import competition_ranks
+    >>> competition_ranks([3, 5, 3]).tolist()
+    [1, 3, 1]
+    """
     s = np.asarray(total, dtype=np.int64)
     return np.searchsorted(np.sort(s), s, side="left").astype(np.int64) + 1
 
 
 def tied_groups(total: ArrayLike, order: ArrayLike) -> list[list[int]]:
-    """The groups (of size >= 2) of items with exactly equal aggregates, in rank order, each
-    listed in the published ``order`` (whose order within a group was drawn at random)."""
+    """The groups (of size >= 2) of items with exactly equal aggregates, in rank order.
+
+    Parameters
+    ----------
+    total : array_like
+        Each item's aggregate.
+    order : array_like of int
+        The published ordering.
+
+    Returns
+    -------
+    list of list of int
+        Each group listed in the published ``order`` (whose order within a group was
+        drawn at random).
+
+    Examples
+    --------
+    >>> from app.stats.federated import tied_groups
+    >>> tied_groups([3, 5, 3], [2, 0, 1])
+    [[2, 0]]
+    """
     s = np.asarray(total, dtype=np.int64)
     groups: list[list[int]] = []
     for x in np.asarray(order, dtype=np.int64):
@@ -158,17 +246,55 @@ def tied_groups(total: ArrayLike, order: ArrayLike) -> list[list[int]]:
 
 
 def lehmer_concentration(n_items: int, phi: float) -> float:
-    """p = Σ_{u=1}^{N−1} φ^u / (1 + Σ_{u=3}^{N} φ^u) (paper Theorem 3; docs/federated.md §4.2); Lehmer
-    FRA's guarantees
-    need p < 1, i.e. φ + φ² < 1 + φ^N (about φ ≤ 0.618)."""
+    """p = Σ_{u=1}^{N−1} φ^u / (1 + Σ_{u=3}^{N} φ^u) (paper Theorem 3; docs/federated.md §4.2).
+
+    Parameters
+    ----------
+    n_items : int
+        N.
+    phi : float
+        Mallows dispersion φ.
+
+    Returns
+    -------
+    float
+        p. Lehmer FRA's guarantees need p < 1, i.e. φ + φ² < 1 + φ^N (about φ ≤ 0.618).
+    """
     u = np.arange(1, n_items + 1, dtype=np.float64)
     powers = phi**u
     return float(powers[: n_items - 1].sum() / (1.0 + powers[2:].sum()))
 
 
 def lehmer_low_bits(n_items: int, phi: float, max_rankings: int, failure_probability: float) -> int:
-    """I = ⌈log₂(2·log(M N²/ε)/log(1/p) + 1)⌉ of eq. (5), with M a public upper bound on the
-    total number of rankings (docs/federated.md §4.2) and ε = ``failure_probability``."""
+    """I = ⌈log₂(2·log(M N²/ε)/log(1/p) + 1)⌉ of eq. (5) (docs/federated.md §4.2).
+
+    Parameters
+    ----------
+    n_items : int
+        N.
+    phi : float
+        Mallows dispersion φ.
+    max_rankings : int
+        M, a public upper bound on the total number of rankings.
+    failure_probability : float
+        ε, in (0, 1).
+
+    Returns
+    -------
+    int
+        The number of low bits I, at least 1.
+
+    Raises
+    ------
+    ValueError
+        If p ≥ 1 (:func:`lehmer_concentration`), ε is outside (0, 1) or M < 1.
+
+    Examples
+    --------
+    >>> from app.stats.federated import lehmer_low_bits
+    >>> lehmer_low_bits(10, 0.5, 500, 0.01)  # docs/federated.md §4.2
+    8
+    """
     p = lehmer_concentration(n_items, phi)
     if not p < 1:
         raise ValueError(
@@ -201,9 +327,28 @@ def _lehmer_mode(codes: NDArray[np.int64], rng: np.random.Generator) -> NDArray[
 def lehmer_client_message(
     orders: ArrayLike, low_bits: int, rng: np.random.Generator | None = None
 ) -> NDArray[np.int64]:
-    """Algorithm 3, client: v(i) = mode of the site's Lehmer codes at coordinate i (ties at
-    random); per coordinate, the high part ⌊v/2^I⌋ (only when k_i > 0) followed by the
-    one-hot vector of v mod 2^I (length min(2^I, i+1), indexed by value)."""
+    """Algorithm 3, client: v(i) = mode of the site's Lehmer codes at coordinate i (ties at random).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        The site's rankings, one ordering per row.
+    low_bits : int
+        I.
+    rng : numpy.random.Generator, optional
+        Breaks ties of the modes; ``None`` draws from the OS CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Per coordinate, the high part ⌊v/2^I⌋ (only when k_i > 0) followed by the one-hot
+        vector of v mod 2^I (length min(2^I, i+1), indexed by value).
+
+    Raises
+    ------
+    ValueError
+        With no rankings, or invalid ones.
+    """
     arr = validate_orders(orders)
     if arr.shape[0] == 0:
         raise ValueError("a site needs at least one ranking")
@@ -228,10 +373,37 @@ def lehmer_server_order(
     low_bits: int,
     rng: np.random.Generator | int | None = None,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Algorithm 3, server: per coordinate, V = round(S/L) (half up) and Maj = the most frequent
-    low part (ties at random), L̂(i) = 2^I·V + Maj clamped to [0, i] (docs/federated.md §4.3, correction
-    3); decode.
-    Returns (ordering, consensus Lehmer code)."""
+    """Algorithm 3, server: decode the summed Lehmer messages into an ordering.
+
+    Parameters
+    ----------
+    total : array_like of int
+        The summed messages.
+    n_items : int
+        N.
+    n_sites : int
+        L.
+    low_bits : int
+        I.
+    rng : numpy.random.Generator or int, optional
+        Breaks ties of the low-part plurality uniformly at random.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (ordering, consensus Lehmer code).
+
+    Raises
+    ------
+    ValueError
+        If ``total`` does not fit the scheme's layout.
+
+    Notes
+    -----
+    Per coordinate, V = round(S/L) (half up) and Maj = the most frequent low part (ties at
+    random), L̂(i) = 2^I·V + Maj clamped to [0, i] (docs/federated.md §4.3, correction 3);
+    then decoded.
+    """
     s = np.asarray(total, dtype=np.int64)
     gen = _generator(rng)
     k, h = _coordinate_split(n_items, low_bits)
@@ -253,8 +425,23 @@ def lehmer_server_order(
 
 
 def lehmer_tied_coordinates(total: ArrayLike, n_items: int, low_bits: int) -> list[int]:
-    """The coordinates (0-based items) whose low-part plurality in the summed Lehmer message
-    was tied, so that :func:`lehmer_server_order` picked one of the tied values at random."""
+    """The coordinates (0-based items) whose low-part plurality in the summed message was tied.
+
+    Parameters
+    ----------
+    total : array_like of int
+        The summed messages.
+    n_items : int
+        N.
+    low_bits : int
+        I.
+
+    Returns
+    -------
+    list of int
+        The coordinates at which :func:`lehmer_server_order` picked one of the tied values
+        at random.
+    """
     s = np.asarray(total, dtype=np.int64)
     k, h = _coordinate_split(n_items, low_bits)
     out: list[int] = []
@@ -269,9 +456,23 @@ def lehmer_tied_coordinates(total: ArrayLike, n_items: int, low_bits: int) -> li
 
 
 def lehmer_mean_aggregate(orders: ArrayLike) -> NDArray[np.int64]:
-    """Centralized Lehmer *mean* (rounded, clamped): the variant the paper reports as
-    clearly worse than the majority (paper §4.2, citing Li, Mazumdar & Milenkovic 2017; docs/federated.md
-    §4.1)."""
+    """Centralized Lehmer *mean* (rounded, clamped).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Rankings, one ordering per row.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The ordering decoded from the rounded, clamped mean Lehmer code.
+
+    Notes
+    -----
+    The variant the paper reports as clearly worse than the majority (paper §4.2, citing
+    Li, Mazumdar & Milenkovic 2017; docs/federated.md §4.1).
+    """
     arr = validate_orders(orders)
     m = arr.shape[1]
     mean = lehmer_code(positions_from_orders(arr)).mean(axis=0)
@@ -399,8 +600,25 @@ def _modulus_mask(bits: NDArray[np.int64]) -> NDArray[np.uint64]:
 
 
 def mask_stream(seed: bytes, bits: ArrayLike) -> NDArray[np.uint64]:
-    """Pseudorandom mask: entry k uniform on Z_{2^{b_k}}, the low b_k bits of the k-th
-    64-bit little-endian word of SHAKE-256(seed)."""
+    """Pseudorandom mask: entry k uniform on Z_{2^{b_k}}.
+
+    Parameters
+    ----------
+    seed : bytes
+        At least 16 bytes.
+    bits : array_like of int
+        b_k per entry.
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        The low b_k bits of the k-th 64-bit little-endian word of SHAKE-256(seed).
+
+    Raises
+    ------
+    ValueError
+        If the seed is shorter than 128 bits.
+    """
     b = np.asarray(bits, dtype=np.int64)
     if len(seed) < 16:
         raise ValueError("a mask seed needs at least 128 bits")
@@ -409,9 +627,28 @@ def mask_stream(seed: bytes, bits: ArrayLike) -> NDArray[np.uint64]:
 
 
 def pairwise_mask(own: int, seeds: dict[int, bytes], bits: ArrayLike) -> NDArray[np.uint64]:
-    """z_own = Σ_{p > own} PRG(s_{own,p}) − Σ_{p < own} PRG(s_{p,own}) mod 2^{b_k}: the masks of
-    all sites sum to 0 because every pair's stream is added once and subtracted once.
-    ``seeds`` maps each peer's index to the seed shared with it."""
+    """z_own = Σ_{p > own} PRG(s_{own,p}) − Σ_{p < own} PRG(s_{p,own}) mod 2^{b_k}.
+
+    Parameters
+    ----------
+    own : int
+        This site's index.
+    seeds : dict of int to bytes
+        Each peer's index to the seed shared with it.
+    bits : array_like of int
+        b_k per entry.
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        The site's mask: the masks of all sites sum to 0 because every pair's stream is
+        added once and subtracted once.
+
+    Raises
+    ------
+    ValueError
+        If ``seeds`` holds a seed for ``own``.
+    """
     b = np.asarray(bits, dtype=np.int64)
     mod = _modulus_mask(b)
     z = np.zeros(b.size, dtype=np.uint64)
@@ -424,7 +661,27 @@ def pairwise_mask(own: int, seeds: dict[int, bytes], bits: ArrayLike) -> NDArray
 
 
 def mask_message(message: ArrayLike, mask: ArrayLike, bits: ArrayLike) -> NDArray[np.uint64]:
-    """(y + z) mod 2^{b_k}; ``ValueError`` if y does not fit its entry."""
+    """(y + z) mod 2^{b_k}.
+
+    Parameters
+    ----------
+    message : array_like of int
+        y.
+    mask : array_like of uint64
+        z (:func:`pairwise_mask`).
+    bits : array_like of int
+        b_k per entry.
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        The masked message.
+
+    Raises
+    ------
+    ValueError
+        If y does not fit its entry.
+    """
     y = np.asarray(message, dtype=np.int64)
     b = np.asarray(bits, dtype=np.int64)
     if y.shape != b.shape or np.any(y < 0) or np.any(y >= (np.int64(1) << b)):
@@ -433,7 +690,35 @@ def mask_message(message: ArrayLike, mask: ArrayLike, bits: ArrayLike) -> NDArra
 
 
 def secure_sum(masked: Sequence[ArrayLike], bits: ArrayLike) -> NDArray[np.int64]:
-    """Σ_ℓ (y_ℓ + z_ℓ) mod 2^{b_k} = Σ_ℓ y_ℓ once every site's masked message is in."""
+    """Σ_ℓ (y_ℓ + z_ℓ) mod 2^{b_k} = Σ_ℓ y_ℓ once every site's masked message is in.
+
+    Parameters
+    ----------
+    masked : sequence of array_like
+        Every site's masked message.
+    bits : array_like of int
+        b_k per entry.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The sum of the plain messages.
+
+    Raises
+    ------
+    ValueError
+        If a masked message does not fit the layout.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.federated import mask_message, pairwise_mask, secure_sum
+    >>> bits = np.array([8, 8])
+    >>> m0 = mask_message([3, 4], pairwise_mask(0, {1: bytes(16)}, bits), bits)
+    >>> m1 = mask_message([1, 2], pairwise_mask(1, {0: bytes(16)}, bits), bits)
+    >>> secure_sum([m0, m1], bits).tolist()  # the masks cancel
+    [4, 6]
+    """
     b = np.asarray(bits, dtype=np.int64)
     mod = _modulus_mask(b)
     total = np.zeros(b.size, dtype=np.uint64)
@@ -459,15 +744,39 @@ def fra_experiment(
     low_bits: int | None = None,
     masked: bool = True,
 ) -> dict[str, NDArray[np.int64]]:
-    """Kendall distances K(σ₀, σ̂) over ``reps`` replicates (paper §5 and supplement §8.2;
-    docs/federated.md §6–7): each replicate
-    draws σ₀ (identity, or uniform when ``random_center``), ``per_site`` Mallows(σ₀, φ)
-    rankings per site, and runs Borda FRA and Lehmer FRA through the masked protocol
-    (fresh random seeds) next to their centralized versions and the Lehmer mean.
-    ``low_bits`` defaults to exact-histogram mode.
+    """Kendall distances K(σ₀, σ̂) over ``reps`` replicates (paper §5; docs/federated.md §6–7).
 
-    The masks cancel exactly in the sum (:func:`secure_sum`), so the server's output does
-    not depend on them: ``masked=False`` sums the plain messages instead, for the same
+    Parameters
+    ----------
+    n_items : int
+        N.
+    n_sites : int
+        L.
+    per_site : int
+        Mallows(σ₀, φ) rankings drawn per site.
+    phi : float
+        Mallows dispersion φ.
+    reps : int
+        Replicates.
+    random_center : bool
+        Draw σ₀ uniformly (else the identity).
+    rng : numpy.random.Generator
+        The simulation's generator.
+    low_bits : int, optional
+        I; default exact-histogram mode.
+    masked : bool, default True
+        Run the masked protocol; ``False`` sums the plain messages instead.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray of int64
+        The distances of Borda FRA and Lehmer FRA through the masked protocol (fresh random
+        seeds), next to their centralized versions and the Lehmer mean.
+
+    Notes
+    -----
+    Paper §5 and supplement §8.2. The masks cancel exactly in the sum (:func:`secure_sum`),
+    so the server's output does not depend on them: ``masked=False`` gives the same
     distances at a fraction of the cost (no SHAKE-256 stream per pair of sites). The
     masking seeds come from a child of ``rng`` (:meth:`numpy.random.Generator.spawn`), so
     both modes draw the same rankings and tie-breaks and return identical distances.

@@ -64,12 +64,47 @@ def plan_goal(
     check: Callable[[], None] | None = None,
     certificate: Literal["borda", "pairwise"] = "borda",
 ) -> GoalPlan:
-    """The planner of adaptive designs: ``replications`` surveys per strategy simulated
-    as the service runs them (:func:`simulate_goal`) with true scores ``theta``; the
-    answers and respondents each strategy needs to meet the goal, and the saving.
-    ``certificate="pairwise"`` simulates the adaptive design with the pairwise certificate
-    (:func:`app.stats.pairwise_goal.simulate_pairwise_goal`, at most its ``MAX_ITEMS``
-    items); the balanced one is Borda-certified either way, as the service runs it.
+    """The planner of adaptive designs: adaptive against balanced assignment for one goal.
+
+    Parameters
+    ----------
+    theta : array_like
+        True scores.
+    epsilon : float
+        ε of every answer.
+    level : float
+        Confidence level of the certificate.
+    top_k : int, optional
+        K; None: the whole ranking.
+    replications : int, default 10
+        Surveys simulated per strategy.
+    seed : int, default 0
+        Seed of the simulation.
+    pairs_per_respondent : int, default 10
+        The most pairs served to one respondent.
+    max_answers : int, default 1000000
+        The cap of each simulated survey.
+    check : callable, optional
+        Called before each batch; may raise to stop the work.
+    certificate : {"borda", "pairwise"}, default "borda"
+        ``"pairwise"`` simulates the adaptive design with the pairwise certificate
+        (:func:`app.stats.pairwise_goal.simulate_pairwise_goal`, at most its
+        ``MAX_ITEMS`` items); the balanced one is Borda-certified either way, as the
+        service runs it.
+
+    Returns
+    -------
+    GoalPlan
+        The answers and respondents each strategy needs to meet the goal, and the saving.
+
+    Raises
+    ------
+    ValueError
+        On non-positive counts, an invalid ε, or an unknown certificate.
+
+    Notes
+    -----
+    Each survey is simulated as the service runs it (:func:`simulate_goal`).
 
     Examples
     --------

@@ -1,97 +1,13 @@
-"""Uncertainty of the debiased MLE: standard errors, confidence intervals, rank
-intervals, top-K probabilities — under privacy noise, with respondents as the
-independent unit.
+"""Uncertainty of the debiased MLE: standard errors, intervals, rank intervals and top-K
+probabilities under privacy noise, with respondents as the independent unit.
 
-Xu, Sun & Cheng (*Rate-Optimal Rank Aggregation with Private Pairwise Rankings*)
-give rates, not intervals. What is implemented here:
-
-**Model-based sandwich.** The estimating equation of J (eq. (3)) is
-U(θ) = Σ_{i<j} (n_ij σ(θ_i − θ_j) − S_ij)(e_i − e_j) + 2λθ. Its Jacobian
-H = L_W + 2λI (L_W: the Laplacian with weights W_ij = n_ij σ'(θ_i − θ_j)) does not
-depend on the data, and if every comparison were an independent draw,
-Var U(θ*) = L_V with V_ij = Σ_k Var z_k = n_ij σ'(θ*_i − θ*_j) + Σ_k e^{ε_k}/(e^{ε_k}−1)²
-(Lemma 2 in closed form). So Cov θ̂ ≈ H⁻¹ L_V H⁻¹ — 2–4× wider than the naive inverse
-Fisher information H⁻¹ L_W H⁻¹ at ε = 1, because of the privacy term.
-
-**Respondents as clusters** (:class:`Clusters`; the default of the service). One
-respondent's answers share that person's preferences, so comparisons are not
-independent draws from the population; the population BTL scores are the
-estimand, and the independent unit is the respondent. The meat becomes
-Σ_r u_r u_rᵀ with u_r = Σ_{k∈r} (σ(θ_i − θ_j) − z_k)(e_i − e_j), scaled by G/(G−1)
-(CR1), with Student-t(G − 1) critical values (Liang & Zeger 1986, *Biometrika*
-73(1); Cameron & Miller 2015, *J. Human Resources* 50(2)). Privacy noise is inside
-each u_r. Two guards:
-
-* the meat is never taken below the model-based one (:func:`_psd_max`): an item that
-  only a handful of respondents saw gets its cluster variance from that handful;
-* below max(``min_clusters``, 2 × items) respondents CR1 with t(G − 1) is not
-  trusted (few or unbalanced clusters: Imbens & Kolesár 2016, *Review of Economics and
-  Statistics* 98(4)). There the choice is between two covariances, by which is
-  narrower under the working model (independent answers with Lemma 2's variance): the
-  bias-reduced meat CR2 with Bell–McCaffrey degrees of freedom (:func:`_cr2`; Bell &
-  McCaffrey 2002, *Survey Methodology* 28(2); Pustejovsky & Tipton 2018, *J. Business
-  & Economic Statistics* 36(4)), whose expected half-width is then t_df·se_model, and
-  the worst-case bound :func:`_bound_meat` with normal quantiles: privacy noise is
-  independent across answers, and Cauchy–Schwarz bounds the rest by L_r times the
-  variances of respondent r's L_r answers — never too narrow, and narrower than CR2
-  where the privacy noise dominates or the respondents are very few. Both widths
-  depend on the design and the centre only, not on the residuals.
-
-**Bias-corrected centre, only where safe.** θ̂ is biased in two ways that do not
-vanish relative to its standard error at the sample sizes of real surveys:
-
-1. the ridge pulls θ̂ towards 0 by ≈ 2λ L_W⁺ θ̂ (O(λ/n) against se O(1/√n)); one
-   Newton step of the unpenalized objective from θ̂ removes it:
-   θ̃ = θ̂ + L_W(θ̂)⁺ 2λθ̂ — used only when no item moves by more than
-   ``RIDGE_MAX_SE`` standard errors (else the penalty, not the data, dominates);
-2. the M-estimator's own second-order bias (Cox & Snell 1968, *JRSS-B* 30(2)):
-   because the Jacobian is data-free, b = −½ L_W⁺ Σ_{i<j} n_ij σ''(θ_i − θ_j)
-   Var(θ̂_i − θ̂_j)(e_i − e_j); it grows with the privacy noise. It is applied to an
-   item only when |b_i| ≤ ``SECOND_ORDER_MAX_SE`` · se_i. Items where it is not (seen
-   in a few comparisons) are set aside one at a time, their pairs left out of the
-   others' correction (their huge terms would otherwise reach every item through
-   L_W⁺ and the centring); their intervals span the corrected and uncorrected ones.
-
-**One centre.** θ̃ − b̂ restricted to θ̂'s order (:func:`order_restricted`, weights
-1/se²): a correction never reverses the reported ranking, and intervals, rank intervals,
-P(top-K), groups and win probabilities all use this centre θ̌. Intervals are θ̌ ± c·se,
-se from L_W⁺ (meat) L_W⁺ at θ̃, extended to contain θ̂ (the ridge estimate, shrunk
-towards 0). When the data cannot support intervals — no comparisons,
-fewer than two respondents, separated data (:func:`_separated`: debiased wins of an
-item or a top set outside (0, its comparisons), so the unpenalized fit does not exist
-and the ridge removal heads to infinity), or a correction beyond its limit for more
-than half of the items — :func:`confidence` raises :class:`IntervalsUnavailable` with
-a machine-readable reason and a sentence. Separation is per item where it can be: up to
-``MAX_UNIDENTIFIED_SHARE`` of the items, those separated are set aside (their pairs left
-out, the rest fitted again) with a one-sided score bound and ``interval_reason``, and the
-others keep their intervals (docs/uncertainty.md §5).
-
-**Once per fit.** :func:`uncertainty` computes the level-free part (centre, covariance,
-standard errors, set-aside items); :meth:`Uncertainty.at` rescales it to a level.
-:func:`rank_draws` keeps the draws of the rank summaries; :func:`rank_at` and
-:func:`with_k` summarize them at a level and k (docs/uncertainty.md §6, "Cost").
-
-**Bootstraps.** :func:`cluster_bootstrap_confidence` resamples respondents with all
-their stored answers (nothing is privatized again); :func:`bootstrap_confidence`
-re-simulates independent randomized answers from θ̃ (parametric).
-
-**Ranks.** :func:`rank_confidence` gives per-item *marginal* rank intervals (each
-item's own simultaneous intervals for its m − 1 differences; Mogstad, Romano, Shaikh &
-Wilhelm 2024, *Review of Economic Studies* 91(1)) and *simultaneous* ones (max-|t| over
-all pairwise differences; Klein, Wright & Wieczorek 2020, *JRSS-C* 69(3)), which also
-yield the groups of statistically tied items and the certain members of the top-K, and
-top-K probabilities from draws around θ̌, non-increasing along the ranking. Draws are
-multivariate t with the intervals' degrees of freedom. Every rank interval contains the
-reported rank (of θ̂), and groups follow θ̂'s order (docs/uncertainty.md §6).
-
-Coverage is measured in ``tests/benchmarks/bench_coverage.py`` and the tests:
-with independent answers, and with respondents resampled from real ballots and
-from heterogeneous simulated populations; the covariances for few respondents are
-compared in ``tests/benchmarks/bench_small_sample.py`` (docs/uncertainty.md §3).
-
-Scores in different components of the comparison graph are not comparable: their
-differences have infinite variance here (never "significant"), and items that
-were never compared get no interval (NaN).
+The model-based sandwich is docs/uncertainty.md §2; respondents as clusters (CR1, CR2
+with Bell–McCaffrey degrees of freedom, the worst-case bound, the floor) §3; the
+bias-corrected, order-restricted centre §4; refusals and items set aside §5; rank
+intervals, top-K probabilities and their cost (:func:`uncertainty` once per fit,
+:meth:`Uncertainty.at`, :func:`rank_draws`, :func:`rank_at`, :func:`with_k`) §6; the
+bootstraps §7; references §10. Coverage is measured by
+``python -m tests.benchmarks.bench_coverage`` and ``bench_small_sample``.
 """
 
 from __future__ import annotations
@@ -187,7 +103,7 @@ REASONS = (
 #: CR1 cluster-robust covariances with t(G − 1) are used from this many respondents on
 #: (and at least two per identified item); below, CR2 with Bell–McCaffrey degrees of
 #: freedom or the worst-case-correlation bound, whichever is narrower under the working
-#: model (module doc; measured in tests/benchmarks/bench_small_sample.py).
+#: model (docs/uncertainty.md §3; measured by tests/benchmarks/bench_small_sample.py).
 MIN_CLUSTERS = 30
 
 #: A bias correction is applied only when it is this small: the ridge removal by at
@@ -320,7 +236,7 @@ class Confidence:
 
     Attributes
     ----------
-    estimate : (m,) the interval centre θ̌ (bias-corrected when safe; see the module doc)
+    estimate : (m,) the interval centre θ̌ (bias-corrected when safe; docs/uncertainty.md §4)
     cov : (m, m) covariance of ``estimate`` on each component's sum-to-zero subspace
     se : (m,) standard errors (NaN for items never compared)
     level : confidence level of ``lower``/``upper``
@@ -419,9 +335,39 @@ class Confidence:
 def confidence_from_cov(
     estimate, cov, level, component, method, theta, crit=None, n_clusters=None, corrections=None, df=None
 ) -> Confidence:
-    """Intervals estimate ± crit·se from a covariance (crit: the normal quantile, or the
-    Student t quantile with ``df`` degrees of freedom, unless given), NaN for items alone
-    in their component, each widened to contain ``theta`` (the reported scores)."""
+    """Intervals estimate ± crit·se from a covariance.
+
+    Parameters
+    ----------
+    estimate : array_like (m,)
+        The interval centre before the order restriction.
+    cov : array_like (m, m)
+        Its covariance.
+    level : float
+        Confidence level.
+    component : array_like of int (m,)
+        Connected component of each item.
+    method : str
+        The covariance's name, recorded in the result.
+    theta : array_like (m,)
+        The reported scores: the centre is restricted to their order
+        (:func:`order_restricted`, weights 1/se²) and each interval widened to contain them.
+    crit : float, optional
+        The critical value; default the normal quantile, or the Student t quantile with
+        ``df`` degrees of freedom.
+    n_clusters : int, optional
+        Respondents behind the covariance (None: not clustered).
+    corrections : dict, optional
+        The bias corrections applied, to which the items the order restriction pooled are
+        added (``order_pooled_items``).
+    df : float, optional
+        Degrees of freedom of the critical value (None: normal).
+
+    Returns
+    -------
+    Confidence
+        The intervals, NaN for items alone in their component.
+    """
     sizes = np.bincount(component)
     identified = sizes[component] > 1
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -808,7 +754,7 @@ def _psd_max(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float
 
 
 #: The cluster covariances :func:`confidence` can be asked for (``cluster_variance``):
-#: "auto" chooses (module doc); the others force one, for the comparison in
+#: "auto" chooses (docs/uncertainty.md §3, "Which one"); the others force one, for the comparison in
 #: ``tests/benchmarks/bench_small_sample.py``.
 CLUSTER_VARIANCES = ("auto", "cr1", "cr2", "cr2_unfloored", "bound")
 
@@ -874,7 +820,7 @@ def _cluster_variance(
 
 
 def _cox_snell(lw_pinv, cov, i, j, n, s, sp) -> NDArray[np.float64]:
-    """b = −½ L_W⁺ Σ_{i<j} n σ''(d) Var(d̂)(e_i − e_j) (module doc)."""
+    """b = −½ L_W⁺ Σ_{i<j} n σ''(d) Var(d̂)(e_i − e_j) (docs/uncertainty.md §4)."""
     m = lw_pinv.shape[0]
     var_d = cov[i, i] + cov[j, j] - 2.0 * cov[i, j]
     g = n * sp * (1.0 - 2.0 * s) * var_d
@@ -908,35 +854,64 @@ def confidence(
     check: Check | None = None,
     cluster_variance: str = "auto",
 ) -> Confidence:
-    """Sandwich confidence intervals for θ* from a fit (see the module doc).
+    """Sandwich confidence intervals for θ* from a fit (docs/uncertainty.md §2–5).
 
-    Without ``clusters`` the comparisons are taken as independent (the model-based
-    sandwich). ``variance="model"`` uses Lemma 2's Var z = σ'(d) + e^ε/(e^ε−1)²;
-    ``"empirical"`` the observed spread of z within each pair.
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit (:func:`~app.stats.btl.fit_debiased_mle` and the like).
+    level : float, default 0.95
+        Confidence level, in (0, 1).
+    variance : {"model", "empirical"}, default "model"
+        Without ``clusters``: ``"model"`` uses Lemma 2's Var z = σ'(d) + e^ε/(e^ε−1)²,
+        ``"empirical"`` the observed spread of z within each pair.
+    clusters : ClusterSource, optional
+        The fit's comparisons with their respondents; then the respondents are the
+        independent unit. Without, the comparisons are taken as independent (the
+        model-based sandwich).
+    min_clusters : int, default 30
+        CR1 with Student-t(G−1) critical values is used from
+        ``max(min_clusters, 2 × identified items)`` respondents on.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    cluster_variance : {"auto", "cr1", "cr2", "cr2_unfloored", "bound"}, default "auto"
+        Forces one cluster covariance ("cr2_unfloored": CR2 without the model-meat floor);
+        "auto" chooses as described in the Notes.
 
-    With ``clusters`` (the fit's comparisons with their respondents) the
-    respondents are the independent unit: the cluster-robust sandwich
+    Returns
+    -------
+    Confidence
+        Centre, covariance, standard errors and intervals; items the data do not
+        identify have a one-sided interval and a reason (``Confidence.interval_reason``).
+
+    Raises
+    ------
+    IntervalsUnavailable
+        When the data cannot support an interval: no comparisons, fewer than two
+        respondents, no unpenalized fit to correct the ridge towards, or a bias correction
+        too large to trust.
+    ValueError
+        On an invalid ``level``, ``variance`` or ``cluster_variance``, or an empirical
+        variance without Σz² per pair.
+
+    Notes
+    -----
+    With ``clusters`` the covariance is the cluster-robust sandwich
     L_W⁺ (G/(G−1) Σ_r u_r u_rᵀ) L_W⁺ with Student-t(G−1) critical values from
     ``max(min_clusters, 2 × identified items)`` respondents on; below that, CR2 with
-    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation
-    bound (:func:`_bound_meat`), whichever is narrower under the working model
-    (:func:`_cluster_variance`). ``cluster_variance`` forces one of them ("cr1", "cr2",
-    "cr2_unfloored": CR2 without the model-meat floor, "bound"; default "auto").
+    Bell–McCaffrey degrees of freedom (:func:`_cr2`) or the worst-case-correlation bound
+    (:func:`_bound_meat`), whichever is narrower under the working model
+    (:func:`_cluster_variance`).
 
-    Items the data do not identify (:func:`_separated_items`: an item, or a small top
-    or bottom set, winning or losing every debiased comparison with the rest) get a
-    one-sided interval and a reason (``Confidence.interval_reason``) while the others
-    keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of the items (docs/uncertainty.md §5).
+    Items the data do not identify (:func:`_separated_items`: an item, or a small top or
+    bottom set, winning or losing every debiased comparison with the rest) get a one-sided
+    interval and a reason while the others keep theirs, up to ``MAX_UNIDENTIFIED_SHARE`` of
+    the items (docs/uncertainty.md §5).
 
-    Raises :class:`IntervalsUnavailable` when the data cannot support an interval:
-    no comparisons, fewer than two respondents, no unpenalized fit to correct the
-    ridge towards, or a bias correction too large to trust.
-
-    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre,
-    covariance, standard errors) is :func:`uncertainty`'s, and a level only rescales.
-    Work: O(m³ + comparisons) — a few m×m factorizations and products, and at most
-    m/2 second-order correction steps of O(m) each. ``check`` is called between
-    those steps (it raises to stop the work).
+    Equal to ``uncertainty(fit, …).at(level)``: the level-free part (centre, covariance,
+    standard errors) is :func:`uncertainty`'s, and a level only rescales. Work:
+    O(m³ + comparisons) — a few m×m factorizations and products, and at most m/2
+    second-order correction steps of O(m) each.
     """
     return uncertainty(fit, variance, clusters, min_clusters, check, cluster_variance).at(level)
 
@@ -1236,11 +1211,36 @@ def uncertainty(
 ) -> Uncertainty:
     """The level-free part of :func:`confidence` (same arguments but the level).
 
-    Everything that does not depend on the level is computed here, once: the
-    ridge-removed centre, the covariance (for both candidates when the "auto" cluster
-    covariance chooses by level: few respondents, small m), the second-order correction,
-    and the items set aside. Raises :class:`IntervalsUnavailable` where :func:`confidence`
-    would at every level."""
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit.
+    variance : {"model", "empirical"}, default "model"
+        As in :func:`confidence`.
+    clusters : ClusterSource, optional
+        As in :func:`confidence`.
+    min_clusters : int, default 30
+        As in :func:`confidence`.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    cluster_variance : str, default "auto"
+        As in :func:`confidence`.
+
+    Returns
+    -------
+    Uncertainty
+        Everything that does not depend on the level, computed once: the ridge-removed
+        centre, the covariance (for both candidates when the "auto" cluster covariance
+        chooses by level: few respondents, small m), the second-order correction, and the
+        items set aside. :meth:`Uncertainty.at` gives the intervals at a level.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        Where :func:`confidence` would at every level.
+    ValueError
+        As :func:`confidence`.
+    """
     check = check or _no_check
     m = fit.theta.size
     if m > MAX_ITEMS_COVARIANCE:
@@ -1431,7 +1431,7 @@ def _sandwich(lw_pinv: NDArray, meat: NDArray) -> NDArray[np.float64]:
 
 
 def _second_order(lw_pinv, cov, se, data, s, sp, identified, check) -> tuple[NDArray, NDArray, NDArray]:
-    """Step 3 of the module doc: the second-order (Cox–Snell) bias of the unpenalized
+    """Correction 2 of docs/uncertainty.md §4: the second-order (Cox–Snell) bias of the unpenalized
     M-estimator. Where it is not small against the item's own se (an item seen in a
     handful of comparisons), the expansion is not trusted for that item: its centre stays
     uncorrected and its interval spans both the corrected and the uncorrected one. A thin
@@ -1484,20 +1484,50 @@ def bootstrap_confidence(
 ) -> Confidence:
     """Parametric bootstrap for small samples (answers independent given θ).
 
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    i, j : array_like of int
+        The fit's comparisons.
+    epsilon : float or array_like
+        Each comparison's ε.
+    fit : BTLFit
+        A debiased-MLE fit of those comparisons.
+    level : float, default 0.95
+        Confidence level.
+    n_boot : int, default 200
+        Replicates, at least 20.
+    rng : RandomSource, optional
+        As in :func:`~app.stats.mechanisms.privatize` (None: OS CSPRNG).
+    check : callable, optional
+        Called before every replicate; it raises to stop the work.
+
+    Returns
+    -------
+    Confidence
+        Intervals from the replicates' spread around the bias-corrected centre.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        When the data are separated, or the ridge-removal step of the fit or of a replicate
+        is unbounded (see :func:`_unshrink`).
+    ValueError
+        On fewer than 20 replicates, a fit that is not the debiased MLE, more than
+        :data:`MAX_ITEMS_COVARIANCE` items, or invalid comparisons, ε or level.
+
+    Notes
+    -----
     The estimator bootstrapped is the one the sandwich intervals use before their
     analytic second-order correction: the fit followed by the ridge-removal step,
-    θ̃ = θ̂ + L_W⁺2λθ̂. Answers are re-simulated from θ̃ through randomized response
-    with the observed design (i, j) and each comparison's ε, refitted with the
-    same λ, and unshrunk the same way. The spread of the replicates gives the
-    covariance, and their mean offset from θ̃ estimates the bias, which is removed:
-    centre = θ̃ − (mean θ̃* − θ̃). ``rng`` as in
-    :func:`~app.stats.mechanisms.privatize` (None: OS CSPRNG). Respondents'
-    answers are treated as independent: see :func:`cluster_bootstrap_confidence`.
-
-    Work: ``n_boot`` × (comparisons + a refit + an m×m pseudo-inverse, O(m³));
-    ``check`` is called before every replicate (it raises to stop the work).
-    Raises :class:`IntervalsUnavailable` when the ridge-removal step of the fit or of a
-    replicate is unbounded (see :func:`_unshrink`).
+    θ̃ = θ̂ + L_W⁺2λθ̂. Answers are re-simulated from θ̃ through randomized response with
+    the observed design (i, j) and each comparison's ε, refitted with the same λ, and
+    unshrunk the same way. The spread of the replicates gives the covariance, and their
+    mean offset from θ̃ estimates the bias, which is removed: centre = θ̃ − (mean θ̃* − θ̃).
+    Respondents' answers are treated as independent: see
+    :func:`cluster_bootstrap_confidence`. Work: ``n_boot`` × (comparisons + a refit + an
+    m×m pseudo-inverse, O(m³)). docs/uncertainty.md §7.
     """
     check = check or _no_check
     level = _check_level(level)
@@ -1537,17 +1567,42 @@ def cluster_bootstrap_confidence(
 ) -> Confidence:
     """Nonparametric cluster bootstrap: resample respondents with replacement.
 
-    Each replicate takes G respondents drawn with replacement from the G who
-    answered, with all of their stored (already privatized) answers — nothing is
-    privatized again — and refits with the same λ. The replicates' spread is the
-    covariance; their mean offset from θ̂ estimates the estimator's bias (the
-    ridge's pull included), which is removed: centre = 2θ̂ − mean θ̂*. This keeps
-    whatever correlation one respondent's answers have. The resampling only
-    describes uncertainty, so a seedable ``rng`` is fine (default: OS-seeded).
-    Intervals use normal quantiles and always contain θ̂.
+    Parameters
+    ----------
+    fit : BTLFit
+        The fit.
+    clusters : Clusters
+        The fit's comparisons with their respondents.
+    level : float, default 0.95
+        Confidence level.
+    n_boot : int, default 200
+        Replicates, at least 20.
+    rng : numpy.random.Generator, optional
+        The resampling only describes uncertainty, so a seedable generator is fine
+        (default: OS-seeded).
+    check : callable, optional
+        Called before every replicate; it raises to stop the work.
 
-    Work: ``n_boot`` × (comparisons + a refit); ``check`` is called before every
-    replicate (it raises to stop the work).
+    Returns
+    -------
+    Confidence
+        Intervals with normal quantiles, always containing θ̂.
+
+    Raises
+    ------
+    IntervalsUnavailable
+        With no comparisons, fewer than two respondents, or separated data.
+    ValueError
+        On fewer than 20 replicates or an invalid level.
+
+    Notes
+    -----
+    Each replicate takes G respondents drawn with replacement from the G who answered,
+    with all of their stored (already privatized) answers — nothing is privatized again —
+    and refits with the same λ. The replicates' spread is the covariance; their mean
+    offset from θ̂ estimates the estimator's bias (the ridge's pull included), which is
+    removed: centre = 2θ̂ − mean θ̂*. This keeps whatever correlation one respondent's
+    answers have. Work: ``n_boot`` × (comparisons + a refit). docs/uncertainty.md §7.
     """
     check = check or _no_check
     level = _check_level(level)
@@ -1655,35 +1710,68 @@ def rank_confidence(
 ) -> RankConfidence:
     """Rank intervals and top-K probabilities from an estimate and its covariance.
 
-    ``theta``, ``cov``: e.g. ``Confidence.estimate`` and ``Confidence.cov``.
-    ``point`` (e.g. ``Confidence.theta``, the reported scores; default ``theta``) is
-    the ranking the summaries accompany: ``theta`` is first restricted to its order
-    (:func:`order_restricted`, weights 1/se²; a no-op for ``Confidence.estimate``), so
-    every summary has one centre that never reverses the ranking, and every rank
-    interval contains the point's competition rank.
-    ``df``: the degrees of freedom of the intervals' critical value (``Confidence.df``;
-    None: normal): draws are multivariate t with those degrees of freedom.
-    ``component`` (default: all connected) marks incomparable groups of items.
-    ``rng`` seeds the draws (they describe uncertainty; they do not
-    protect anyone, so a seedable generator is fine; default: OS-seeded).
-    ``check`` is called between the steps (it raises to stop the work).
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The centre, e.g. ``Confidence.estimate``.
+    cov : array_like (m, m)
+        Its covariance, e.g. ``Confidence.cov``.
+    level : float, default 0.95
+        Confidence level.
+    k : int, optional
+        The top set whose membership probabilities and certain members are given.
+    n_draws : int, default 4000
+        Draws of the estimate's distribution.
+    rng : numpy.random.Generator, optional
+        Seeds the draws (they describe uncertainty; they do not protect anyone, so a
+        seedable generator is fine; default: OS-seeded).
+    component : array_like of int, optional
+        Incomparable groups of items (default: all connected).
+    point : array_like (m,), optional
+        The ranking the summaries accompany (e.g. ``Confidence.theta``, the reported
+        scores; default ``theta``): ``theta`` is first restricted to its order
+        (:func:`order_restricted`, weights 1/se²; a no-op for ``Confidence.estimate``), so
+        every summary has one centre that never reverses the ranking, and every rank
+        interval contains the point's competition rank.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    df : float, optional
+        Degrees of freedom of the intervals' critical value (``Confidence.df``; None:
+        normal): draws are multivariate t with those degrees of freedom.
 
+    Returns
+    -------
+    RankConfidence
+        Marginal and simultaneous rank intervals, tied groups, P(top-K) and the certain
+        top-K members.
+
+    Raises
+    ------
+    ValueError
+        On an invalid level, k, ``cov``, ``df`` or ``point``.
+
+    Notes
+    -----
     Equal to ``rank_at(rank_draws(…), level, k)``: the draws (level- and k-free) can be
     kept and summarized at other levels and k for the cost of quantiles and counts.
 
-    Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z,
-    the simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and
-    item a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
+    Intervals (docs/uncertainty.md §6): with T_ab = (Z_a − Z_b)/se_ab for the draws Z, the
+    simultaneous critical value c is the ``level``-quantile of max_{a≠b} |T_ab| and item
+    a's marginal one c_a that of max_{b≠a} |T_ab|; b is significantly above a when
     θ_b − θ_a > c·se_ab (c_a·se_ab for a's marginal interval), and a's rank lies between
-    1 + #(items significantly above a) and m − #(items significantly below a) [Klein,
-    Wright & Wieczorek 2020; Mogstad, Romano, Shaikh & Wilhelm 2024, §3].
+    1 + #(items significantly above a) and m − #(items significantly below a).
 
     P(top-K) is the share of draws θ + Z in which the item is among the K best, made
-    non-increasing along the ranking by :func:`order_restricted` (equal weights: it
-    keeps the sum K). Draws put an item whose score is less certain at the extremes
-    more often, so an uncertain item just below can be drawn into the top-K more often
-    than a precisely measured one just above; the restriction pools such runs, which are
-    always within a tied group (docs/uncertainty.md §6).
+    non-increasing along the ranking by :func:`order_restricted` (equal weights: it keeps
+    the sum K). Draws put an item whose score is less certain at the extremes more often,
+    so an uncertain item just below can be drawn into the top-K more often than a
+    precisely measured one just above; the restriction pools such runs, which are always
+    within a tied group.
+
+    References
+    ----------
+    Klein, Wright & Wieczorek (2020); Mogstad, Romano, Shaikh & Wilhelm (2024), §3;
+    docs/uncertainty.md §6 and §10.
 
     Examples
     --------
@@ -1730,9 +1818,40 @@ def rank_draws(
     ranking_component: ArrayLike | None = None,
 ) -> RankDraws:
     """The draws of :func:`rank_confidence` (same arguments, without level and k).
-    ``ranking_component`` (default ``component``): the comparison graph's components,
-    where ``cov`` lives on finer ones (items set aside as unidentified on their own):
-    P(top-K) is drawn only when it is connected."""
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The centre.
+    cov : array_like (m, m)
+        Its covariance.
+    n_draws : int, default 4000
+        Draws.
+    rng : numpy.random.Generator, optional
+        Seeds the draws (default: OS-seeded).
+    component : array_like of int, optional
+        Components on which ``cov`` lives (default: all connected).
+    point : array_like (m,), optional
+        The ranking the summaries accompany (default ``theta``).
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    df : float, optional
+        Degrees of freedom of the multivariate t draws (None: normal).
+    ranking_component : array_like of int, optional
+        The comparison graph's components (default ``component``), where ``cov`` lives on
+        finer ones (items set aside as unidentified on their own): P(top-K) is drawn only
+        when it is connected.
+
+    Returns
+    -------
+    RankDraws
+        The draws, for :func:`rank_at` and :func:`with_k`.
+
+    Raises
+    ------
+    ValueError
+        If ``cov`` is not m×m, ``df`` is not positive, or ``point`` has the wrong length.
+    """
     check = check or _no_check
     c = np.asarray(cov, dtype=np.float64)
     m = np.asarray(theta).size
@@ -1827,9 +1946,32 @@ def rank_at(
     check: Check | None = None,
     one_sided: tuple[NDArray, NDArray] | None = None,
 ) -> RankConfidence:
-    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws (quantiles, counts and
-    m×m comparisons: no new draws). ``one_sided``: (wins_all, loses_all) masks of items
-    with one-sided intervals (:func:`rank_summaries`)."""
+    """:func:`rank_confidence` at ``level`` and ``k`` from kept draws.
+
+    Parameters
+    ----------
+    draws : RankDraws
+        Draws from :func:`rank_draws`.
+    level : float
+        Confidence level.
+    k : int, optional
+        The top set.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+    one_sided : tuple of (ndarray, ndarray), optional
+        (wins_all, loses_all) masks of items with one-sided intervals
+        (:func:`rank_summaries`).
+
+    Returns
+    -------
+    RankConfidence
+        The summaries: quantiles, counts and m×m comparisons, no new draws.
+
+    Raises
+    ------
+    ValueError
+        On an invalid level or k.
+    """
     check = check or _no_check
     level = _check_level(level)
     est, comp, pt, m = draws.estimate, draws.component, draws.point, draws.estimate.size
@@ -1907,8 +2049,28 @@ def _p_top_k(draws: RankDraws, k: int | None) -> NDArray[np.float64] | None:
 
 
 def with_k(ranks: RankConfidence, draws: RankDraws, k: int | None) -> RankConfidence:
-    """The summaries of ``ranks`` (any k) for another ``k``: only P(top-K) and the certain
-    top-K members depend on it."""
+    """The summaries of ``ranks`` (any k) for another ``k``.
+
+    Parameters
+    ----------
+    ranks : RankConfidence
+        Summaries at some k.
+    draws : RankDraws
+        The draws they came from.
+    k : int or None
+        The new top set.
+
+    Returns
+    -------
+    RankConfidence
+        ``ranks`` with P(top-K) and the certain top-K members for ``k``: only they depend
+        on it.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is not between 1 and m.
+    """
     m = draws.estimate.size
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= m):
         raise ValueError(f"k must be an integer between 1 and {m}")
@@ -1923,17 +2085,38 @@ def rank_summaries(
     k: int | None = None,
     check: Check | None = None,
 ) -> RankConfidence:
-    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified
-    (``interval_reason``). Their draws stay at their reported score (their spread is not
+    """:func:`rank_at` for a :class:`Confidence` with items set aside as unidentified.
+
+    Parameters
+    ----------
+    conf : Confidence
+        Intervals with items set aside (``interval_reason``).
+    draws : RankDraws
+        Draws from :func:`rank_draws`.
+    level : float
+        Confidence level.
+    k : int, optional
+        The top set.
+    check : callable, optional
+        Called between the steps; it raises to stop the work.
+
+    Returns
+    -------
+    RankConfidence
+        The summaries, every interval containing the reported rank.
+
+    Notes
+    -----
+    The set-aside items' draws stay at their reported score (their spread is not
     identified), so P(top-K) counts them there, made non-increasing along the ranking like
     every item's. They are never significantly different from anything in the
     simultaneous intervals (one-sided at most: [1, m]). Their marginal rank interval is
-    one-sided: an item that wins everything is above every item b with
-    ``conf.rank_bound`` (its score bound at one-sided level 1 − α/2) above b's upper end
-    at one-sided level 1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b
-    and b's interval), so the statements hold jointly with probability ≥ ``level``; the
-    identified items' intervals count the set-aside items as never significant (wider,
-    never narrower), so every interval still contains the reported rank."""
+    one-sided: an item that wins everything is above every item b with ``conf.rank_bound``
+    (its score bound at one-sided level 1 − α/2) above b's upper end at one-sided level
+    1 − α/(2(m − 1)) (Bonferroni over b; the end moved to contain θ̂_b and b's interval), so
+    the statements hold jointly with probability ≥ ``level``; the identified items'
+    intervals count the set-aside items as never significant (wider, never narrower).
+    """
     rc = rank_at(draws, level, k, check)
     if conf.interval_reason is None or conf.rank_bound is None:
         return rc

@@ -15,7 +15,29 @@ MAX_ITEMS_COVARIANCE = 2000
 
 
 def laplacian(n_items: int, i: NDArray, j: NDArray, w: NDArray) -> NDArray[np.float64]:
-    """Dense graph Laplacian Σ w_ij (e_i − e_j)(e_i − e_j)ᵀ over distinct pairs."""
+    """Dense graph Laplacian Σ w_ij (e_i − e_j)(e_i − e_j)ᵀ over distinct pairs.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    i, j : numpy.ndarray of int
+        Distinct pairs.
+    w : numpy.ndarray
+        Their weights.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (m, m)
+        The Laplacian.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.laplacian import laplacian
+    >>> laplacian(3, np.array([0, 1]), np.array([1, 2]), np.array([1.0, 1.0])).tolist()
+    [[1.0, -1.0, 0.0], [-1.0, 2.0, -1.0], [0.0, -1.0, 1.0]]
+    """
     lap = np.zeros((n_items, n_items))
     lap[i, j] = -w
     lap[j, i] = -w
@@ -56,16 +78,34 @@ def _factor(lap: NDArray[np.float64], component: NDArray[np.int64]) -> tuple[NDA
 def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> NDArray[np.float64]:
     """Moore–Penrose inverse of a (possibly disconnected) Laplacian.
 
+    Parameters
+    ----------
+    lap : numpy.ndarray (m, m)
+        The Laplacian L.
+    component : numpy.ndarray of int64 (m,)
+        Connected component of each item.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (m, m)
+        L⁺.
+
+    Raises
+    ------
+    SingularLaplacian
+        When some component is not connected by weights that are not negligible.
+
+    Notes
+    -----
     With P = Σ_c 1_c1_cᵀ/|c| the projector on its null space and ρ > 0,
-    (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization
-    and LAPACK's inverse from it (``?potri``: a third of the work of solving for the
-    identity).
+    (L + ρP)⁻¹ = L⁺ + P/ρ, so L⁺ = (L + ρP)⁻¹ − P/ρ by one Cholesky factorization and
+    LAPACK's inverse from it (``?potri``: a third of the work of solving for the identity).
 
     That identity needs L's null space to be exactly P's range, i.e. every component
-    connected by weights that are not negligible. When it is not, L + ρP is singular:
-    the factorization fails, or one of its pivots d_k has d_k² ≤ m·u·max_k a_kk (u the
-    unit roundoff; the tolerance of LAPACK's rank-revealing ``?pstrf``). Then
-    :class:`SingularLaplacian` is raised rather than an inverse of rounding errors.
+    connected by weights that are not negligible. When it is not, L + ρP is singular: the
+    factorization fails, or one of its pivots d_k has d_k² ≤ m·u·max_k a_kk (u the unit
+    roundoff; the tolerance of LAPACK's rank-revealing ``?pstrf``). Then the error is
+    raised rather than an inverse of rounding errors returned.
     """
     factor, proj, rho = _factor(lap, component)
     inv, info = scipy.linalg.lapack.dpotri(factor, lower=1, overwrite_c=1)
@@ -78,7 +118,26 @@ def laplacian_pinv(lap: NDArray[np.float64], component: NDArray[np.int64]) -> ND
 
 
 def laplacian_solve(lap: NDArray[np.float64], component: NDArray[np.int64], b: NDArray) -> NDArray:
-    """L⁺b by one Cholesky factorization and two triangular solves (no dense inverse):
-    (L + ρP)⁻¹b − Pb/ρ (:func:`laplacian_pinv`)."""
+    """L⁺b by one Cholesky factorization and two triangular solves (no dense inverse).
+
+    Parameters
+    ----------
+    lap : numpy.ndarray (m, m)
+        The Laplacian L.
+    component : numpy.ndarray of int64 (m,)
+        Connected component of each item.
+    b : numpy.ndarray
+        Right-hand side(s).
+
+    Returns
+    -------
+    numpy.ndarray
+        (L + ρP)⁻¹b − Pb/ρ (:func:`laplacian_pinv`).
+
+    Raises
+    ------
+    SingularLaplacian
+        As :func:`laplacian_pinv`.
+    """
     factor, proj, rho = _factor(lap, component)
     return scipy.linalg.cho_solve((factor, True), b, check_finite=False) - proj @ b / rho

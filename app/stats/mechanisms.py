@@ -1,16 +1,12 @@
-"""Local privacy mechanisms for one pairwise comparison.
+"""Local privacy mechanisms for one pairwise comparison (docs/mechanisms.md §1).
 
-Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal
-Rank Aggregation with Private Pairwise Rankings* (2024; docs/mechanisms.md §1,
-docs/estimator.md §2–3). The Laplace mechanism is the paper's Scenario V baseline
-(paper §5.3), reconstructed as in docs/estimator.md §8.2.
-
-Randomness
-----------
-Every function that draws takes ``rng``. ``rng=None`` (the default, and the only
-value the service uses) draws from the operating system's CSPRNG through
-:func:`os.urandom` (:mod:`app.stats.entropy`); nothing is ever drawn from a seedable generator unless the
-caller passes one explicitly (simulations and tests do, for reproducibility).
+Randomized response (RR) and its debiasing follow Xu, Sun & Cheng, *Rate-Optimal Rank
+Aggregation with Private Pairwise Rankings* (2024; docs/estimator.md §2–3); the Laplace
+mechanism is the paper's Scenario V baseline (§5.3), reconstructed as in
+docs/estimator.md §8.2. Every function that draws takes ``rng``: ``rng=None`` (the
+default, and the only value the service uses) draws from the operating system's CSPRNG
+(:mod:`app.stats.entropy`); a seedable generator is used only when the caller passes
+one (simulations and tests, for reproducibility).
 """
 
 from __future__ import annotations
@@ -54,9 +50,21 @@ _TWO_POW_MINUS_53 = 2.0**-53
 def system_uniform(size: int | tuple[int, ...]) -> NDArray[np.float64]:
     """Uniform draws on [0, 1) from the OS CSPRNG (``os.urandom``).
 
-    Each value is ``k · 2⁻⁵³`` with ``k`` the top 53 bits of 8 random bytes, so
-    every one of the 2⁵³ representable grid points is equally likely and
-    ``P(u < p)`` differs from ``p`` by less than 2⁻⁵³.
+    Parameters
+    ----------
+    size : int or tuple of int
+        Shape of the output.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Draws of shape ``size``.
+
+    Notes
+    -----
+    Each value is ``k · 2⁻⁵³`` with ``k`` the top 53 bits of 8 random bytes, so every one
+    of the 2⁵³ representable grid points is equally likely and ``P(u < p)`` differs from
+    ``p`` by less than 2⁻⁵³.
     """
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
     n = int(np.prod(shape, dtype=np.int64))
@@ -65,7 +73,20 @@ def system_uniform(size: int | tuple[int, ...]) -> NDArray[np.float64]:
 
 
 def uniform_draws(rng: RandomSource | None, shape: tuple[int, ...]) -> NDArray[np.float64]:
-    """Uniforms on [0, 1): from the OS CSPRNG (``rng=None``: privatization) or ``rng``."""
+    """Uniforms on [0, 1): from the OS CSPRNG (``rng=None``: privatization) or ``rng``.
+
+    Parameters
+    ----------
+    rng : RandomSource or None
+        A generator for reproducible simulations, or ``None`` for :func:`system_uniform`.
+    shape : tuple of int
+        Shape of the output.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        Draws of shape ``shape``.
+    """
     if rng is None:
         return system_uniform(shape)
     return np.asarray(rng.random(shape), dtype=np.float64)
@@ -77,9 +98,23 @@ EPSILON_FLOOR = 1e-6
 
 
 def validate_epsilon(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """Return ε as a float array, rejecting ε < 1e-6 and NaN (``ValueError``).
+    """Return ε as a float array, rejecting ε < 1e-6 and NaN.
 
-    ε = +∞ is allowed and means "no privacy" (the answer is never flipped).
+    Parameters
+    ----------
+    epsilon : float or array_like
+        Privacy levels. ε = +∞ is allowed and means "no privacy" (the answer is never
+        flipped).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        ``epsilon`` as an array.
+
+    Raises
+    ------
+    ValueError
+        If any value is below :data:`EPSILON_FLOOR` or NaN.
     """
     eps = np.asarray(epsilon, dtype=np.float64)
     if eps.size and not np.all(eps >= EPSILON_FLOOR):  # also false for NaN
@@ -88,9 +123,25 @@ def validate_epsilon(epsilon: ArrayLike) -> NDArray[np.float64]:
 
 
 def validate_binary(y: ArrayLike, what: str = "answers") -> NDArray:
-    """Return ``y`` as an array after checking every value is 0 or 1 (``ValueError``).
+    """Return ``y`` as an array after checking every value is 0 or 1.
 
-    The message never echoes the offending values: they may be raw answers.
+    Parameters
+    ----------
+    y : array_like
+        Answers (booleans pass as they are).
+    what : str, default "answers"
+        What ``y`` is, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``y`` as an array.
+
+    Raises
+    ------
+    ValueError
+        If a value is neither 0 nor 1. The message never echoes the offending values:
+        they may be raw answers.
     """
     arr = np.asarray(y)
     if arr.size == 0 or arr.dtype == np.bool_:
@@ -105,10 +156,32 @@ def validate_binary(y: ArrayLike, what: str = "answers") -> NDArray:
 
 
 def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε) (paper §3.1; docs/mechanisms.md §1.1).
+    """Flip probability of ε-LDP randomized response, p_ε = 1/(1+e^ε).
 
-    Computed as ``expit(-ε)``-style ``exp(-ε)/(1+exp(-ε))`` so that it neither
-    overflows for large ε nor loses precision; ε = ∞ gives 0.
+    Parameters
+    ----------
+    epsilon : float or array_like
+        Privacy level(s), each at least :data:`EPSILON_FLOOR`; ``inf`` for no privacy.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        p_ε, of the shape of ``epsilon``; 0 at ε = ∞.
+
+    Raises
+    ------
+    ValueError
+        If ε is below :data:`EPSILON_FLOOR` or NaN.
+
+    Notes
+    -----
+    Computed as ``exp(-ε)/(1+exp(-ε))`` (the ``expit(-ε)`` form) so that it neither
+    overflows for large ε nor loses precision.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    §3.1; docs/mechanisms.md §1.1.
 
     Examples
     --------
@@ -126,23 +199,39 @@ def flip_probability(epsilon: ArrayLike) -> NDArray[np.float64]:
 def privatize(y: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None) -> NDArray[np.int8]:
     """Randomized response: report ``1 - y`` with probability 1/(1+e^ε), else ``y``.
 
-    This is the mechanism 𝒜_p of the paper (§3.1, Definition 1 and the line after
-    it): it is ε-locally differentially private for one comparison, because
-    ``P(ỹ | y) / P(ỹ | 1-y) ≤ e^ε``.
-
     Parameters
     ----------
     y : array_like of {0, 1}
         True answers (1 means the first item of the pair won).
     epsilon : float or array_like
-        Privacy level, a scalar or one value per answer (broadcast against ``y``).
-    rng : numpy.random.Generator, optional
-        Source of uniforms for reproducible simulations. ``None`` (default) draws
-        from the OS CSPRNG; never pass a seeded generator for real answers.
+        Privacy level, a scalar or one value per answer (broadcast against ``y``, never
+        enlarging it: an answer is randomized once).
+    rng : RandomSource, optional
+        Source of uniforms for reproducible simulations (a ``numpy.random.Generator``).
+        ``None`` (default) draws from the OS CSPRNG; never pass a seeded generator for
+        real answers.
 
     Returns
     -------
-    numpy.ndarray of int8, the shape of ``y`` broadcast with ``epsilon``.
+    numpy.ndarray of int8
+        The reported answers ỹ, of the shape of ``y``.
+
+    Raises
+    ------
+    ValueError
+        If an answer is not 0 or 1, ε is invalid, or ``epsilon`` has more values than
+        ``y``.
+
+    Notes
+    -----
+    This is the mechanism 𝒜_p of the paper (§3.1, Definition 1 and the line after it):
+    it is ε-locally differentially private for one comparison, because
+    ``P(ỹ | y) / P(ỹ | 1-y) ≤ e^ε``.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    §3.1; docs/mechanisms.md §1.1.
 
     Examples
     --------
@@ -178,10 +267,33 @@ def _check_one_draw_per_answer(y_shape: tuple[int, ...], eps_shape: tuple[int, .
 def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
     """Debiased response z of eq. (1): z = ((e^ε+1)ỹ − 1)/(e^ε − 1).
 
+    Parameters
+    ----------
+    y_tilde : array_like of {0, 1}
+        Reported (randomized) answers ỹ.
+    epsilon : float or array_like
+        The ε each answer was randomized at (broadcast against ``y_tilde``).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        z, with E z = σ(θ_i − θ_j) exactly (Lemma 2).
+
+    Raises
+    ------
+    ValueError
+        If ε is below :data:`EPSILON_FLOOR` or NaN.
+
+    Notes
+    -----
     Evaluated in the equivalent, overflow-free form z = (ỹ − p_ε)/tanh(ε/2)
-    (docs/estimator.md §3). E z = σ(θ_i − θ_j) exactly (Lemma 2), and z takes the values
-    −1/(e^ε−1) or e^ε/(e^ε−1), so z is never in [0, 1] for finite ε. ε = ∞
-    gives z = ỹ.
+    (docs/estimator.md §3). z takes the values −1/(e^ε−1) or e^ε/(e^ε−1), so z is never
+    in [0, 1] for finite ε. ε = ∞ gives z = ỹ.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    eq. (1) and Lemma 2; docs/estimator.md §3.
 
     Examples
     --------
@@ -198,7 +310,29 @@ def debias(y_tilde: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
 
 
 def rr_probability(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
-    """P(ỹ_ij = 1) under BTL followed by RR: p_ε + (1 − 2p_ε)·σ(θ_i − θ_j) (Lemma 1).
+    """P(ỹ_ij = 1) under BTL followed by RR: p_ε + (1 − 2p_ε)·σ(θ_i − θ_j).
+
+    Parameters
+    ----------
+    theta_i, theta_j : float or array_like
+        Scores of the pair's first and second items.
+    epsilon : float or array_like
+        Privacy level(s).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The probability that the reported answer says i won, shrunk towards ½.
+
+    Raises
+    ------
+    ValueError
+        If ε is below :data:`EPSILON_FLOOR` or NaN.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    Lemma 1.
 
     Examples
     --------
@@ -212,10 +346,27 @@ def rr_probability(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -
 
 
 def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
-    """The variance RR adds to z: e^ε/(e^ε − 1)² = 1/(4 sinh²(ε/2)) (Lemma 2; docs/estimator.md §3).
+    """The variance RR adds to z: e^ε/(e^ε − 1)² = 1/(4 sinh²(ε/2)).
 
-    Lemma 2 in closed form reads Var(z) = σ'(θ_i − θ_j) + this term, which does
-    not depend on θ. It is 0 at ε = ∞.
+    Parameters
+    ----------
+    epsilon : float or array_like
+        Privacy level(s).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The privacy term of Var(z); 0 at ε = ∞.
+
+    Raises
+    ------
+    ValueError
+        If ε is below :data:`EPSILON_FLOOR` or NaN.
+
+    Notes
+    -----
+    Lemma 2 in closed form reads Var(z) = σ'(θ_i − θ_j) + this term, which does not
+    depend on θ (docs/estimator.md §3).
 
     Examples
     --------
@@ -230,10 +381,29 @@ def privacy_noise_variance(epsilon: ArrayLike) -> NDArray[np.float64]:
 
 
 def z_variance(theta_i: ArrayLike, theta_j: ArrayLike, epsilon: ArrayLike) -> NDArray[np.float64]:
-    """Var(z_ij) of Lemma 2: c_ε²/4 − (½ − p_ε)²·c_ε²·tanh²((θ_i−θ_j)/2) with c_ε = coth(ε/2).
+    """Var(z_ij) of Lemma 2: c_ε²/4 − (½ − p_ε)²·c_ε²·tanh²((θ_i−θ_j)/2), c_ε = coth(ε/2).
 
-    Written exactly as the paper prints it, so that a test can compare it with
-    the closed form σ'(d) + e^ε/(e^ε−1)² (docs/estimator.md §3).
+    Parameters
+    ----------
+    theta_i, theta_j : float or array_like
+        Scores of the pair's items.
+    epsilon : float or array_like
+        Privacy level(s).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The variance of one debiased answer.
+
+    Raises
+    ------
+    ValueError
+        If ε is below :data:`EPSILON_FLOOR` or NaN.
+
+    Notes
+    -----
+    Written exactly as the paper prints it, so that a test can compare it with the closed
+    form σ'(d) + e^ε/(e^ε−1)² (docs/estimator.md §3).
 
     Examples
     --------
@@ -253,15 +423,36 @@ def laplace_privatize(
 ) -> NDArray[np.float64]:
     """Laplace-mechanism baseline of Scenario V: y + Lap(0, 1/ε) per comparison.
 
+    Parameters
+    ----------
+    y : array_like of {0, 1}
+        True answers.
+    epsilon : float or array_like
+        Privacy level, a scalar or one value per answer.
+    rng : RandomSource, optional
+        Source of uniforms; ``None`` (default) draws from the OS CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The noisy answers, unbiased for ``y`` (not clipped or rounded).
+
+    Raises
+    ------
+    ValueError
+        If ε is invalid or ``epsilon`` has more values than ``y``.
+
+    Notes
+    -----
     The paper names the Laplace mechanism without its details; this is the
     reconstruction of docs/estimator.md §8.2: an answer in {0, 1} has sensitivity 1, so
-    scale 1/ε gives ε-LDP per comparison, matching RR. The output is unbiased
-    for y (no debiasing) and must not be clipped or rounded. Its variance,
-    p(1−p) + 2/ε², exceeds debiased RR's for every ε > 0.
+    scale 1/ε gives ε-LDP per comparison, matching RR. The output needs no debiasing and
+    must not be clipped or rounded. Its variance, p(1−p) + 2/ε², exceeds debiased RR's for
+    every ε > 0.
 
     This is a research baseline: continuous Laplace noise from floating-point
-    inverse-CDF sampling is not hardened against floating-point attacks, so the
-    service never uses it to protect real answers.
+    inverse-CDF sampling is not hardened against floating-point attacks, so the service
+    never uses it to protect real answers.
 
     Examples
     --------
@@ -288,21 +479,47 @@ def _sigmoid(x: NDArray[np.float64]) -> NDArray[np.float64]:
 def randomization_p_value(n: ArrayLike, wins: ArrayLike, truthful: ArrayLike) -> float:
     """How compatible reported answers are with randomized response at their declared ε.
 
-    Per pair: ``n`` answers, ``wins`` the reported wins of one orientation and
-    ``truthful`` = Σₖ e^{εₖ}/(1 + e^{εₖ}) over its answers (the most truthful answers
-    randomized response can report, in expectation). Answer k is reported truthfully with
-    probability qₖ = e^{εₖ}/(1 + e^{εₖ}) (docs/estimator.md §3), so whatever the true
-    answers, the reported wins are a sum of independent Bernoulli draws with success
-    probabilities in [1 − qₖ, qₖ]; by Hoeffding's inequality [Hoeffding 1963, Theorem 2]
-    they exceed ``truthful`` (or fall below n − ``truthful``) by t with probability at most
-    exp(−2t²/n), so pₖ = min(1, 2·exp(−2tₖ²/nₖ)) is a valid p-value for pair k. Given the
-    true answers the pairs' randomizations are independent, so Fisher's combination
-    X = −2 Σₖ log pₖ is stochastically below χ² with 2P degrees of freedom [Fisher 1932,
-    §21.1], and P(χ²_{2P} ≥ X) is a p-value for "these answers were randomized at the
-    declared ε" (conservative: each pₖ is). Tiny values mean the answers agree more often
-    than randomized response allows — for example a frontend that sends true answers while declaring them
-    privatized. Answers without privacy (ε = ∞) have qₖ = 1 and never count against it.
+    Parameters
+    ----------
+    n : array_like of int
+        Answers per pair.
+    wins : array_like
+        Reported wins of one orientation per pair.
+    truthful : array_like
+        Σₖ e^{εₖ}/(1 + e^{εₖ}) over each pair's answers: the most truthful answers
+        randomized response can report, in expectation.
 
+    Returns
+    -------
+    float
+        A p-value for "these answers were randomized at the declared ε" (conservative);
+        1.0 when no pair has answers.
+
+    Raises
+    ------
+    ValueError
+        If ``n``, ``wins`` and ``truthful`` do not have one value per pair.
+
+    Notes
+    -----
+    Answer k is reported truthfully with probability qₖ = e^{εₖ}/(1 + e^{εₖ})
+    (docs/estimator.md §3), so whatever the true answers, a pair's reported wins are a
+    sum of independent Bernoulli draws with success probabilities in [1 − qₖ, qₖ]; by
+    Hoeffding's inequality they exceed ``truthful`` (or fall below n − ``truthful``) by t
+    with probability at most exp(−2t²/n), so pₖ = min(1, 2·exp(−2tₖ²/nₖ)) is a valid
+    p-value for pair k. Given the true answers the pairs' randomizations are
+    independent, so Fisher's combination X = −2 Σₖ log pₖ is stochastically below χ²
+    with 2P degrees of freedom, and P(χ²_{2P} ≥ X) is the p-value (conservative: each pₖ
+    is). Tiny values mean the answers agree more often than randomized response allows —
+    for example a frontend that sends true answers while declaring them privatized.
+    Answers without privacy (ε = ∞) have qₖ = 1 and never count against it.
+
+    References
+    ----------
+    Hoeffding (1963), Theorem 2; Fisher (1932), §21.1; docs/uncertainty.md §5.
+
+    Examples
+    --------
     >>> q = 0.7310585786300049  # e/(1 + e): ε = 1
     >>> randomization_p_value([200], [200], [200 * q]) < 1e-9  # unanimous at ε = 1
     True

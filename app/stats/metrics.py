@@ -1,14 +1,12 @@
 """Ranking and estimation errors of Xu, Sun & Cheng (paper §4.2, §4.3, §5.1; docs/estimator.md §6).
 
-Rank convention: rank 1 is the most preferred item (largest θ).
-
-Ties. The paper's metrics assume tie-free scores, but θ̂ ties exactly whenever
-debiased Borda scores tie (docs/estimator.md §5), which the solver renders as differences of
-~1e-10. So scores closer than ``tol · max(1, ‖θ‖∞)`` (chained: a run of such
-neighbours is one group) are treated as tied, and every metric is the
-**expectation over a uniformly random tie-break**, independently in θ̂ and θ*:
-a pair tied in either vector counts ½ in K, and a tie group straddling position
-K puts each member in the top-K with probability (slots left)/(group size).
+Rank 1 is the most preferred item (largest θ). The paper's metrics assume tie-free
+scores, but θ̂ ties exactly whenever debiased Borda scores tie (docs/estimator.md §5),
+which the solver renders as differences of ~1e-10. So scores closer than
+``tol · max(1, ‖θ‖∞)`` (chained: a run of such neighbours is one group) are tied, and
+every metric is the **expectation over a uniformly random tie-break**, independently in
+θ̂ and θ*: a pair tied in either vector counts ½ in K, and a tie group straddling
+position K puts each member in the top-K with probability (slots left)/(group size).
 These values do not depend on how items are labelled (docs/estimator.md §6, "Ties").
 """
 
@@ -42,6 +40,24 @@ def _as_vector(theta: ArrayLike) -> NDArray[np.float64]:
 def tie_groups(theta: ArrayLike, tol: float = TIE_TOL) -> NDArray[np.int64]:
     """Group label per item: 0 for the best group, 1 for the next, … (ties share one).
 
+    Parameters
+    ----------
+    theta : array_like (m,)
+        Finite scores.
+    tol : float, default TIE_TOL
+        Scores closer than ``tol · max(1, ‖θ‖∞)`` are tied (chained: a run of such
+        neighbours is one group).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The group of each item, best first.
+
+    Raises
+    ------
+    ValueError
+        If ``theta`` is not a non-empty finite 1-d array.
+
     Examples
     --------
     >>> from app.stats import tie_groups
@@ -60,6 +76,23 @@ def tie_groups(theta: ArrayLike, tol: float = TIE_TOL) -> NDArray[np.int64]:
 def competition_ranks(theta: ArrayLike, tol: float = TIE_TOL) -> NDArray[np.int64]:
     """1-based ranks, tied items sharing the best rank of their group ("1224").
 
+    Parameters
+    ----------
+    theta : array_like (m,)
+        Finite scores; larger is better.
+    tol : float, default TIE_TOL
+        Relative tie tolerance, as in :func:`tie_groups`.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Each item's rank.
+
+    Raises
+    ------
+    ValueError
+        If ``theta`` is not a non-empty finite 1-d array.
+
     Examples
     --------
     >>> from app.stats import competition_ranks
@@ -74,6 +107,26 @@ def competition_ranks(theta: ArrayLike, tol: float = TIE_TOL) -> NDArray[np.int6
 
 def top_k_membership(theta: ArrayLike, k: int, tol: float = TIE_TOL) -> NDArray[np.float64]:
     """Probability that each item is in the top-k under a random tie-break (sums to k).
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        Finite scores.
+    k : int
+        Size of the top set, 1 ≤ k ≤ m.
+    tol : float, default TIE_TOL
+        Relative tie tolerance, as in :func:`tie_groups`.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        1 for items certainly in, 0 for items certainly out, (slots left)/(group size)
+        for the members of a tie group straddling position k.
+
+    Raises
+    ------
+    ValueError
+        If ``theta`` is invalid or ``k`` is out of range.
 
     Examples
     --------
@@ -92,13 +145,37 @@ def top_k_membership(theta: ArrayLike, k: int, tol: float = TIE_TOL) -> NDArray[
 
 
 def top_k_error(theta_hat: ArrayLike, theta_true: ArrayLike, k: int, tol: float = TIE_TOL) -> float:
-    """Normalized top-K Hamming error H_K(θ̂, θ*) of the paper (§4.2; docs/estimator.md §6).
+    """Normalized top-K Hamming error H_K(θ̂, θ*) of the paper.
 
-    H_K = (1/2K) (#{true top-K items outside the estimated top-K}
-                  + #{estimated top-K items outside the true top-K}),
+    Parameters
+    ----------
+    theta_hat, theta_true : array_like (m,)
+        Estimated and true scores.
+    k : int
+        Size K of the top set, 1 ≤ K ≤ m.
+    tol : float, default TIE_TOL
+        Relative tie tolerance, as in :func:`tie_groups`.
 
-    in {0, 1/K, …, min(K, m−K)/K} for tie-free scores; 0 iff the top-K sets agree.
-    With ties, the expectation over random tie-breaks (module docstring).
+    Returns
+    -------
+    float
+        H_K = (1/2K) (#{true top-K items outside the estimated top-K} + #{estimated
+        top-K items outside the true top-K}), in {0, 1/K, …, min(K, m−K)/K} for tie-free
+        scores; 0 iff the top-K sets agree.
+
+    Raises
+    ------
+    ValueError
+        If the vectors are invalid or of different lengths, or ``k`` is out of range.
+
+    Notes
+    -----
+    With ties, the expectation over random tie-breaks (docs/estimator.md §6, "Ties").
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    §4.2; docs/estimator.md §6.
 
     Examples
     --------
@@ -116,10 +193,33 @@ def top_k_error(theta_hat: ArrayLike, theta_true: ArrayLike, k: int, tol: float 
 def kendall_tau_error(theta_hat: ArrayLike, theta_true: ArrayLike, tol: float = TIE_TOL) -> float:
     """Full-ranking error K(θ̂, θ*): the fraction of item pairs ordered differently.
 
-    K = 2/(m(m−1)) Σ_{i<j} 1{(σ̂_i − σ̂_j)(σ*_i − σ*_j) < 0}   (paper §4.3; docs/estimator.md §6),
+    Parameters
+    ----------
+    theta_hat, theta_true : array_like (m,)
+        Estimated and true scores.
+    tol : float, default TIE_TOL
+        Relative tie tolerance, as in :func:`tie_groups`.
 
-    with pairs tied in either vector counting ½. O(m log m): the discordant count
-    is recovered exactly from SciPy's tau-b on integer tie-group ranks.
+    Returns
+    -------
+    float
+        K = 2/(m(m−1)) Σ_{i<j} 1{(σ̂_i − σ̂_j)(σ*_i − σ*_j) < 0}, with pairs tied in either
+        vector counting ½.
+
+    Raises
+    ------
+    ValueError
+        If the vectors are invalid or of different lengths.
+
+    Notes
+    -----
+    O(m log m): the discordant count is recovered exactly from SciPy's tau-b on integer
+    tie-group ranks.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    §4.3; docs/estimator.md §6.
 
     Examples
     --------
@@ -168,6 +268,21 @@ def _centered(theta_hat: ArrayLike, theta_true: ArrayLike) -> tuple[NDArray[np.f
 def linf_error(theta_hat: ArrayLike, theta_true: ArrayLike) -> float:
     """‖θ̂ − θ*‖∞ after centering both.
 
+    Parameters
+    ----------
+    theta_hat, theta_true : array_like (m,)
+        Estimated and true scores.
+
+    Returns
+    -------
+    float
+        The largest absolute difference of the centred vectors.
+
+    Raises
+    ------
+    ValueError
+        If the vectors are invalid or of different lengths.
+
     Examples
     --------
     >>> from app.stats import linf_error
@@ -180,6 +295,21 @@ def linf_error(theta_hat: ArrayLike, theta_true: ArrayLike) -> float:
 
 def l2_error(theta_hat: ArrayLike, theta_true: ArrayLike) -> float:
     """‖θ̂ − θ*‖₂ / √m after centering both.
+
+    Parameters
+    ----------
+    theta_hat, theta_true : array_like (m,)
+        Estimated and true scores.
+
+    Returns
+    -------
+    float
+        The root mean squared difference of the centred vectors.
+
+    Raises
+    ------
+    ValueError
+        If the vectors are invalid or of different lengths.
 
     Examples
     --------

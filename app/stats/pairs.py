@@ -1,16 +1,11 @@
-"""Per-pair sufficient statistics of privatized comparisons.
+"""Per-pair sufficient statistics of privatized comparisons (docs/estimator.md §4.1).
 
-The debiased objective (docs/estimator.md §4.1) depends on the data only
-through, for each observed pair i < j,
-
-* ``n``      — the number of comparisons n_ij,
-* ``sum_z``  — S_ij = Σ z over them (oriented "i beat j"),
-
-and the uncertainty summaries additionally need Σz², the privacy part
-of Var(z) (Σ e^ε/(e^ε−1)², Lemma 2) and, for the classic-RR baseline, Σỹ.
-:class:`PairStats` holds all of these for the observed pairs only (sparse), so
-memory is O(pairs observed) whatever the number of items, and two batches'
-statistics add up (:meth:`PairStats.merge`, ``+``) — the form the service keeps.
+The debiased objective depends on the data only through, for each observed pair i < j,
+the count n_ij and S_ij = Σ z (oriented "i beat j"); the uncertainty summaries also need
+Σz² and the privacy part of Var(z) (Σ e^ε/(e^ε−1)², Lemma 2), and the classic-RR
+baseline Σỹ. :class:`PairStats` holds these for the observed pairs only (memory
+O(pairs observed) whatever the number of items), and two batches' statistics add up
+(:meth:`PairStats.merge`, ``+``) — the form the service keeps.
 """
 
 from __future__ import annotations
@@ -40,7 +35,26 @@ def item_count(n_items) -> int:
 def validate_comparisons(
     n_items: int, i: ArrayLike, j: ArrayLike
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Check item indices (integers in [0, m), i ≠ j, equal lengths); return int64 arrays."""
+    """Check item indices (integers in [0, m), i ≠ j, equal lengths); return int64 arrays.
+
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    i, j : array_like of int
+        The compared items of each comparison.
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        ``i`` and ``j``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_items`` is invalid, the arrays are not 1-d of equal length, or an index is
+        not an integer in [0, m) or equals its partner.
+    """
     n_items = item_count(n_items)
     ia = np.asarray(i)
     ja = np.asarray(j)
@@ -283,8 +297,31 @@ class PairStats:
 def pair_stats(n_items: int, i: ArrayLike, j: ArrayLike, y_tilde: ArrayLike, epsilon: ArrayLike) -> PairStats:
     """Sufficient statistics of RR-privatized comparisons (i, j, ỹ, ε).
 
-    ỹ = 1 means i was reported the winner; ε is a scalar or one value per
-    comparison. z is computed by :func:`~app.stats.mechanisms.debias` (eq. (1)).
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    i, j : array_like of int (N,)
+        The compared items of each comparison.
+    y_tilde : array_like of {0, 1} (N,)
+        ỹ = 1 means i was reported the winner.
+    epsilon : float or array_like (N,)
+        A scalar or one value per comparison.
+
+    Returns
+    -------
+    PairStats
+        Counts and sums per observed pair i < j (a reversed pair is flipped: ỹ becomes
+        1 − ỹ and z is oriented accordingly).
+
+    Raises
+    ------
+    ValueError
+        On invalid comparisons, answers or ε, or an ``epsilon`` of another length.
+
+    Notes
+    -----
+    z is computed by :func:`~app.stats.mechanisms.debias` (eq. (1)); docs/estimator.md §4.1.
 
     Examples
     --------

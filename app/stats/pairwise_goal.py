@@ -1,97 +1,13 @@
 """A pairwise certificate for a goal: one confidence sequence per pair (docs/uncertainty.md §9).
 
 :mod:`app.stats.adaptive` certifies a goal from one confidence sequence per item on
-its Borda score, fed only by answers whose opponent is uniform. This module certifies
-the same goals from one confidence sequence per *pair* on P(i beats j), so that an
-answer on any pair counts, whichever pair the data suggested asking. The service uses
-it for goals created with ``"certificate": "pairwise"`` (:mod:`app.goals.service`).
-
-**Sequences.** A debiased randomized answer z on (i, j) (docs/estimator.md §3) has
-mean P(i beats j) and a range of width w = coth(ε/2). For the counted answers of one
-pair, with weights λ_t = 1/w_t² known before each answer, S_n = Σ λ_t (z_t − P(i beats j))
-is a martingale with sub-Gaussian increments and variance process V_n = Σλ_t/4, and
-Robbins' normal mixture bounds it at all times at once: |S_n| ≤
-sqrt((V_n + ρ)·log((V_n + ρ)/(ρα²))) with probability ≥ 1 − α [Howard et al. 2021,
-§3], exactly as for a Borda score in :mod:`app.stats.adaptive` (same ρ:
-:data:`~app.stats.adaptive.RHO_ANSWERS`/4). α = (1 − level)/C(m, 2) per pair: all
-C(m, 2) intervals hold at all times together with probability ≥ level. A pair's
-bounds are intersected with its earlier ones (``previous``), which keeps the
-guarantee and makes the certified relation grow monotonically.
-
-**The certified relation.** "i certainly beats j" when the pair's lower bound on
-P(i beats j) exceeds ½: i beats j by a majority of the population. The certificate
-certifies the *majority top-K* — a set whose every member beats every non-member by
-a majority (it need not exist: a Condorcet cycle across the boundary leaves none) —
-and the *majority ranking*, the order in which every item beats every later one by a
-majority. By default (``transitive=False``) nothing is inferred: the top-K set is
-certified when each of its K items certainly beats each of the other m − K items
-*directly*, the whole ranking when every pair is certified directly and the certified
-relation has no cycle. Then with probability ≥ level a certified set is the majority
-top-K (and a certified order the majority ranking) whenever the survey stops, for any
-population of preferences: a Condorcet cycle of majorities is a possible truth,
-never certified. An item certainly beaten by K others is in no majority top-K, and
-one certainly beating m − K others is in any; once more than m − K items are of the
-first kind or more than K of the second (or, for the whole ranking, a cycle is
-certified) the goal has no answer: the status says it is ``unreachable`` and nothing
-more is asked. These estimands differ from the Borda ones of
-:mod:`app.stats.adaptive` in general (a polarized population can have Borda top-1
-{1} and majority top-1 {0}). They coincide under strong stochastic transitivity
-without ties (SST: P(a beats b) ≥ ½ and P(b beats c) ≥ ½ imply P(a beats c) ≥ both;
-BTL and Thurstone's model imply it): SST makes P(a beats b) > ½ imply P(a beats c) ≥
-P(b beats c) for every c [Tversky & Russo 1969], so a beats b by a majority exactly
-when its Borda score is higher. Weak stochastic transitivity alone is not enough (the
-polarized example satisfies it) (docs/uncertainty.md §9).
-
-``transitive=True`` (library only; the service never uses it) closes the relation
-transitively (Floyd–Warshall on a boolean matrix, O(m³)): the top-K set is then
-certified when K items each certainly beat at least m − K items and the other m − K
-are each certainly beaten by at least K, the whole ranking when the closure is a
-total order. That *assumes* weak stochastic transitivity (WST: P(a beats b) ≥ ½ and
-P(b beats c) ≥ ½ imply P(a beats c) ≥ ½; BTL implies it), which populations of
-people need not satisfy [Tversky 1969]: with a cycle 0 → 1 → 2 → 0 of majorities at
-the top it certifies {0} as the top 1 from 0 > 1 and 1 > 2 alone, a false
-certification however high the level (``tests/benchmarks/bench_adaptive.py
---estimands``).
-
-**Where to ask** (:func:`draw_pairwise_respondent`). The LUCB idea
-[Kalyanakrishnan et al. 2012]: order the items by what is certified, then by their
-estimated majority wins (the pairs whose estimate exceeds ½), then by a BTL fit to
-the answers (a few Zermelo/MM iterations on the debiased wins); take the estimated
-top-K Ŝ and ask about the uncertified pairs across its boundary — all of them, which
-is what the direct certificate needs (under closure, only those with an item still
-in doubt) — for the whole ranking, the uncertified pairs of neighbours in the
-estimated order — least-answered first (or weighted by their widths). A share
-``explore`` of a respondent's pairs is uniform over the pairs it may still answer, so
-no item starves. The choice uses only answers given before, so the weights stay
-predictable.
-
-**Assumptions.** Each counted answer's mean given everything before it must be the
-population's P(i beats j): respondents independent draws from the population, their
-ε and arrival order unrelated to their preferences. One respondent's counted pairs
-are on disjoint items (the drawer never serves an item to a respondent twice), so one
-person never enters a sequence twice and, when a person's preferences on different
-items are independent (the simulation's respondent effects θ + τ·N(0, 1)), its
-answers are independent given the population; preferences correlated across items
-within a person break this, as they break the Borda design's. The answers needed grow
-as 1/(P(i beats j) − ½)² on the pairs across the boundary and have no bound at a
-tie: a live survey needs a cap.
-
-References: [Howard et al. 2021] Steven R. Howard, Aaditya Ramdas, Jon McAuliffe,
-Jasjeet Sekhon, *Time-uniform, nonparametric, nonasymptotic confidence sequences*,
-Annals of Statistics 49(2), 2021, arXiv:1810.08240; [Kalyanakrishnan et al. 2012]
-Shivaram Kalyanakrishnan, Ambuj Tewari, Peter Auer, Peter Stone, *PAC subset
-selection in stochastic multi-armed bandits*, ICML 2012; [Heckel et al. 2019]
-Reinhard Heckel, Nihar B. Shah, Kannan Ramchandran, Martin J. Wainwright, *Active
-ranking from pairwise comparisons and when parametric assumptions do not help*,
-Annals of Statistics 47(6), 2019, arXiv:1606.08842 (top-K identification from
-pairwise comparisons by resolving items one by one, as here; their Borda-score
-analysis needs no transitivity); [Tversky 1969] Amos Tversky, *Intransitivity of
-preferences*, Psychological Review 76(1), 31–48, 1969 (cyclic majority preferences
-in people's choices); [Tversky & Russo 1969] Amos Tversky, J. Edward Russo,
-*Substitutability and similarity in binary choices*, Journal of Mathematical
-Psychology 6(1), 1–12, 1969; [Condorcet 1785] Marquis de Condorcet, *Essai sur
-l'application de l'analyse à la probabilité des décisions rendues à la pluralité des
-voix*, Paris, 1785 (majority cycles).
+its Borda score; this module certifies the *majority* top-K (or ranking) from one
+confidence sequence per pair on P(i beats j), so that an answer on any pair counts,
+whichever pair the data suggested asking. The service uses it for goals created with
+``"certificate": "pairwise"`` (:mod:`app.goals.service`). docs/uncertainty.md §9,
+"A pairwise certificate", derives the sequences, the certified relation (direct, or
+closed under ``transitive=True``), where to ask, the assumptions and how the two
+estimands differ; its references are in §10.
 """
 
 from __future__ import annotations
@@ -142,8 +58,25 @@ def _triu(m: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 
 
 def pair_index(i: ArrayLike, j: ArrayLike, m: int) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """The index of each pair {i, j} in ``np.triu_indices(m, 1)`` order, and whether i < j
-    (an answer z on (i, j) counts as z for the pair when it is, as 1 − z when not).
+    """The index of each pair {i, j} in ``np.triu_indices(m, 1)`` order, and whether i < j.
+
+    Parameters
+    ----------
+    i, j : array_like of int
+        Two different items in range per pair.
+    m : int
+        Items.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (index, forward): an answer z on (i, j) counts as z for the pair when i < j, as
+        1 − z when not.
+
+    Raises
+    ------
+    ValueError
+        If a pair is not two different items in range.
 
     Examples
     --------
@@ -304,14 +237,37 @@ def pairwise_goal_status(
     previous: PairwiseGoalStatus | None = None,
     transitive: bool = False,
 ) -> PairwiseGoalStatus:
-    """The goal (``top_k``: the majority top-K; None: the majority ranking) checked
-    against the pair sequences: certified from direct pairwise statements, valid for
-    any population. ``transitive=True`` closes the relation transitively instead, which
-    is valid only under weak stochastic transitivity (module doc).
+    """The goal checked against the pair sequences, certified from direct pairwise statements.
 
-    ``previous`` (the last status, same level, goal and ``transitive``) intersects each
-    pair's bounds with its earlier ones: the guarantee stays, and the goal once met
-    stays met; its fit, when it has one, starts this one's.
+    Parameters
+    ----------
+    seqs : PairSequences
+        The pairs' running sums.
+    level : float
+        Confidence level of the certificate.
+    top_k : int, optional
+        The majority top-K; None: the majority ranking.
+    rho : float, default RHO_ANSWERS
+        The mixture's ρ in effective answers.
+    previous : PairwiseGoalStatus, optional
+        The last status (same level, goal and ``transitive``): each pair's bounds are
+        intersected with its earlier ones, so the guarantee stays and the goal once met
+        stays met; its fit, when it has one, starts this one's.
+    transitive : bool, default False
+        Close the relation transitively instead, which is valid only under weak
+        stochastic transitivity (docs/uncertainty.md §9).
+
+    Returns
+    -------
+    PairwiseGoalStatus
+        The certified relation, resolved items, the drawer's order and whether the goal
+        is met (or ``unreachable``). Without closure it is valid for any population.
+
+    Raises
+    ------
+    ValueError
+        If ``top_k`` is out of range, or ``previous`` was computed for another goal,
+        level, ρ or number of items.
 
     Examples
     --------
@@ -356,9 +312,34 @@ def restored_status(
     score: NDArray[np.float64],
     rho: float = RHO_ANSWERS,
 ) -> PairwiseGoalStatus:
-    """The status :func:`pairwise_goal_status` (without closure) returned with these
-    intersected bounds and fit, rebuilt from them without fitting again (O(m²)), for a
-    service reading a stored state per request."""
+    """The status :func:`pairwise_goal_status` (without closure) returned with these bounds and fit.
+
+    Parameters
+    ----------
+    seqs : PairSequences
+        The pairs' running sums.
+    level : float
+        Confidence level.
+    top_k : int or None
+        The goal.
+    lower, upper : numpy.ndarray of float64
+        The stored intersected bounds per pair.
+    score : numpy.ndarray of float64
+        The stored BTL fit.
+    rho : float, default RHO_ANSWERS
+        The mixture's ρ.
+
+    Returns
+    -------
+    PairwiseGoalStatus
+        Rebuilt without fitting again (O(m²)), for a service reading a stored state per
+        request.
+
+    Raises
+    ------
+    ValueError
+        If the stored arrays do not fit the number of items.
+    """
     m = seqs.n_items
     if lower.shape != (seqs.n_pairs,) or upper.shape != lower.shape or score.shape != (m,):
         raise ValueError("the stored arrays do not fit the number of items")
@@ -451,24 +432,49 @@ def draw_pairwise_respondent(
     explore: float = 0.05,
     rule: Literal["least", "width"] = "least",
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Up to ``count`` pairs (i, j) for one respondent, every one counting, on items the
-    respondent has not answered about (``answered``: a mask over the items) and
-    disjoint from each other, chosen from ``status`` alone (answers given before).
+    """Up to ``count`` pairs (i, j) for one respondent, every one counting, chosen from ``status`` alone.
 
-    Each pair is, with probability ``explore``, uniform over the pairs of items still
-    free for the respondent (exploration: no item starves); otherwise the first free
-    pair of the candidates — the uncertified pairs across the estimated top-K's
-    boundary (the first K of ``status.order``; whole ranking: between neighbours in
-    it), or when there are none, any uncertified pair (none when the goal is
-    ``unreachable``); with a ``transitive`` status
-    only pairs with an item in doubt, which closure cannot settle otherwise (without
-    closure each member must beat each non-member directly: every uncertified pair
-    across the boundary is needed) — ordered by ``rule``: ``least``
-    answered first (``answers``: the pairs' counts, which the call increments for the
-    pairs it returns, so that callers serving several respondents spread them; ties at
-    random), or ``width``: drawn with probability proportional to the pair's width
-    (upper − lower bound). Returns fewer pairs when no candidate is free, none once the
-    goal is met.
+    Parameters
+    ----------
+    status : PairwiseGoalStatus
+        The goal's status (answers given before).
+    answered : array_like of bool (m,)
+        The items the respondent has answered about; pairs are on other items, disjoint
+        from each other.
+    count : int
+        The most pairs, ≥ 0.
+    rng : numpy.random.Generator
+        The draws' generator.
+    answers : array_like of int, optional
+        The pairs' counts, which the call increments for the pairs it returns, so that
+        callers serving several respondents spread them.
+    explore : float, default 0.05
+        The probability, in [0, 1], that a pair is uniform over the pairs of items still
+        free for the respondent (exploration: no item starves).
+    rule : {"least", "width"}, default "least"
+        ``least`` answered first (ties at random), or ``width``: drawn with probability
+        proportional to the pair's width (upper − lower bound).
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        (i, j): fewer pairs when no candidate is free, none once the goal is met.
+
+    Raises
+    ------
+    ValueError
+        If ``answered`` has not one flag per item, ``explore`` is outside [0, 1],
+        ``count`` is negative, or ``rule`` is unknown.
+
+    Notes
+    -----
+    Otherwise than exploring, a pair is the first free pair of the candidates — the
+    uncertified pairs across the estimated top-K's boundary (the first K of
+    ``status.order``; whole ranking: between neighbours in it), or when there are none,
+    any uncertified pair (none when the goal is ``unreachable``); with a ``transitive``
+    status only pairs with an item in doubt, which closure cannot settle otherwise
+    (without closure each member must beat each non-member directly: every uncertified
+    pair across the boundary is needed) — ordered by ``rule``.
 
     Examples
     --------
@@ -550,15 +556,52 @@ def simulate_pairwise_goal(
     rule: Literal["least", "width"] = "least",
     transitive: bool = False,
 ) -> GoalRun:
-    """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate: new
-    respondents, each served up to ``pairs_per_respondent`` disjoint pairs by
-    :func:`draw_pairwise_respondent` (``adaptive``) or uniform disjoint pairs
-    (``balanced``: ``explore`` = 1), true BTL answers randomized at ``epsilon``
-    (``tau`` > 0: each respondent's own scores θ + τ·N(0, 1)) or answers from a
-    :class:`~app.stats.simulation.Population`, the goal checked after every ``batch``
-    answers (default max(m, 50)) or every 2% of the answers so far when that is more.
-    All respondents of one batch are served from the status before it.
-    ``transitive=True`` certifies under closure (valid only under WST)."""
+    """:func:`~app.stats.adaptive.simulate_goal` with the pairwise certificate.
+
+    Parameters
+    ----------
+    theta : array_like or Population
+        True BTL scores, or a :class:`~app.stats.simulation.Population`.
+    epsilon : float
+        ε of every answer.
+    level : float
+        Confidence level of the certificate.
+    strategy : {"adaptive", "balanced"}
+        ``adaptive``: pairs by :func:`draw_pairwise_respondent`; ``balanced``: uniform
+        disjoint pairs (``explore`` = 1).
+    rng : numpy.random.Generator
+        The simulation's generator.
+    top_k : int, optional
+        K; None: the whole ranking.
+    batch : int, optional
+        Answers between checks (default max(m, 50)).
+    max_answers : int, default 10000000
+        The cap.
+    tau : float, default 0.0
+        Respondent effects: with τ > 0 each respondent has its own scores θ + τ·N(0, 1).
+    pairs_per_respondent : int, default 10
+        The most disjoint pairs served to one respondent.
+    check : callable, optional
+        Called before each batch; may raise to stop the work.
+    explore : float, default 0.05
+        As in :func:`draw_pairwise_respondent`.
+    rule : {"least", "width"}, default "least"
+        As in :func:`draw_pairwise_respondent`.
+    transitive : bool, default False
+        Certify under closure (valid only under WST).
+
+    Returns
+    -------
+    GoalRun
+        As :func:`~app.stats.adaptive.simulate_goal`.
+
+    Notes
+    -----
+    New respondents, true BTL answers randomized at ``epsilon`` or answers from a
+    population, the goal checked after every ``batch`` answers or every 2% of the answers
+    so far when that is more. All respondents of one batch are served from the status
+    before it.
+    """
     theta, m = preferences(theta)
     batch = batch or max(m, 50)
     seqs = PairSequences(m)

@@ -2,28 +2,12 @@
 
 Given m items, L respondents who each answer k pairs, their ε (one value or a
 distribution) and the size K of the top set of interest, :func:`plan` predicts the
-expected ℓ∞ error of θ̂, the Kendall error K(θ̂, θ*), and the probability of
-recovering the exact top-K set, by simulation with Monte Carlo standard errors.
-
-The simulation is fast because it never draws individual answers: the service
-serves least-answered pairs first, so the L·k comparisons spread over the
-P = m(m−1)/2 pairs as evenly as possible (each pair gets ⌊Lk/P⌋ or one more), the
-ε of a comparison is its respondent's (distributed as the ε distribution), and
-given a pair's count at one ε the number of reported wins is binomial (Lemma 1).
-So each replicate is one multinomial and a few binomial draws per pair, then a
-fit of the debiased MLE with its default λ.
-
-True scores are a modelling choice the planner cannot know: by default they are
-drawn Uniform(−spread, spread) as in the paper's simulations (spread 2, i.e. the
-best item beats the worst about 98% of the time); ``gap`` uses evenly spaced
-scores instead, which fixes the separation at the top-K boundary; ``scores``
-takes pilot scores (an earlier survey's estimates) as the truth. Once a survey
-has answers, :mod:`.survey_plan` plans from its own design and fit instead.
-
-Inverse problems — the respondents needed for a target top-K recovery
-probability at a given ε, or the smallest ε that reaches it with the respondents
-available — search over L or ε with common random numbers (the same seed at every
-candidate), so that Monte Carlo noise does not make the prediction non-monotone.
+expected ℓ∞ error of θ̂, the Kendall error and the probability of recovering the exact
+top-K set, by simulation with Monte Carlo standard errors (its Notes say how).
+:func:`respondents_needed` and :func:`epsilon_needed` solve the inverse problems,
+searching over L or ε with common random numbers (the same seed at every candidate) so
+that Monte Carlo noise does not make the prediction non-monotone. Once a survey has
+answers, :mod:`.survey_plan` plans from its own design and fit instead.
 """
 
 from __future__ import annotations
@@ -66,10 +50,11 @@ MAX_PLAN_RESPONDENTS = 10_000_000
 MAX_PLAN_EPSILON_LEVELS = 32
 #: Pilot scores are log-odds; beyond ±50 of their mean every comparison is certain.
 MAX_PLAN_SCORE = 50.0
-#: Predicted cost of one replicate, measured on a 2-core machine with one BLAS thread
-#: (m = 10 … 500, 1 … 32 ε levels): a fixed part (metrics, λ, set-up), the count
-#: array over every pair, and per pair with answers one binomial draw per ε level
-#: plus the debiased fit's share (~250 ns a pair).
+#: Predicted cost of one replicate with one BLAS thread: a fixed part (metrics, λ,
+#: set-up), the count array over every pair, and per pair with answers one binomial
+#: draw per ε level plus the debiased fit's share. ``python -m
+#: tests.benchmarks.bench_coverage`` prints the prediction against the run time
+#: (m = 10 … 500, 1 … 32 ε levels; its "planner run time" table).
 PLAN_SECONDS_FIXED = 1e-3
 PLAN_SECONDS_PER_PAIR = 2e-8
 PLAN_SECONDS_PER_ANSWERED_PAIR = 2.5e-7
@@ -81,7 +66,25 @@ def _no_check() -> None:
 
 
 def plan_seconds(n_items: int, comparisons: int, levels: int, replications: int) -> float:
-    """Predicted seconds of :func:`plan` for ``comparisons`` = L·k answers in all."""
+    """Predicted seconds of :func:`plan` for ``comparisons`` = L·k answers in all.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    comparisons : int
+        L·k.
+    levels : int
+        Distinct ε values.
+    replications : int
+        Simulated surveys.
+
+    Returns
+    -------
+    float
+        The prediction from :data:`PLAN_SECONDS_FIXED` and the per-pair, per-answered-pair
+        and per-draw costs.
+    """
     n_pairs = n_items * (n_items - 1) // 2
     answered = min(n_pairs, comparisons)
     per = (
@@ -131,7 +134,33 @@ class Plan:
 
 
 def epsilon_distribution(epsilon: ArrayLike, weights: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct ε values (sorted) and their weights, summing to 1."""
+    """Distinct ε values (sorted) and their weights, summing to 1.
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        One or more finite ε values (equal values are merged).
+    weights : array_like or None
+        One non-negative weight per value (None: equal).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (values, weights).
+
+    Raises
+    ------
+    ValueError
+        On no or non-finite ε values, invalid weights, or more than
+        :data:`MAX_PLAN_EPSILON_LEVELS` distinct values.
+
+    Examples
+    --------
+    >>> from app.stats.planner import epsilon_distribution
+    >>> values, weights = epsilon_distribution([2.0, 1.0, 2.0], None)
+    >>> values.tolist(), [round(w, 4) for w in weights.tolist()]
+    ([1.0, 2.0], [0.3333, 0.6667])
+    """
     eps = np.atleast_1d(validate_epsilon(epsilon)).astype(float).reshape(-1)
     if eps.size == 0 or not np.all(np.isfinite(eps)):
         raise ValueError("give one or more finite epsilon values")
@@ -173,10 +202,28 @@ def _truth(
 
 
 def pilot_scores(scores: ArrayLike) -> np.ndarray:
-    """Pilot scores taken as the true ones, centred on their mean; ``ValueError`` (with a
-    sentence for the person who gave them) unless every one is finite and within
-    :data:`MAX_PLAN_SCORE` of their mean. The one rule for every planner's pilot scores.
+    """Pilot scores taken as the true ones, centred on their mean.
 
+    The one rule for every planner's pilot scores.
+
+    Parameters
+    ----------
+    scores : array_like
+        One score per item.
+
+    Returns
+    -------
+    numpy.ndarray
+        The scores minus their mean.
+
+    Raises
+    ------
+    ValueError
+        With a sentence for the person who gave them, unless every one is finite and
+        within :data:`MAX_PLAN_SCORE` of their mean.
+
+    Examples
+    --------
     >>> pilot_scores([3.0, 1.0, 2.0]).tolist()
     [1.0, -1.0, 0.0]
     """
@@ -253,11 +300,65 @@ def plan(
     scores: ArrayLike | None = None,
     check: Callable[[], None] = _no_check,
 ) -> Plan:
-    """Predict a design's accuracy (see the module doc).
+    """Predict a design's accuracy by simulation, before it runs.
 
-    ``scores``: pilot scores taken as the true ones (one per item; e.g. from an
-    earlier survey) instead of drawing them; ``spread`` and ``gap`` are then unused.
-    ``check()`` is called before each replicate and may raise to stop the work.
+    Parameters
+    ----------
+    n_items : int
+        Items m.
+    n_respondents : int
+        Respondents L.
+    pairs_per_respondent : int
+        Pairs k each respondent answers.
+    epsilon : float or array_like
+        The respondents' ε: one value, or the values of a distribution.
+    k : int
+        Size K of the top set of interest.
+    epsilon_weights : array_like or None
+        Weights of ``epsilon``'s values (None: equal).
+    spread : float, default 2.0
+        True scores drawn Uniform(−spread, spread).
+    gap : float or None
+        True scores evenly spaced ``gap`` apart instead.
+    replications : int, default 200
+        Simulated surveys, at least 10.
+    seed : int or None, default 0
+        Seed of the simulation (``None``: fresh entropy).
+    scores : array_like or None
+        Pilot scores taken as the true ones (one per item; e.g. from an earlier
+        survey) instead of drawing them; ``spread`` and ``gap`` are then unused.
+    check : callable
+        Called before each replicate; may raise to stop the work.
+
+    Returns
+    -------
+    Plan
+        The expected ℓ∞, ℓ2 and Kendall errors of θ̂ and the probability of recovering
+        the exact top-K set, each with its Monte Carlo standard error, and the design's
+        G, H and dividing-line ε.
+
+    Raises
+    ------
+    ValueError
+        On an invalid design, ε distribution, ``spread``, ``gap``, ``scores`` or fewer
+        than 10 replications.
+
+    Notes
+    -----
+    The simulation never draws individual answers: the service serves least-answered
+    pairs first, so the L·k comparisons spread over the P = m(m−1)/2 pairs as evenly as
+    possible (each pair gets ⌊Lk/P⌋ or one more), the ε of a comparison is its
+    respondent's (distributed as the ε distribution), and given a pair's count at one ε
+    the number of reported wins is binomial (Lemma 1). So each replicate is one
+    multinomial and a few binomial draws per pair, then a fit of the debiased MLE with
+    its default λ.
+
+    True scores are a modelling choice the planner cannot know: by default they are
+    drawn Uniform(−spread, spread) as in the paper's simulations (spread 2: the best
+    item beats the worst about 98% of the time); ``gap`` fixes the separation at the
+    top-K boundary; ``scores`` takes pilot scores as the truth. Once a survey has
+    answers, :func:`~app.stats.survey_plan.plan_survey` plans from its own design and
+    fit instead.
     """
     m, L, kp = int(n_items), int(n_respondents), int(pairs_per_respondent)
     _validate(m, L, kp, int(k))
@@ -350,8 +451,37 @@ def respondents_needed(
 ) -> tuple[int | None, Plan]:
     """The fewest respondents L whose predicted P(exact top-K) reaches ``target``.
 
-    Doubles L from 10 until the target is met, then bisects (to within 2%). Returns
-    (L, its plan), or (None, the plan at ``max_respondents``) when out of reach.
+    Parameters
+    ----------
+    target : float
+        Probability of recovering the exact top-K, in (0, 1).
+    n_items : int
+        m.
+    pairs_per_respondent : int
+        k.
+    epsilon : float or array_like
+        The respondents' ε (one value or a distribution).
+    k : int
+        K.
+    max_respondents : int, default 1000000
+        The largest L tried.
+    **options
+        Further arguments of :func:`plan`.
+
+    Returns
+    -------
+    tuple of (int or None, Plan)
+        (L, its plan), or (None, the plan at ``max_respondents``) when out of reach.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1), and as :func:`plan`.
+
+    Notes
+    -----
+    Doubles L from 10 until the target is met, then bisects (to within 2%), with common
+    random numbers (the same seed at every candidate).
     """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
@@ -383,9 +513,39 @@ def epsilon_needed(
     eps_max: float = 10.0,
     **options,
 ) -> tuple[float | None, Plan]:
-    """The smallest ε (every respondent's) whose predicted P(exact top-K) reaches
-    ``target`` with the respondents available; bisection on log ε to 2%.
-    Returns (None, the plan at ``eps_max``) when even that is not enough."""
+    """The smallest ε (every respondent's) whose predicted P(exact top-K) reaches ``target``.
+
+    Parameters
+    ----------
+    target : float
+        Probability of recovering the exact top-K, in (0, 1).
+    n_items : int
+        m.
+    n_respondents : int
+        L, the respondents available.
+    pairs_per_respondent : int
+        k.
+    k : int
+        K.
+    eps_min, eps_max : float, default 0.01 and 10.0
+        The range searched.
+    **options
+        Further arguments of :func:`plan`.
+
+    Returns
+    -------
+    tuple of (float or None, Plan)
+        (ε, its plan), or (None, the plan at ``eps_max``) when even that is not enough.
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1), and as :func:`plan`.
+
+    Notes
+    -----
+    Bisection on log ε to 2%, with common random numbers.
+    """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")
     options.pop("epsilon_weights", None)

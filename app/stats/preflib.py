@@ -43,7 +43,24 @@ class Ballots:
 
 
 def read_preflib(source: str | Path) -> Ballots:
-    """Parse a PrefLib ``.soc``/``.soi`` file (a path, or the text itself)."""
+    """Parse a PrefLib ``.soc``/``.soi`` file (a path, or the text itself).
+
+    Parameters
+    ----------
+    source : str or Path
+        A path, or the file's text.
+
+    Returns
+    -------
+    Ballots
+        The alternatives' names and the distinct ballots with their counts.
+
+    Raises
+    ------
+    ValueError
+        On fewer than two alternatives, ballots outside them, ties, an alternative ranked
+        twice, or a malformed line.
+    """
     text = Path(source).read_text() if isinstance(source, Path) or "\n" not in str(source) else str(source)
     names: dict[int, str] = {}
     declared = None
@@ -85,10 +102,25 @@ def ballot_comparisons(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int8]]:
     """The pairwise comparisons implied by each voter's ballot: (voter, i, j, y).
 
-    Every ranked item beats every item ranked below it; with ``unranked="below"``
-    (Debian's convention for its own votes) it also beats every unranked item,
-    while unranked items are not compared with each other. ``"ignore"`` compares
-    ranked items only. y = 1 when i won; i < j.
+    Parameters
+    ----------
+    ballots : Ballots
+        Parsed ballots.
+    unranked : {"below", "ignore"}, default "below"
+        ``"below"`` (Debian's convention for its own votes): every ranked item also beats
+        every unranked item, while unranked items are not compared with each other.
+        ``"ignore"`` compares ranked items only.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (voter, i, j, y) with i < j and y = 1 when i won; every ranked item beats every
+        item ranked below it.
+
+    Raises
+    ------
+    ValueError
+        If ``unranked`` is neither ``"below"`` nor ``"ignore"``.
     """
     if unranked not in ("below", "ignore"):
         raise ValueError("unranked must be 'below' or 'ignore'")

@@ -1,26 +1,13 @@
 """Full rankings: permutations, the Mallows mechanism of ε-ranking DP, and rank aggregation.
 
-Papers: Xu, Sun & Cheng, *Ranking Differential Privacy* (2023;
-docs/mechanisms.md §3) for the mechanism; Sima, Rana & Milenkovic,
-*Federated Aggregation of Mallows Rankings* (docs/federated.md §2–4) for
-Borda and Lehmer-code aggregation; Kemeny for the maximum-likelihood consensus.
-
-Conventions
------------
-Items are the indices ``0..m-1``. An **ordering** lists items best → worst
-(the papers' φ⁻¹ / σ⁻¹); a **position vector** gives each item's 0-based
-position (the papers' rank vector φ(𝓘ᵢ) − 1). The two are inverse permutations
-and coincide only for involutions, so every test uses non-involutive examples
-(docs/README.md §2; docs/federated.md §1, "Conventions"). Functions take one ranking as a 1-d
-array or a batch as a 2-d array with one ranking per row.
-
-Randomness
-----------
-As in :mod:`app.stats.mechanisms`: ``rng=None`` draws from the OS CSPRNG
-(:func:`os.urandom` / :mod:`secrets`, through :mod:`app.stats.entropy`); a seeded
-generator is only ever passed by simulations and tests. Tie-breaking in the
-aggregators is not privacy-relevant and takes any generator (the service seeds it
-from the data version, so a consensus is reproducible).
+Xu, Sun & Cheng, *Ranking Differential Privacy* (2023; docs/mechanisms.md §3) for the
+mechanism; Sima, Rana & Milenkovic (docs/federated.md §2–4) for Borda and Lehmer-code
+aggregation; Kemeny for the maximum-likelihood consensus. An **ordering** lists items
+best → worst, a **position vector** gives each item's 0-based position (docs/README.md
+§2); functions take one ranking as a 1-d array or a batch as a 2-d array, one per row.
+``rng=None`` draws from the OS CSPRNG (:mod:`app.stats.entropy`); seeded generators are
+for simulations and tests. Tie-breaking in the aggregators is not privacy-relevant and
+takes any generator (the service seeds it from the data version: reproducible consensus).
 """
 
 from __future__ import annotations
@@ -95,8 +82,31 @@ def _as_batch(orders: ArrayLike) -> tuple[NDArray[np.int64], bool]:
 
 
 def validate_orders(orders: ArrayLike, n_items: int | None = None) -> NDArray[np.int64]:
-    """Return ``orders`` as a 2-d int array after checking each row is a permutation
-    of ``0..m-1`` (``ValueError`` otherwise)."""
+    """Return ``orders`` as a 2-d int array after checking each row is a permutation of ``0..m-1``.
+
+    Parameters
+    ----------
+    orders : array_like of int
+        One ordering (1-d) or one per row (2-d).
+    n_items : int, optional
+        m (default: the rows' length).
+
+    Returns
+    -------
+    numpy.ndarray of int64 (R, m)
+        The orderings, one per row.
+
+    Raises
+    ------
+    ValueError
+        If a row is not a permutation of the items.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import validate_orders
+    >>> validate_orders([2, 0, 1]).tolist()
+    [[2, 0, 1]]
+    """
     arr, _ = _as_batch(orders)
     m = arr.shape[1] if n_items is None else n_items
     if arr.shape[1] != m:
@@ -107,7 +117,30 @@ def validate_orders(orders: ArrayLike, n_items: int | None = None) -> NDArray[np
 
 
 def positions_from_orders(orders: ArrayLike) -> NDArray[np.int64]:
-    """Position vector(s): ``pos[item]`` = 0-based place of ``item`` in the ordering."""
+    """Position vector(s): ``pos[item]`` = 0-based place of ``item`` in the ordering.
+
+    Parameters
+    ----------
+    orders : array_like of int
+        One ordering (1-d) or one per row (2-d).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The inverse permutation(s), of the shape of ``orders``.
+
+    Notes
+    -----
+    An ordering is the papers' φ⁻¹ / σ⁻¹; a position vector is the papers' rank vector
+    φ(𝓘ᵢ) − 1. The two coincide only for involutions, so every test uses non-involutive
+    examples (docs/README.md §2).
+
+    Examples
+    --------
+    >>> from app.stats.rankings import positions_from_orders
+    >>> positions_from_orders([2, 0, 1]).tolist()  # item 2 first, item 0 second, item 1 third
+    [1, 2, 0]
+    """
     arr, single = _as_batch(orders)
     pos = np.empty_like(arr)
     np.put_along_axis(pos, arr, np.broadcast_to(np.arange(arr.shape[1]), arr.shape), axis=1)
@@ -115,7 +148,24 @@ def positions_from_orders(orders: ArrayLike) -> NDArray[np.int64]:
 
 
 def orders_from_positions(positions: ArrayLike) -> NDArray[np.int64]:
-    """Ordering(s) from position vector(s) (the inverse permutation)."""
+    """Ordering(s) from position vector(s) (the inverse permutation).
+
+    Parameters
+    ----------
+    positions : array_like of int
+        One position vector (1-d) or one per row (2-d).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The ordering(s), best first.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import orders_from_positions
+    >>> orders_from_positions([1, 2, 0]).tolist()
+    [2, 0, 1]
+    """
     return positions_from_orders(positions)  # inversion is an involution on S_m
 
 
@@ -157,10 +207,25 @@ def _greater_before(seq: NDArray[np.int64]) -> NDArray[np.int64]:
 def kendall_distance(a: ArrayLike, b: ArrayLike) -> NDArray[np.int64] | int:
     """Kendall τ distance: the number of item pairs two orderings put in opposite order.
 
-    ``a`` and ``b`` are orderings of the same items (1-d, or 2-d with one per row;
-    they broadcast). ``d_K = C(m,2) − C`` with C the concordant pairs of the
-    docs/mechanisms.md §3.2; the federated paper's printed formula (its §3; docs/federated.md §2) is not this
-    and is not used. O(m log m) per pair of rankings.
+    Parameters
+    ----------
+    a, b : array_like of int
+        Orderings of the same items (1-d, or 2-d with one per row; they broadcast).
+
+    Returns
+    -------
+    int or numpy.ndarray of int64
+        ``d_K = C(m,2) − C`` with C the concordant pairs of docs/mechanisms.md §3.2.
+
+    Raises
+    ------
+    ValueError
+        If the rankings have different lengths.
+
+    Notes
+    -----
+    The federated paper's printed formula (its §3; docs/federated.md §2) is not this and
+    is not used. O(m log m) per pair of rankings.
 
     Examples
     --------
@@ -182,9 +247,21 @@ def kendall_distance(a: ArrayLike, b: ArrayLike) -> NDArray[np.int64] | int:
 def lehmer_code(positions: ArrayLike) -> NDArray[np.int64]:
     """Lehmer code of position vector(s): ``L[i] = #{t < i : pos[t] > pos[i]}``.
 
-    docs/federated.md §2 (federated paper §3) with 0-based items: the number of items with a smaller
-    label ranked *below* item i; ``L[i] ∈ {0..i}``, ``L[0] = 0``; the identity
-    has code 0 and the reverse (0, 1, …, m−1). Σ L = K(identity, σ).
+    Parameters
+    ----------
+    positions : array_like of int
+        One position vector (1-d) or one per row (2-d).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The code(s): the number of items with a smaller label ranked *below* item i;
+        ``L[i] ∈ {0..i}``, ``L[0] = 0``; the identity has code 0 and the reverse
+        (0, 1, …, m−1). Σ L = K(identity, σ).
+
+    Notes
+    -----
+    docs/federated.md §2 (federated paper §3) with 0-based items.
 
     Examples
     --------
@@ -201,9 +278,25 @@ def lehmer_code(positions: ArrayLike) -> NDArray[np.int64]:
 def lehmer_decode(code: ArrayLike) -> NDArray[np.int64]:
     """Position vector(s) with the given Lehmer code (docs/federated.md §2, decoding).
 
-    Items are inserted in label order, item i at 0-based index ``i − L[i]`` of
-    the ordering built so far, so that exactly ``L[i]`` earlier items end up
-    below it. ``ValueError`` unless ``0 ≤ L[i] ≤ i``.
+    Parameters
+    ----------
+    code : array_like of int
+        One Lehmer code (1-d) or one per row (2-d).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The position vector(s).
+
+    Raises
+    ------
+    ValueError
+        Unless ``0 ≤ L[i] ≤ i`` for every item i.
+
+    Notes
+    -----
+    Items are inserted in label order, item i at 0-based index ``i − L[i]`` of the
+    ordering built so far, so that exactly ``L[i]`` earlier items end up below it.
     """
     arr, single = _as_batch(code)
     m = arr.shape[1]
@@ -227,14 +320,36 @@ def _insert(index: NDArray[np.int64]) -> NDArray[np.int64]:
 
 
 def insertion_decode(order: ArrayLike, v: ArrayLike) -> NDArray:
-    """The repeated-insertion model's output (docs/mechanisms.md §3.2; Ranking DP paper §3.1, Algorithm 1,
-    Lemma 2).
+    """The repeated-insertion model's output (docs/mechanisms.md §3.2).
 
-    ``order`` is the input ordering (1-d, or 2-d per row); ``v[..., t-2]`` is
-    V^(t) for t = 2..m: the t-th best item of the input is inserted after the
-    first V^(t) items already placed (0-based index V^(t)), so V^(t) counts the
-    concordant pairs it forms with them. ``V^(t) = t − 1`` for all t reproduces
-    the input.
+    Parameters
+    ----------
+    order : array_like
+        The input ordering (1-d, or 2-d per row).
+    v : array_like of int
+        ``v[..., t-2]`` is V^(t) for t = 2..m: the t-th best item of the input is inserted
+        after the first V^(t) items already placed (0-based index V^(t)), so V^(t) counts
+        the concordant pairs it forms with them.
+
+    Returns
+    -------
+    numpy.ndarray
+        The output ordering(s). ``V^(t) = t − 1`` for all t reproduces the input.
+
+    Raises
+    ------
+    ValueError
+        If ``v`` does not give V^(t) for t = 2..m, or a V^(t) is outside 0..t−1.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Ranking Differential Privacy*, §3.1, Algorithm 1, Lemma 2.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import insertion_decode
+    >>> insertion_decode([0, 1, 2], [1, 2]).tolist(), insertion_decode([0, 1, 2], [0, 0]).tolist()
+    ([0, 1, 2], [2, 1, 0])
     """
     arr = np.asarray(order)
     single = arr.ndim == 1
@@ -254,9 +369,22 @@ def insertion_decode(order: ArrayLike, v: ArrayLike) -> NDArray:
 
 
 def random_permutation(n: int, rng: np.random.Generator | None = None) -> NDArray[np.int64]:
-    """A uniformly random permutation of 0..n-1: Fisher–Yates on
-    :func:`app.stats.entropy.randbelow` (:func:`secrets.randbelow`: OS CSPRNG, exactly
-    uniform) when ``rng`` is None."""
+    """A uniformly random permutation of 0..n-1.
+
+    Parameters
+    ----------
+    n : int
+        Length.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations; ``None``: Fisher–Yates on
+        :func:`app.stats.entropy.randbelow` (:func:`secrets.randbelow`: OS CSPRNG, exactly
+        uniform).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The permutation.
+    """
     if rng is not None:
         return np.asarray(rng.permutation(n), dtype=np.int64)
     perm = list(range(n))
@@ -269,13 +397,32 @@ def random_permutation(n: int, rng: np.random.Generator | None = None) -> NDArra
 def complete_ranking(
     partial: ArrayLike, n_items: int, rng: np.random.Generator | None = None
 ) -> NDArray[np.int64]:
-    """Complete a top-k list: the unranked items go below the ranked ones, in uniformly
-    random order (the federated paper's rule for incomplete ballots, its §5; docs/mechanisms.md §3.3,
-    docs/federated.md §1).
+    """Complete a top-k list: the unranked items go below the ranked ones, in uniformly random order.
 
-    ``partial`` lists distinct items best → worst. The randomness is drawn from
-    the OS CSPRNG unless ``rng`` is given; it is part of the privatization
-    (a respondent's unranked items are indistinguishable from a random tail).
+    Parameters
+    ----------
+    partial : array_like of int
+        Distinct items, best → worst.
+    n_items : int
+        m.
+    rng : numpy.random.Generator, optional
+        For reproducible simulations; ``None`` draws from the OS CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        A full ordering that starts with ``partial``.
+
+    Raises
+    ------
+    ValueError
+        If an item is out of range or ranked twice.
+
+    Notes
+    -----
+    The federated paper's rule for incomplete ballots (its §5; docs/mechanisms.md §3.3,
+    docs/federated.md §1). The randomness is part of the privatization: a respondent's
+    unranked items are indistinguishable from a random tail.
     """
     head = np.asarray(partial, dtype=np.int64).ravel()
     if head.size and (head.min() < 0 or head.max() >= n_items):
@@ -290,8 +437,35 @@ def complete_ranking(
 
 
 def mallows_dispersion(n_items: int, epsilon: ArrayLike) -> NDArray[np.float64]:
-    """b = ε/(m − 1): the weight per concordant pair that gives ε-ranking DP
-    (Lemma 1 with the normalised T; docs/mechanisms.md §3.2, "Printed normalization")."""
+    """b = ε/(m − 1): the weight per concordant pair that gives ε-ranking DP.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    epsilon : float or array_like
+        ε > 0 (``inf`` for no privacy).
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        b.
+
+    Raises
+    ------
+    ValueError
+        If ε is not positive.
+
+    Notes
+    -----
+    Lemma 1 with the normalised T (docs/mechanisms.md §3.2, "Printed normalization").
+
+    Examples
+    --------
+    >>> from app.stats.rankings import mallows_dispersion
+    >>> float(mallows_dispersion(5, 2.0))
+    0.5
+    """
     eps = np.asarray(epsilon, dtype=np.float64)
     if np.any(np.isnan(eps)) or np.any(eps <= 0):
         raise ValueError("epsilon must be > 0 (inf for no privacy)")
@@ -301,8 +475,31 @@ def mallows_dispersion(n_items: int, epsilon: ArrayLike) -> NDArray[np.float64]:
 
 
 def stage_pmf(t: int, b: float) -> NDArray[np.float64]:
-    """P(V^(t) = k), k = 0..t-1: the truncated geometric q^k (q−1)/(q^t−1), q = e^b
-    (Theorem 1(3); docs/mechanisms.md §3.2). b = ∞ puts all mass on t − 1."""
+    """P(V^(t) = k), k = 0..t-1: the truncated geometric q^k (q−1)/(q^t−1), q = e^b.
+
+    Parameters
+    ----------
+    t : int
+        The stage, 2..m.
+    b : float
+        The weight per concordant pair; ``inf`` puts all mass on t − 1.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (t,)
+        The probabilities.
+
+    Notes
+    -----
+    Theorem 1(3) of *Ranking Differential Privacy*; docs/mechanisms.md §3.2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.rankings import stage_pmf
+    >>> np.round(stage_pmf(3, np.log(2)), 4).tolist()  # 1/7, 2/7, 4/7
+    [0.1429, 0.2857, 0.5714]
+    """
     k = np.arange(t, dtype=np.float64)
     if math.isinf(b):
         return (k == t - 1).astype(np.float64)
@@ -314,7 +511,22 @@ def stage_pmf(t: int, b: float) -> NDArray[np.float64]:
 
 
 def stage_moments(t: int, n_items: int, epsilon: float) -> tuple[float, float]:
-    """Theorem 1(3): E V^(t) = t q^t/(q^t−1) − q/(q−1) and Var V^(t), q = e^{ε/(m−1)}."""
+    """Theorem 1(3): E V^(t) = t q^t/(q^t−1) − q/(q−1) and Var V^(t), q = e^{ε/(m−1)}.
+
+    Parameters
+    ----------
+    t : int
+        The stage, 2..m.
+    n_items : int
+        m.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    tuple of float
+        (E V^(t), Var V^(t)).
+    """
     b = float(mallows_dispersion(n_items, epsilon))
     if math.isinf(b):
         return float(t - 1), 0.0
@@ -329,9 +541,25 @@ def stage_moments(t: int, n_items: int, epsilon: float) -> tuple[float, float]:
 
 
 def mallows_log_normalizer(n_items: int, b: float) -> float:
-    """log Z(b), Z(b) = Σ_σ e^{−b d_K(σ₀, σ)} = Π_{t=1}^m (1 − e^{−tb})/(1 − e^{−b})
-    (docs/mechanisms.md §3.2; docs/federated.md §2, eq. (1) of the federated paper with φ = e^{−b});
-    independent of σ₀."""
+    """log Z(b), Z(b) = Σ_σ e^{−b d_K(σ₀, σ)} = Π_{t=1}^m (1 − e^{−tb})/(1 − e^{−b}).
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    b : float
+        The weight per discordant pair.
+
+    Returns
+    -------
+    float
+        log Z(b), independent of σ₀.
+
+    Notes
+    -----
+    docs/mechanisms.md §3.2; docs/federated.md §2, eq. (1) of the federated paper with
+    φ = e^{−b}.
+    """
     if math.isinf(b):
         return 0.0
     t = np.arange(1, n_items + 1, dtype=np.float64)
@@ -341,7 +569,22 @@ def mallows_log_normalizer(n_items: int, b: float) -> float:
 
 
 def mallows_log_pmf(sample: ArrayLike, center: ArrayLike, epsilon: float) -> NDArray[np.float64] | float:
-    """log P(𝒜_ε(center) = sample) = −b d_K(center, sample) − log Z(b), b = ε/(m−1)."""
+    """log P(𝒜_ε(center) = sample) = −b d_K(center, sample) − log Z(b), b = ε/(m−1).
+
+    Parameters
+    ----------
+    sample : array_like of int
+        Output ordering(s).
+    center : array_like of int
+        The input ordering.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The log-probability of each sample.
+    """
     s = np.asarray(sample)
     m = s.shape[-1]
     b = float(mallows_dispersion(m, epsilon))
@@ -398,21 +641,38 @@ def _sample_stages(b: NDArray[np.float64], m: int, rng: RandomSource | None) -> 
 def mallows_privatize(order: ArrayLike, epsilon: ArrayLike, rng: RandomSource | None = None) -> NDArray:
     """ε-ranking-DP synthetic ranking: Algorithm 1 of *Ranking Differential Privacy*.
 
-    Returns an ordering (best → worst) distributed as the Mallows model centred
-    at ``order`` with weight b = ε/(m − 1) per concordant pair,
-    P(σ̃) ∝ exp(−b·d_K(order, σ̃)) (Lemma 2). Implemented as the repeated-insertion
-    model the algorithm reduces to (docs/mechanisms.md §3.2: τ(k, χ) = k, so V^(t) is a
-    truncated geometric, independent across stages): O(m²).
+    Parameters
+    ----------
+    order : array_like
+        One ordering (1-d) or one per row, best → worst; its entries may be any item
+        labels.
+    epsilon : float or array_like
+        A scalar or one value per row (``inf``: no privacy).
+    rng : RandomSource, optional
+        For reproducible simulations; ``None`` draws from the OS CSPRNG.
 
-    Guarantee: for orderings that differ by moving one item (the paper's
-    neighbours, Definition 2; docs/mechanisms.md §3.1) the output probabilities differ by at most e^ε
-    (Lemma 1;
-    exact, attained). Against arbitrary changes of the ranking it is εm/2-LDP
+    Returns
+    -------
+    numpy.ndarray
+        An ordering (best → worst) per input, distributed as the Mallows model centred at
+        ``order`` with weight b = ε/(m − 1) per concordant pair,
+        P(σ̃) ∝ exp(−b·d_K(order, σ̃)) (Lemma 2).
+
+    Raises
+    ------
+    ValueError
+        If ``order`` is not 1-d or 2-d, or ``epsilon`` has neither one value nor one per row.
+
+    Notes
+    -----
+    Implemented as the repeated-insertion model the algorithm reduces to
+    (docs/mechanisms.md §3.2: τ(k, χ) = k, so V^(t) is a truncated geometric, independent
+    across stages): O(m²).
+
+    Guarantee: for orderings that differ by moving one item (the paper's neighbours,
+    Definition 2; docs/mechanisms.md §3.1) the output probabilities differ by at most e^ε
+    (Lemma 1; exact, attained). Against arbitrary changes of the ranking it is εm/2-LDP
     (docs/mechanisms.md §3.3) — not ε-LDP. Privatizing the same ranking twice composes.
-
-    ``order`` is one ordering (1-d) or one per row; its entries may be any item
-    labels. ``epsilon`` is a scalar or one value per row (``inf``: no privacy).
-    ``rng=None`` draws from the OS CSPRNG.
 
     Examples
     --------
@@ -442,9 +702,34 @@ def mallows_privatize(order: ArrayLike, epsilon: ArrayLike, rng: RandomSource | 
 def mallows_sample(
     center: ArrayLike, phi: float, size: int, rng: RandomSource | None = None
 ) -> NDArray[np.int64]:
-    """``size`` orderings from the Mallows model P(σ) ∝ φ^{d_K(center, σ)}, φ ∈ (0, 1]
-    (docs/federated.md §2, federated paper eq. (1); same sampler as :func:`mallows_privatize` with b = −log
-    φ)."""
+    """``size`` orderings from the Mallows model P(σ) ∝ φ^{d_K(center, σ)}, φ ∈ (0, 1].
+
+    Parameters
+    ----------
+    center : array_like of int
+        The central ordering.
+    phi : float
+        Dispersion φ ∈ (0, 1] (1: uniform).
+    size : int
+        Number of orderings.
+    rng : RandomSource, optional
+        For reproducible simulations; ``None`` draws from the OS CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray of int64 (size, m)
+        The orderings.
+
+    Raises
+    ------
+    ValueError
+        If φ is outside (0, 1] or ``center`` is not one ordering.
+
+    Notes
+    -----
+    docs/federated.md §2, federated paper eq. (1); the same sampler as
+    :func:`mallows_privatize` with b = −log φ.
+    """
     if not 0 < phi <= 1:
         raise ValueError("phi must be in (0, 1]")
     c = np.asarray(center)
@@ -458,21 +743,70 @@ def mallows_sample(
 
 
 def adjacent_flip_probability(n_items: int, epsilon: float) -> float:
-    """P(two items adjacent in the input swap in 𝒜_ε) = 1/(1 + e^{ε/(m−1)}) (docs/mechanisms.md §3.2,
-    §3.5)."""
+    """P(two items adjacent in the input swap in 𝒜_ε) = 1/(1 + e^{ε/(m−1)}).
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        The probability (docs/mechanisms.md §3.2, §3.5).
+
+    Examples
+    --------
+    >>> from app.stats.rankings import adjacent_flip_probability
+    >>> round(adjacent_flip_probability(3, 2.0), 4)  # 1/(1 + e)
+    0.2689
+    """
     b = float(mallows_dispersion(n_items, epsilon))
     return 0.0 if math.isinf(b) else 1.0 / (1.0 + math.exp(b))
 
 
 def expected_concordant_pairs(n_items: int, epsilon: float) -> float:
-    """E C(φ, 𝒜_ε(φ)) = Σ_{t=2}^m E V^(t) (Theorem 1(3); docs/mechanisms.md §3.2)."""
+    """E C(φ, 𝒜_ε(φ)) = Σ_{t=2}^m E V^(t) (Theorem 1(3); docs/mechanisms.md §3.2).
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        The expected concordant pairs of input and output, C(m, 2) as ε → ∞.
+    """
     return float(sum(stage_moments(t, n_items, epsilon)[0] for t in range(2, n_items + 1)))
 
 
 def laplace_rank_privatize(order: ArrayLike, epsilon: float, rng: RandomSource | None = None) -> NDArray:
-    """The paper's competitor (Lemma 3): add Laplace(2(m−1)/ε) noise to each item's
-    rank and re-sort (post-processing). A research baseline only: continuous noise
-    from a floating-point inverse CDF is not hardened against floating-point attacks."""
+    """The paper's competitor (Lemma 3): Laplace(2(m−1)/ε) noise on each item's rank, re-sorted.
+
+    Parameters
+    ----------
+    order : array_like
+        One ordering (1-d) or one per row.
+    epsilon : float
+        ε.
+    rng : RandomSource, optional
+        For reproducible simulations; ``None`` draws from the OS CSPRNG.
+
+    Returns
+    -------
+    numpy.ndarray
+        The re-sorted ordering(s) (post-processing of the noisy ranks).
+
+    Notes
+    -----
+    A research baseline only: continuous noise from a floating-point inverse CDF is not
+    hardened against floating-point attacks.
+    """
     arr = np.asarray(order)
     single = arr.ndim == 1
     arr = np.atleast_2d(arr)
@@ -485,8 +819,21 @@ def laplace_rank_privatize(order: ArrayLike, epsilon: float, rng: RandomSource |
 
 
 def laplace_expected_concordant_pairs(n_items: int, epsilon: float) -> float:
-    """E C under :func:`laplace_rank_privatize`: Σ_d (m−d)[1 − (½ + dε/(8(m−1)))e^{−dε/(2(m−1))}]
-    (Lemma 4's proof; docs/mechanisms.md §3.4, table)."""
+    """E C under :func:`laplace_rank_privatize`.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    epsilon : float
+        ε.
+
+    Returns
+    -------
+    float
+        Σ_d (m−d)[1 − (½ + dε/(8(m−1)))e^{−dε/(2(m−1))}] (Lemma 4's proof;
+        docs/mechanisms.md §3.4, table).
+    """
     m = n_items
     d = np.arange(1, m, dtype=np.float64)
     x = d * epsilon / (2.0 * (m - 1))
@@ -542,12 +889,47 @@ class RankingStats:
 
 
 def pairwise_counts(orders: ArrayLike) -> NDArray[np.int64]:
-    """W[i, j] = number of orderings that put item i above item j."""
+    """W[i, j] = number of orderings that put item i above item j.
+
+    Parameters
+    ----------
+    orders : array_like of int (R, m)
+        Orderings, one per row.
+
+    Returns
+    -------
+    numpy.ndarray of int64 (m, m)
+        W.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import pairwise_counts
+    >>> pairwise_counts([[0, 1, 2], [0, 2, 1], [1, 0, 2]]).tolist()
+    [[0, 2, 3], [1, 0, 2], [0, 1, 0]]
+    """
     return ranking_stats(orders).before
 
 
 def ranking_stats(orders: ArrayLike, n_items: int | None = None) -> RankingStats:
-    """The :class:`RankingStats` of a batch of orderings (validated), in O(R·m²)."""
+    """The :class:`RankingStats` of a batch of orderings (validated), in O(R·m²).
+
+    Parameters
+    ----------
+    orders : array_like of int
+        Orderings, one per row.
+    n_items : int, optional
+        m (default: the rows' length).
+
+    Returns
+    -------
+    RankingStats
+        Their mergeable sufficient statistics.
+
+    Raises
+    ------
+    ValueError
+        If a row is not a permutation of the items.
+    """
     arr = validate_orders(orders, n_items)
     n, m = arr.shape
     if n == 0:
@@ -582,19 +964,53 @@ def _sort_random_ties(key: NDArray, rng: np.random.Generator) -> NDArray[np.int6
 
 
 def borda_scores(data: ArrayLike | RankingStats) -> NDArray[np.float64]:
-    """Mean 1-based position of each item (smaller is better): the Borda statistic
-    A_i of the federated paper's Algorithm 1 (docs/federated.md §3.1; the same order as classic Borda
-    points m − A_i)."""
+    """Mean 1-based position of each item (smaller is better).
+
+    Parameters
+    ----------
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+
+    Returns
+    -------
+    numpy.ndarray of float64
+        The Borda statistic A_i of the federated paper's Algorithm 1 (docs/federated.md
+        §3.1; the same order as classic Borda points m − A_i).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.rankings import borda_scores
+    >>> np.round(borda_scores([[0, 1, 2], [0, 2, 1], [1, 0, 2]]), 4).tolist()
+    [1.3333, 2.0, 2.6667]
+    """
     return _stats(data).mean_position
 
 
 def borda_aggregate(
     data: ArrayLike | RankingStats, rng: np.random.Generator | int | None = None
 ) -> NDArray[np.int64]:
-    """Algorithm 1 of the federated paper (centralized Borda): the ordering by mean
-    position, ascending. Output is an ordering — the paper's printed σ̂₀(j) = i_j
-    is that, although its own convention calls for positions (docs/federated.md §3.1).
-    Exact ties (frequent: the sums are integers) are broken uniformly at random."""
+    """Algorithm 1 of the federated paper (centralized Borda): the ordering by mean position.
+
+    Parameters
+    ----------
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+    rng : numpy.random.Generator or int, optional
+        Breaks exact ties (frequent: the sums are integers) uniformly at random.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The ordering, by mean position ascending. The output is an ordering — the paper's
+        printed σ̂₀(j) = i_j is that, although its own convention calls for positions
+        (docs/federated.md §3.1).
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+    """
     s = _stats(data)
     if s.n == 0:
         raise ValueError("no rankings to aggregate")
@@ -611,11 +1027,30 @@ def _mode_with_random_ties(hist: NDArray[np.int64], rng: np.random.Generator) ->
 def lehmer_aggregate(
     data: ArrayLike | RankingStats, rng: np.random.Generator | int | None = None
 ) -> NDArray[np.int64]:
-    """Centralized Lehmer majority (federated paper Theorem 3, after Li, Mazumdar & Milenkovic 2017;
-    docs/federated.md §4.1): the coordinate-wise
-    mode of the rankings' Lehmer codes (ties uniformly at random), decoded to an
-    ordering. The codes are taken in item-label order, so the result depends on
-    how items are labelled (docs/federated.md §4.1)."""
+    """Centralized Lehmer majority (federated paper Theorem 3; docs/federated.md §4.1).
+
+    Parameters
+    ----------
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+    rng : numpy.random.Generator or int, optional
+        Breaks ties of the modes uniformly at random.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The coordinate-wise mode of the rankings' Lehmer codes, decoded to an ordering.
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+
+    Notes
+    -----
+    After Li, Mazumdar & Milenkovic (2017). The codes are taken in item-label order, so
+    the result depends on how items are labelled (docs/federated.md §4.1).
+    """
     s = _stats(data)
     if s.n == 0:
         raise ValueError("no rankings to aggregate")
@@ -626,7 +1061,26 @@ def lehmer_aggregate(
 
 
 def kemeny_objective(order: ArrayLike, data: ArrayLike | RankingStats) -> int:
-    """Σ_r d_K(order, σ_r): the total Kendall distance of ``order`` to the rankings."""
+    """Σ_r d_K(order, σ_r): the total Kendall distance of ``order`` to the rankings.
+
+    Parameters
+    ----------
+    order : array_like of int
+        A candidate ordering.
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+
+    Returns
+    -------
+    int
+        The objective.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import kemeny_objective
+    >>> kemeny_objective([0, 1, 2], [[0, 1, 2], [0, 2, 1], [1, 0, 2]])
+    2
+    """
     s = _stats(data)
     o = np.asarray(order, dtype=np.int64)
     w = s.before[np.ix_(o, o)]  # w[a, b]: rankings with o[a] above o[b]
@@ -749,15 +1203,42 @@ def kemeny_consensus(
     rng: np.random.Generator | int | None = None,
     exact_max_items: int = KEMENY_EXACT_MAX_ITEMS,
 ) -> KemenyResult:
-    """Kemeny consensus argmin_σ Σ_r d_K(σ, σ_r): the Mallows MLE of the centre, and
-    the attacker's estimator of Ranking DP §4, Theorem 2 (docs/mechanisms.md §3.4; the paper's printed eq. (1)
-    has its sign wrong).
+    """Kemeny consensus argmin_σ Σ_r d_K(σ, σ_r).
 
-    m ≤ ``exact_max_items`` (at most 20): exact, by a dynamic programme over
-    subsets, with an ordering drawn uniformly among all optima. Larger m
-    (NP-hard): the best of the Borda, Copeland and Lehmer-majority orders improved
-    by single-item moves to a local optimum, with the certificate
-    ``objective − lower_bound`` on its excess (:class:`KemenyResult`).
+    Parameters
+    ----------
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+    rng : numpy.random.Generator or int, optional
+        Draws the ordering among the optima (or breaks ties of the heuristic's starts).
+    exact_max_items : int, default 16
+        Up to this many items (at most 20) the optimum is exact.
+
+    Returns
+    -------
+    KemenyResult
+        The ordering, its objective and the lower bound that certifies its excess.
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+
+    Notes
+    -----
+    The Mallows MLE of the centre, and the attacker's estimator of Ranking DP §4,
+    Theorem 2 (docs/mechanisms.md §3.4; the paper's printed eq. (1) has its sign wrong).
+    m ≤ ``exact_max_items``: exact, by a dynamic programme over subsets, with an ordering
+    drawn uniformly among all optima. Larger m (NP-hard): the best of the Borda, Copeland
+    and Lehmer-majority orders improved by single-item moves to a local optimum, with the
+    certificate ``objective − lower_bound`` on its excess.
+
+    Examples
+    --------
+    >>> from app.stats.rankings import kemeny_consensus
+    >>> r = kemeny_consensus([[0, 1, 2], [0, 2, 1], [1, 0, 2]], rng=0)
+    >>> r.order.tolist(), r.objective, r.exact
+    ([0, 1, 2], 2, True)
     """
     s = _stats(data)
     if s.n == 0:
@@ -786,5 +1267,25 @@ def kemeny_aggregate(
     rng: np.random.Generator | int | None = None,
     exact_max_items: int = KEMENY_EXACT_MAX_ITEMS,
 ) -> NDArray[np.int64]:
-    """The ordering of :func:`kemeny_consensus`."""
+    """The ordering of :func:`kemeny_consensus`.
+
+    Parameters
+    ----------
+    data : array_like or RankingStats
+        Orderings, one per row, or their statistics.
+    rng : numpy.random.Generator or int, optional
+        As in :func:`kemeny_consensus`.
+    exact_max_items : int, default 16
+        As in :func:`kemeny_consensus`.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The consensus ordering.
+
+    Raises
+    ------
+    ValueError
+        With no rankings.
+    """
     return kemeny_consensus(data, rng, exact_max_items).order

@@ -2,34 +2,11 @@
 
 A survey's respondents are a sample of a population, and the intervals of
 :func:`~app.stats.inference.confidence` are about that population's BTL scores
-(the estimand), not about a model that generated each answer independently. One
-person's answers are correlated — the same taste decides several pairs — so a
-check that draws every answer independently from the fitted model cannot find
-what real data breaks. This module checks it the way the data arise:
-
-1. **A finite population** of respondents, each with the pairwise answers it
-   would give: real ballots (:meth:`Population.from_ballots`; every ranked item
-   beats every item below it), or a simulated population with respondent-level
-   random effects (:func:`heterogeneous_population`: respondent r answers with
-   scores θ + τ·u_r, u_r ~ N(0, I), so τ > 0 correlates one person's answers).
-2. **The estimand**: the population's BTL fit, unpenalized (λ → 0), over the
-   comparisons the survey's design would ask — with k of a respondent's |C_r|
-   comparisons drawn at random, each weighted k/|C_r| (:meth:`Population.estimand`).
-   Real preferences are not exactly BTL; the estimand is then the BTL projection
-   the M-estimator converges to (Huber 1967; White 1982).
-3. **Surveys drawn from it**: L respondents with replacement, each answering all
-   its comparisons or k of them at random, every answer privatized by randomized
-   response at the respondent's ε (:meth:`Population.sample`); then the service's
-   fit and intervals, and whether each interval covers the estimand.
-
-:func:`coverage` runs that loop and reports the share of intervals that cover,
-for the cluster-robust intervals (respondents as the independent unit, the
-service's default), the model-based ones (answers taken as independent) and a
-naive one (inverse Fisher information ignoring the privacy noise and the
-clustering), with how often intervals were refused. References: Liang & Zeger
-(1986), Biometrika 73(1), and Cameron & Miller (2015), J. Human Resources 50(2),
-for the cluster-robust sandwich; Efron & Tibshirani (1993) §6 for resampling a
-finite population as its own model.
+(docs/uncertainty.md §1), not about a model that generated each answer independently.
+:func:`coverage` draws surveys from a finite :class:`Population` (real ballots, or
+simulated respondents with random effects, :func:`heterogeneous_population`) and reports
+the share of cluster-robust, model-based and naive intervals that cover the population's
+own BTL fit, with how often intervals were refused (its docstring gives the loop).
 """
 
 from __future__ import annotations
@@ -159,8 +136,31 @@ def heterogeneous_population(
     tau: float,
     rng: np.random.Generator,
 ) -> Population:
-    """A simulated population with respondent-level random effects: respondent r
-    answers k random distinct pairs by BTL with scores θ + τ·u_r, u_r ~ N(0, I)."""
+    """A simulated population with respondent-level random effects.
+
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The population's scores θ.
+    n_respondents : int
+        Respondents in the population.
+    pairs_per_respondent : int
+        k: the random distinct pairs each respondent answers.
+    tau : float
+        τ ≥ 0.
+    rng : numpy.random.Generator
+        The simulation's generator.
+
+    Returns
+    -------
+    Population
+        Respondent r answers its k pairs by BTL with scores θ + τ·u_r, u_r ~ N(0, I).
+
+    Raises
+    ------
+    ValueError
+        If k is out of range or τ is negative.
+    """
     theta = np.asarray(theta, dtype=float)
     m = theta.size
     pi, pj = all_pairs(m)
@@ -224,11 +224,61 @@ def coverage(
 ) -> Coverage:
     """Draw surveys from ``population``, fit, and count intervals covering its estimand.
 
+    Parameters
+    ----------
+    population : Population
+        The finite population.
+    n_respondents : int
+        L, drawn with replacement per survey.
+    epsilon : float or array_like
+        The respondents' ε.
+    replications : int
+        Surveys drawn.
+    rng : numpy.random.Generator
+        The simulation's generator.
+    pairs_per_respondent : int, optional
+        k of each respondent's comparisons drawn at random (None: all).
+    level : float, default 0.95
+        Nominal level of the intervals.
+
+    Returns
+    -------
+    Coverage
+        The shares of ``cluster``, ``model`` and ``naive`` intervals covering the
+        estimand, over the surveys that got intervals, and the share ``refused``.
+
+    Notes
+    -----
     ``cluster`` uses the respondents as clusters (the service's default: the robust
     sandwich, or below its threshold the worst-case bound); ``model`` takes answers as
     independent; ``naive`` is θ̌ ± z·se from the inverse Fisher information, ignoring
     privacy noise and clustering. A survey whose intervals are refused
     (:class:`~app.stats.inference.IntervalsUnavailable`) counts in ``refused`` only.
+
+    The loop checks the intervals the way the data arise, since a check that draws every
+    answer independently from the fitted model cannot find what real data break (one
+    person's answers are correlated: the same taste decides several pairs):
+
+    1. **A finite population** of respondents, each with the pairwise answers it would
+       give: real ballots (:meth:`Population.from_ballots`; every ranked item beats every
+       item below it), or a simulated population with respondent-level random effects
+       (:func:`heterogeneous_population`: respondent r answers with scores θ + τ·u_r,
+       u_r ~ N(0, I), so τ > 0 correlates one person's answers).
+    2. **The estimand**: the population's BTL fit, unpenalized (λ → 0), over the
+       comparisons the survey's design would ask — with k of a respondent's |C_r|
+       comparisons drawn at random, each weighted k/|C_r| (:meth:`Population.estimand`).
+       Real preferences are not exactly BTL; the estimand is then the BTL projection the
+       M-estimator converges to (Huber 1967; White 1982).
+    3. **Surveys drawn from it**: L respondents with replacement, each answering all its
+       comparisons or k of them at random, every answer privatized by randomized response
+       at the respondent's ε (:meth:`Population.sample`); then the service's fit and
+       intervals, and whether each interval covers the estimand.
+
+    References
+    ----------
+    Liang & Zeger (1986), Biometrika 73(1), and Cameron & Miller (2015), J. Human
+    Resources 50(2), for the cluster-robust sandwich; Efron & Tibshirani (1993) §6 for
+    resampling a finite population as its own model.
     """
     truth = population.estimand(pairs_per_respondent)
     m = population.n_items

@@ -1,16 +1,12 @@
 """The simulation study of Xu, Sun & Cheng, Scenarios I–V (paper §5; docs/estimator.md §9).
 
-Each scenario is a grid of cells; each cell is replicated with fresh θ* and data,
-and reports the mean of each metric with its Monte Carlo standard error. The
-paper gives settings but no numbers (its results are only in Figures 2–6), so
-these runs are the reproduction; where the paper is silent the choice is stated
-in :data:`SCENARIOS` (``notes``).
-
-Everything here is pure NumPy: plotting and printing live in :mod:`app.cli.simulate`.
-Homogeneous-ε cells draw each pair's sufficient statistics from one binomial
-(:func:`~app.stats.simulation.simulate_pair_stats`, exact in distribution);
-Scenario V simulates every answer because the three mechanisms must privatize
-the same answers.
+Each scenario is a grid of cells, each replicated with fresh θ* and data, reporting the
+mean of each metric with its Monte Carlo standard error. The paper gives settings but
+only figures, so these runs are the reproduction; where it is silent the choice is
+stated in :data:`SCENARIOS` (``notes``). Pure NumPy: plotting and printing live in
+:mod:`app.cli.simulate`. Homogeneous-ε cells draw each pair's sufficient statistics from one
+binomial (:func:`~app.stats.simulation.simulate_pair_stats`, exact in distribution);
+Scenario V simulates every answer because its three mechanisms privatize the same ones.
 """
 
 from __future__ import annotations
@@ -194,14 +190,40 @@ def run_scenario(
     progress: Callable[[dict], None] | None = None,
     cells: Iterable[dict] | None = None,
 ) -> ScenarioResult:
-    """Run scenario ``key`` ("I" … "V"); ``replications=None`` uses the paper's count.
+    """Run scenario ``key`` ("I" … "V") of the paper's simulation study.
 
-    Each cell draws from its own stream, ``SeedSequence(seed).spawn`` by cell
-    position in the whole grid, so a cell's numbers do not depend on which other
-    cells ran. ``cells`` runs part of the grid: the cells matching any of the given
-    dicts on the parameters it names (``{"L": 100}`` selects every cell at L = 100;
-    the shared parameter, Scenario V's ``method``, is always evaluated whole), with
-    the numbers the whole grid gives them.
+    Parameters
+    ----------
+    key : str
+        The scenario, "I" … "V" (:data:`SCENARIOS`).
+    replications : int, optional
+        Replicates per cell, at least 2; None uses the paper's count.
+    seed : int, default 20241121
+        Seed of the whole grid.
+    progress : callable, optional
+        Called with each finished cell's row.
+    cells : iterable of dict, optional
+        Runs part of the grid: the cells matching any of the given dicts on the parameters
+        it names (``{"L": 100}`` selects every cell at L = 100; the shared parameter,
+        Scenario V's ``method``, is always evaluated whole), with the numbers the whole
+        grid gives them.
+
+    Returns
+    -------
+    ScenarioResult
+        Per-cell means and Monte Carlo standard errors of each metric.
+
+    Raises
+    ------
+    ValueError
+        With fewer than 2 replications, or ``cells`` naming a parameter or cell the
+        scenario does not have.
+
+    Notes
+    -----
+    Each cell draws from its own stream, ``SeedSequence(seed).spawn`` by cell position in
+    the whole grid, so a cell's numbers do not depend on which other cells ran
+    (docs/estimator.md §9).
     """
     sc = SCENARIOS[key]
     reps = sc.replications if replications is None else int(replications)

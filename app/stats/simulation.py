@@ -1,20 +1,13 @@
 """Simulated BTL surveys: true scores, designs, privatized answers.
 
-Data generation follows the paper's §5.1–5.2 (docs/estimator.md §9): θ* ~ Uniform(−2, 2)
-or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) independently for
-each respondent and pair, drawn once per unordered pair (docs/estimator.md §1, §9); then RR with
-the respondent's own ε. Beyond the paper, designs may be incomplete (each
-respondent answers a random subset of pairs, or comparisons fall on random pairs
-of a large item set) and ε may differ between respondents.
-
-Beyond BTL, :class:`Population` describes any population of pairwise preferences — a
-matrix of probabilities P(i beats j) (a Condorcet cycle, say) or a mixture of groups,
-each with its own θ or its own strict ranking (a polarized population) — with the
-truths of the two estimands a goal certifies (:func:`borda_top_k`,
-:func:`majority_top_k`, :func:`majority_order`; docs/uncertainty.md §9).
-
-Every function takes an explicit ``numpy.random.Generator`` so simulations are
-reproducible; none of this is used to protect real answers.
+Data generation follows the paper's §5.1–5.2 (docs/estimator.md §1, §9): θ* ~
+Uniform(−2, 2) or evenly spaced with gap Δ; y_ij ~ Bernoulli(σ(θ*_i − θ*_j)) drawn once
+per respondent and unordered pair; then RR at the respondent's own ε. Beyond the paper,
+designs may be incomplete (random subsets of pairs, or comparisons on random pairs of a
+large item set) and ε may differ between respondents. Beyond BTL, :class:`Population`
+is any population of pairwise preferences (a probability matrix, or a mixture of groups
+with their own θ or strict ranking) with the truths of both goal estimands
+(docs/uncertainty.md §9). Every function takes an explicit ``numpy.random.Generator``.
 """
 
 from __future__ import annotations
@@ -50,20 +43,69 @@ __all__ = [
 def uniform_theta(
     n_items: int, rng: np.random.Generator, low: float = -2.0, high: float = 2.0
 ) -> NDArray[np.float64]:
-    """θ* with i.i.d. Uniform(low, high) entries, centered to sum to 0 (docs/estimator.md §6, §9; paper
-    §5.1)."""
+    """θ* with i.i.d. Uniform(low, high) entries, centered to sum to 0.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    rng : numpy.random.Generator
+        The simulation's generator.
+    low, high : float, default -2.0 and 2.0
+        The uniform's bounds.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (m,)
+        The scores (docs/estimator.md §6, §9; paper §5.1).
+    """
     theta = rng.uniform(low, high, size=n_items)
     return theta - theta.mean()
 
 
 def evenly_spaced_theta(n_items: int, delta: float) -> NDArray[np.float64]:
-    """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0 (docs/estimator.md §9; paper
-    §5.2)."""
+    """θ*_i = Δ((m+1)/2 − i), i = 1..m: item 0 is best, gaps exactly Δ, sum 0.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    delta : float
+        The gap Δ.
+
+    Returns
+    -------
+    numpy.ndarray of float64 (m,)
+        The scores (docs/estimator.md §9; paper §5.2).
+
+    Examples
+    --------
+    >>> from app.stats.simulation import evenly_spaced_theta
+    >>> evenly_spaced_theta(3, 1.0).tolist()
+    [1.0, 0.0, -1.0]
+    """
     return np.asarray(delta * ((n_items + 1) / 2.0 - np.arange(1, n_items + 1)), dtype=np.float64)
 
 
 def all_pairs(n_items: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """All pairs i < j in lexicographic order (the order :class:`PairStats` keeps)."""
+    """All pairs i < j in lexicographic order (the order :class:`PairStats` keeps).
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        (i, j).
+
+    Examples
+    --------
+    >>> from app.stats.simulation import all_pairs
+    >>> [a.tolist() for a in all_pairs(3)]
+    [[0, 0, 1], [1, 2, 2]]
+    """
     i, j = np.triu_indices(n_items, k=1)
     return i.astype(np.int64), j.astype(np.int64)
 
@@ -80,7 +122,20 @@ class Design:
 
 
 def complete_design(n_items: int, n_respondents: int) -> Design:
-    """The paper's design: every respondent answers every pair once."""
+    """The paper's design: every respondent answers every pair once.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    n_respondents : int
+        L.
+
+    Returns
+    -------
+    Design
+        L·m(m−1)/2 comparisons.
+    """
     pi, pj = all_pairs(n_items)
     n_pairs = pi.size
     return Design(
@@ -95,8 +150,29 @@ def complete_design(n_items: int, n_respondents: int) -> Design:
 def random_pairs_design(
     n_items: int, n_respondents: int, pairs_per_respondent: int, rng: np.random.Generator
 ) -> Design:
-    """Each respondent answers ``pairs_per_respondent`` distinct pairs chosen uniformly
-    at random, shown in a random orientation (the service's incomplete design)."""
+    """Each respondent answers distinct pairs chosen uniformly at random (the service's incomplete design).
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    n_respondents : int
+        L.
+    pairs_per_respondent : int
+        Distinct pairs per respondent, 1..m(m−1)/2, each shown in a random orientation.
+    rng : numpy.random.Generator
+        The simulation's generator.
+
+    Returns
+    -------
+    Design
+        The comparisons.
+
+    Raises
+    ------
+    ValueError
+        If ``pairs_per_respondent`` is out of range.
+    """
     n_pairs = n_items * (n_items - 1) // 2
     k = int(pairs_per_respondent)
     if not 1 <= k <= n_pairs:
@@ -128,7 +204,24 @@ def random_pairs_design(
 def sparse_design(
     n_items: int, n_comparisons: int, rng: np.random.Generator, comparisons_per_respondent: int = 1
 ) -> Design:
-    """Comparisons on uniformly random pairs (with repetition) of a large item set."""
+    """Comparisons on uniformly random pairs (with repetition) of a large item set.
+
+    Parameters
+    ----------
+    n_items : int
+        m.
+    n_comparisons : int
+        Comparisons.
+    rng : numpy.random.Generator
+        The simulation's generator.
+    comparisons_per_respondent : int, default 1
+        Consecutive comparisons given to one respondent.
+
+    Returns
+    -------
+    Design
+        The comparisons.
+    """
     i = rng.integers(0, n_items, size=n_comparisons)
     j = rng.integers(0, n_items - 1, size=n_comparisons)
     j = j + (j >= i)  # uniform over the other m − 1 items
@@ -164,7 +257,26 @@ def simulate_survey(
 ) -> SimulatedSurvey:
     """Answer ``design`` under BTL(θ*) and privatize each answer with its respondent's ε.
 
-    ``epsilon`` is a scalar or one value per respondent (heterogeneous privacy).
+    Parameters
+    ----------
+    theta : array_like (m,)
+        True scores θ*.
+    design : Design
+        Who compares which pair.
+    epsilon : float or array_like
+        A scalar or one value per respondent (heterogeneous privacy).
+    rng : numpy.random.Generator
+        The simulation's generator.
+
+    Returns
+    -------
+    SimulatedSurvey
+        The true and privatized answers with each comparison's ε.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε or an ``epsilon`` with neither one value nor one per respondent.
     """
     theta = np.asarray(theta, dtype=np.float64)
     eps_resp = validate_epsilon(epsilon)
@@ -188,11 +300,35 @@ def simulate_pair_stats(
 ) -> PairStats:
     """Sufficient statistics of a homogeneous-ε group without simulating each answer.
 
-    Given ε, the number of reported "i wins" of a pair is Binomial(n_ij, q_ij)
-    with q_ij = p_ε + (1−2p_ε)σ(θ_i − θ_j) (Lemma 1), and z is a function of ỹ,
-    so (Σỹ, Σz, Σz²) follow exactly from one binomial draw per pair (docs/estimator.md §9, "Exact shortcut").
-    ε = ∞ simulates non-private data. ``pairs`` (distinct, any orientation)
-    defaults to all pairs i < j; ``n_per_pair`` is a scalar or one count per pair.
+    Parameters
+    ----------
+    theta : array_like (m,)
+        True scores θ*.
+    n_per_pair : int or array_like
+        A scalar or one count per pair.
+    epsilon : float
+        ε (``inf`` simulates non-private data).
+    rng : numpy.random.Generator
+        The simulation's generator.
+    pairs : tuple of array_like, optional
+        Distinct pairs (i, j), any orientation; default all pairs i < j.
+
+    Returns
+    -------
+    PairStats
+        The statistics of the simulated answers.
+
+    Raises
+    ------
+    ValueError
+        On an invalid ε or pairs that are not distinct pairs of different items.
+
+    Notes
+    -----
+    Given ε, the number of reported "i wins" of a pair is Binomial(n_ij, q_ij) with
+    q_ij = p_ε + (1−2p_ε)σ(θ_i − θ_j) (Lemma 1), and z is a function of ỹ, so
+    (Σỹ, Σz, Σz²) follow exactly from one binomial draw per pair (docs/estimator.md §9,
+    "Exact shortcut").
     """
     theta = np.asarray(theta, dtype=np.float64)
     m = theta.size
@@ -335,15 +471,48 @@ class Population:
 
 
 def borda_scores(prob: ArrayLike) -> NDArray[np.float64]:
-    """Borda scores b_i = (1/(m − 1)) Σ_{j≠i} P(i beats j): each item's chance of beating
-    an opponent drawn uniformly from the others."""
+    """Borda scores b_i = (1/(m − 1)) Σ_{j≠i} P(i beats j).
+
+    Parameters
+    ----------
+    prob : array_like (m, m)
+        P(i beats j).
+
+    Returns
+    -------
+    numpy.ndarray of float64 (m,)
+        Each item's chance of beating an opponent drawn uniformly from the others.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.simulation import borda_scores
+    >>> p = np.array([[0.5, 0.6, 0.7], [0.4, 0.5, 0.9], [0.3, 0.1, 0.5]])
+    >>> np.round(borda_scores(p), 4).tolist()
+    [0.65, 0.65, 0.2]
+    """
     p = np.asarray(prob, dtype=np.float64)
     m = p.shape[0]
     return (p.sum(axis=1) - np.diagonal(p)) / (m - 1)
 
 
 def borda_top_k(prob: ArrayLike, k: int, tol: float = 1e-12) -> set[int] | None:
-    """The K items of highest Borda score; None when the K-th and (K+1)-th tie."""
+    """The K items of highest Borda score; None when the K-th and (K+1)-th tie.
+
+    Parameters
+    ----------
+    prob : array_like (m, m)
+        P(i beats j).
+    k : int
+        K.
+    tol : float, default 1e-12
+        Scores closer than this tie.
+
+    Returns
+    -------
+    set of int or None
+        The Borda top-K (docs/uncertainty.md §9).
+    """
     b = borda_scores(prob)
     order = np.argsort(-b, kind="stable")
     if b[order[k - 1]] - b[order[k]] <= tol:
@@ -352,10 +521,33 @@ def borda_top_k(prob: ArrayLike, k: int, tol: float = 1e-12) -> set[int] | None:
 
 
 def majority_top_k(prob: ArrayLike, k: int) -> set[int] | None:
-    """The majority top-K: the set of K items each beating each other item with
-    probability > ½; None when there is none (a Condorcet cycle across the boundary).
-    If it exists it is the K items with the most majority wins: each has at least
-    m − K, every other item at most m − K − 1."""
+    """The majority top-K: the set of K items each beating each other item with probability > ½.
+
+    Parameters
+    ----------
+    prob : array_like (m, m)
+        P(i beats j).
+    k : int
+        K.
+
+    Returns
+    -------
+    set of int or None
+        The set; None when there is none (a Condorcet cycle across the boundary).
+
+    Notes
+    -----
+    If it exists it is the K items with the most majority wins: each has at least m − K,
+    every other item at most m − K − 1 (docs/uncertainty.md §9).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from app.stats.simulation import borda_top_k, majority_top_k
+    >>> p = np.array([[0.5, 0.6, 0.7], [0.4, 0.5, 0.9], [0.3, 0.1, 0.5]])
+    >>> majority_top_k(p, 1), borda_top_k(p, 1)  # item 0 beats both; Borda ties 0 and 1
+    ({0}, None)
+    """
     p = np.asarray(prob, dtype=np.float64)
     m = p.shape[0]
     wins = (p > 0.5).sum(axis=1)
@@ -366,8 +558,18 @@ def majority_top_k(prob: ArrayLike, k: int) -> set[int] | None:
 
 
 def majority_order(prob: ArrayLike) -> list[int] | None:
-    """The majority ranking: the order in which each item beats every later one with
-    probability > ½; None when the majorities have a cycle or a tie."""
+    """The majority ranking: each item beats every later one with probability > ½.
+
+    Parameters
+    ----------
+    prob : array_like (m, m)
+        P(i beats j).
+
+    Returns
+    -------
+    list of int or None
+        The order; None when the majorities have a cycle or a tie.
+    """
     p = np.asarray(prob, dtype=np.float64)
     m = p.shape[0]
     order = np.argsort(-(p > 0.5).sum(axis=1), kind="stable")

@@ -1,55 +1,13 @@
 """Planning from where a survey stands: how many more respondents certify the top-K?
 
-:mod:`.planner` predicts a design before any answer exists. Once a survey runs,
-much more is known, and this module plans from it:
-
-- **Scores**: the survey's current fit θ̂ (or pilot scores given by the analyst)
-  are taken as the population's true scores θ*. That is an assumption, stated in
-  every plan (:attr:`SurveyPlan.assumption`): if the current fit is noisy, so is
-  the plan.
-- **Design**: the survey's actual comparisons — which respondent answered which
-  pair at which ε — are kept as they are (unbalanced counts, missing pairs), and
-  new respondents are added the way the service would serve them: each new
-  respondent is a copy of a current respondent's profile (number of answers and
-  ε, drawn at random from the current respondents, or given explicitly) and is
-  served the pairs answered least so far, ties at random (the service's
-  assignment; :mod:`app.respondents.assignment`).
-- **Clustering**: one respondent's answers are correlated. Each simulated
-  respondent r answers with scores θ* + τ·u_r, u_r ~ N(0, I) (respondent random
-  effects), and τ is estimated from the survey's own answers by the method of
-  moments (:func:`estimate_tau`).
-- **Certification** is the survey's own: the top-K is certified when the
-  cluster-robust intervals the service reports (``GET …/ranking``:
-  :func:`~app.stats.inference.confidence` with respondents as clusters, then the
-  simultaneous rank intervals of :func:`~app.stats.inference.rank_confidence`)
-  put every one of the K best items in the top K — i.e. ``top_k_certain`` lists
-  K items. A refusal (``IntervalsUnavailable``) counts as not certified.
-
-Each replicate simulates the whole survey — current respondents re-answering
-their own pairs, plus the new ones — privatizes every answer by randomized
-response at its ε, fits the debiased MLE with the service's default λ, and
-applies the certification rule. :func:`plan_survey` estimates P(certified) for a
-number of added respondents with its Monte Carlo standard error;
-:func:`respondents_to_certify` searches for the fewest added respondents that
-reach a target probability, with common random numbers (the same seed for
-every candidate) so that Monte Carlo noise does not make the curve non-monotone.
-
-Up to 32 items every replicate runs exactly the service's procedure. Beyond,
-one shortcut keeps this affordable: the simultaneous critical value (the
-level-quantile of the largest |t| over all item pairs, 4,000 normal draws over
-up to 4,950 pairs) is computed once per candidate size, on its first replicate
-that yields intervals, and reused for that size's other replicates; it depends
-only on the correlation structure of the estimates, which the design fixes,
-but its own Monte Carlo error is then shared by all replicates of that size.
-The test suite checks the prediction against a direct, answer-by-answer
-simulation of the same survey that recomputes everything in every replicate.
-
-The simulated randomness is a model of respondents, not a privacy mechanism, so
-it comes from a seeded NumPy generator (predictions are reproducible).
-
-References: the random-effects (Thurstone–Mosteller) view of heterogeneous
-paired comparisons, e.g. Böckenholt (2001), Psychological Methods 6(1); the
-cluster-robust sandwich of Liang & Zeger (1986), Biometrika 73(1).
+:mod:`.planner` predicts a design before any answer exists; this module plans from a
+running survey. It keeps the survey's own design, adds respondents as the service
+would serve them, simulates respondent random effects τ (estimated from the survey's
+answers by :func:`estimate_tau`) and certifies with the survey's own cluster-robust
+rank intervals (docs/uncertainty.md §3 and §6). :func:`plan_survey` estimates
+P(certified) for a number of added respondents (its Notes give the simulation);
+:func:`respondents_to_certify` searches for the fewest that reach a target, with common
+random numbers so that Monte Carlo noise does not make the curve non-monotone.
 """
 
 from __future__ import annotations
@@ -91,8 +49,8 @@ __all__ = [
 MAX_SURVEY_PLAN_ITEMS = 100
 #: The bound on one call's work, in simulated comparisons summed over replicates
 #: and candidate sizes, each replicate also counting m³/50 for its covariance and
-#: intervals (as long as that many comparisons take): half a minute or so on one
-#: core at the limit (measured: 1.5–3·10⁵ comparisons a second at m = 100).
+#: intervals (as long as that many comparisons take): about 100 s on one core at
+#: :data:`app.jobs.service.PLAN_UNITS_PER_SECOND`, the rate the service assumes.
 MAX_SURVEY_PLAN_WORK = 15_000_000
 
 
@@ -214,29 +172,43 @@ def _tau_of(t: float) -> float:
 def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> tuple[float, list[float]]:
     """Method-of-moments estimate of the respondent random-effect scale τ, with an interval.
 
-    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first
-    order E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score
-    residual s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
-    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²:
-    one answer alone is Bernoulli whatever τ (its variance is p̄(1 − p̄) +
-    e^ε/(e^ε − 1)², Lemma 2), and two answers of one respondent covary only
-    when they share an item. Summing over respondents at θ = ``theta`` (the
-    fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
+    Parameters
+    ----------
+    theta : array_like (m,)
+        The fit at which the moments are taken.
+    clusters : Clusters
+        The survey's comparisons with their respondents.
+    level : float, default 0.95
+        Level of the interval.
+
+    Returns
+    -------
+    tuple of (float, list of float)
+        τ̂ (capped at :data:`MAX_TAU`) and its interval. With one answer per respondent (or
+        one respondent) nothing separates a respondent effect from the answers' noise:
+        τ̂ = 0 with interval [0, MAX_TAU].
+
+    Notes
+    -----
+    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first order
+    E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score residual
+    s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
+    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²: one answer alone is
+    Bernoulli whatever τ (its variance is p̄(1 − p̄) + e^ε/(e^ε − 1)², Lemma 2), and two
+    answers of one respondent covary only when they share an item. Summing over
+    respondents at θ = ``theta`` (the fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
 
     The slopes there are the population's, which random effects flatten: with
     δ ~ N(0, s²), E σ(d + δ) ≈ σ(d/c), c = √(1 + πs²/8) (the logistic–normal
     approximation; Monahan & Stefanski 1992), so the fit estimates d/c and the
-    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c).
-    With s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4)
-    (capped at :data:`MAX_TAU`). Without that step the estimate is biased low
-    (τ = 1 came out as 0.74 on non-private data; with it, 0.99).
+    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c). With
+    s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4). Without that
+    step the estimate is biased low (τ = 1 came out as 0.74 on non-private data; with
+    it, 0.99).
 
-    The interval maps T ± z·se(T), se from the ratio estimator's linearization
-    over respondents (they are independent), through the same formula. At small
-    ε the answers' own noise dominates and the interval is wide.
-
-    With one answer per respondent (or one respondent) nothing separates a
-    respondent effect from the answers' noise: τ̂ = 0 with interval [0, MAX_TAU].
+    The interval maps T ± z·se(T), se from the ratio estimator's linearization over
+    respondents (they are independent), through the same formula. At small ε the
+    answers' own noise dominates and the interval is wide.
     """
     th = np.asarray(theta, dtype=np.float64)
     if clusters.n_clusters < 2 or clusters.i.size <= clusters.n_clusters:
@@ -262,7 +234,24 @@ def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> t
 
 
 def attenuation(tau: float) -> float:
-    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c (see :func:`estimate_tau`)."""
+    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c.
+
+    Parameters
+    ----------
+    tau : float
+        Respondent random-effect scale τ.
+
+    Returns
+    -------
+    float
+        c (see :func:`estimate_tau`).
+
+    Examples
+    --------
+    >>> from app.stats.survey_plan import attenuation
+    >>> attenuation(0.0)
+    1.0
+    """
     return math.sqrt(1.0 + math.pi * tau * tau / 4.0)
 
 
@@ -537,13 +526,96 @@ def plan_survey(
     tau_interval: list[float] | None = None,
     check: Callable[[], None] | None = None,
 ) -> SurveyPlan:
-    """P(the top-K is certified) once ``added_respondents`` more have answered (see the module doc).
+    """P(the top-K is certified) once ``added_respondents`` more have answered.
 
-    ``theta``: the scores taken as true (the survey's fit, or pilot scores).
-    ``pairs_per_respondent`` and ``epsilon`` describe the new respondents; by
-    default they copy current respondents' profiles. ``source`` and
-    ``tau_interval`` (where τ came from) only word :attr:`SurveyPlan.assumption`.
-    ``check()`` is called before each replicate and may raise to stop the work.
+    Parameters
+    ----------
+    design : SurveyDesign
+        The survey's actual comparisons: which respondent answered which pair at which ε.
+    theta : array_like (m,)
+        The scores taken as the population's true scores (the survey's fit, or pilot
+        scores).
+    k : int
+        The goal: the top ``k`` items certified.
+    added_respondents : int, default 0
+        New respondents added to the current ones.
+    tau : float, default 0.0
+        Respondent random-effect scale (:func:`estimate_tau`), at most :data:`MAX_TAU`.
+    level : float, default 0.95
+        Confidence level of the survey's own intervals.
+    replications : int, default 100
+        Simulated surveys.
+    seed : int or None, default 0
+        Seed of the simulation (``None``: fresh entropy).
+    pairs_per_respondent : int or None
+        Answers of each new respondent; by default new respondents copy current
+        respondents' profiles.
+    epsilon : float or None
+        ε of each new respondent; by default copied with the profile.
+    source : str, default "the given scores"
+        Where ``theta`` came from; only words :attr:`SurveyPlan.assumption`.
+    tau_interval : list of float or None
+        Where τ came from (its interval); only words :attr:`SurveyPlan.assumption`.
+    check : callable or None
+        Called before each replicate; may raise to stop the work.
+
+    Returns
+    -------
+    SurveyPlan
+        P(certified), P(certified and correct), P(exact top-K), certified items and
+        P(refused), each with its Monte Carlo standard error.
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments, nothing to plan, no respondent profile to copy, or more
+        work than :data:`MAX_SURVEY_PLAN_WORK`.
+
+    Notes
+    -----
+    :mod:`.planner` predicts a design before any answer exists; this plans from a
+    running survey:
+
+    - **Scores**: ``theta`` is taken as the population's true scores θ*. That is an
+      assumption, stated in every plan (:attr:`SurveyPlan.assumption`): if the current
+      fit is noisy, so is the plan.
+    - **Design**: the survey's actual comparisons are kept as they are (unbalanced
+      counts, missing pairs), and new respondents are added the way the service would
+      serve them: each is a copy of a current respondent's profile (number of answers
+      and ε, drawn at random from the current respondents, or given explicitly) and is
+      served the pairs answered least so far, ties at random (the service's assignment;
+      :mod:`app.respondents.assignment`).
+    - **Clustering**: one respondent's answers are correlated. Each simulated
+      respondent r answers with scores θ* + τ·u_r, u_r ~ N(0, I) (respondent random
+      effects), τ estimated from the survey's own answers by the method of moments
+      (:func:`estimate_tau`).
+    - **Certification** is the survey's own: the top-K is certified when the
+      cluster-robust intervals the service reports (``GET …/ranking``:
+      :func:`~app.stats.inference.confidence` with respondents as clusters, then the
+      simultaneous rank intervals of :func:`~app.stats.inference.rank_confidence`) put
+      every one of the K best items in the top K — ``top_k_certain`` lists K items. A
+      refusal (``IntervalsUnavailable``) counts as not certified.
+
+    Each replicate simulates the whole survey — current respondents re-answering their
+    own pairs, plus the new ones — privatizes every answer by randomized response at
+    its ε, fits the debiased MLE with the service's default λ and applies the
+    certification rule. Up to 32 items every replicate runs exactly the service's
+    procedure. Beyond, the simultaneous critical value (the level-quantile of the
+    largest |t| over all item pairs, 4,000 normal draws over up to 4,950 pairs) is
+    computed once per candidate size, on its first replicate that yields intervals, and
+    reused for that size's other replicates: it depends only on the correlation
+    structure of the estimates, which the design fixes, but its own Monte Carlo error is
+    then shared by all replicates of that size. The test suite checks the prediction
+    against a direct, answer-by-answer simulation of the same survey that recomputes
+    everything in every replicate. The simulated randomness is a model of respondents,
+    not a privacy mechanism, so it comes from a seeded NumPy generator (predictions are
+    reproducible).
+
+    References
+    ----------
+    The random-effects (Thurstone–Mosteller) view of heterogeneous paired comparisons,
+    e.g. Böckenholt (2001), Psychological Methods 6(1); the cluster-robust sandwich of
+    Liang & Zeger (1986), Biometrika 73(1).
     """
     th = _check_common(design, theta, k, level, replications)
     if not (math.isfinite(tau) and 0 <= tau <= MAX_TAU):
@@ -647,11 +719,38 @@ def respondents_to_certify(
 ) -> tuple[int | None, SurveyPlan, str | None]:
     """The fewest added respondents whose predicted P(certified) reaches ``target``.
 
-    Tries 0, then doubles from 10 until the target is met, then bisects to within
-    5%. Every candidate uses the same seed (common random numbers). Returns
-    (respondents, its plan, None), or (None, the plan at the largest size tried,
-    why the search stopped: ``"max_respondents"`` or ``"work"``, the bound
-    :data:`MAX_SURVEY_PLAN_WORK` on one call).
+    Parameters
+    ----------
+    design : SurveyDesign
+        The survey's actual comparisons.
+    theta : array_like (m,)
+        The scores taken as true.
+    k : int
+        The goal: the top ``k`` items certified.
+    target : float, default 0.8
+        Probability, in (0, 1).
+    max_added : int, default 100000
+        The most respondents added.
+    **options
+        The keyword arguments of :func:`plan_survey` (:class:`PlanOptions`).
+
+    Returns
+    -------
+    tuple of (int or None, SurveyPlan, str or None)
+        (respondents, its plan, None), or (None, the plan at the largest size tried, why
+        the search stopped: ``"max_respondents"`` or ``"work"``, the bound
+        :data:`MAX_SURVEY_PLAN_WORK` on one call).
+
+    Raises
+    ------
+    ValueError
+        If ``target`` is outside (0, 1) or ``max_added`` is negative, and as
+        :func:`plan_survey`.
+
+    Notes
+    -----
+    Tries 0, then doubles from 10 until the target is met, then bisects to within 5%.
+    Every candidate uses the same seed (common random numbers).
     """
     if not 0 < target < 1:
         raise ValueError("target must be in (0, 1)")

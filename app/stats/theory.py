@@ -1,17 +1,13 @@
-"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1, Theorem 1, Corollaries 1–2;
-docs/estimator.md §7).
+"""Privacy quantities of Xu, Sun & Cheng's theory (paper §4.1; docs/estimator.md §7).
 
-* G(ε) and H(ε) of Theorem 1, which govern the estimation error;
-* the three adaptive privacy schemes of Scenarios II and IV, whose ε shrinks with
-  m and L on either side of the consistency dividing line ε ≍ 1/√(mL)
-  (Corollaries 1–2, Table 1).
-
-Scheme labels. The paper's narrative swaps Schemes 1 and 3 relative to their
-formulas and to its own theory (paper §5.1, Scenario II; docs/estimator.md §7, "Printed scheme labels"). The
-functions here are keyed by the formulas, which is what the theory speaks about:
-``"log_over_sqrt"`` = ε ∝ log(mL)/√(mL) (Scheme 1 as printed, consistent),
-``"inv_sqrt"`` = ε ∝ 1/√(mL) (Scheme 2, the dividing line),
-``"inv_sqrt_log"`` = ε ∝ 1/(√(mL)·log(mL)) (Scheme 3 as printed, inconsistent).
+G(ε) and H(ε) of Theorem 1, which govern the estimation error, and the three adaptive
+privacy schemes of Scenarios II and IV, whose ε shrinks with m and L on either side of
+the consistency dividing line ε ≍ 1/√(mL) (Corollaries 1–2, Table 1). The paper's
+narrative swaps Schemes 1 and 3 relative to their formulas (docs/estimator.md §7,
+"Printed scheme labels"), so the functions are keyed by the formulas:
+``"log_over_sqrt"`` ε ∝ log(mL)/√(mL) (Scheme 1 as printed, consistent), ``"inv_sqrt"``
+ε ∝ 1/√(mL) (Scheme 2, the dividing line), ``"inv_sqrt_log"`` ε ∝ 1/(√(mL)·log(mL))
+(Scheme 3 as printed, inconsistent).
 """
 
 from __future__ import annotations
@@ -35,8 +31,25 @@ __all__ = [
 def G(epsilon: ArrayLike) -> float:
     """G(ε) = (1/L) Σ_l ((e^{ε_l}+1)/(e^{ε_l}−1))², the mean of coth²(ε_l/2) (Theorem 1).
 
-    ``epsilon`` holds one ε per respondent (or per comparison, for incomplete
-    designs). Equals c_ε² ≍ ε⁻² for homogeneous small ε and → 1 as ε → ∞.
+    Parameters
+    ----------
+    epsilon : float or array_like
+        One ε per respondent (or per comparison, for incomplete designs).
+
+    Returns
+    -------
+    float
+        G(ε): c_ε² ≍ ε⁻² for homogeneous small ε, → 1 as ε → ∞.
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is empty, below :data:`~app.stats.mechanisms.EPSILON_FLOOR` or NaN.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    Theorem 1; docs/estimator.md §7.
 
     Examples
     --------
@@ -52,6 +65,26 @@ def G(epsilon: ArrayLike) -> float:
 
 def H(epsilon: ArrayLike) -> float:
     """H(ε) = max_l (e^{ε_l}+1)/(e^{ε_l}−1) = coth(min ε / 2) — not squared (Theorem 1).
+
+    Parameters
+    ----------
+    epsilon : float or array_like
+        One ε per respondent (or per comparison).
+
+    Returns
+    -------
+    float
+        H(ε).
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is empty, below :data:`~app.stats.mechanisms.EPSILON_FLOOR` or NaN.
+
+    References
+    ----------
+    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
+    Theorem 1; docs/estimator.md §7.
 
     Examples
     --------
@@ -72,15 +105,45 @@ SCHEMES = {"log_over_sqrt": 1, "inv_sqrt": 2, "inv_sqrt_log": 3}
 def scheme_epsilon(
     scheme: str | int, n_items: ArrayLike, n_respondents: ArrayLike, reference_respondents: float = 100.0
 ) -> NDArray[np.float64] | float:
-    """ε of an adaptive privacy scheme (Scenario II), normalized to 1 at L = 100.
+    """ε of an adaptive privacy scheme (Scenario II), normalized to 1 at L = L₀.
 
-    Closed forms (docs/estimator.md §7; the log base cancels), with L₀ = 100:
+    Parameters
+    ----------
+    scheme : str or int
+        The formula key (:data:`SCHEMES`) or the paper's printed number (1–3).
+    n_items : float or array_like
+        Items m.
+    n_respondents : float or array_like
+        Respondents L.
+    reference_respondents : float, default 100.0
+        L₀, where every scheme gives ε = 1.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ε, a float for scalar inputs.
+
+    Raises
+    ------
+    ValueError
+        If ``scheme`` is neither a key of :data:`SCHEMES` nor 1–3.
+
+    Notes
+    -----
+    Closed forms (docs/estimator.md §7; the log base cancels):
 
     * ``"log_over_sqrt"`` (1): ε = √(L₀/L) · log(mL)/log(mL₀)
     * ``"inv_sqrt"`` (2):       ε = √(L₀/L)
     * ``"inv_sqrt_log"`` (3):   ε = √(L₀/L) · log(mL₀)/log(mL)
 
-    ``scheme`` may be the formula key or the paper's printed number (1–3).
+    The paper's narrative swaps Schemes 1 and 3 relative to these formulas
+    (docs/estimator.md §7, "Printed scheme labels"); the keys name the formulas.
+
+    Examples
+    --------
+    >>> from app.stats import scheme_epsilon
+    >>> scheme_epsilon("inv_sqrt", 10, 400)  # √(100/400)
+    0.5
     """
     key = _scheme_key(scheme)
     m = np.asarray(n_items, dtype=np.float64)
@@ -94,9 +157,23 @@ def scheme_epsilon(
 def dividing_line_epsilon(n_items: float, n_respondents: float) -> float:
     """ε = 1/√(mL), the order at which consistency is lost (Corollaries 1–2).
 
-    Only an order of magnitude: Corollary 1 needs ε ≳ log(mL)/√(mL) for the
-    errors to vanish, Corollary 2 shows ε ≍ 1/√(mL) leaves them bounded away
-    from 0. Constants are unknown (docs/estimator.md §7).
+    Parameters
+    ----------
+    n_items : float
+        Items m.
+    n_respondents : float
+        Respondents L.
+
+    Returns
+    -------
+    float
+        1/√(mL).
+
+    Notes
+    -----
+    Only an order of magnitude: Corollary 1 needs ε ≳ log(mL)/√(mL) for the errors to
+    vanish, Corollary 2 shows ε ≍ 1/√(mL) leaves them bounded away from 0. Constants are
+    unknown (docs/estimator.md §7).
 
     Examples
     --------

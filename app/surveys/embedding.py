@@ -1,20 +1,12 @@
 """Embedding a survey in other sites: the origins allowed to frame its pages.
 
 A survey's ``embed_origins`` become the ``frame-ancestors`` of its respondent page
-(``/s/{id}``) and public results page (``/r/{id}``): ``'self'`` and those origins. They
-are written into a response header, so each is checked to be exactly a serialized origin
-(``scheme://host[:port]``, lowercase, punycode) or one with a leading wildcard label
-(``https://*.example.org``): nothing a header or a policy could read as more than one
-source (no spaces, semicolons, commas or quotes), and no keyword (``*``, ``'none'``,
-``'self'``) nor scheme-only source (``data:``, ``https:``) that would let any site in.
-A wildcard over a host whose subdomains belong to different owners would let in sites
-of every owner, and is refused too: over a public suffix (``https://*.co.uk``,
-``https://*.github.io``: names anyone can register under, by the Public Suffix List,
-its ICANN and private sections), over a host with public suffixes below it
-(``https://*.amazonaws.com``: ``s3.amazonaws.com``, ``*.compute.amazonaws.com`` … are on
-the list's private section, so its subdomains are customers' buckets and servers), and
-over the few hosts that give every user a subdomain without being on the list
-(:data:`SHARED_HOSTS`: ``https://*.wordpress.com`` is every WordPress.com blog).
+(``/s/{id}``) and public results page (``/r/{id}``): ``'self'`` and those origins. Each
+is checked to be one serialized origin, or one with a leading wildcard label, that no
+header or policy could read as more than one source or as any site; wildcards over
+hosts whose subdomains belong to different owners (public suffixes, hosts with public
+suffixes below them, :data:`SHARED_HOSTS`) are refused (:func:`clean_origin` gives the
+rules).
 """
 
 from __future__ import annotations
@@ -136,7 +128,22 @@ def _host(raw: str, origin: str) -> str:
 
 def clean_origin(origin: str) -> str:
     """``origin`` in its serialized form (lowercase scheme and host, punycode, no default
-    port, no trailing slash), or :class:`~app.core.errors.Invalid` saying why not."""
+    port, no trailing slash), or :class:`~app.core.errors.Invalid` saying why not.
+
+    Origins are written into a response header, so each must be exactly a serialized
+    origin (``scheme://host[:port]``, lowercase, punycode) or one with a leading wildcard
+    label (``https://*.example.org``): nothing a header or a policy could read as more
+    than one source (no spaces, semicolons, commas or quotes), and no keyword (``*``,
+    ``'none'``, ``'self'``) nor scheme-only source (``data:``, ``https:``) that would let
+    any site in. A wildcard over a host whose subdomains belong to different owners
+    would let in sites of every owner, and is refused too: over a public suffix
+    (``https://*.co.uk``, ``https://*.github.io``: names anyone can register under, by the
+    Public Suffix List, its ICANN and private sections), over a host with public
+    suffixes below it (``https://*.amazonaws.com``: ``s3.amazonaws.com``,
+    ``*.compute.amazonaws.com`` … are on the list's private section, so its subdomains
+    are customers' buckets and servers), and over the few hosts that give every user a
+    subdomain without being on the list (:data:`SHARED_HOSTS`: ``https://*.wordpress.com``
+    is every WordPress.com blog)."""
     if not isinstance(origin, str) or not origin:
         raise Invalid("embed origins must be non-empty strings")
     if len(origin) > MAX_ORIGIN_LENGTH:

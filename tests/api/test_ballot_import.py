@@ -174,7 +174,7 @@ def test_bad_files_are_422(client, unchanged, body, words):
 
 def test_a_row_of_very_many_fields_is_refused_before_it_is_held(client, unchanged):
     """csv.reader makes a field of every comma and holds the whole record (a 256 MiB body of
-    commas took ~3 GB): a row is at most 2**20 characters, so fields, the header's too,
+    commas would take ~3 GB): a row is at most 2**20 characters, so fields, the header's too,
     however the row spans lines."""
     s = ranking_survey(client, ("A", "B"))
     header = "respondent,ranking,epsilon"

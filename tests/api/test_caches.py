@@ -1,8 +1,8 @@
 """Every per-process cache is bounded by bytes, and counts its values honestly.
 
-The item index cache used to be bounded by a number of surveys (1,024 surveys of up to
-10,000 items with 500-character labels: gigabytes), the ranking surveys' consensus
-cache by a number of entries whatever their size.
+A bound by a number of entries whatever their size does not bound memory: 1,024 surveys
+in the item index cache, of up to 10,000 items with 500-character labels, take gigabytes;
+so does a count of the ranking surveys' cached consensus entries.
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ def test_blank_lines_count_towards_the_row_limit():
 @pytest.mark.parametrize("where", ["row", "header", "quoted"])
 def test_a_row_of_commas_is_refused_before_it_is_held(where):
     """csv.reader makes a field of every comma and holds the whole record: a 20 MiB row of
-    commas took ~230 MiB (~3 GB for a 256 MiB body) before the row was looked at. A record,
-    the header too, is at most 2**20 characters, however it spans lines."""
+    commas would hold ~230 MiB (~3 GB for a 256 MiB body) before the row is looked at. A
+    record, the header too, is at most 2**20 characters, however it spans lines."""
     header = "respondent,item_a,item_b,winner,epsilon"
     commas = "," * (20 * 2**20)
     body = {

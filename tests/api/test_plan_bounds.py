@@ -126,7 +126,7 @@ def test_the_prediction_of_a_refused_plan_is_stated(client, inline):
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ("epsilon=1,2&epsilon_weights=inf,1", "epsilon_weights must be finite"),  # was numpy's "pvals < 0"
+        ("epsilon=1,2&epsilon_weights=inf,1", "epsilon_weights must be finite"),  # not numpy's "pvals < 0"
         ("epsilon=1,2&epsilon_weights=nan,1", "epsilon_weights must be finite"),
         ("epsilon=1,2&epsilon_weights=0,0", "not all 0"),
         ("epsilon=1,2&epsilon_weights=1", "one per epsilon"),
@@ -143,7 +143,8 @@ def test_bad_distributions_and_scores_get_the_planners_own_message(client, query
 
 
 def test_huge_but_finite_weights_are_normalized(client):
-    """Weights summing past the largest float (1e308 + 1e308) used to divide into zeros."""
+    """Weights summing past the largest float (1e308 + 1e308) are normalized, not divided
+    into zeros by an infinite sum."""
     url = PLAN.format(m=5, kp=2) + "&respondents=100&epsilon=1,2&replications=20"
     big = client.get(url + "&epsilon_weights=1e308,1e308", headers=ADMIN)
     even = client.get(url + "&epsilon_weights=1,1", headers=ADMIN)

@@ -339,7 +339,7 @@ def test_central_pairs_are_served_without_reading_others_answers(client):
 
 def test_the_mechanism_runs_outside_the_write_lock(app, filled, monkeypatch):
     """On SQLite the write transaction holds the database's only write lock, which every
-    answer waits for, and a perturbed MLE on 10,000 items takes 2–4 s: the mechanism
+    answer waits for, and a perturbed MLE on 10,000 items takes seconds: the mechanism
     runs before the write. While it runs (held here until the answer is in), another
     survey's answer is stored at once."""
     import threading

@@ -259,7 +259,7 @@ def test_pure_surveys_answer_exactly_as_without_zcdp(client):
         set(client.get(f"/v1/surveys/{sid}/releases/{out['id']}", headers=ADMIN).json()) == PURE_RELEASE_KEYS
     )
     r = release(client, sid, unit="individual", epsilon=3.0)
-    assert r.status_code == 409 and "code" not in r.json()  # the pure refusal, as it was
+    assert r.status_code == 409 and "code" not in r.json()  # the refusal as without zCDP: no code
 
 
 def test_a_year_of_weekly_releases_fits_a_zcdp_budget_that_pure_accounting_exhausts(client):

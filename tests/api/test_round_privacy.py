@@ -103,8 +103,8 @@ def test_a_declaration_is_validated(client, unchanged):
         {"privatization": "mallows"},  # mallows without
         {"privatization": "mallows", "epsilon": 0},
         {"privatization": "mallows", "epsilon": -1},
-        # Outside any survey's ε bounds: 1e300 is no privacy, yet was 'all privatized', with a
-        # bound εm/2 = inf; 1e-300 a claim of nearly perfect privacy no survey could make.
+        # Outside any survey's ε bounds: 1e300 is no privacy, yet would read as 'all privatized',
+        # with a bound εm/2 = inf; 1e-300 a claim of nearly perfect privacy no survey could make.
         {"privatization": "mallows", "epsilon": 1e300},
         {"privatization": "mallows", "epsilon": 30.5},
         {"privatization": "mallows", "epsilon": 1e-300},

@@ -169,10 +169,12 @@ def test_a_certified_full_ranking_is_the_true_order():
 @pytest.mark.validation
 def test_adaptive_saves_answers_when_the_top_k_stands_apart_and_costs_nothing_when_all_are_in_doubt():
     """m = 100, top-3 separated (the study's setting, ε = 2): the target of 2× fewer
-    answers (measured 2.8×, run-to-run sd about 0.3). With most items in doubt until near
-    the end (m = 6, evenly spaced, full ranking) the strategies draw the same pairs most
-    of the time: adaptive costs no more than balanced, up to Z standard errors of the
-    difference of the two means (the runs vary a lot: an sd of 15–30 % of the mean).
+    answers (``python -m tests.benchmarks.bench_adaptive --sizes 100 --ks 3 --epsilons 2
+    --profiles separated`` prints the saving, which varies from run to run). With most
+    items in doubt until near the end (m = 6, evenly spaced, full ranking) the strategies
+    draw the same pairs most of the time: adaptive costs no more than balanced, up to Z
+    standard errors of the difference of the two means (the runs vary a lot: an sd of
+    15–30 % of the mean).
     2 and 6 runs per strategy in the ordinary run, 6 and 24 at full size."""
     theta = np.concatenate([np.linspace(2.0, 1.5, 3), np.linspace(0.5, -1.5, 97)])
 

@@ -328,10 +328,10 @@ print(int(cg.converged), int(dense.converged), gap)
 
 @pytest.mark.parametrize("kernel", ["Prescott", "Haswell"])
 def test_cg_converges_whatever_the_blas_kernel(kernel):
-    # The test above once failed only in CI: its inexact Newton path depends on
-    # BLAS round-off, and on OpenBLAS's oldest x86-64 kernels (the ones it picks
-    # on CPUs it does not recognise) CG stalled at ‖∇J‖ = 59 while the dense
-    # solver converged. OPENBLAS_CORETYPE picks that kernel on any x86-64 machine
+    # The test above is machine-dependent: its inexact Newton path depends on
+    # BLAS round-off, and OpenBLAS's oldest x86-64 kernels (the ones it picks on
+    # CPUs it does not recognise) are where CG can stall while the dense solver
+    # converges. OPENBLAS_CORETYPE picks that kernel on any x86-64 machine
     # (elsewhere it is ignored and this is the test above again).
     env = dict(os.environ, OPENBLAS_CORETYPE=kernel)
     out = subprocess.run(

@@ -221,8 +221,8 @@ def test_released_noisy_counts_follow_the_exact_discrete_laplace_pmf(scale):
 @pytest.mark.os_random
 def test_integer_noise_never_saturates_or_exposes_counts():
     """At the smallest ε the service allows and a large L, the noise scale is ~4e10: the
-    released values are ordinary noise, never a count ± a type bound (OpenDP i32 noise on
-    zeros, added outside the mechanism, was clamped at ±2^31 and subtracted back out)."""
+    released values are ordinary noise, never a count ± a type bound (i32 noise drawn on
+    zeros and added outside the mechanism would be clamped at ±2^31 and subtract back out)."""
     counts = np.array([3, 2, 0, 7])
     scale = noisy_counts_scale(0.001, "individual", 20_000_000)
     assert scale == pytest.approx(4e10)

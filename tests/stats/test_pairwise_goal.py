@@ -300,7 +300,9 @@ def test_exploration_keeps_every_item_in_play():
 def test_pairwise_adaptive_needs_fewer_answers_than_borda_balanced_where_the_top_is_separated():
     """Separated top-2 of 6 (1 above the rest), ε = 2, level 0.9, 4 surveys each: the
     pairwise certificate with adaptive pairs needs under half the answers of the Borda
-    certificate with balanced pairs (measured 2.8×), and certifies the truth."""
+    certificate with balanced pairs, and certifies the truth (``python -m
+    tests.benchmarks.bench_adaptive --sizes 6 --ks 2 --epsilons 2 --profiles separated
+    --certificate pairwise`` prints the saving, at level 0.95)."""
     theta = np.array([2.0, 1.75, 0.75, 0.0, -0.75, -1.5])
     pw, bb = [], []
     for r in range(4):

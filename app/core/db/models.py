@@ -1,16 +1,13 @@
 """Tables. One schema for SQLite and PostgreSQL; Alembic (``migrations/``) creates it.
 
-Write path and read path are separated so that concurrent writers never queue on
-a shared row:
-
-* ``comparisons`` is append-only: the privatized answers (the releasable data).
-* Each accepted request also appends one ``pending_batches`` row holding its
-  comparisons in packed form.
-* A ranking query folds the pending batches into ``pair_stats`` (one row per
-  observed pair) under a per-survey lock held only by readers (``survey_stats``),
-  deleting exactly the batch rows it folded. So a ranking reads O(pairs) rows,
-  never the answers, and a writer touches only its own rows and its own
-  respondent's budget row.
+Write path and read path are separated so that concurrent writers never queue on a
+shared row: ``comparisons`` is append-only (the privatized answers, the releasable
+data); each accepted request also appends one ``pending_batches`` row holding its
+comparisons in packed form; a ranking query folds the pending batches into ``pair_stats``
+(one row per observed pair) under a per-survey lock held only by readers
+(``survey_stats``), deleting exactly the batch rows it folded. So a ranking reads
+O(pairs) rows, never the answers, and a writer touches only its own rows and its own
+respondent's budget row.
 """
 
 from __future__ import annotations
