@@ -569,7 +569,7 @@ def execute(job_id: str, ctx: JobContext) -> str | None:
     check: one bootstrap replicate, one simulated survey), and finishes with another
     conditional UPDATE (``status = 'running' AND runner = me``), so a cancelled or lost
     job's late result is dropped."""
-    from .surveys import get_survey
+    from ..surveys.service import get_survey
 
     me = runner_name()
     with ctx.session_factory() as session:
