@@ -20,7 +20,8 @@ import scipy.sparse
 from numpy.typing import NDArray
 from scipy.special import expit
 
-from .inference import Clusters, _cluster_meat
+from .inference import Clusters
+from .inference.sandwich import _cluster_meat
 from .mechanisms import debias, privacy_noise_variance, randomization_p_value
 from .pairs import PairStats, reduce_by_pair
 

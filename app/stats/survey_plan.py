@@ -22,13 +22,8 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
 from .btl import fit_debiased_mle_stats
-from .inference import (
-    Clusters,
-    IntervalsUnavailable,
-    confidence,
-    pair_difference_se,
-    simultaneous_critical_value,
-)
+from .inference import Clusters, IntervalsUnavailable, confidence
+from .inference.ranks import pair_difference_se, simultaneous_critical_value
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import competition_ranks
 from .pairs import pair_stats, validate_comparisons

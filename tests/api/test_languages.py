@@ -531,7 +531,7 @@ def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
 #: IntervalsUnavailable("code", …), the analysis service's _Intervals(None, "code", …), the
 #: ranking consensus's reason_code = "code".
 REASON_SOURCES = {
-    "stats/inference.py": r'IntervalsUnavailable\(\s*"(\w+)"',
+    "stats/inference": r'IntervalsUnavailable\(\s*"(\w+)"',
     "analysis/service.py": r'_Intervals\(\s*None,\s*"(\w+)"',
     "rankings/service.py": r'reason_code = "(\w+)"',
 }
@@ -541,7 +541,9 @@ def _reason_codes() -> set[str]:
     """Every code the service gives for a ranking without intervals, read from its source."""
     codes: set[str] = set()
     for path, pattern in REASON_SOURCES.items():
-        found = set(re.findall(pattern, (STATIC.parent / "app" / path).read_text(encoding="utf-8")))
+        where = STATIC.parent / "app" / path
+        files = sorted(where.glob("*.py")) if where.is_dir() else [where]
+        found = set(re.findall(pattern, "".join(f.read_text(encoding="utf-8") for f in files)))
         assert found, path  # the pattern finds the codes
         codes |= found
     return codes

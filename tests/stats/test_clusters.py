@@ -12,7 +12,8 @@ import pytest
 
 from app.stats import fit_debiased_mle_stats, pair_stats
 from app.stats.clusters import MOMENTS_MAX_ITEMS, ClusterMoments, pair_ends, pair_index
-from app.stats.inference import Clusters, IntervalsUnavailable, _cluster_meat, confidence
+from app.stats.inference import Clusters, IntervalsUnavailable, confidence
+from app.stats.inference.sandwich import _cluster_meat
 from app.stats.mechanisms import randomization_p_value
 
 EXACT = 1e-9

@@ -418,7 +418,8 @@ def test_rank_summaries_from_blocks_equal_the_whole_draw(monkeypatch, m, block):
     the service uses a million); the marginal rank intervals follow their definition
     (Mogstad et al. 2024): 1 + the items whose difference exceeds the item's own critical
     value above it, m − those below."""
-    from app.stats import inference
+    from app.stats.inference import intervals
+    from app.stats.inference import ranks as inference
 
     rng = np.random.default_rng(m)
     theta = np.sort(rng.normal(0, 0.5, m))[::-1]
@@ -439,5 +440,5 @@ def test_rank_summaries_from_blocks_equal_the_whole_draw(monkeypatch, m, block):
         above = np.sum(others & (theta - theta[x] > c[x] * se[x]))
         below = np.sum(others & (theta[x] - theta > c[x] * se[x]))
         assert got.rank_ci[x].tolist() == [1 + above, m - below]
-    want = inference.order_restricted((ranks <= min(3, m)).mean(axis=0), theta)
+    want = intervals.order_restricted((ranks <= min(3, m)).mean(axis=0), theta)
     np.testing.assert_allclose(got.p_top_k, want, rtol=0, atol=1e-12)

@@ -13,8 +13,6 @@ from app.stats import fit_debiased_mle
 from app.stats.inference import (
     MIN_CLUSTERS,
     Clusters,
-    _cluster_variance,
-    _ridge_removed,
     confidence,
     laplacian,
     rank_at,
@@ -24,6 +22,8 @@ from app.stats.inference import (
     uncertainty,
     with_k,
 )
+from app.stats.inference.intervals import _ridge_removed
+from app.stats.inference.sandwich import _cluster_variance
 from app.stats.mechanisms import privatize
 from app.stats.metrics import competition_ranks
 from tests.helpers.stats import Z

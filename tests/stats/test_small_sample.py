@@ -1,6 +1,6 @@
 """Cluster-robust intervals for surveys with few respondents (docs/uncertainty.md §3).
 
-The bias-reduced meat (CR2) of :func:`app.stats.inference._cr2` is checked against
+The bias-reduced meat (CR2) of :func:`app.stats.inference.sandwich._cr2` is checked against
 its defining property — unbiased for XᵀΦX when the residuals follow the linearized
 working model — and against two exact identities: with one answer per respondent and
 no privacy noise it is HC2, and when every respondent answers the same pairs at the
@@ -16,15 +16,8 @@ import pytest
 from scipy.special import expit
 
 from app.stats import fit_debiased_mle_stats
-from app.stats.inference import (
-    Clusters,
-    IntervalsUnavailable,
-    _cluster_meat,
-    _comparison_laplacian,
-    _cr2,
-    confidence,
-    laplacian_pinv,
-)
+from app.stats.inference import Clusters, IntervalsUnavailable, confidence, laplacian_pinv
+from app.stats.inference.sandwich import _cluster_meat, _comparison_laplacian, _cr2
 from app.stats.pairs import pair_stats
 from app.stats.resampling import heterogeneous_population
 from tests.helpers.stats import Z
