@@ -35,6 +35,7 @@ from app.stats import mechanisms as mech
 from app.stats import rankings as rk
 from app.stats.mechanisms import EPSILON_FLOOR, flip_probability, privatize
 from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize
+from app.stats.rankings import mallows as rk_mallows
 from app.surveys.service import MAX_EPSILON, MIN_EPSILON
 from tests.helpers.audit import (
     GRID,
@@ -67,7 +68,7 @@ def mallows_stage_bounds(t: int, b: float) -> np.ndarray:
     """How far (in points of the 2¹⁰⁶ grid) the count of each V⁽ᵗ⁾ = k may be from
     2¹⁰⁶·P(V⁽ᵗ⁾ = k) for the shipped stage sampler, from its rounding errors.
 
-    The sampler (app.stats.rankings._sample_stages) decides V⁽ᵗ⁾ ≥ k by
+    The sampler (app.stats.rankings.mallows._sample_stages) decides V⁽ᵗ⁾ ≥ k by
     log1p(V·expm1(bt))/b > k, whose exact boundary is V = S_(t−k) = expm1(bk)/expm1(bt).
     Relative errors, in units u = 2⁻⁵³: V = fl(K + U₂)·2⁻⁵³ moves a boundary by at most one
     step of its cell (2); expm1(bt) and log1p are within one ulp (2 each) and the products
@@ -202,8 +203,8 @@ def test_mallows_loses_exactly_epsilon_over_single_item_moves(m, eps):
 def test_the_exact_audit_rejects_a_dispersion_off_by_a_factor(monkeypatch, factor):
     """b = 2ε/(m − 1) (half the noise: 2ε-ranking DP) or ε/(2(m − 1)) (twice the noise)
     in the shipped sampler: its loss is 2ε or ε/2, far outside the grid's resolution."""
-    real = rk.mallows_dispersion
-    monkeypatch.setattr(rk, "mallows_dispersion", lambda m, e: factor * real(m, e))
+    real = rk_mallows.mallows_dispersion
+    monkeypatch.setattr(rk_mallows, "mallows_dispersion", lambda m, e: factor * real(m, e))
     m, eps = 4, 1.0
     perms = orderings(m)
     log_p, _ = mallows_sampler_law(m, eps, perms)

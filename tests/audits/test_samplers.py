@@ -25,8 +25,8 @@ from app.rankings import ballot_import
 from app.rankings import service as ranking_surveys
 from app.respondents import ingestion
 from app.stats import mechanisms as mech
-from app.stats import rankings as rk
 from app.stats.mechanisms import privatize
+from app.stats.rankings import mallows as rk_mallows
 from app.stats.rankings import mallows_privatize
 from tests.helpers.audit import AuditError, audit_events
 
@@ -87,7 +87,7 @@ def test_mallows_audit(m, eps):
 def test_mallows_audit_rejects_a_dispersion_off_by_a_factor(monkeypatch, factor, side):
     """b halved (twice the noise: the event's log ratio is ε/2) or doubled (half the noise:
     2ε-ranking DP) in the shipped sampler, m = 5, ε = 1."""
-    real = rk.mallows_dispersion
-    monkeypatch.setattr(rk, "mallows_dispersion", lambda m, e: factor * real(m, e))
+    real = rk_mallows.mallows_dispersion
+    monkeypatch.setattr(rk_mallows, "mallows_dispersion", lambda m, e: factor * real(m, e))
     with pytest.raises(AuditError, match=side):
         audit_events(*mallows_events(5, 1.0), 1.0)

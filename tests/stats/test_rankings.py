@@ -41,6 +41,7 @@ from app.stats.rankings import (
     stage_moments,
     stage_pmf,
 )
+from app.stats.rankings import mallows as rk_mallows
 from tests.helpers.stats import assert_close_mc, binomial_se, size
 
 
@@ -171,7 +172,7 @@ def test_inverse_cdf_stage_sampler_reproduces_the_truncated_geometric(eps):
     of stage_pmf, to the grid's resolution (1/G per boundary)."""
     m, g = 7, 200_000
     b = np.full(g, float(mallows_dispersion(m, eps)))
-    v = rk._sample_stages(b, m, _GridUniform(g))
+    v = rk_mallows._sample_stages(b, m, _GridUniform(g))
     for col, t in enumerate(range(2, m + 1)):
         freq = np.bincount(v[:, col], minlength=t) / g
         assert np.max(np.abs(freq - stage_pmf(t, b[0]))) <= 2.0 / g
@@ -197,15 +198,15 @@ def test_stage_sampler_boundaries_in_both_forms_and_its_limits():
     for t in (600, 750):
         for j in range(1, 6):  # S_j = (e^(−bj) − e^(−bt))/(1 − e^(−bt))
             s = (math.exp(-b * j) - math.exp(-b * t)) / -math.expm1(-b * t)
-            above = rk._sample_stages(np.array([b]), m, _PairUniform(s * (1 + 1e-9)))[0, t - 2]
-            below = rk._sample_stages(np.array([b]), m, _PairUniform(s * (1 - 1e-9)))[0, t - 2]
+            above = rk_mallows._sample_stages(np.array([b]), m, _PairUniform(s * (1 + 1e-9)))[0, t - 2]
+            below = rk_mallows._sample_stages(np.array([b]), m, _PairUniform(s * (1 - 1e-9)))[0, t - 2]
             assert (above, below) == (t - j, t - j - 1)
     for v, expected in [(0.0, 0), (0.3, 1), (1.0, 3)]:
-        assert rk._sample_stages(np.array([0.0]), 5, _PairUniform(v))[0, 2] == expected  # t = 4
+        assert rk_mallows._sample_stages(np.array([0.0]), 5, _PairUniform(v))[0, 2] == expected  # t = 4
     for v in (0.0, 0.5, 1.0):
-        assert rk._sample_stages(np.array([np.inf]), 5, _PairUniform(v)).tolist() == [[1, 2, 3, 4]]
+        assert rk_mallows._sample_stages(np.array([np.inf]), 5, _PairUniform(v)).tolist() == [[1, 2, 3, 4]]
         for bb in (1e-6, 1.0, 30.0, 800.0):
-            got = rk._sample_stages(np.array([bb]), 5, _PairUniform(v))[0]
+            got = rk_mallows._sample_stages(np.array([bb]), 5, _PairUniform(v))[0]
             assert np.all((got >= 0) & (got <= np.arange(1, 5)))
             if v == 0:  # V = 0 (probability 2⁻¹⁰⁶) falls in the rarest outcome
                 assert np.all(got == 0)
@@ -295,7 +296,7 @@ def test_stage_moments_theorem_1_3():
     # And the sampler's V^(t) have these moments (Monte Carlo, z = 4.5).
     rng = np.random.default_rng(3)
     n, m, eps = 200_000, 6, 1.5
-    v = rk._sample_stages(np.full(n, float(mallows_dispersion(m, eps))), m, rng)
+    v = rk_mallows._sample_stages(np.full(n, float(mallows_dispersion(m, eps))), m, rng)
     for col, t in enumerate(range(2, m + 1)):
         mean, var = stage_moments(t, m, eps)
         assert_close_mc(v[:, col].mean(), mean, math.sqrt(var / n), what=f"E V^({t})")
