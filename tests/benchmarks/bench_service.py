@@ -652,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
             "≥ 100×",
             cx["speedup_vs_fastest_choix"] >= 100,
         ),
-        ("planner: m=20, L=500, 200 simulated surveys", f"{plan_s:.2f} s", "reported", True),
+        ("planner: m=20, 500 respondents, 200 simulated surveys", f"{plan_s:.2f} s", "reported", True),
     ]
     for p, what, target in (
         (pairs_1k, "adaptive", 0.020),
