@@ -15,7 +15,8 @@ from . import service as jobs
 from .schemas import JobOut
 
 
-def _out(job: Job, with_result: bool = True) -> JobOut:
+def job_out(job: Job, with_result: bool = True) -> JobOut:
+    """A job as the API shows it (``with_result=False``: without its result, for lists)."""
     return JobOut(
         id=job.id,
         survey_id=job.survey_id,
@@ -62,9 +63,11 @@ def _submit(request: Request, session, survey, kind: str, parameters: dict, who)
     return job
 
 
-def _accepted(job: Job) -> JSONResponse:
+def submit_accepted(request: Request, session, survey, kind: str, parameters: dict, who) -> JSONResponse:
+    """Submit the job (:func:`_submit`) and answer 202 with it and its ``Location``."""
+    job = _submit(request, session, survey, kind, parameters, who)
     return JSONResponse(
-        _out(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
+        job_out(job).model_dump(mode="json"), status_code=202, headers={"Location": f"/v1/jobs/{job.id}"}
     )
 
 
@@ -82,7 +85,7 @@ def as_job_if_long(
         predicted = jobs.predicted_seconds(kind, parameters, active_item_count(session, survey), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None
-    return _accepted(_submit(request, session, survey, kind, parameters, who))
+    return submit_accepted(request, session, survey, kind, parameters, who)
 
 
 #: The 429 of a call that submits a job: the key's jobs in progress are capped.

@@ -14,7 +14,7 @@ from ..core.deps import ReaderDep, SessionDep
 from ..core.routers import errors
 from ..surveys.service import get_survey, require_local, require_pairwise
 from . import service as jobs
-from .handoff import JOBS_429, _accepted, _out, _submit, owner
+from .handoff import JOBS_429, job_out, owner, submit_accepted
 from .schemas import DesignJobIn, JobIn, JobList, JobOut
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
@@ -41,7 +41,7 @@ def submit(
     require_pairwise(survey)
     require_local(survey)
     parameters = body.model_dump(by_alias=True, exclude={"kind"}, exclude_none=True)
-    return _accepted(_submit(request, session, survey, body.kind, parameters, who))
+    return submit_accepted(request, session, survey, body.kind, parameters, who)
 
 
 @router.post(
@@ -57,7 +57,7 @@ def submit_design(
     """``kind: design`` with the parameters of ``GET /v1/plan`` (``epsilon`` and
     ``weights`` as lists); otherwise as ``POST /v1/surveys/{sid}/jobs``."""
     parameters = body.model_dump(exclude={"kind"}, exclude_none=True)
-    return _accepted(_submit(request, session, None, "design", parameters, who))
+    return submit_accepted(request, session, None, "design", parameters, who)
 
 
 @router.get(
@@ -79,7 +79,7 @@ def read(*, request: Request, job_id: str, who: ReaderDep, session: SessionDep) 
                 runner.dispatch(again)
         job = jobs.get_job(session, job_id)
         session.refresh(job)
-    return _out(job)
+    return job_out(job)
 
 
 @router.delete(
@@ -94,7 +94,7 @@ def cancel(*, job_id: str, who: ReaderDep, session: SessionDep) -> JobOut:
     twice is harmless; a finished job is 409. Only the key that submitted the job, or
     an admin, may cancel it: another analyst's job is 404, as an unknown one."""
     mine = None if who.role == auth.ADMIN else owner(who)
-    return _out(jobs.cancel_job(session, job_id, owner=mine))
+    return job_out(jobs.cancel_job(session, job_id, owner=mine))
 
 
 @router.get(
@@ -109,4 +109,4 @@ def list_jobs(*, survey_id: str, who: ReaderDep, session: SessionDep) -> JobList
     rows = session.execute(
         select(Job).where(Job.survey_id == survey_id).order_by(Job.created_at.desc(), Job.id).limit(50)
     ).scalars()
-    return JobList(jobs=[_out(j, with_result=False) for j in rows])
+    return JobList(jobs=[job_out(j, with_result=False) for j in rows])
