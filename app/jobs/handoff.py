@@ -8,7 +8,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..core import auth
-from ..core.db.models import Job, SurveyStats
+from ..core.db.models import Job
+from ..core.lookup import answers_stored
 from ..core.schemas import ErrorOut
 from ..surveys.service import active_item_count
 from . import service as jobs
@@ -80,8 +81,7 @@ def as_job_if_long(
     if survey is None:  # a design plan: the parameters say its size
         predicted = jobs.predicted_seconds(kind, parameters, parameters["items"], 0)
     else:
-        stats = session.get(SurveyStats, survey.id)
-        n = int(stats.n_comparisons) if stats is not None else 0
+        n = answers_stored(session, survey.id)
         predicted = jobs.predicted_seconds(kind, parameters, active_item_count(session, survey), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None

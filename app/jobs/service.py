@@ -28,10 +28,11 @@ from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..core.config import setting_from_environment
-from ..core.db.models import Job, SurveyStats, is_id, new_id, utcnow
+from ..core.db.models import Job, is_id, new_id, utcnow
 from ..core.db.session import begin_write
 from ..core.deadline import SHUTDOWN, Deadline, OutOfTime
 from ..core.errors import Conflict, Invalid, NotFound, TemporarilyUnavailable, TooMany, invalid_from
+from ..core.lookup import answers_stored
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -432,17 +433,12 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
         )
         if p.get("k") is not None and not 1 <= p["k"] <= m:
             raise Invalid(f"k must be between 1 and the number of items ({m})")
-        stats = session.get(SurveyStats, survey.id)
-        if (
-            uncertainty == "bootstrap"
-            and stats is not None
-            and stats.n_comparisons > BOOTSTRAP_MAX_COMPARISONS
-        ):
+        n = answers_stored(session, survey.id)
+        if uncertainty == "bootstrap" and n > BOOTSTRAP_MAX_COMPARISONS:
             raise Invalid(
                 f"uncertainty=bootstrap is for small samples (at most {BOOTSTRAP_MAX_COMPARISONS} "
                 "comparisons); use the default sandwich intervals"
             )
-        n = int(stats.n_comparisons) if stats is not None else 0
         predicted = predicted_seconds("ranking", {**p, "uncertainty": uncertainty}, m, n)
         if predicted > 2 * seconds:
             raise Invalid(
@@ -458,8 +454,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
     if p.get("scores") is not None and len(p["scores"]) != m:
         raise Invalid(f"scores needs one value per item, in the survey's item order ({m} values)")
     check_pilot_scores(p.get("scores"))
-    stats = session.get(SurveyStats, survey.id)
-    n = int(stats.n_comparisons) if stats is not None else 0  # as last folded: a lower bound
+    n = answers_stored(session, survey.id)
     if p.get("respondents") is not None:  # one size: its work is known now (a search stops at the bound)
         from ..stats.survey_plan import MAX_SURVEY_PLAN_WORK
 

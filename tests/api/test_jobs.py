@@ -290,6 +290,16 @@ def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answe
     assert client.get(f"/v1/surveys/{answered}/ranking", headers=ADMIN).status_code == 200
 
 
+def test_answers_not_yet_folded_count_in_the_prediction(client, inline):
+    """Answers waiting to be folded are work too: a bootstrap on a survey that was
+    answered (imported) but never read is predicted from every stored answer."""
+    fresh = import_survey(client, 8, 120, 8, seed=12)
+    inline(0.0)
+    r = client.get(f"/v1/surveys/{fresh}/ranking?uncertainty=bootstrap&replicates=200", headers=ADMIN)
+    assert r.status_code == 202, r.text
+    assert _wait(client, r.json()["id"])["status"] == "done"
+
+
 def test_predictions_follow_the_work():
     from app.analysis.service import bootstrap_seconds
 
