@@ -1,13 +1,20 @@
-"""Request-scoped dependencies: the database session and the caller."""
+"""Request-scoped dependencies: the database session and the caller.
+
+FastAPI runs a plain function in a worker thread and a coroutine on the event loop;
+each thread hand-off costs a request more than a role check or making a session does
+(benchmark: tests/benchmarks/bench_service.py, row 2). So what does no database I/O is
+a coroutine, and a request needs one hand-off for its caller and one for its handler.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from . import auth
 from .config import Settings
@@ -52,12 +59,17 @@ async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """The request's session. Making one touches no database; closing one that holds a
+    connection (an open transaction) rolls it back over the network, in a worker thread."""
     session = request.app.state.session_factory()
     try:
         yield session
     finally:
-        session.close()
+        if session.in_transaction():
+            await run_in_threadpool(session.close)
+        else:
+            session.close()
 
 
 #: A configured ``PRIVRANK_ADMIN_KEY`` at least this long is honoured from an address that
@@ -78,6 +90,14 @@ def principal(
     configured admin key shorter than :data:`STRONG_ADMIN_KEY` characters: from an
     address over the limit it is refused (429) like a failure, so that it cannot be
     guessed at full speed."""
+    return _caller(request, credentials, session)
+
+
+def _caller(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, session: Session
+) -> auth.Principal:
+    """:func:`principal`'s work, for the dependencies that need the caller and more
+    database reads in the same worker thread."""
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing bearer credentials")
     limiter: RateLimiter = request.app.state.rate_limiter
@@ -103,27 +123,27 @@ def principal(
     return who
 
 
-def admin(who: auth.Principal = Depends(principal)) -> auth.Principal:
+async def admin(who: auth.Principal = Depends(principal)) -> auth.Principal:
     if who.role != auth.ADMIN:
         raise Forbidden("this call needs an admin key")
     return who
 
 
-def reader(who: auth.Principal = Depends(principal)) -> auth.Principal:
+async def reader(who: auth.Principal = Depends(principal)) -> auth.Principal:
     """Admins and analysts."""
     if who.role not in (auth.ADMIN, auth.ANALYST):
         raise Forbidden("this call needs an admin or analyst key")
     return who
 
 
-def moderator(who: auth.Principal = Depends(principal)) -> auth.Principal:
+async def moderator(who: auth.Principal = Depends(principal)) -> auth.Principal:
     """Admins and moderators."""
     if who.role not in (auth.ADMIN, auth.MODERATOR):
         raise Forbidden("this call needs an admin or moderator key")
     return who
 
 
-def viewer(who: auth.Principal = Depends(principal)) -> auth.Principal:
+async def viewer(who: auth.Principal = Depends(principal)) -> auth.Principal:
     """Admins, analysts and moderators: the survey list and a survey's settings and items."""
     if who.role not in (auth.ADMIN, auth.ANALYST, auth.MODERATOR):
         raise Forbidden("this call needs an admin, analyst or moderator key")
@@ -133,7 +153,7 @@ def viewer(who: auth.Principal = Depends(principal)) -> auth.Principal:
 def integration(request: Request, session: Session = Depends(get_session)) -> auth.Principal | None:
     """The calling integration key, or None for every other caller. For calls that need no
     credentials (registering a respondent): any other credential, valid or not, is
-    ignored as before — it is neither checked against the failure limit nor refused.
+    ignored: it is neither checked against the failure limit nor refused.
     (The header is read directly, not through the bearer scheme, so that the OpenAPI
     document does not make credentials required there.)"""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -146,10 +166,13 @@ def integration(request: Request, session: Session = Depends(get_session)) -> au
 
 def respondent_of_survey(
     survey_id: str,
-    who: auth.Principal = Depends(principal),
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),
     session: Session = Depends(get_session),
 ) -> tuple[Survey, Respondent]:
-    """The survey and the calling respondent, who must belong to it."""
+    """The survey and the calling respondent, who must belong to it (one worker thread
+    for the caller and the survey)."""
+    who = _caller(request, credentials, session)
     if who.role != auth.RESPONDENT:
         raise Forbidden("this call needs a respondent token")
     if who.survey_id != survey_id:
