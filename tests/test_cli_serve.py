@@ -102,6 +102,6 @@ def test_version_prints_the_packages_version():
     ],
 )
 def test_the_dashboard_url_for_each_kind_of_host(host, url):
-    from app.cli import dashboard_url
+    from app.cli.service import dashboard_url
 
     assert dashboard_url(host, 8000) == url

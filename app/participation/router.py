@@ -15,7 +15,9 @@ from ..surveys.languages import label_in, translations_of
 from ..surveys.schemas import ItemOut
 from ..surveys.service import BATCH_DEFAULT, UNSET, get_survey
 from ..surveys.views import Lang, item_out, language_of
+from . import moderation
 from . import suggestions as svc
+from .labels import Similar
 from .schemas import (
     ItemStatusIn,
     PublicResults,
@@ -42,7 +44,7 @@ def _token(request: Request) -> str:
     return bearer_token(request)
 
 
-def _out(row, similar: list[svc.Similar] | None = None) -> SuggestionOut:
+def _out(row, similar: list[Similar] | None = None) -> SuggestionOut:
     return SuggestionOut(
         id=row.id,
         label=row.label,
@@ -138,7 +140,7 @@ def list_suggestions(
     pending suggestions: the same text once case, accents, punctuation and spacing are
     folded away, or trigram similarity ≥ 0.5. The text of a suggestion is visible here
     only (to moderators and admins) until it is approved and becomes an item."""
-    rows, total = svc.list_suggestions(session, survey_id, status, limit, offset)
+    rows, total = moderation.list_suggestions(session, survey_id, status, limit, offset)
     held = svc.held_counts(session, survey_id)
     settings = get_survey(session, survey_id).suggestions or {}
     return SuggestionList(
@@ -159,7 +161,7 @@ def list_suggestions(
 def edit_suggestion(
     *, survey_id: str, suggestion_id: str, body: SuggestionEdit, who: ModeratorDep, session: SessionDep
 ) -> SuggestionOut:
-    return _out(svc.edit(session, survey_id, suggestion_id, body.label))
+    return _out(moderation.edit(session, survey_id, suggestion_id, body.label))
 
 
 @router.post(
@@ -179,7 +181,7 @@ def approve_suggestion(
     """The item is served at once, with catch-up (docs/how-to/moderate.md, "New items catch up"). 409 when
     an item has the same text (merge instead) or the survey is closed."""
     label = body.label if body else None
-    return _out(svc.approve(session, survey_id, suggestion_id, _moderator_id(who), label))
+    return _out(moderation.approve(session, survey_id, suggestion_id, _moderator_id(who), label))
 
 
 @router.post(
@@ -191,7 +193,7 @@ def approve_suggestion(
 def reject_suggestion(
     *, survey_id: str, suggestion_id: str, body: SuggestionReject, who: ModeratorDep, session: SessionDep
 ) -> SuggestionOut:
-    return _out(svc.reject(session, survey_id, suggestion_id, _moderator_id(who), body.reason))
+    return _out(moderation.reject(session, survey_id, suggestion_id, _moderator_id(who), body.reason))
 
 
 @router.post(
@@ -203,7 +205,7 @@ def reject_suggestion(
 def merge_suggestion(
     *, survey_id: str, suggestion_id: str, body: SuggestionMerge, who: ModeratorDep, session: SessionDep
 ) -> SuggestionOut:
-    return _out(svc.merge(session, survey_id, suggestion_id, _moderator_id(who), body.item_id))
+    return _out(moderation.merge(session, survey_id, suggestion_id, _moderator_id(who), body.item_id))
 
 
 @router.patch(
@@ -229,7 +231,7 @@ def set_item_status(
         translations = body.translations
     if body.status is None and translations is UNSET:
         raise Invalid("give status, translations or both")
-    return item_out(svc.set_item_status(session, survey_id, item_id, body.status, translations))
+    return item_out(moderation.set_item_status(session, survey_id, item_id, body.status, translations))
 
 
 # -- everyone -----------------------------------------------------------------------

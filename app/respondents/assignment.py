@@ -12,265 +12,31 @@ respondent has not answered, from its own history only, so no one can read the c
 
 from __future__ import annotations
 
-import itertools
-import threading
-import time
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import select, tuple_
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..analysis.aggregation import fold_pending, fold_soon, item_counts
-from ..core.db.models import Comparison, PairStat, Respondent, Survey, SurveyStats
+from ..core.db.models import Comparison, Respondent, Survey, SurveyStats
 from ..goals.service import COUNT_I, COUNT_J, COUNT_PAIR, GoalSpec, current_state, goal_met, make_ticket
 from ..stats import entropy
 from ..stats.adaptive import draw_respondent_pairs
 from ..stats.pairwise_goal import PairwiseGoalStatus, draw_pairwise_respondent
 from ..surveys.service import current_item_index, item_count_of
+from .balanced import LOOKUP_ROUNDS, balanced_pairs
+from .pair_numbers import _draw, _ints, _keys, _member, _pairs, _row_starts
 from .service import registered_epsilon
 
-__all__ = ["CATCH_UP_SHARE", "REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]
-
-#: Below this many possible pairs the counts are always read whole (a few kB).
-SMALL_SURVEY_PAIRS = 1_000
-
-#: Rounds of candidate look-ups before falling back to the per-pair counts.
-_LOOKUP_ROUNDS = 6
-
-#: Rows fetched per round trip when the per-pair counts are streamed.
-_STREAM_ROWS = 50_000
-
-#: The clock the per-pair counts' age and read time are measured on (tests replace it
-#: with a fake one).
-_clock = time.monotonic
+__all__ = ["CATCH_UP_SHARE", "Served", "next_pairs"]
 
 
 def _rng() -> np.random.Generator:
     # Tie-breaking is not a privacy mechanism, but a per-request fresh seed from
     # the OS keeps the served order unpredictable to respondents.
     return entropy.generator()
-
-
-# -- pair numbering ---------------------------------------------------------------
-
-
-def _ints(rows, width: int) -> NDArray[np.int64]:
-    """Integer result rows as an (n, width) array (numpy probes a SQLAlchemy ``Row`` for
-    array attributes one by one: ``np.array(rows)`` is far slower)."""
-    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows) * width)
-    return flat.reshape(-1, width)
-
-
-def _row_starts(m: int) -> NDArray[np.int64]:
-    """Number of the first pair (i, i+1) of each row i."""
-    r = np.arange(m, dtype=np.int64)
-    return r * m - r * (r + 1) // 2
-
-
-def _keys(i: NDArray[np.int64], j: NDArray[np.int64], starts: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Pair numbers of i < j."""
-    return starts[i] + (j - i - 1)
-
-
-def _pairs(keys: NDArray[np.int64], starts: NDArray[np.int64]) -> tuple[NDArray, NDArray]:
-    """(i, j) of pair numbers."""
-    i = np.searchsorted(starts, keys, side="right") - 1
-    return i, keys - starts[i] + i + 1
-
-
-def _free_below(excluded: NDArray[np.int64]) -> NDArray[np.int64]:
-    """For sorted distinct ``excluded`` ≥ 0: how many non-excluded integers lie below each."""
-    return excluded - np.arange(excluded.size, dtype=np.int64)
-
-
-def _skip(
-    ranks: NDArray[np.int64], excluded: NDArray[np.int64], free_below: NDArray[np.int64] | None = None
-) -> NDArray[np.int64]:
-    """The ``ranks``-th integers (0-based) that are not in ``excluded`` (sorted, distinct,
-    ≥ 0): the k-th excluded value has ``excluded[k] − k`` free values below it
-    (``free_below``, when precomputed)."""
-    if excluded.size == 0:
-        return ranks
-    if free_below is None:
-        free_below = _free_below(excluded)
-    return ranks + np.searchsorted(free_below, ranks, side="right")
-
-
-def _draw(n: int, excluded: NDArray[np.int64], want: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """Up to ``want`` distinct integers drawn uniformly from [0, n) minus ``excluded``
-    (sorted, distinct, inside [0, n)), in random order."""
-    free = n - excluded.size
-    take = min(want, free)
-    if take <= 0:
-        return np.empty(0, dtype=np.int64)
-    ranks = rng.choice(free, size=take, replace=False).astype(np.int64)
-    return _skip(ranks, excluded)
-
-
-def _member(sorted_keys: NDArray[np.int64], keys: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """Which ``keys`` are in ``sorted_keys``."""
-    if sorted_keys.size == 0:
-        return np.zeros(keys.size, dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
-    return sorted_keys[at] == keys
-
-
-# -- per-pair counts (dense surveys) ------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class _Counts:
-    """A survey's answered pairs at (at least) one data version, as plain immutable arrays."""
-
-    answered: NDArray[np.int64]  # pair numbers with n ≥ 1, sorted
-    by_count: NDArray[np.int64]  # the same, sorted by (n, pair number)
-    levels: NDArray[np.int64]  # start of each count level in by_count, then its end
-    free_below: NDArray[np.int64]  # _free_below(answered), shared by every request
-    version: int = 0  # the survey's data version read before the counts
-    read_at: float = 0.0  # _clock() when they were read
-    read_seconds: float = 0.0  # how long reading them took
-
-    @property
-    def nbytes(self) -> int:
-        arrays = (self.answered, self.by_count, self.levels, self.free_below)
-        return sum(int(a.nbytes) for a in arrays) + 200
-
-    def usable_at(self, version: int, now: float) -> bool:
-        """Current, or recent enough: counts older than the data are re-read at most once
-        per ``read_seconds / REFRESH_SHARE`` (they steer balance only; the respondent's
-        own pairs are always read fresh)."""
-        return version == self.version or now - self.read_at < self.read_seconds / REFRESH_SHARE
-
-
-#: Share of one core that re-reading a busy survey's per-pair counts may take: counts
-#: that took t seconds to read are reused for 10·t seconds while new answers arrive.
-REFRESH_SHARE = 0.1
-
-#: One lock per (survey, m) while anyone reads or waits for its counts: a waiter holds a
-#: strong reference, so the lock lives exactly as long as it is in use (weak values: no
-#: entry outlives its last user, and none is replaced while a user holds it).
-_READING: weakref.WeakValueDictionary[tuple, threading.Lock] = weakref.WeakValueDictionary()
-_READING_LOCK = threading.Lock()
-
-
-def _counts(session: Session, survey_id: str, m: int, version: int, cache) -> _Counts:
-    """The per-pair counts of items < m, from the cache when usable at ``version``, else
-    read (one request per process reads; the others wait for it, or serve from the
-    previous counts meanwhile when there are some)."""
-    key = ("pair-counts", survey_id, m)
-    found = cache.lru.get(key) if cache is not None else None
-    if found is not None and found.usable_at(version, _clock()):
-        return found
-    with _READING_LOCK:
-        lock = _READING.get(key)
-        if lock is None:
-            lock = _READING[key] = threading.Lock()
-    if found is None:
-        lock.acquire()  # nothing to serve meanwhile: wait for the reader
-    elif not lock.acquire(blocking=False):
-        return found  # another request is reading newer counts
-    try:
-        again = cache.lru.get(key) if cache is not None else None
-        if again is not None and again.usable_at(version, _clock()):
-            return again
-        counts = _read_counts(session, survey_id, m, version)
-        if cache is not None:
-            cache.lru.put(key, counts, counts.nbytes)
-        return counts
-    finally:
-        lock.release()
-
-
-def _read_counts(session: Session, survey_id: str, m: int, version: int) -> _Counts:
-    started = _clock()
-    starts = _row_starts(m)
-    keys, ns = [], []
-    result = session.connection().execute(  # Core: no ORM row processing per row
-        select(PairStat.i, PairStat.j, PairStat.n)
-        .where(PairStat.survey_id == survey_id, PairStat.j < m)
-        .execution_options(yield_per=_STREAM_ROWS)
-    )
-    for part in result.partitions():
-        block = _ints(part, 3)
-        keys.append(_keys(block[:, 0], block[:, 1], starts))
-        ns.append(block[:, 2])
-    key = np.concatenate(keys) if keys else np.empty(0, dtype=np.int64)
-    n = np.concatenate(ns) if ns else np.empty(0, dtype=np.int64)
-    order = np.lexsort((key, n))
-    n_sorted = n[order]
-    levels = np.concatenate(([0], np.flatnonzero(np.diff(n_sorted)) + 1, [n_sorted.size])).astype(np.int64)
-    now = _clock()
-    answered = np.sort(key)
-    return _Counts(answered, key[order], levels, _free_below(answered), version, now, now - started)
-
-
-def _least_answered(
-    counts: _Counts, n_pairs: int, mine: NDArray[np.int64], want: int, rng: np.random.Generator
-) -> NDArray[np.int64]:
-    """Pairs outside ``mine`` (sorted), least-answered first, uniformly among ties."""
-    # Level 0: pairs never answered = outside counts.answered. Exclude the respondent's
-    # own pairs there too, in the rank space of the never-answered pairs.
-    outside = mine[~_member(counts.answered, mine)]
-    outside_ranks = outside - np.searchsorted(counts.answered, outside)
-    ranks = _draw(n_pairs - counts.answered.size, outside_ranks, want, rng)
-    out = [_skip(ranks, counts.answered, counts.free_below)]
-    got = ranks.size
-    for lo, hi in zip(counts.levels[:-1], counts.levels[1:], strict=True):
-        if got >= want:
-            break
-        level = counts.by_count[lo:hi]  # sorted by pair number within a level
-        at = np.searchsorted(level, mine)
-        hit = at < level.size
-        hit[hit] = level[at[hit]] == mine[hit]
-        pos = _draw(level.size, at[hit], want - got, rng)
-        out.append(level[pos])
-        got += pos.size
-    return np.concatenate(out)
-
-
-# -- sparse surveys: look-ups by primary key ----------------------------------------
-
-
-def _never_answered(
-    session: Session,
-    survey_id: str,
-    n_pairs: int,
-    starts: NDArray[np.int64],
-    mine: NDArray[np.int64],
-    want: int,
-    rng: np.random.Generator,
-) -> NDArray[np.int64] | None:
-    """``want`` pairs drawn uniformly among those nobody has answered and the respondent
-    has not, by looking candidates up in ``pair_stats``; None when a few rounds did not
-    find enough (the caller then reads the counts)."""
-    excluded = mine
-    picked: list[int] = []
-    for _ in range(_LOOKUP_ROUNDS):
-        cand = _draw(n_pairs, excluded, 2 * (want - len(picked)) + 8, rng)
-        ci, cj = _pairs(cand, starts)
-        seen = session.execute(
-            select(PairStat.i, PairStat.j).where(
-                PairStat.survey_id == survey_id,
-                tuple_(PairStat.i, PairStat.j).in_(list(zip(ci.tolist(), cj.tolist(), strict=True))),
-            )
-        ).all()
-        answered = set()
-        if seen:
-            block = _ints(seen, 2)
-            answered = set(_keys(block[:, 0], block[:, 1], starts).tolist())
-        for k in cand.tolist():
-            if k not in answered:
-                picked.append(k)
-                if len(picked) == want:
-                    return np.array(picked, dtype=np.int64)
-        excluded = np.union1d(excluded, cand)  # a few hundred values at most
-    return None
-
-
-# -- the service's entry point ----------------------------------------------------
 
 
 _NOT_NEEDED = (
@@ -310,8 +76,8 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
 
     * pairs are numbered 0 … M−1 (row-major upper triangle) and never materialized;
       a uniform draw among the pairs outside a sorted exclusion list maps a rank to a
-      pair by binary search (:func:`_skip`), and ``Generator.choice`` without
-      replacement draws ``count`` distinct ranks in O(count) (Floyd's algorithm);
+      pair by binary search (:func:`~.pair_numbers._skip`), and ``Generator.choice``
+      without replacement draws ``count`` distinct ranks in O(count) (Floyd's algorithm);
     * central model: uniform outside the respondent's own a pairs;
     * local model, while at most half the pairs have been answered (s + a ≤ M/2,
       judged from the survey's folded comparison count, an upper bound on s): every
@@ -325,9 +91,9 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
       ``PRIVRANK_ANALYSIS_CACHE_MB``) and shared by every request; one request per
       process reads while the others wait, or serve from the previous counts. While
       answers keep arriving, counts that took t seconds to read are reused for 10·t
-      seconds (:data:`REFRESH_SHARE`): balance may lag by that much, never correctness
-      (the respondent's own pairs are always read fresh). A request then walks the count
-      levels upward from 0, drawing uniformly inside each level outside the
+      seconds (:data:`~.balanced.REFRESH_SHARE`): balance may lag by that much, never
+      correctness (the respondent's own pairs are always read fresh). A request then walks
+      the count levels upward from 0, drawing uniformly inside each level outside the
       respondent's pairs.
 
     Items come from the per-process :class:`~app.surveys.service.ItemIndex` cache
@@ -410,7 +176,7 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
                 excluded = np.union1d(excluded, caught)
 
         def draw(exclude: NDArray[np.int64], want: int) -> NDArray[np.int64]:
-            return _balanced(session, survey.id, state, n_pairs, starts, exclude, want, rng, cache)
+            return balanced_pairs(session, survey.id, state, n_pairs, starts, exclude, want, rng, cache)
 
         rest = _avoiding(draw, excluded, live, starts, count - caught.size, rng)
         chosen = np.concatenate([caught, rest])
@@ -430,32 +196,6 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
         cut = everything
     reason, message = cut or (None, None)  # cut: fewer than asked, and why
     return Served(served, reason, message, tickets)
-
-
-def _balanced(
-    session: Session,
-    survey_id: str,
-    state,
-    n_pairs: int,
-    starts: NDArray[np.int64],
-    mine: NDArray[np.int64],
-    count: int,
-    rng: np.random.Generator,
-    cache,
-) -> NDArray[np.int64]:
-    """Up to ``count`` pair numbers outside ``mine`` (sorted): uniform (central model:
-    ``state`` None), else least-answered first (``state``: the survey's data version and
-    comparison count)."""
-    m = starts.size
-    if state is None:
-        return _draw(n_pairs, mine, count, rng)
-    chosen = None
-    if n_pairs >= SMALL_SURVEY_PAIRS and 2 * (state.n_comparisons + mine.size) <= n_pairs:
-        chosen = _never_answered(session, survey_id, n_pairs, starts, mine, count, rng)
-    if chosen is None:
-        counts = _counts(session, survey_id, m, state.version, cache)
-        chosen = _least_answered(counts, n_pairs, mine, count, rng)
-    return chosen
 
 
 #: Share of the pairs served while some item added during the survey is below the
@@ -496,7 +236,7 @@ def _avoiding(draw, excluded, live, starts, want: int, rng) -> NDArray[np.int64]
     got: list[NDArray[np.int64]] = []
     n = 0
     tried = excluded
-    for _ in range(_LOOKUP_ROUNDS):
+    for _ in range(LOOKUP_ROUNDS):
         chosen = draw(tried, 2 * (want - n) + 8)
         if chosen.size == 0:
             break

@@ -9,7 +9,7 @@ from ..core.auth import ADMIN, ANALYST
 from ..core.deps import SessionDep, ViewerDep, admin, reader, viewer
 from ..core.routers import Limit, Offset, errors
 from ..goals.service import goal_met
-from ..participation.suggestions import pending_counts
+from ..participation.moderation import pending_counts
 from ..privacy.service import privacy_summary
 from . import service as svc
 from .languages import LANGUAGES

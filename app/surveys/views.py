@@ -10,7 +10,7 @@ from fastapi import Query, Request, Response
 from ..analysis.aggregation import fold_pending
 from ..core.db.models import Item, Survey
 from ..goals.service import GoalSpec, estimand_text, goal_report
-from ..participation.suggestions import pending_count
+from ..participation.moderation import pending_count
 from ..privacy.service import privacy_summary
 from ..respondents.service import respondent_totals
 from ..respondents.undecided import undecided_count

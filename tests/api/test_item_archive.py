@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from app.analysis import service as analysis
-from app.participation import suggestions
+from app.participation import moderation
 from app.surveys import service as surveys
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
@@ -119,7 +119,7 @@ def test_archiving_brings_back_the_intervals(client, monkeypatch):
 
 def test_archived_items_do_not_count_toward_the_item_limit(client, monkeypatch):
     monkeypatch.setattr(surveys, "MAX_ITEMS", 5)
-    monkeypatch.setattr(suggestions, "MAX_ITEMS", 5)
+    monkeypatch.setattr(moderation, "MAX_ITEMS", 5)
     s = _survey(client, ["A", "B", "C", "D"])
     sid = s["id"]
     add = client.post(f"/v1/surveys/{sid}/items", json={"items": ["E"]}, headers=ADMIN)

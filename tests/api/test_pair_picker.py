@@ -17,7 +17,7 @@ import httpx2
 import numpy as np
 from scipy import stats as sps
 
-from app.respondents import assignment
+from app.respondents import balanced, pair_numbers
 from tests.helpers.api import ADMIN, create_survey, register
 
 
@@ -38,11 +38,11 @@ def answer(client, sid, h, pairs):
 
 def test_pair_numbering_round_trips():
     m = 7
-    starts = assignment._row_starts(m)
+    starts = pair_numbers._row_starts(m)
     i, j = np.array(list(itertools.combinations(range(m), 2))).T
-    keys = assignment._keys(i, j, starts)
+    keys = pair_numbers._keys(i, j, starts)
     assert keys.tolist() == list(range(m * (m - 1) // 2))
-    back_i, back_j = assignment._pairs(keys, starts)
+    back_i, back_j = pair_numbers._pairs(keys, starts)
     assert back_i.tolist() == i.tolist() and back_j.tolist() == j.tolist()
 
 
@@ -53,21 +53,21 @@ def test_draw_is_uniform_outside_the_exclusions():
     excluded = np.array([0, 3, 4, 11])
     seen = Counter()
     for _ in range(4000):
-        got = assignment._draw(12, excluded, 3, rng)
+        got = pair_numbers._draw(12, excluded, 3, rng)
         assert got.size == 3 and len(set(got.tolist())) == 3
         seen.update(got.tolist())
     assert set(seen) == set(range(12)) - set(excluded.tolist())
     assert sps.chisquare(list(seen.values())).pvalue > 1e-3
-    assert sorted(assignment._draw(12, excluded, 100, rng).tolist()) == [1, 2, 5, 6, 7, 8, 9, 10]
-    assert assignment._draw(4, np.arange(4), 5, rng).size == 0
+    assert sorted(pair_numbers._draw(12, excluded, 100, rng).tolist()) == [1, 2, 5, 6, 7, 8, 9, 10]
+    assert pair_numbers._draw(4, np.arange(4), 5, rng).size == 0
 
 
-def _counts_of(n: np.ndarray) -> assignment._Counts:
+def _counts_of(n: np.ndarray) -> balanced._Counts:
     key = np.flatnonzero(n).astype(np.int64)
     cnt = n[key]
     order = np.lexsort((key, cnt))
     levels = np.concatenate(([0], np.flatnonzero(np.diff(cnt[order])) + 1, [key.size])).astype(np.int64)
-    return assignment._Counts(key, key[order], levels, assignment._free_below(key))
+    return balanced._Counts(key, key[order], levels, pair_numbers._free_below(key))
 
 
 def test_least_answered_matches_a_brute_force_ordering():
@@ -79,7 +79,7 @@ def test_least_answered_matches_a_brute_force_ordering():
         n = rng.integers(0, 4, size=36) * (rng.random(36) < 0.8)
         mine = np.flatnonzero(rng.random(36) < 0.3).astype(np.int64)
         want = int(rng.integers(1, 40))
-        got = assignment._least_answered(_counts_of(n), 36, mine, want, rng)
+        got = balanced._least_answered(_counts_of(n), 36, mine, want, rng)
         eligible = np.setdiff1d(np.arange(36), mine)
         assert len(set(got.tolist())) == got.size == min(want, eligible.size)
         assert not set(got.tolist()) & set(mine.tolist())
@@ -92,7 +92,7 @@ def test_ties_at_the_least_count_are_broken_uniformly():
     n = np.array([2, 1, 1, 3, 1, 1, 2, 1, 1, 2], dtype=np.int64)  # pair 2 is the respondent's
     mine = np.array([2], dtype=np.int64)
     rng = np.random.default_rng(3)
-    seen = Counter(int(assignment._least_answered(_counts_of(n), 10, mine, 1, rng)[0]) for _ in range(3000))
+    seen = Counter(int(balanced._least_answered(_counts_of(n), 10, mine, 1, rng)[0]) for _ in range(3000))
     assert set(seen) == {1, 4, 5, 7, 8}  # the five count-1 pairs the respondent has not answered
     assert sps.chisquare(list(seen.values())).pvalue > 1e-3
 
@@ -117,7 +117,7 @@ def test_a_sparse_survey_serves_never_answered_pairs_by_key_lookups(client, monk
     taken = [pairs[k] for k in rng.choice(len(pairs), 300, replace=False)]
     _, h1 = register(client, s["id"])
     answer(client, s["id"], h1, taken)
-    monkeypatch.setattr(assignment, "_counts", _no("the per-pair counts"))
+    monkeypatch.setattr(balanced, "_counts", _no("the per-pair counts"))
     _, h2 = register(client, s["id"])
     got = fetch(client, s["id"], h2, 100)
     assert len(got) == len(set(got)) == 100 and not set(got) & set(map(frozenset, taken))
@@ -136,7 +136,7 @@ def test_a_dense_survey_serves_the_least_answered_pairs_from_the_counts(client, 
     answer(client, s["id"], h1, pairs[1000:])
     _, h2 = register(client, s["id"])
     answer(client, s["id"], h2, pairs[:600])
-    monkeypatch.setattr(assignment, "_never_answered", _no("the key look-ups"))
+    monkeypatch.setattr(balanced, "_never_answered", _no("the key look-ups"))
     once = set(map(frozenset, pairs[600:]))
     _, h3 = register(client, s["id"])
     got = fetch(client, s["id"], h3, 100)
@@ -165,7 +165,7 @@ def test_concurrent_requests_read_the_counts_once(monkeypatch):
     from app.analysis.service import FitCache
 
     clock = _FakeClock()
-    monkeypatch.setattr(assignment, "_clock", clock)
+    monkeypatch.setattr(balanced, "_clock", clock)
     cache = FitCache()
     arrived = threading.Condition()
     looked: set[threading.Thread] = set()  # the threads that have looked in the cache
@@ -185,7 +185,7 @@ def test_concurrent_requests_read_the_counts_once(monkeypatch):
         reads.append(version)
         with arrived:  # everyone else arrives meanwhile
             assert arrived.wait_for(lambda: len(looked) == 16, timeout=60)
-        return assignment._Counts(
+        return balanced._Counts(
             *(np.empty(0, dtype=np.int64),) * 2,
             np.array([0, 0], dtype=np.int64),
             np.empty(0, dtype=np.int64),
@@ -194,14 +194,14 @@ def test_concurrent_requests_read_the_counts_once(monkeypatch):
             0.3,
         )
 
-    monkeypatch.setattr(assignment, "_read_counts", read)
+    monkeypatch.setattr(balanced, "_read_counts", read)
 
     def burst(version: int) -> Counter:
         served: list[int] = []
         looked.clear()
 
         def ask() -> None:
-            served.append(assignment._counts(None, "srv_x", 50, version, cache).version)
+            served.append(balanced._counts(None, "srv_x", 50, version, cache).version)
 
         threads = [threading.Thread(target=ask) for _ in range(16)]
         for t in threads:
@@ -291,7 +291,7 @@ def test_a_request_on_10000_items_allocates_a_few_mb(client, db, monkeypatch):
     answer(client, sid, h1, [tuple(p) for p in taken])
     _, h2 = register(client, sid)
     assert len(fetch(client, sid, h2, 1)) == 1  # warm: the item index is cached
-    monkeypatch.setattr(assignment, "_counts", _no("the per-pair counts"))
+    monkeypatch.setattr(balanced, "_counts", _no("the per-pair counts"))
     _, h3 = register(client, sid)
     tracemalloc.start()
     try:
@@ -337,16 +337,16 @@ def test_a_burst_on_a_dense_survey_reads_the_counts_once_per_data_version(client
         db.commit()  # a new snapshot (SQLite)
         return db.scalar(text("SELECT version FROM survey_stats WHERE survey_id = :sid"), {"sid": sid})
 
-    monkeypatch.setattr(assignment, "_clock", lambda: 1000.0)
-    monkeypatch.setattr(assignment, "_never_answered", _no("the key look-ups"))
+    monkeypatch.setattr(balanced, "_clock", lambda: 1000.0)
+    monkeypatch.setattr(balanced, "_never_answered", _no("the key look-ups"))
     reads: list[int] = []
-    real_read = assignment._read_counts
+    real_read = balanced._read_counts
 
     def read(session, survey_id, m, version):
         reads.append(version)
         return real_read(session, survey_id, m, version)
 
-    monkeypatch.setattr(assignment, "_read_counts", read)
+    monkeypatch.setattr(balanced, "_read_counts", read)
     tokens = [register(client, sid)[1] for _ in range(20)]
 
     async def burst() -> list[int]:
