@@ -22,7 +22,7 @@ from ..core.schemas import ErrorOut
 from ..jobs.handoff import AS_JOB_202, as_job_if_long
 from ..rankings import ballot_import
 from ..rankings import service as ranking_surveys
-from ..respondents import ingestion
+from ..respondents import imports
 from ..surveys.service import get_survey, require_local, require_pairwise
 from . import parquet
 from . import service as analysis
@@ -391,7 +391,7 @@ async def _import(
 async def import_csv(*, request: Request, survey_id: str, privatized: PrivatizedAnswers, session: SessionDep):
     """All or nothing, with the same rules as ``POST …/responses``. Items by id or
     label; each distinct ``respondent`` value becomes a respondent of the survey."""
-    return await _import(request, session, survey_id, ingestion.import_comparisons, privatized)
+    return await _import(request, session, survey_id, imports.import_comparisons, privatized)
 
 
 _BALLOTS_EXAMPLE = (

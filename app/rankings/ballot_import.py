@@ -1,6 +1,6 @@
 """Bulk import of ballots (rankings collected elsewhere) into a ranking survey.
 
-The ranking survey's counterpart of :func:`app.respondents.ingestion.import_comparisons`:
+The ranking survey's counterpart of :func:`app.respondents.imports.import_comparisons`:
 a CSV of ``respondent, ranking, epsilon`` (the rankings export's form, so an export
 imports again), rankings already synthetic (``privatized=True``) or completed and
 privatized by the server. Only the synthetic rankings are stored, no error message names
@@ -22,15 +22,15 @@ from ..analysis.results import ImportOut
 from ..core.db.models import Item, PendingBatch, Ranking, Respondent, Survey, utcnow
 from ..core.errors import Conflict, Invalid
 from ..core.limits import MAX_IMPORT_RANKING_ENTRIES, MAX_IMPORT_RANKINGS
-from ..respondents.ingestion import (
-    _chunks,
-    _field,
-    _ImportCsv,
-    _known_respondents,
-    _respondents,
-    _row_epsilon,
-    _row_limit,
-    _StagedImport,
+from ..respondents.imports import (
+    ImportCsv,
+    StagedImport,
+    chunks,
+    import_respondents,
+    known_respondents,
+    record_field,
+    row_epsilon,
+    row_limit,
 )
 from ..stats.rankings import complete_ranking, mallows_privatize
 from ..surveys.service import item_index, normalize_label
@@ -56,15 +56,15 @@ def _parse_ballots(
 ) -> tuple[list[np.ndarray], list[str], list[float], list[int]]:
     """Rows as (item positions best first, pseudonyms, ε's, line numbers); Invalid on bad content,
     naming the row but never a submitted item."""
-    table = _ImportCsv(csv_text, list(BALLOT_COLUMNS), max_rows, why)
+    table = ImportCsv(csv_text, list(BALLOT_COLUMNS), max_rows, why)
     c_rank, c_eps = table.column["ranking"], table.column["epsilon"]
     orders: list[np.ndarray] = []
     refs: list[str] = []
     eps_list: list[float] = []
     lines: list[int] = []
     for line, ref, rec in table.rows():
-        eps = _row_epsilon(survey, _field(rec, c_eps), line)
-        entries = _field(rec, c_rank).split(RANKING_SEPARATOR)
+        eps = row_epsilon(survey, record_field(rec, c_eps), line)
+        entries = record_field(rec, c_rank).split(RANKING_SEPARATOR)
         if len(entries) > m:
             raise Invalid(f"row {line}: the ranking lists more entries than the survey's {m} items")
         try:
@@ -124,7 +124,7 @@ def import_rankings(
     """
     _check_ranking_survey(survey.status, survey.kind, survey.privacy_model)
     dialect = session.get_bind().dialect
-    max_rows, why = _row_limit(dialect, max_rows, sqlite_max_rows)
+    max_rows, why = row_limit(dialect, max_rows, sqlite_max_rows)
     # -- stage, outside the write transaction ---------------------------------
     items = item_index(session, survey.id)
     m = len(items)
@@ -151,10 +151,10 @@ def import_rankings(
         # Completion and the Mallows draw both use the OS CSPRNG.
         synthetic = mallows_privatize(np.stack([complete_ranking(o, m) for o in orders]), eps_arr)
     del orders
-    known = _known_respondents(session, survey.id, refs)
+    known = known_respondents(session, survey.id, refs)
     if known:
         ranked: set[str] = set()
-        for part in _chunks(sorted(r.id for r in known.values())):
+        for part in chunks(sorted(r.id for r in known.values())):
             ranked.update(
                 session.scalars(select(Ranking.respondent_id).where(Ranking.respondent_id.in_(part)))
             )
@@ -166,7 +166,7 @@ def import_rankings(
                 )
     now = utcnow()
     # A ranking costs its ε and counts no comparisons.
-    respondent_ids, new_respondents = _respondents(
+    respondent_ids, new_respondents = import_respondents(
         survey, refs, known, eps_list, [0] * n, eps_list, now, where=lambda k: f"row {lines[k]}"
     )
     rankings = [
@@ -192,7 +192,7 @@ def import_rankings(
     ]
     del synthetic
     created = len(new_respondents)
-    staged = _StagedImport.stage(
+    staged = StagedImport.stage(
         dialect,
         survey,
         known,

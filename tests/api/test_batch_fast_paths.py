@@ -178,7 +178,7 @@ def test_canonical_columns_and_errors_are_those_of_the_loop():
         for _ in range(rng.randint(1, 6)):
             a, b = rng.choice([*ids, "gone"]), rng.choice([*ids, "gone"])
             batch.append(ingestion.ComparisonIn(a, b, rng.choice([a, b, a, b, "other"])))
-        assert _outcome(ingestion._canonical, batch, positions) == _outcome(
+        assert _outcome(ingestion.canonical, batch, positions) == _outcome(
             _canonical_as_a_loop, batch, positions
         ), batch
 

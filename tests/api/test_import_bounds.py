@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.respondents import ingestion
+from app.respondents import imports
 from tests.helpers.api import ADMIN, create_survey
 
 SURVEY = SimpleNamespace(privacy_model="local", epsilon_min=0.1, epsilon_max=10.0, epsilon_default=1.0)
@@ -34,7 +34,7 @@ def test_parsing_a_wide_body_does_not_copy_it():
     ).encode()
     tracemalloc.start()
     try:
-        rows, refs, eps, lines = ingestion._parse_import(_stream(body), 10**6, SURVEY, {"A": "A", "B": "B"})
+        rows, refs, eps, lines = imports._parse_import(_stream(body), 10**6, SURVEY, {"A": "A", "B": "B"})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -62,11 +62,11 @@ def test_blank_lines_count_towards_the_row_limit():
     stream = _CountingStream(
         _stream(("respondent,item_a,item_b,winner,epsilon\n" + "\n" * 3_000_000).encode())
     )
-    with pytest.raises(ingestion.Invalid, match="at most 1000 rows per import"):
-        ingestion._parse_import(stream, 1_000, SURVEY, {})
+    with pytest.raises(imports.Invalid, match="at most 1000 rows per import"):
+        imports._parse_import(stream, 1_000, SURVEY, {})
     assert stream.lines == 1 + 1_001
-    with pytest.raises(ingestion.Invalid, match="no data rows"):
-        ingestion._parse_import(_stream(b"respondent,item_a,item_b,winner,epsilon\n\n\n"), 10, SURVEY, {})
+    with pytest.raises(imports.Invalid, match="no data rows"):
+        imports._parse_import(_stream(b"respondent,item_a,item_b,winner,epsilon\n\n\n"), 10, SURVEY, {})
 
 
 @pytest.mark.parametrize("where", ["row", "header", "quoted"])
@@ -83,8 +83,8 @@ def test_a_row_of_commas_is_refused_before_it_is_held(where):
     }[where].encode()
     tracemalloc.start()
     try:
-        with pytest.raises(ingestion.Invalid, match="longer than 1048576 characters"):
-            ingestion._parse_import(_stream(body), 10**6, SURVEY, {"A": "A", "B": "B"})
+        with pytest.raises(imports.Invalid, match="longer than 1048576 characters"):
+            imports._parse_import(_stream(body), 10**6, SURVEY, {"A": "A", "B": "B"})
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -19,7 +19,7 @@ import random
 from sqlalchemy import event, func, select, update
 
 from app.core.db.models import Comparison, Respondent
-from app.respondents import ingestion
+from app.respondents import imports
 from tests.helpers.api import ADMIN, create_survey, make_app, register
 
 
@@ -54,19 +54,21 @@ class _ImportWatch:
 
             return wrapped
 
-        monkeypatch.setattr(ingestion, "_parse_import", spy("parse", ingestion._parse_import))
-        monkeypatch.setattr(ingestion, "privatize", spy("privatize", ingestion.privatize))
-        monkeypatch.setattr(ingestion, "_respondents", spy("respondents", ingestion._respondents, meanwhile))
-        convert = spy("convert", ingestion._Bulk.stage.__func__)
-        monkeypatch.setattr(ingestion._Bulk, "stage", classmethod(convert))
-        real_begin = ingestion.begin_write
+        monkeypatch.setattr(imports, "_parse_import", spy("parse", imports._parse_import))
+        monkeypatch.setattr(imports, "privatize", spy("privatize", imports.privatize))
+        monkeypatch.setattr(
+            imports, "import_respondents", spy("respondents", imports.import_respondents, meanwhile)
+        )
+        convert = spy("convert", imports._Bulk.stage.__func__)
+        monkeypatch.setattr(imports._Bulk, "stage", classmethod(convert))
+        real_begin = imports.begin_write
 
         def begin_write(session):
             real_begin(session)
             self.events.append("begin_write")
             self._conn = session.connection()
 
-        monkeypatch.setattr(ingestion, "begin_write", begin_write)
+        monkeypatch.setattr(imports, "begin_write", begin_write)
 
         def executed(conn, cursor, statement, *_):
             if conn is self._conn:
@@ -157,7 +159,7 @@ def _import(client, sid, body):
 def _meanwhile(monkeypatch, app, write) -> None:
     """Run ``write`` (a function of a session) in its own transaction just before the
     import's write transaction begins: after the import has staged everything."""
-    real = ingestion.begin_write
+    real = imports.begin_write
 
     def begin_after_another_write(session):
         with app.state.session_factory() as other:
@@ -165,7 +167,7 @@ def _meanwhile(monkeypatch, app, write) -> None:
             other.commit()
         real(session)
 
-    monkeypatch.setattr(ingestion, "begin_write", begin_after_another_write)
+    monkeypatch.setattr(imports, "begin_write", begin_after_another_write)
 
 
 def _stored(db, sid) -> int:

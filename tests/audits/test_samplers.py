@@ -23,7 +23,7 @@ import pytest
 
 from app.rankings import ballot_import
 from app.rankings import service as ranking_surveys
-from app.respondents import ingestion
+from app.respondents import imports, ingestion
 from app.stats import mechanisms as mech
 from app.stats.mechanisms import privatize
 from app.stats.rankings import mallows as rk_mallows
@@ -37,6 +37,7 @@ N = 1_000_000
 def test_the_service_calls_the_audited_samplers():
     """Server-side privatization on arrival, at import and for rankings is these very functions."""
     assert ingestion.privatize is privatize
+    assert imports.privatize is privatize
     assert ranking_surveys.mallows_privatize is mallows_privatize
     assert ballot_import.mallows_privatize is mallows_privatize
 
