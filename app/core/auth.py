@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from .db.models import ApiKey, Respondent, RoundSite, new_id, utcnow
+from .db.models import ApiKey, Respondent, RoundSite, Survey, new_id, utcnow
 from .db.session import begin_write
 from .errors import Conflict, NotFound, Unauthorized
 
@@ -65,6 +65,8 @@ class Principal:
     #: The respondent's row as authentication loaded it (:func:`respondent_of` takes it
     #: instead of reading it again: a session's identity map holds its rows weakly).
     respondent: Respondent | None = field(default=None, compare=False, repr=False)
+    #: The respondent's survey, loaded with it (the same reason).
+    survey: Survey | None = field(default=None, compare=False, repr=False)
 
 
 def hash_secret(secret: str) -> str:
@@ -175,9 +177,17 @@ def authenticate(session: Session, token: str, env_admin_key: str | None) -> Pri
             return Principal(key.role, key_id=key.id)
         return None
     if ident.startswith("rsp_"):
-        resp = session.get(Respondent, ident)
-        if resp is not None and _matches(resp.token_hash, secret):
-            return Principal(RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id, respondent=resp)
+        # With its survey, which every call a respondent may make reads next (one query).
+        row = session.execute(
+            select(Respondent, Survey)
+            .join(Survey, Survey.id == Respondent.survey_id)
+            .where(Respondent.id == ident)
+        ).first()
+        if row is not None and _matches(row[0].token_hash, secret):
+            resp, survey = row
+            return Principal(
+                RESPONDENT, respondent_id=resp.id, survey_id=resp.survey_id, respondent=resp, survey=survey
+            )
     if ident.startswith("sit_"):
         site = session.get(RoundSite, ident)
         if site is not None and _matches(site.token_hash, secret):
