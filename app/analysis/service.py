@@ -51,7 +51,8 @@ from ..stats.mechanisms import randomization_p_value
 from ..stats.metrics import tie_groups
 from ..stats.pairs import PairStats, reduce_by_pair
 from ..stats.theory import dividing_line_epsilon
-from ..surveys.service import active_item_count, active_items, archived_positions, require_local, survey_items
+from ..surveys.items import active_item_count, active_items, archived_positions, survey_items
+from ..surveys.service import require_local
 from .aggregation import fold_pending, read_snapshot
 from .answer_log import AnswerLogStore
 from .results import (

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..core import auth
 from ..core.db.models import Job, SurveyStats
 from ..core.schemas import ErrorOut
-from ..surveys.service import active_item_count
+from ..surveys.items import active_item_count
 from . import service as jobs
 from .schemas import JobOut
 

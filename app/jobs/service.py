@@ -396,7 +396,7 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
     from ..planning.service import check_pilot_scores
     from ..stats.planner import epsilon_distribution
     from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
-    from ..surveys.service import active_item_count
+    from ..surveys.items import active_item_count
 
     p = parameters
     if kind == "design":

@@ -41,18 +41,9 @@ from ..core.db.session import begin_write
 from ..core.errors import Conflict, Invalid, NotFound, TooMany
 from ..core.limits import MAX_ITEMS
 from ..stats import entropy
-from ..surveys.service import (
-    MAX_TOTAL_DEFAULT,
-    PER_HOUR_DEFAULT,
-    UNSET,
-    active_item_count,
-    append_items,
-    current_item_index,
-    get_survey,
-    normalize_label,
-    set_translations,
-    shown_as_translation,
-)
+from ..surveys.items import active_item_count, append_items, current_item_index
+from ..surveys.labels import normalize_label, set_translations, shown_as_translation
+from ..surveys.service import MAX_TOTAL_DEFAULT, PER_HOUR_DEFAULT, UNSET, get_survey
 
 __all__ = [
     "FLAGS_PER_RESPONDENT",

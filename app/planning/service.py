@@ -29,7 +29,8 @@ from ..stats.survey_plan import (
     plan_survey,
     respondents_to_certify,
 )
-from ..surveys.service import active_items, require_local, require_pairwise, survey_items
+from ..surveys.items import active_items, survey_items
+from ..surveys.service import require_local, require_pairwise
 from .results import (
     GoalPlanOut,
     PlanBody,

@@ -29,7 +29,7 @@ from ..goals.service import COUNT_I, COUNT_J, COUNT_PAIR, GoalSpec, current_stat
 from ..stats import entropy
 from ..stats.adaptive import draw_respondent_pairs
 from ..stats.pairwise_goal import PairwiseGoalStatus, draw_pairwise_respondent
-from ..surveys.service import current_item_index, item_count_of
+from ..surveys.items import current_item_index, item_count_of
 from .service import registered_epsilon
 
 __all__ = ["CATCH_UP_SHARE", "REFRESH_SHARE", "SMALL_SURVEY_PAIRS", "Served", "next_pairs"]

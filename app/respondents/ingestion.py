@@ -43,7 +43,8 @@ from ..core.idempotency import Receipt, Stored
 from ..core.limits import MAX_BATCH
 from ..goals.service import COUNT_I, COUNT_J, COUNT_PAIR, read_ticket
 from ..stats import privatize
-from ..surveys.service import ItemIndex, current_item_index, item_index, known_item_index, normalize_label
+from ..surveys.items import ItemIndex, current_item_index, item_index, known_item_index
+from ..surveys.labels import normalize_label
 from .service import answer_epsilon, check_epsilon
 from .spending import Purchase, exceeded, lock_survey, spend_and_store, spend_conditions, table_of
 

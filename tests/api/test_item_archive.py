@@ -9,6 +9,7 @@ import pytest
 
 from app.analysis import service as analysis
 from app.participation import suggestions
+from app.surveys import items
 from app.surveys import service as surveys
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
@@ -118,6 +119,7 @@ def test_archiving_brings_back_the_intervals(client, monkeypatch):
 
 
 def test_archived_items_do_not_count_toward_the_item_limit(client, monkeypatch):
+    monkeypatch.setattr(items, "MAX_ITEMS", 5)
     monkeypatch.setattr(surveys, "MAX_ITEMS", 5)
     monkeypatch.setattr(suggestions, "MAX_ITEMS", 5)
     s = _survey(client, ["A", "B", "C", "D"])
