@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .analysis import router as analysis
-from .analysis.service import FitCache
+from .analysis.fits import FitCache
 from .core import docs, health
 from .core import http_errors as errors
 from .core.admission import Admission, Slots, admitted

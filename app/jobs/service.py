@@ -354,10 +354,10 @@ PLAN_SEARCH_STEPS = 12
 def predicted_seconds(kind: str, parameters: dict, n_items: int, n_comparisons: int) -> float:
     """What a job of ``kind`` is expected to take on a survey of ``n_items`` items and
     ``n_comparisons`` answers: a bootstrap's replicates
-    (:func:`app.analysis.service.bootstrap_seconds`), or a survey plan's simulated
+    (:func:`app.analysis.bootstrap.bootstrap_seconds`), or a survey plan's simulated
     comparisons (at most the planner's work bound for a search). Fits and sandwich
     intervals count as nothing: they answer inline."""
-    from ..analysis.service import BOOTSTRAP_REPLICATES, bootstrap_seconds
+    from ..analysis.bootstrap import BOOTSTRAP_REPLICATES, bootstrap_seconds
     from ..stats.survey_plan import MAX_SURVEY_PLAN_WORK
 
     p = parameters
@@ -392,7 +392,8 @@ def check_job(session: Session, survey: Any, kind: str, parameters: dict, second
     can be known now: the synchronous endpoint's checks of the parameters against the
     survey (its items, its answers), and work predicted past twice the job's time
     budget ``seconds`` (as the synchronous endpoints refuse work past twice theirs)."""
-    from ..analysis.service import BOOTSTRAP_MAX_COMPARISONS, check_ranking_parameters
+    from ..analysis.bootstrap import BOOTSTRAP_MAX_COMPARISONS
+    from ..analysis.service import check_ranking_parameters
     from ..planning.service import check_pilot_scores
     from ..stats.planner import epsilon_distribution
     from ..stats.survey_plan import MAX_SURVEY_PLAN_ITEMS
@@ -785,7 +786,7 @@ def worker_context() -> JobContext:
     """The context of a ``privrank worker`` process, built once from the settings."""
     global _WORKER_CONTEXT
     if _WORKER_CONTEXT is None:
-        from ..analysis.service import FitCache
+        from ..analysis.fits import FitCache
         from ..core.config import get_settings
         from ..core.db.session import make_engine, make_session_factory
 

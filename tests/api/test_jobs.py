@@ -83,7 +83,7 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
     """DELETE marks the job cancelled; its runner sees that at its next heartbeat and
     cancels the work's deadline, which stops the bootstrap at its next replicate; the
     runner then takes the job waiting behind it (one runner thread)."""
-    from app.analysis import service as analysis
+    from app.analysis import bootstrap
 
     monkeypatch.setattr(jobs, "HEARTBEAT_SECONDS", 0.05)
     in_third, cancelled = threading.Event(), threading.Event()
@@ -95,7 +95,7 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
 
     monkeypatch.setattr(jobs, "JobDeadline", Watched)
     calls = []
-    real = analysis.cluster_bootstrap_confidence
+    real = bootstrap.cluster_bootstrap_confidence
 
     def gated(*args, check, **kwargs):
         def counted() -> None:
@@ -107,7 +107,7 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
 
         return real(*args, check=counted, **kwargs)
 
-    monkeypatch.setattr(analysis, "cluster_bootstrap_confidence", gated)
+    monkeypatch.setattr(bootstrap, "cluster_bootstrap_confidence", gated)
     with TestClient(app) as client:
         long = client.post(
             f"/v1/surveys/{answered}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
@@ -291,7 +291,7 @@ def test_long_bootstraps_and_plans_asked_synchronously_become_jobs(client, answe
 
 
 def test_predictions_follow_the_work():
-    from app.analysis.service import bootstrap_seconds
+    from app.analysis.bootstrap import bootstrap_seconds
 
     p = {"uncertainty": "bootstrap", "replicates": 400, "covariance": "cluster"}
     assert jobs.predicted_seconds("ranking", p, 30, 50_000) == bootstrap_seconds(30, 50_000, 400, "cluster")
