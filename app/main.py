@@ -38,7 +38,8 @@ from .core.shipped import shipped
 from .core.storable import storable_input
 from .federation import router as federation
 from .jobs import router as jobs
-from .jobs.service import JobContext, LocalRunner, QueueRunner
+from .jobs.execution import JobContext
+from .jobs.service import LocalRunner, QueueRunner
 from .keys import router as keys
 from .participation import router as participation
 from .participation.public_results import PublicSnapshots
