@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .analysis import router as analysis
-from .analysis.service import FitCache
+from .analysis.fits import FitCache
 from .core import docs, health
 from .core import http_errors as errors
 from .core.admission import Admission, Slots, admitted
@@ -38,7 +38,8 @@ from .core.shipped import shipped
 from .core.storable import storable_input
 from .federation import router as federation
 from .jobs import router as jobs
-from .jobs.service import JobContext, LocalRunner, QueueRunner
+from .jobs.execution import JobContext
+from .jobs.service import LocalRunner, QueueRunner
 from .keys import router as keys
 from .participation import router as participation
 from .participation.public_results import PublicSnapshots

@@ -61,7 +61,7 @@ def test_the_cli_output_spells_its_quantities_out(capsys):
 
 
 def test_the_privacy_regime_names_comparisons_per_pair():
-    from app.analysis.service import privacy_regime
+    from app.analysis.diagnostics import privacy_regime
 
     for g in (1.1, 30.0, 3000.0):  # above, near and below the line
         words = privacy_regime(10, 4500, g).explanation

@@ -35,8 +35,9 @@ from ..core.errors import Conflict, Invalid
 from ..goals.service import GoalSpec, fold_goal
 from ..stats import PairStats, debias, pair_stats
 from ..stats.rankings import RankingStats, ranking_stats
+from ..surveys.items import item_count, survey_items
 from ..surveys.results import CoverageItem, CoverageOut
-from ..surveys.service import item_count, require_local, require_pairwise, survey_items
+from ..surveys.service import require_local, require_pairwise
 
 log = logging.getLogger("privrank.aggregation")
 

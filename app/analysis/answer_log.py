@@ -104,7 +104,7 @@ class _State:
 class AnswerLogStore:
     """Per survey, the :class:`~app.stats.clusters.ClusterMoments` of the logged folds.
 
-    Kept in the :class:`~app.analysis.service.FitCache`'s memory budget, one state per
+    Kept in the :class:`~app.analysis.fits.FitCache`'s memory budget, one state per
     survey, updated by one request at a time (a per-survey lock); the moments handed out
     are immutable, so a request keeps using the version it read while another advances
     the state."""

@@ -76,7 +76,7 @@ def _site(args) -> int:
                 print("\n".join(status_lines(view)))
             return 0
         if args.epsilon is not None:
-            from ..surveys.service import MAX_EPSILON, MIN_EPSILON
+            from ..surveys.policy import MAX_EPSILON, MIN_EPSILON
 
             if not (0 < args.epsilon < math.inf and MIN_EPSILON <= args.epsilon <= MAX_EPSILON):
                 print(

@@ -26,7 +26,8 @@ def plan_command(args) -> int:
     if missing:
         print(f"privrank plan: {', '.join(m.replace('_', '-') for m in missing)} required", file=sys.stderr)
         return 2
-    from ..jobs.service import PLAN_SEARCH_STEPS, JobDeadline
+    from ..jobs.cost import PLAN_SEARCH_STEPS
+    from ..jobs.execution import JobDeadline
 
     replications = args.replications or 200
     expected = replications * (PLAN_SEARCH_STEPS if (args.solve or "none") != "none" else 1)

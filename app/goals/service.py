@@ -534,7 +534,7 @@ class GoalReport:
 
 def goal_report(session: Session, survey: Survey, m: int, cache=None) -> GoalReport | None:
     """The goal's standing from the folded state (fold first for a fresh one); None
-    without a goal. ``cache``: a :class:`~app.analysis.service.FitCache` keeping the
+    without a goal. ``cache``: a :class:`~app.analysis.fits.FitCache` keeping the
     decoded state per data version."""
     goal = GoalSpec.of(survey)
     if goal is None:

@@ -9,10 +9,12 @@ from fastapi.responses import JSONResponse
 
 from ..core import auth
 from ..core.db.models import Job
+from ..core.errors import TemporarilyUnavailable
 from ..core.lookup import answers_stored
 from ..core.schemas import ErrorOut
-from ..surveys.service import active_item_count
-from . import service as jobs
+from ..surveys.items import active_item_count
+from . import store as jobs
+from .cost import check_job, predicted_seconds
 from .schemas import JobOut
 
 
@@ -48,17 +50,17 @@ def _submit(request: Request, session, survey, kind: str, parameters: dict, who)
     runner = request.app.state.jobs
     created_by = owner(who)
     survey_id = survey.id if survey is not None else None
-    jobs.check_job(session, survey, kind, parameters, request.app.state.settings.job_seconds)
+    check_job(session, survey, kind, parameters, request.app.state.settings.job_seconds)
     same = jobs.same_active_job(session, survey_id, kind, parameters, created_by)
     if same is not None:
         return same
     if getattr(runner, "capacity_left", None) is not None and runner.capacity_left() <= 0:
-        raise jobs.TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
+        raise TemporarilyUnavailable("too many jobs are waiting; retry later", 30)
     backlog = request.app.state.settings.job_backlog
     job = jobs.create_job(session, survey_id, kind, parameters, created_by, backlog)
     try:
         runner.dispatch(job.id)
-    except jobs.TemporarilyUnavailable:
+    except TemporarilyUnavailable:
         jobs.discard_job(session, job.id)  # never dispatched: stored nothing after all
         raise
     return job
@@ -79,10 +81,10 @@ def as_job_if_long(
     ``PRIVRANK_INLINE_SECONDS``, submit it as a job and answer 202 with the job and
     its ``Location``; otherwise None (answer inline)."""
     if survey is None:  # a design plan: the parameters say its size
-        predicted = jobs.predicted_seconds(kind, parameters, parameters["items"], 0)
+        predicted = predicted_seconds(kind, parameters, parameters["items"], 0)
     else:
         n = answers_stored(session, survey.id)
-        predicted = jobs.predicted_seconds(kind, parameters, active_item_count(session, survey), n)
+        predicted = predicted_seconds(kind, parameters, active_item_count(session, survey), n)
     if predicted <= request.app.state.settings.inline_seconds:
         return None
     return submit_accepted(request, session, survey, kind, parameters, who)

@@ -11,9 +11,10 @@ from sqlalchemy import select
 from ..core import auth
 from ..core.db.models import Job
 from ..core.deps import ReaderDep, SessionDep
+from ..core.errors import TemporarilyUnavailable
 from ..core.routers import errors
 from ..surveys.service import get_survey, require_local, require_pairwise
-from . import service as jobs
+from . import store as jobs
 from .handoff import JOBS_429, job_out, owner, submit_accepted
 from .schemas import DesignJobIn, JobIn, JobList, JobOut
 
@@ -75,7 +76,7 @@ def read(*, request: Request, job_id: str, who: ReaderDep, session: SessionDep) 
     runner.touch()  # this process keeps jobs from now on (local runner)
     if jobs.looks_lost(session, job, runner.queued_after):
         for again in jobs.recover_lost(session, job_id, queued_after=runner.queued_after):
-            with suppress(jobs.TemporarilyUnavailable):  # lost again later, and retried then
+            with suppress(TemporarilyUnavailable):  # lost again later, and retried then
                 runner.dispatch(again)
         job = jobs.get_job(session, job_id)
         session.refresh(job)

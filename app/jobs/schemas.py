@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..analysis.service import BOOTSTRAP_MAX_REPLICATES, BOOTSTRAP_MIN_REPLICATES, BOOTSTRAP_REPLICATES
+from ..analysis.bootstrap import BOOTSTRAP_MAX_REPLICATES, BOOTSTRAP_MIN_REPLICATES, BOOTSTRAP_REPLICATES
 from ..core.schemas import StrictModel
 from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
 from ..stats.survey_plan import MAX_TAU

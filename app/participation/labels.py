@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session
 
 from ..core.db.models import Item
 from ..core.errors import Invalid
-from ..surveys.service import current_item_index, normalize_label
+from ..surveys.items import current_item_index
+from ..surveys.labels import normalize_label
 
 __all__ = [
     "COMMON_TRIGRAM",

@@ -15,7 +15,9 @@ from ..core.db.models import Item, Suggestion, Survey, is_id, utcnow
 from ..core.db.session import begin_write
 from ..core.errors import Conflict, Invalid, NotFound
 from ..core.limits import MAX_ITEMS
-from ..surveys.service import UNSET, active_item_count, append_items, get_survey, set_translations
+from ..surveys.items import active_item_count, append_items
+from ..surveys.labels import set_translations
+from ..surveys.service import UNSET, get_survey
 from .labels import Similar, clean_label, same_item, similar_labels
 
 __all__ = [

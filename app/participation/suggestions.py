@@ -35,14 +35,9 @@ from ..core.db.session import begin_write
 from ..core.errors import Conflict, NotFound, TooMany
 from ..core.limits import MAX_ITEMS
 from ..stats import entropy
-from ..surveys.service import (
-    MAX_TOTAL_DEFAULT,
-    PER_HOUR_DEFAULT,
-    active_item_count,
-    append_items,
-    get_survey,
-    shown_as_translation,
-)
+from ..surveys.items import active_item_count, append_items
+from ..surveys.labels import shown_as_translation
+from ..surveys.service import MAX_TOTAL_DEFAULT, PER_HOUR_DEFAULT, get_survey
 from .labels import clean_label, same_item
 from .moderation import survey_item, withhold
 

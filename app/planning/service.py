@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from ..analysis.service import current_fit, eps_of
+from ..analysis.bootstrap import eps_of
+from ..analysis.intervals import current_fit
 from ..core.deadline import Deadline, WorkSlots
 from ..core.errors import Conflict, Invalid, invalid_from
 from ..goals.service import CERTIFICATE_CHOICE, CERTIFICATES, ESTIMANDS, PAIRWISE_MAX_ITEMS, GoalSpec
@@ -29,7 +30,8 @@ from ..stats.survey_plan import (
     plan_survey,
     respondents_to_certify,
 )
-from ..surveys.service import active_items, require_local, require_pairwise, survey_items
+from ..surveys.items import active_items, survey_items
+from ..surveys.service import require_local, require_pairwise
 from .results import (
     GoalPlanOut,
     PlanBody,

@@ -21,7 +21,8 @@ from ..core.db.models import Comparison, Ranking, Respondent, Survey
 from ..releases.service import budget as release_budget
 from ..respondents.service import budget_remaining, comparisons_remaining
 from ..stats.accounting import DEFAULT_DELTA
-from ..surveys.service import budget_policy, current_item_index
+from ..surveys.items import current_item_index
+from ..surveys.policy import budget_policy
 from .results import PrivacySummary, Receipt, ReceiptAnswer
 
 __all__ = ["MAX_RECEIPT_ANSWERS", "guess_bound", "privacy_summary", "receipt"]

@@ -33,7 +33,8 @@ from ..respondents.imports import (
     row_limit,
 )
 from ..stats.rankings import complete_ranking, mallows_privatize
-from ..surveys.service import item_index, normalize_label
+from ..surveys.items import item_index
+from ..surveys.labels import normalize_label
 from .service import RANKING_SEPARATOR, _check_ranking_survey
 
 __all__ = ["BALLOT_COLUMNS", "import_rankings"]

@@ -47,7 +47,7 @@ from ..stats.rankings import (
     mallows_privatize,
     random_permutation,
 )
-from ..surveys.service import survey_items
+from ..surveys.items import survey_items
 
 __all__ = [
     "CONSENSUS_METHODS",

@@ -27,7 +27,9 @@ from ..core.deadline import Deadline, WorkSlots
 from ..core.errors import Conflict, Invalid, NotFound
 from ..stats.accounting import pure_rho, zcdp_epsilon, zcdp_rho_for
 from ..stats.central import gaussian_noisy_counts, noisy_counts, perturbed_mle, win_counts
-from ..surveys.service import central_limits, get_survey, survey_items
+from ..surveys.items import survey_items
+from ..surveys.policy import central_limits
+from ..surveys.service import get_survey
 from .results import Budget, ReleaseList, ReleaseOut, ReleaseResult, ReleaseSummary
 
 __all__ = [

@@ -25,7 +25,7 @@ from ..goals.service import COUNT_I, COUNT_J, COUNT_PAIR, GoalSpec, current_stat
 from ..stats import entropy
 from ..stats.adaptive import draw_respondent_pairs
 from ..stats.pairwise_goal import PairwiseGoalStatus, draw_pairwise_respondent
-from ..surveys.service import current_item_index, item_count_of
+from ..surveys.items import current_item_index, item_count_of
 from .balanced import LOOKUP_ROUNDS, balanced_pairs
 from .pair_numbers import _draw, _ints, _keys, _member, _pairs, _row_starts
 from .service import registered_epsilon
@@ -62,7 +62,7 @@ class Served:
 def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: int, cache=None) -> Served:
     """Up to ``count`` pairs for ``respondent`` (fewer when the budget or the pairs run
     out, with the reason). ``cache``: the process's
-    :class:`~app.analysis.service.FitCache`, which keeps dense surveys' per-pair
+    :class:`~app.analysis.fits.FitCache`, which keeps dense surveys' per-pair
     counts between requests (None: read them each time).
 
     Counts come from the folded statistics after an opportunistic, non-blocking fold of
@@ -96,7 +96,7 @@ def next_pairs(session: Session, survey: Survey, respondent: Respondent, count: 
       the count levels upward from 0, drawing uniformly inside each level outside the
       respondent's pairs.
 
-    Items come from the per-process :class:`~app.surveys.service.ItemIndex` cache
+    Items come from the per-process :class:`~app.surveys.items.ItemIndex` cache
     (plain values), checked against the survey's item count by one ``COUNT``.
     """
     if survey.status != "open" or survey.kind != "pairwise":

@@ -32,7 +32,8 @@ from ..core.db.models import Base, Comparison, PendingBatch, Respondent, Survey,
 from ..core.db.session import begin_write
 from ..core.errors import Conflict, Invalid
 from ..stats import privatize
-from ..surveys.service import item_index, normalize_label
+from ..surveys.items import item_index
+from ..surveys.labels import normalize_label
 from .ingestion import ComparisonIn, canonical, check_open_pairwise, first_repeat
 from .service import check_epsilon
 from .spending import exceeded, lock_survey, spend_conditions, table_of

@@ -32,7 +32,7 @@ from ..core.idempotency import Receipt, Stored
 from ..core.limits import MAX_BATCH
 from ..goals.service import COUNT_I, COUNT_J, COUNT_PAIR, read_ticket
 from ..stats import privatize
-from ..surveys.service import ItemIndex, current_item_index, known_item_index
+from ..surveys.items import ItemIndex, current_item_index, known_item_index
 from .service import answer_epsilon
 from .spending import Purchase, spend_and_store
 

@@ -14,7 +14,7 @@ from ..core.db.models import Ranking, Respondent, Survey, new_id
 from ..core.db.session import begin_write
 from ..core.errors import Conflict, Invalid, NotFound
 from ..core.secrets import ServiceHmac
-from ..surveys.service import local_epsilons
+from ..surveys.policy import local_epsilons
 
 __all__ = [
     "Account",

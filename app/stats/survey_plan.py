@@ -45,7 +45,7 @@ MAX_SURVEY_PLAN_ITEMS = 100
 #: The bound on one call's work, in simulated comparisons summed over replicates
 #: and candidate sizes, each replicate also counting m³/50 for its covariance and
 #: intervals (as long as that many comparisons take): about 100 s on one core at
-#: :data:`app.jobs.service.PLAN_UNITS_PER_SECOND`, the rate the service assumes.
+#: :data:`app.jobs.cost.PLAN_UNITS_PER_SECOND`, the rate the service assumes.
 MAX_SURVEY_PLAN_WORK = 15_000_000
 
 

@@ -11,8 +11,10 @@ from ..core.routers import Limit, Offset, errors
 from ..goals.service import goal_met
 from ..participation.moderation import pending_counts
 from ..privacy.service import privacy_summary
+from . import items
 from . import service as svc
 from .languages import LANGUAGES
+from .policy import PrivacyPolicy, budget_policy
 from .results import CoverageOut
 from .schemas import (
     ItemOut,
@@ -48,7 +50,7 @@ def create_survey(*, body: SurveyCreate, session: SessionDep) -> SurveyOut:
         body.title,
         body.kind,
         body.items,
-        svc.PrivacyPolicy(
+        PrivacyPolicy(
             p.model,
             p.epsilon_default,
             p.epsilon_min,
@@ -151,7 +153,7 @@ def update_survey(*, request: Request, survey_id: str, body: SurveyUpdate, sessi
 def add_items(*, survey_id: str, body: ItemsAdd, session: SessionDep) -> list[ItemOut]:
     """New items get the next positions; earlier answers keep their meaning.
     ``item_translations``: their labels in other languages, as on create."""
-    return [item_out(i) for i in svc.add_items(session, survey_id, body.items, body.item_translations)]
+    return [item_out(i) for i in items.add_items(session, survey_id, body.items, body.item_translations)]
 
 
 @router.get(
@@ -168,7 +170,7 @@ def public_survey(
     ``language``: the one the page is shown in (``?lang=``, then ``Accept-Language``,
     then the survey's default); ``languages``: those it has."""
     survey = svc.get_survey(session, survey_id)
-    n = svc.item_count(session, survey.id)
+    n = items.item_count(session, survey.id)
     return PublicSurveyOut(
         id=survey.id,
         title=survey.title,
@@ -180,7 +182,7 @@ def public_survey(
         epsilon_min=survey.epsilon_min,
         epsilon_max=survey.epsilon_max,
         respondent_budget=survey.respondent_budget,
-        respondent_budget_policy=svc.budget_policy(survey),
+        respondent_budget_policy=budget_policy(survey),
         max_comparisons_per_respondent=survey.max_comparisons,
         privacy_summary=privacy_summary(survey, n),
         goal_met=None if survey.goal is None else goal_met(session, survey),

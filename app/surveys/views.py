@@ -15,9 +15,10 @@ from ..privacy.service import privacy_summary
 from ..respondents.service import respondent_totals
 from ..respondents.undecided import undecided_count
 from ..stats import flip_probability
+from .items import survey_items
 from .languages import choose_language
+from .policy import budget_policy
 from .schemas import GoalOut, GoalSpecOut, ItemOut, PrivacyOut, SurveyOut, SurveySummary
-from .service import budget_policy, survey_items
 
 #: The respondent's language, on the routes respondents read (labels and the page's catalog).
 Lang = Annotated[

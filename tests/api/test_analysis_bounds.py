@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis import answer_log
+from app.analysis import answer_log, diagnostics, fits, intervals
+from app.analysis import bootstrap as boot
 from app.analysis import service as analysis
 from app.core.cache import ByteLRU
 from app.core.deadline import SHUTDOWN, Deadline, OutOfTime, WorkSlots
@@ -51,7 +52,7 @@ def small(app) -> str:
 
 def test_absurd_replicates_are_refused(client, small, unchanged):
     with unchanged():
-        for value in (10**9, analysis.BOOTSTRAP_MAX_REPLICATES + 1, 5, -1):
+        for value in (10**9, boot.BOOTSTRAP_MAX_REPLICATES + 1, 5, -1):
             r = client.get(
                 f"/v1/surveys/{small}/ranking?uncertainty=bootstrap&replicates={value}", headers=ADMIN
             )
@@ -61,7 +62,7 @@ def test_absurd_replicates_are_refused(client, small, unchanged):
     with client.app.state.session_factory() as session:
         survey = get_survey(session, small)
         with pytest.raises(analysis.Invalid, match="replicates must be between 20 and 2000"):
-            analysis.ranking(session, survey, analysis.FitCache(), uncertainty="bootstrap", replicates=10**6)
+            analysis.ranking(session, survey, fits.FitCache(), uncertainty="bootstrap", replicates=10**6)
 
 
 def test_bootstrap_predicted_beyond_the_budget_is_refused_before_it_starts(
@@ -70,7 +71,7 @@ def test_bootstrap_predicted_beyond_the_budget_is_refused_before_it_starts(
     """Refused (422) before any replicate: the bootstrap functions are replaced by ones
     that record the call and fail."""
     # Predicted: 2,000 replicates × 1,800 comparisons × 2e-7 s = 0.72 s (cluster).
-    predicted = analysis.bootstrap_seconds(12, 1800, 2000, "cluster")
+    predicted = boot.bootstrap_seconds(12, 1800, 2000, "cluster")
     assert predicted == pytest.approx(0.72)
     started: list[str] = []
 
@@ -82,7 +83,7 @@ def test_bootstrap_predicted_beyond_the_budget_is_refused_before_it_starts(
         return refuse
 
     for name in ("cluster_bootstrap_confidence", "bootstrap_confidence"):
-        monkeypatch.setattr(analysis, name, bootstrap(name))
+        monkeypatch.setattr(boot, name, bootstrap(name))
     url = f"/v1/surveys/{small}/ranking?uncertainty=bootstrap&replicates=2000"
     budget(predicted / 3)  # more than BOOTSTRAP_REFUSE_FACTOR (2) times over
     for covariance in ("cluster", "model"):
@@ -103,9 +104,9 @@ def test_bootstrap_over_its_budget_stops_with_503(client, small, budget, clock, 
     """The bootstrap checks its deadline before every replicate and stops at the first
     check past the budget: 2,000 replicates asked, the 5 s budget spent at the 5th."""
     client.get(f"/v1/surveys/{small}/ranking", headers=ADMIN)  # the fit and its clusters, cached
-    monkeypatch.setattr(analysis, "BOOTSTRAP_SECONDS_PER_COMPARISON", 0.0)  # never refused up front
+    monkeypatch.setattr(boot, "BOOTSTRAP_SECONDS_PER_COMPARISON", 0.0)  # never refused up front
     calls = []
-    real = analysis.cluster_bootstrap_confidence
+    real = boot.cluster_bootstrap_confidence
 
     def counting(*args, check, **kwargs):
         def counted() -> None:
@@ -115,7 +116,7 @@ def test_bootstrap_over_its_budget_stops_with_503(client, small, budget, clock, 
 
         return real(*args, check=counted, **kwargs)
 
-    monkeypatch.setattr(analysis, "cluster_bootstrap_confidence", counting)
+    monkeypatch.setattr(boot, "cluster_bootstrap_confidence", counting)
     budget(5)
     r = client.get(f"/v1/surveys/{small}/ranking?uncertainty=bootstrap&replicates=2000", headers=ADMIN)
     assert r.status_code == 503, r.text
@@ -227,7 +228,7 @@ def test_confidence_levels_are_a_finite_set(client, small, unchanged):
 
 def test_the_cache_stays_within_its_byte_budget(app, small):
     """Many distinct (level, k) summaries: the oldest go, the total never exceeds the budget."""
-    cache = analysis.FitCache()
+    cache = fits.FitCache()
     levels = analysis.LEVELS[::3]  # 18 of the 52, from 0.5 to 0.999
     with app.state.session_factory() as session:
         survey = get_survey(session, small)
@@ -293,9 +294,13 @@ def test_a_cached_ranking_computes_nothing_again(client, monkeypatch):
 
         return spy
 
-    monkeypatch.setitem(analysis.METHODS, "debiased_mle", counted("fit", analysis.METHODS["debiased_mle"]))
-    for name in ("level_free_uncertainty", "rank_draws", "_graph"):
-        monkeypatch.setattr(analysis, name, counted(name, getattr(analysis, name)))
+    monkeypatch.setitem(fits.METHODS, "debiased_mle", counted("fit", fits.METHODS["debiased_mle"]))
+    for module, name in (
+        (intervals, "level_free_uncertainty"),
+        (intervals, "rank_draws"),
+        (diagnostics, "_graph"),
+    ):
+        monkeypatch.setattr(module, name, counted(name, getattr(module, name)))
     monkeypatch.setattr(answer_log, "decode_batch", counted("rows", answer_log.decode_batch))
     first = client.get(f"/v1/surveys/{sid}/ranking?k=10", headers=ADMIN)
     assert first.status_code == 200 and first.json()["uncertainty"]["available"], first.text

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from app.analysis import service as analysis
+from app.analysis import fits
 from app.analysis.aggregation import decode_batch, encode_batch
 from app.core.db.models import AnswerLog, SurveyStats
 from app.respondents import ingestion
@@ -32,7 +32,7 @@ def _ranking(client, sid: str) -> dict:
 def _from_comparisons(client, monkeypatch, sid: str) -> dict:
     """The ranking from a fresh cache that reads every stored answer instead of the log."""
     kept = client.app.state.fit_cache
-    fresh = analysis.FitCache()
+    fresh = fits.FitCache()
     monkeypatch.setattr(fresh.log, "read", lambda *args: None)
     client.app.state.fit_cache = fresh
     try:

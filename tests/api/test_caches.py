@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 
 from app.core.cache import ByteLRU
 from app.core.deadline import OutOfTime
-from app.surveys import service as surveys
-from app.surveys.service import ItemIndex, item_index
+from app.surveys import items as surveys
+from app.surveys.items import ItemIndex, item_index
 from tests.helpers.api import ADMIN, create_ranking_survey, create_survey, register
 
 

@@ -17,7 +17,7 @@ from app.analysis.aggregation import fold_pending
 from app.core.db.models import Survey, SurveyStats
 from app.goals.service import GoalSpec, PairGoalState, load_state
 from app.stats.pairwise_goal import pair_index
-from app.surveys.service import item_count
+from app.surveys.items import item_count
 from tests.helpers.api import ADMIN, register
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

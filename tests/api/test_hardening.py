@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.analysis import service as analysis
+from app.analysis import fits
 from app.core.db.models import Comparison, IdempotencyRecord, Item, new_id
 from app.respondents import ingestion
 from app.stats import mechanisms
@@ -123,7 +123,7 @@ def test_items_added_while_a_ranking_is_computed(app, client, monkeypatch):
     ids = [it["id"] for it in s["items"]]
     _, h = register(client, s["id"], 1.0)
     assert post(client, s["id"], h, [{"a": ids[0], "b": ids[1], "winner": ids[0]}]).status_code == 201
-    real = analysis.read_snapshot
+    real = fits.read_snapshot
     done = []
 
     def add_item_and_answer_first(session, survey_id, n_items, need_stats=lambda v: True):
@@ -140,7 +140,7 @@ def test_items_added_while_a_ranking_is_computed(app, client, monkeypatch):
                 fold_pending(other, s["id"])
         return real(session, survey_id, n_items, need_stats)
 
-    monkeypatch.setattr(analysis, "read_snapshot", add_item_and_answer_first)
+    monkeypatch.setattr(fits, "read_snapshot", add_item_and_answer_first)
     r = client.get(f"/v1/surveys/{s['id']}/ranking", headers=ADMIN)
     assert r.status_code == 200, r.text
     # A consistent answer either way: SQLite reads the request's snapshot (4 items,

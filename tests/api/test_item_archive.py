@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.analysis import service as analysis
+from app.analysis import diagnostics, intervals
 from app.participation import moderation
+from app.surveys import items
 from app.surveys import service as surveys
 from tests.helpers.api import ADMIN, analyst_headers, create_ranking_survey, register
 
@@ -105,7 +106,8 @@ def test_an_archived_item_is_left_out_of_the_ranking_as_if_it_had_never_been_the
 
 def test_archiving_brings_back_the_intervals(client, monkeypatch):
     """Intervals are computed up to MAX_ITEMS_COVARIANCE items: the archived ones do not count."""
-    monkeypatch.setattr(analysis, "MAX_ITEMS_COVARIANCE", 4)
+    monkeypatch.setattr(intervals, "MAX_ITEMS_COVARIANCE", 4)
+    monkeypatch.setattr(diagnostics, "MAX_ITEMS_COVARIANCE", 4)
     labels = ["A", "B", "C", "D", "E"]
     s = _survey(client, labels)
     _send(client, s, _answers(labels, 20, seed=9))
@@ -118,6 +120,7 @@ def test_archiving_brings_back_the_intervals(client, monkeypatch):
 
 
 def test_archived_items_do_not_count_toward_the_item_limit(client, monkeypatch):
+    monkeypatch.setattr(items, "MAX_ITEMS", 5)
     monkeypatch.setattr(surveys, "MAX_ITEMS", 5)
     monkeypatch.setattr(moderation, "MAX_ITEMS", 5)
     s = _survey(client, ["A", "B", "C", "D"])

@@ -14,7 +14,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
 from app.core.db.models import Job, utcnow
-from app.jobs import service as jobs
+from app.jobs import cost, execution
+from app.jobs import service as runners
+from app.jobs import store as jobs
 from tests.helpers.api import (
     ADMIN,
     analyst_headers,
@@ -83,19 +85,20 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
     """DELETE marks the job cancelled; its runner sees that at its next heartbeat and
     cancels the work's deadline, which stops the bootstrap at its next replicate; the
     runner then takes the job waiting behind it (one runner thread)."""
-    from app.analysis import service as analysis
+    from app.analysis import bootstrap
 
-    monkeypatch.setattr(jobs, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(execution, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(runners, "HEARTBEAT_SECONDS", 0.05)
     in_third, cancelled = threading.Event(), threading.Event()
 
-    class Watched(jobs.JobDeadline):
+    class Watched(execution.JobDeadline):
         def cancel(self) -> None:
             super().cancel()
             cancelled.set()
 
-    monkeypatch.setattr(jobs, "JobDeadline", Watched)
+    monkeypatch.setattr(execution, "JobDeadline", Watched)
     calls = []
-    real = analysis.cluster_bootstrap_confidence
+    real = bootstrap.cluster_bootstrap_confidence
 
     def gated(*args, check, **kwargs):
         def counted() -> None:
@@ -107,7 +110,7 @@ def test_cancelling_a_running_job_stops_it(app, answered, monkeypatch):
 
         return real(*args, check=counted, **kwargs)
 
-    monkeypatch.setattr(analysis, "cluster_bootstrap_confidence", gated)
+    monkeypatch.setattr(bootstrap, "cluster_bootstrap_confidence", gated)
     with TestClient(app) as client:
         long = client.post(
             f"/v1/surveys/{answered}/jobs", json={"kind": "bootstrap", "replicates": 2000}, headers=ADMIN
@@ -233,8 +236,8 @@ def test_a_job_lost_by_its_runner_is_retried_once_then_fails(client, db, answere
 def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypatch):
     """The runner finishes only a job it still holds: cancel between claim and finish."""
     job = jobs.create_job(db, answered, "ranking", {}, "test", 100)
-    ctx = jobs.JobContext(app.state.session_factory, app.state.fit_cache, 60.0)
-    real = jobs._work
+    ctx = execution.JobContext(app.state.session_factory, app.state.fit_cache, 60.0)
+    real = execution._work
 
     def cancel_then_work(kind, parameters, c):
         fn, n = real(kind, parameters, c)
@@ -246,8 +249,8 @@ def test_a_late_result_of_a_cancelled_job_is_dropped(app, db, answered, monkeypa
 
         return wrapped, n
 
-    monkeypatch.setattr(jobs, "_work", cancel_then_work)
-    assert jobs.execute(job.id, ctx) is None
+    monkeypatch.setattr(execution, "_work", cancel_then_work)
+    assert execution.execute(job.id, ctx) is None
     db.expire_all()
     row = db.get(Job, job.id)
     assert row.status == "cancelled" and row.result is None
@@ -301,21 +304,21 @@ def test_answers_not_yet_folded_count_in_the_prediction(client, inline):
 
 
 def test_predictions_follow_the_work():
-    from app.analysis.service import bootstrap_seconds
+    from app.analysis.bootstrap import bootstrap_seconds
 
     p = {"uncertainty": "bootstrap", "replicates": 400, "covariance": "cluster"}
-    assert jobs.predicted_seconds("ranking", p, 30, 50_000) == bootstrap_seconds(30, 50_000, 400, "cluster")
-    assert jobs.predicted_seconds("ranking", {}, 30, 50_000) == 0.0  # sandwich: inline
-    fixed = jobs.predicted_seconds("plan", {"respondents": 100, "replications": 100}, 20, 10_000)
-    search = jobs.predicted_seconds("plan", {"replications": 100}, 20, 10_000)
-    assert fixed == pytest.approx((10_000 + 1000 + 8000 / 50) * 100 / jobs.PLAN_UNITS_PER_SECOND)
-    assert fixed < search <= 15_000_000 / jobs.PLAN_UNITS_PER_SECOND  # a search: at most the work bound
+    assert cost.predicted_seconds("ranking", p, 30, 50_000) == bootstrap_seconds(30, 50_000, 400, "cluster")
+    assert cost.predicted_seconds("ranking", {}, 30, 50_000) == 0.0  # sandwich: inline
+    fixed = cost.predicted_seconds("plan", {"respondents": 100, "replications": 100}, 20, 10_000)
+    search = cost.predicted_seconds("plan", {"replications": 100}, 20, 10_000)
+    assert fixed == pytest.approx((10_000 + 1000 + 8000 / 50) * 100 / cost.PLAN_UNITS_PER_SECOND)
+    assert fixed < search <= 15_000_000 / cost.PLAN_UNITS_PER_SECOND  # a search: at most the work bound
     from app.stats.planner import plan_seconds
 
     design = {"items": 20, "pairs_per_respondent": 10, "k": 3, "respondents": 500, "replications": 200}
-    assert jobs.predicted_seconds("design", design, 20, 0) == plan_seconds(20, 5000, 1, 200)
+    assert cost.predicted_seconds("design", design, 20, 0) == plan_seconds(20, 5000, 1, 200)
     solving = {**design, "solve": "respondents", "epsilon": [0.5, 1.0, 2.0]}
-    assert jobs.predicted_seconds("design", solving, 20, 0) == plan_seconds(20, 100, 3, 200) * 12
+    assert cost.predicted_seconds("design", solving, 20, 0) == plan_seconds(20, 100, 3, 200) * 12
 
 
 def test_a_repeated_request_follows_the_same_job_and_a_key_has_a_cap(
@@ -410,7 +413,7 @@ def test_queued_jobs_that_nobody_holds_are_sent_again_and_old_ones_deleted(clien
 
 
 def test_waiting_for_a_turn_is_not_progress():
-    d = jobs.JobDeadline(60.0, 10, what="x")
+    d = execution.JobDeadline(60.0, 10, what="x")
     for _ in range(50):
         d.check_waiting()
     assert d.progress == 0.0

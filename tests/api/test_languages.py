@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from app.analysis import intervals
 from app.analysis import service as analysis
 from app.core.db.models import Item
 from app.federation import service as federation
@@ -532,7 +533,7 @@ def test_every_sentence_of_the_public_note_is_in_every_results_catalog():
 #: ranking consensus's reason_code = "code".
 REASON_SOURCES = {
     "stats/inference": r'IntervalsUnavailable\(\s*"(\w+)"',
-    "analysis/service.py": r'_Intervals\(\s*None,\s*"(\w+)"',
+    "analysis/intervals.py": r'_Intervals\(\s*None,\s*"(\w+)"',
     "rankings/service.py": r'reason_code = "(\w+)"',
 }
 
@@ -554,7 +555,7 @@ def test_every_reason_for_missing_intervals_has_a_message_in_every_dashboard_cat
     in every language; the codes the service emits are the ones it documents."""
     codes = _reason_codes()
     assert {"no_comparisons", "too_few_respondents", "no_standard_errors", "too_few_rankings"} <= codes
-    assert codes == set(analysis.INTERVAL_REASONS) | set(CONSENSUS_REASONS), codes
+    assert codes == set(intervals.INTERVAL_REASONS) | set(CONSENSUS_REASONS), codes
     for code in LANGUAGES:
         catalog = _catalog("dashboard", code)
         assert {c for c in codes if f"uncertainty.reason.{c}" not in catalog} == set(), code

@@ -162,7 +162,7 @@ def test_concurrent_requests_read_the_counts_once(monkeypatch):
     every thread would read them (32 reads, each ~2 s and ~30 MB on a dense 2,000-item
     survey). On a fake clock: counts that took 0.3 s to read are reused at a new data
     version for 3 s (REFRESH_SHARE), then read again."""
-    from app.analysis.service import FitCache
+    from app.analysis.fits import FitCache
 
     clock = _FakeClock()
     monkeypatch.setattr(balanced, "_clock", clock)

@@ -146,7 +146,7 @@ def test_diagnostics_report_privacy_and_connectivity(client, survey):
 
 
 def test_privacy_regime_below_the_dividing_line(client):
-    from app.analysis.service import privacy_regime
+    from app.analysis.diagnostics import privacy_regime
 
     g = 1 / math.tanh(0.01 / 2) ** 2  # ε = 0.01
     below = privacy_regime(10, 4500, g)  # L = 100 per pair: 1/√(mL) ≈ 0.032

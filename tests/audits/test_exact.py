@@ -36,7 +36,7 @@ from app.stats import rankings as rk
 from app.stats.mechanisms import EPSILON_FLOOR, flip_probability, privatize
 from app.stats.rankings import insertion_decode, mallows_log_pmf, mallows_privatize
 from app.stats.rankings import mallows as rk_mallows
-from app.surveys.service import MAX_EPSILON, MIN_EPSILON
+from app.surveys.policy import MAX_EPSILON, MIN_EPSILON
 from tests.helpers.audit import (
     GRID,
     FixedUniforms,
@@ -51,7 +51,7 @@ from tests.helpers.audit import (
     orderings,
 )
 
-#: The ε the library accepts at its floor, the survey bounds (app.surveys.service), and 1.
+#: The ε the library accepts at its floor, the survey bounds (app.surveys.policy), and 1.
 EPSILONS = (EPSILON_FLOOR, MIN_EPSILON, 1.0, MAX_EPSILON)
 #: |ε̂ − ε| ≤ FLOAT_TOL·max(1, ε) for the defining law: each log probability is one
 #: rounding (≈ 1e-16) off; 1e-12 leaves a factor 10⁴ and still catches a dispersion off

@@ -59,6 +59,7 @@ def service_row(m: int, respondents: int, per: int) -> dict:
     from fastapi.testclient import TestClient
 
     from app.analysis import service as analysis
+    from app.analysis.fits import FitCache
     from app.core.db.migrate import upgrade
     from app.surveys.service import get_survey
     from tests.helpers.api import ADMIN, create_survey, make_app
@@ -81,7 +82,7 @@ def service_row(m: int, respondents: int, per: int) -> dict:
                 headers={**ADMIN, "Content-Type": "text/csv"},
             )
             assert r.status_code == 201, r.text
-            cache = analysis.FitCache()
+            cache = FitCache()
             with app.state.session_factory() as session:
                 survey = get_survey(session, s["id"])
                 analysis.ranking(session, survey, cache, uncertainty="none")  # fit and rows: not timed

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from app.core.db.models import Job
 from app.jobs import service as jobs
+from app.jobs.store import create_job
 from tests.helpers.api import import_survey, make_app
 from tests.helpers.live import free_port
 
@@ -84,7 +85,7 @@ def _wait_done(session_factory, job_id: str, seconds: float) -> str:
 
 def _queue(app, redis_url: str, survey_id: str, k: int) -> str:
     with app.state.session_factory() as s:
-        job = jobs.create_job(s, survey_id, "ranking", {"k": k}, "test", 100)
+        job = create_job(s, survey_id, "ranking", {"k": k}, "test", 100)
         job_id = job.id
     runner = jobs.QueueRunner(redis_url, 60.0)
     try:
