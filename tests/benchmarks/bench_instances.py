@@ -28,6 +28,7 @@ import uuid
 
 import numpy as np
 
+from tests.benchmarks.docs_page import command_line, write_block
 from tests.benchmarks.loadgen import create_survey, percentiles, run_load
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
@@ -152,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write the figures into docs/benchmarks.md (its bench_instances block); not with --quick",
+    )
     args = parser.parse_args(argv)
+    if args.write_docs and args.quick:
+        parser.error("--write-docs writes a full run's figures, not a quick run's")
     seconds = 4.0 if args.quick else 15.0
     postgres = os.environ.get("PRIVRANK_TEST_POSTGRES", DEFAULT_POSTGRES)
     redis_url = os.environ.get("PRIVRANK_TEST_REDIS_BENCH", DEFAULT_REDIS)
@@ -169,10 +177,34 @@ def main(argv: list[str] | None = None) -> int:
             f"load generator {c['load_generator']:.2f}"
         )
     one, two = rows
-    print(
+    scaling = (
         f"2 instances / 1: {two['req_per_s'] / one['req_per_s']:.2f}× the throughput; per busy core "
         f"{one['req_per_s'] / one['cores_busy']:.0f} and {two['req_per_s'] / two['cores_busy']:.0f} answers/s"
     )
+    print(scaling)
+    if args.write_docs:
+        table = [
+            (
+                f"{r['instances']} instance{'s' if r['instances'] > 1 else ''}",
+                f"{r['req_per_s']:.0f} answers/s, p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
+                f"{r['cores_busy']:.2f} cores busy; CPU ms per answer: "
+                f"API {r['cpu_ms_per_answer']['api']:.2f}, "
+                f"PostgreSQL {r['cpu_ms_per_answer']['postgres']:.2f}, "
+                f"load generator {r['cpu_ms_per_answer']['load_generator']:.2f}",
+                "reported",
+                None,
+            )
+            for r in rows
+        ]
+        write_block(
+            "bench_instances",
+            table,
+            command_line("tests.benchmarks.bench_instances", argv),
+            [
+                f"Single-comparison answers, closed loop, 16 respondents per instance; {cores} cores "
+                f"shared by all. {scaling}."
+            ],
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

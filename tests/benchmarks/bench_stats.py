@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from tests.benchmarks.docs_page import command_line, write_block
+
 
 def _median_time(fn, repeats: int) -> tuple[float, object]:
     result = fn()  # warm-up
@@ -158,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; targets not evaluated")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="also write the figures into docs/benchmarks.md (its bench_stats block); not with --quick",
+    )
     args = parser.parse_args(argv)
+    if args.write_docs and args.quick:
+        parser.error("--write-docs writes a full run's figures, not a quick run's")
     quick = args.quick
 
     ref = machine_reference()
@@ -198,19 +207,21 @@ def main(argv: list[str] | None = None) -> int:
             sparse["peak_rss_mib"] < 1024,
         ),
     ]
-    print(
-        f"machine reference: 1000×1000 matmul {ref['matmul_1000_s'] * 1e3:.1f} ms, "
-        f"Python loop of 10⁶ additions {ref['python_loop_1e6_s'] * 1e3:.0f} ms"
-    )
-    print(
-        f"accuracy: |θ_ours − θ_choix.opt| ≤ {cx['max_abs_diff_vs_opt_same_objective']:.1e} "
+    notes = [
+        f"Machine reference: 1000×1000 matmul {ref['matmul_1000_s'] * 1e3:.1f} ms, "
+        f"Python loop of 10⁶ additions {ref['python_loop_1e6_s'] * 1e3:.0f} ms.",
+        f"Accuracy: |θ_ours − θ_choix.opt| ≤ {cx['max_abs_diff_vs_opt_same_objective']:.1e} "
         f"(same objective; choix's default tolerance), "
-        f"λ=0 vs ilsr ≤ {cx['max_abs_diff_lambda0_vs_ilsr']:.1e}"
-    )
+        f"λ=0 vs ilsr ≤ {cx['max_abs_diff_lambda0_vs_ilsr']:.1e}.",
+    ]
+    for note in notes:
+        print(note)
     width = max(len(r[0]) for r in rows)
     for name, figure, target, ok in rows:
         verdict = "(quick run)" if quick else ("met" if ok else "MISSED")
         print(f"{name.ljust(width)}  {figure}  [target {target}: {verdict}]")
+    if args.write_docs:
+        write_block("bench_stats", rows, command_line("tests.benchmarks.bench_stats", argv), notes)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"reference": ref, "choix": cx, "complete": complete, "sparse": sparse}, fh, indent=2)
