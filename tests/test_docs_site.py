@@ -151,4 +151,10 @@ def test_a_benchmark_writes_only_its_own_block(tmp_path):
     with pytest.raises(KeyError):
         write_block("three", rows, "python -m x", page=page)
     blocks = re.findall(r"<!-- BEGIN generated: (\w+) -->", PAGE.read_text(encoding="utf-8"))
-    assert blocks == ["bench_service_ingestion", "bench_service", "bench_scale"]
+    assert blocks == [
+        "bench_service_ingestion",
+        "bench_service",
+        "bench_scale",
+        "bench_stats",
+        "bench_instances",
+    ]
