@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .btl import fit_btl
+from .btl import FitOptions, fit_btl
 from .pairs import validate_comparisons
 
 __all__ = [
@@ -832,7 +832,9 @@ def solve_perturbed(
     ([0.3441, -0.3441], True)
     """
     wv = np.asarray(w, dtype=np.float64)
-    fit = fit_btl(n_items, i, j, n, wins_i, gamma / 2.0, linear=wv, atol=atol, max_iter=200)
+    fit = fit_btl(
+        n_items, i, j, n, wins_i, gamma / 2.0, linear=wv, options=FitOptions(atol=atol, max_iter=200)
+    )
     if not fit.converged:  # pragma: no cover - Newton on a strongly convex objective
         raise RuntimeError("the perturbed objective was not solved exactly; the release is withheld")
     labels = fit.component

@@ -21,11 +21,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
-from .btl import fit_debiased_mle_stats
 from .inference import Clusters, IntervalsUnavailable, confidence
 from .inference.ranks import pair_difference_se, simultaneous_critical_value
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import competition_ranks
+from .mle import fit_debiased_mle_stats
 from .pairs import pair_stats, validate_comparisons
 
 __all__ = [
