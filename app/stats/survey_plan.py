@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit
 
 from .inference import Clusters, IntervalsUnavailable, confidence
-from .inference.ranks import pair_difference_se, simultaneous_critical_value
+from .inference.critical import pair_difference_se, simultaneous_critical_value
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import competition_ranks
 from .mle import fit_debiased_mle_stats
