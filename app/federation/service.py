@@ -27,7 +27,8 @@ from ..core.auth import hash_secret, new_secret
 from ..core.db.models import FederatedRound, RoundSite, Survey, new_id, utcnow
 from ..core.db.session import begin_write
 from ..core.errors import Conflict, Invalid, NotFound, invalid_from
-from ..stats.federated import FederatedScheme, lehmer_low_bits, secure_sum
+from ..stats.federated import FederatedScheme, secure_sum
+from ..stats.fra import lehmer_low_bits
 from ..surveys.items import survey_items
 from ..surveys.policy import MAX_EPSILON, MIN_EPSILON
 from .results import RoundOut, RoundPrivacy, RoundSiteOut, SitePeer, SiteView

@@ -29,8 +29,9 @@ from sqlalchemy.orm import Session
 from ..core.db.models import Survey, SurveyStats, utcnow
 from ..core.errors import Invalid
 from ..stats.adaptive import RHO_ANSWERS, BordaSequences, GoalStatus, goal_status
-from ..stats.pairwise_goal import MAX_ITEMS as PAIRWISE_MAX_ITEMS
-from ..stats.pairwise_goal import PairSequences, PairwiseGoalStatus, pairwise_goal_status, restored_status
+from ..stats.pair_sequences import MAX_ITEMS as PAIRWISE_MAX_ITEMS
+from ..stats.pair_sequences import PairSequences
+from ..stats.pairwise_goal import PairwiseGoalStatus, pairwise_goal_status, restored_status
 
 __all__ = [
     "CERTIFICATES",
@@ -416,7 +417,7 @@ class PairGoalState(_SequenceState):
     :func:`~app.stats.pairwise_goal.draw_pairwise_respondent` from the cached status, and
     the relation is never closed transitively: a set is certified only when each member
     certainly beats each non-member directly, valid for any population. Adaptive
-    assignment only, at most :data:`~app.stats.pairwise_goal.MAX_ITEMS` items."""
+    assignment only, at most :data:`~app.stats.pair_sequences.MAX_ITEMS` items."""
 
     _MAGIC = b"PRP2"
     #: The magic of states holding the fit and the transitively closed relation.

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from ..analysis.bootstrap import BOOTSTRAP_MAX_REPLICATES, BOOTSTRAP_MIN_REPLICATES, BOOTSTRAP_REPLICATES
 from ..core.schemas import StrictModel
 from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
-from ..stats.survey_plan import MAX_TAU
+from ..stats.random_effects import MAX_TAU
 
 Confidence = Annotated[float, Field(ge=0.5, lt=1, description="Level of the intervals.")]
 

@@ -14,7 +14,7 @@ from ..core.routers import errors
 from ..core.schemas import ErrorOut
 from ..jobs.handoff import AS_JOB_202, as_job_if_long
 from ..stats.planner import MAX_PLAN_ITEMS, MAX_PLAN_RESPONDENTS
-from ..stats.survey_plan import MAX_TAU
+from ..stats.random_effects import MAX_TAU
 from ..surveys.schemas import Certificate
 from ..surveys.service import get_survey
 from .results import GoalPlanOut, PlanOut, SurveyPlanOut

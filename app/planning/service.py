@@ -22,11 +22,11 @@ from ..stats.planner import (
     plan_seconds,
     respondents_needed,
 )
+from ..stats.random_effects import estimate_tau
 from ..stats.survey_plan import (
     MAX_SURVEY_PLAN_ITEMS,
     PlanOptions,
     SurveyDesign,
-    estimate_tau,
     plan_survey,
     respondents_to_certify,
 )

@@ -5,17 +5,7 @@ The stable API (docs/README.md §3, "Code map") is re-exported here::
     from app.stats import privatize, debias, fit_debiased_mle, kendall_tau_error, top_k_error
 """
 
-from .btl import (
-    BTLFit,
-    default_lambda,
-    fit_btl,
-    fit_debiased_mle,
-    fit_debiased_mle_stats,
-    fit_laplace_mle,
-    fit_naive_mle,
-    fit_naive_mle_stats,
-    objective,
-)
+from .btl import BTLFit, FitOptions, default_lambda, fit_btl, objective
 from .mechanisms import (
     debias,
     flip_probability,
@@ -34,12 +24,20 @@ from .metrics import (
     top_k_error,
     top_k_membership,
 )
+from .mle import (
+    fit_debiased_mle,
+    fit_debiased_mle_stats,
+    fit_laplace_mle,
+    fit_naive_mle,
+    fit_naive_mle_stats,
+)
 from .pairs import PairStats, pair_stats
 from .theory import SCHEMES, G, H, dividing_line_epsilon, scheme_epsilon
 
 __all__ = [
     "SCHEMES",
     "BTLFit",
+    "FitOptions",
     "G",
     "H",
     "PairStats",

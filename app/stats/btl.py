@@ -1,62 +1,93 @@
-"""The debiased regularized MLE of the Bradley–Terry–Luce model and its baselines.
+"""The regularized Bradley–Terry–Luce objective J(θ) and its minimizer, the engine of every fit.
 
 Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*, eq. (3)
 in the per-comparison form J(θ) = Σ_{i<j} [S_ij (θ_j − θ_i) + n_ij log(1 + e^{θ_i − θ_j})]
 + λ‖θ‖² (docs/estimator.md §4.1; in the paper's complete design J = L × (3) with
 λ = L·λ_paper). Its exact gradient and Hessian, strong convexity whatever z̄ and the
-per-component centring are §4.2–4.3; the default ridge §4.4; the solver (damped Newton,
-dense Cholesky or preconditioned CG on a sparse Hessian, no m × m matrix then) §4.5; the
-baselines §8.
+per-component centring are §4.2–4.3; the default ridge §4.4; the solver's settings
+(:class:`FitOptions`) §4.5, the solver itself :mod:`app.stats.newton`. The debiased MLE
+and the baselines built on :func:`fit_btl` are in :mod:`app.stats.mle`.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 from scipy.sparse.csgraph import connected_components
 from scipy.special import expit
-from threadpoolctl import ThreadpoolController
 
 from .laplacian import MAX_ITEMS_COVARIANCE, laplacian, laplacian_pinv
 from .mechanisms import validate_epsilon
-from .pairs import PairStats, item_count, pair_stats, reduce_by_pair, validate_comparisons
+from .newton import _linear_solver, _minimize, _Problem
+from .pairs import PairStats, item_count, reduce_by_pair, validate_comparisons
 
 __all__ = [
     "BTLFit",
+    "FitOptions",
     "default_lambda",
     "fit_btl",
-    "fit_debiased_mle",
-    "fit_debiased_mle_stats",
-    "fit_laplace_mle",
-    "fit_naive_mle",
-    "fit_naive_mle_stats",
     "objective",
 ]
 
-#: Above this many items the Newton system is solved by conjugate gradients.
-DENSE_MAX_ITEMS = 2000
-
-_threadpools: ThreadpoolController | None = None
+#: The solvers :class:`FitOptions` accepts.
+_SOLVERS = ("auto", "dense", "cg")
 
 
-def _single_threaded_blas():
-    """Context pinning BLAS to one thread. OpenBLAS's worker threads spin after
-    each call and steal the core that the surrounding NumPy passes need; on small
-    machines a one-thread Cholesky inside the Newton loop is faster overall (row 2 of
-    ``python -m tests.benchmarks.bench_stats``, m = 1,000 complete, times it). The limit is
-    process-wide, so it is only taken on the main thread (threaded servers set
-    their own policy)."""
-    global _threadpools
-    if _threadpools is None:
-        _threadpools = ThreadpoolController()
-    return _threadpools.limit(limits=1, user_api="blas")
+@dataclass(frozen=True)
+class FitOptions:
+    """How :func:`fit_btl` minimizes J: the Newton solver's settings, not the data.
+
+    Validated on construction, so that one object can be built once and passed to many
+    fits (:func:`fit_btl` and the estimators of :mod:`app.stats.mle`).
+
+    Attributes
+    ----------
+    tol : float, default 1e-10
+        Relative tolerance: stop when ‖∇J‖∞ ≤ tol · max(1, max_k Σ_j n_kj), the largest
+        number of comparisons of one item. Finite and > 0.
+    atol : float, optional
+        Absolute tolerance: stop when ‖∇J‖∞ ≤ atol instead, a threshold that does not
+        depend on the data (the central-model releases need one). Finite and > 0.
+    max_iter : int, default 100
+        Newton iteration cap, ≥ 1.
+    solver : {"auto", "dense", "cg"}, default "auto"
+        The Newton systems' solver: dense Cholesky or preconditioned conjugate gradients;
+        "auto": dense up to 200 items, and up to 2,000 items when at least a quarter of
+        all pairs are observed; CG otherwise (docs/estimator.md §4.5).
+
+    Raises
+    ------
+    ValueError
+        On a non-positive or non-finite tolerance, a ``max_iter`` below 1 or an unknown
+        solver.
+
+    Examples
+    --------
+    >>> from app.stats import FitOptions
+    >>> FitOptions(solver="cg", tol=1e-8)
+    FitOptions(tol=1e-08, atol=None, max_iter=100, solver='cg')
+    """
+
+    tol: float = 1e-10
+    atol: float | None = None
+    max_iter: int = 100
+    solver: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError("tol must be a finite number > 0")
+        if self.atol is not None and not (math.isfinite(self.atol) and self.atol > 0):
+            raise ValueError("atol must be None or a finite number > 0")
+        max_iter = self.max_iter
+        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+            raise ValueError("max_iter must be an integer >= 1")
+        if self.solver not in _SOLVERS:
+            raise ValueError("solver must be 'auto', 'dense' or 'cg'")
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,179 +278,6 @@ def objective(theta: ArrayLike, i: ArrayLike, j: ArrayLike, n: ArrayLike, s: Arr
     )
 
 
-class _Problem:
-    """J restricted to the observed pairs, with its exact derivatives.
-
-    Newton's cost is a handful of passes over the P observed pairs per
-    iteration, so every pass writes into preallocated buffers: allocating fresh
-    multi-megabyte temporaries costs more than the arithmetic itself.
-    """
-
-    def __init__(
-        self,
-        m: int,
-        i: NDArray[np.int64],
-        j: NDArray[np.int64],
-        n: NDArray[np.float64],
-        s: NDArray[np.float64],
-        lam: float,
-    ) -> None:
-        self.m, self.i, self.j, self.n, self.s, self.lam = m, i, j, n, s, lam
-        self.linear: NDArray[np.float64] | None = None  # an optional term bᵀθ
-        size = i.size
-        self._tmp = np.empty(size)
-        self._tmp2 = np.empty(size)
-        self._mask = np.empty(size, dtype=bool)
-        self.weights = np.empty(size)
-
-    def new_cache(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        return np.empty(self.i.size), np.empty(self.i.size)
-
-    def value(
-        self, theta: NDArray[np.float64], cache: tuple[NDArray[np.float64], NDArray[np.float64]]
-    ) -> float:
-        """J(θ); leaves d = θ_i − θ_j and e^{−|d|} in ``cache`` for :meth:`derivatives`."""
-        d, e = cache
-        tmp, tmp2 = self._tmp, self._tmp2
-        np.take(theta, self.i, out=d, mode="clip")
-        d -= np.take(theta, self.j, out=tmp, mode="clip")
-        np.abs(d, out=e)
-        np.negative(e, out=e)
-        np.exp(e, out=e)
-        # softplus(d) = log(1 + e^d) = max(d, 0) + log1p(e^{−|d|}): stable for any d.
-        np.log1p(e, out=tmp)
-        np.maximum(d, 0.0, out=tmp2)
-        tmp += tmp2
-        value = float(self.n @ tmp - self.s @ d + self.lam * (theta @ theta))
-        return value if self.linear is None else value + float(self.linear @ theta)
-
-    def derivatives(
-        self, theta: NDArray[np.float64], cache: tuple[NDArray[np.float64], NDArray[np.float64]]
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """∇J(θ) and the Laplacian edge weights n_ij σ'(θ_i − θ_j) at the cached point."""
-        d, e = cache
-        r, sig, w = self._tmp, self._tmp2, self.weights
-        np.add(e, 1.0, out=r)
-        np.reciprocal(r, out=r)  # r = 1/(1 + e^{−|d|})
-        np.multiply(e, r, out=sig)  # σ(d) for d < 0 ...
-        np.greater_equal(d, 0.0, out=self._mask)
-        np.copyto(sig, r, where=self._mask)  # ... and for d ≥ 0
-        sig *= self.n
-        sig -= self.s  # n σ(d) − S
-        g = np.bincount(self.i, sig, self.m).astype(np.float64, copy=False)  # int64 when empty
-        g -= np.bincount(self.j, sig, self.m)
-        g += 2.0 * self.lam * theta
-        if self.linear is not None:
-            g += self.linear
-        np.multiply(r, r, out=w)
-        w *= e
-        w *= self.n  # n σ'(d) = n e^{−|d|} r²
-        return g, w
-
-
-class _DenseSolver:
-    """Newton systems (L_w + 2λI [+ P]) x = b by Cholesky on an m×m matrix.
-
-    Only the lower triangle is written (LAPACK ``potrf`` reads no more), into a
-    Fortran-ordered buffer so that no copy is made on the way to LAPACK.
-    """
-
-    name = "dense"
-
-    def __init__(self, prob: _Problem, components: list[NDArray[np.int64]]) -> None:
-        self.prob = prob
-        self.components = components
-        self.hess = np.zeros((prob.m, prob.m), order="F")
-        self.diag = np.diag_indices(prob.m)
-
-    def solve(self, w: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-        p, h = self.prob, self.hess
-        h.fill(0.0)
-        h[p.j, p.i] = -w  # j > i: the lower triangle
-        diag = np.bincount(p.i, w, p.m) + np.bincount(p.j, w, p.m)
-        h[self.diag] = diag + 2.0 * p.lam
-        # L_w is singular along each component's 1_c, so with λ tiny or 0 the
-        # factorization would fail. θ is kept centered per component, the gradient
-        # is then ⊥ 1_c, and adding ρ·1_c1_cᵀ/|c| leaves the Newton step unchanged
-        # while making the matrix definite; ρ matches L_w's scale.
-        rho = max(float(diag.mean()), 1.0)
-        for members in self.components:
-            if members.size == p.m:
-                h += rho / p.m
-            else:
-                h[np.ix_(members, members)] += rho / members.size
-        factor = scipy.linalg.cho_factor(h, lower=True, overwrite_a=True, check_finite=False)
-        return scipy.linalg.cho_solve(factor, b, check_finite=False)
-
-
-class _CGSolver:
-    """Newton systems by Jacobi-preconditioned CG on a CSR Hessian (no m×m array)."""
-
-    name = "cg"
-
-    def __init__(self, prob: _Problem, labels: NDArray[np.int64], sizes: NDArray[np.float64]) -> None:
-        self.prob = prob
-        m, n_pairs = prob.m, prob.i.size
-        rows = np.concatenate((prob.i, prob.j, np.arange(m)))
-        cols = np.concatenate((prob.j, prob.i, np.arange(m)))
-        # Build the sparsity pattern once; tag[k] tells which input entry sits at
-        # CSR slot k, so later iterations only permute new values into place.
-        tag = np.arange(1, rows.size + 1, dtype=np.float64)
-        self.mat = scipy.sparse.csr_matrix((tag, (rows, cols)), shape=(m, m))
-        self.mat.sort_indices()
-        self.slot = np.rint(self.mat.data).astype(np.int64) - 1
-        self.buf = np.empty(2 * n_pairs + m)
-        self.labels, self.sizes = labels, sizes
-        self.rtol = 0.1
-        self.exact = False  # solve every Newton system to round-off (the fallback)
-
-    def solve(self, w: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-        p = self.prob
-        n_pairs = p.i.size
-        diag = np.bincount(p.i, w, p.m) + np.bincount(p.j, w, p.m) + 2.0 * p.lam
-        self.buf[:n_pairs] = -w
-        self.buf[n_pairs : 2 * n_pairs] = -w
-        self.buf[2 * n_pairs :] = diag
-        self.mat.data[:] = self.buf[self.slot]
-        mat, labels, sizes = self.mat, self.labels, self.sizes
-        # As in the dense solver: ρ Σ_c 1_c1_cᵀ/|c| makes the system definite
-        # without changing the step (θ stays centered per component).
-        rho = max(float(diag.mean()), 1.0)
-
-        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-            return mat.dot(x) + rho * (np.bincount(labels, x, sizes.size) / sizes)[labels]
-
-        return _pcg(matvec, b, 1.0 / (diag + rho / sizes[labels]), self.rtol)
-
-
-def _pcg(matvec, b: NDArray[np.float64], precond: NDArray[np.float64], rtol: float) -> NDArray[np.float64]:
-    """Preconditioned conjugate gradients for an SPD system, from x = 0.
-
-    In exact arithmetic CG ends in at most m steps; 2m (≥ 1,000) allows for
-    round-off. An inexact last iterate is still a descent direction for Newton.
-    """
-    max_iter = max(1000, 2 * b.size)
-    x = np.zeros_like(b)
-    r = b.copy()
-    target = rtol * np.linalg.norm(b)
-    zv = precond * r
-    p = zv.copy()
-    rz = r @ zv
-    for _ in range(max_iter):
-        if np.linalg.norm(r) <= target:
-            break
-        ap = matvec(p)
-        alpha = rz / (p @ ap)
-        x += alpha * p
-        r -= alpha * ap
-        zv = precond * r
-        rz_new = r @ zv
-        p *= rz_new / rz
-        p += zv
-        rz = rz_new
-    return x
-
-
 def fit_btl(
     n_items: int,
     i: ArrayLike,
@@ -428,15 +286,12 @@ def fit_btl(
     s: ArrayLike,
     lam: float,
     *,
-    theta0: ArrayLike | None = None,
-    tol: float = 1e-10,
-    max_iter: int = 100,
-    solver: str = "auto",
     v: ArrayLike | None = None,
     s2: ArrayLike | None = None,
-    estimator: str = "custom",
     linear: ArrayLike | None = None,
-    atol: float | None = None,
+    theta0: ArrayLike | None = None,
+    estimator: str = "custom",
+    options: FitOptions | None = None,
 ) -> BTLFit:
     """Minimize J(θ) for per-pair counts ``n`` and sums ``s`` (the engine of every fit).
 
@@ -455,28 +310,20 @@ def fit_btl(
         Ridge λ ≥ 0. λ = 0 (the plain MLE, each component centered) is accepted
         only when the minimizer exists: all z̄ in [0, 1] and Ford's condition
         (docs/estimator.md §4.3).
-    theta0 : array, optional
-        Warm start (e.g. the previous fit's θ̂ after new answers arrived).
-    tol : float
-        Stop when ‖∇J‖∞ ≤ tol · max(1, max_k Σ_j n_kj).
-    max_iter : int
-        Newton iteration cap.
-    solver : {"auto", "dense", "cg"}
-        "auto": dense Cholesky up to 200 items, and up to 2,000 items when at least
-        a quarter of all pairs are observed; CG otherwise.
     v, s2 : arrays, optional
         Per pair: Σ of the privacy mechanism's added variance, and Σ of squared
         values; only used for uncertainty (``BTLFit.cov``, :mod:`.inference`).
-    estimator : str
-        A label recorded in the result.
     linear : array (m,), optional
         Adds bᵀθ to J (objective perturbation, :mod:`app.stats.central`). With
         λ > 0 the minimizer's component means are −1_cᵀb/(2λ|c|); θ̂ is returned
         centred per component, i.e. only b's part orthogonal to each component's
         constant vector is used (the means do not change any comparison of items).
-    atol : float, optional
-        Stop when ‖∇J‖∞ ≤ atol instead: a threshold that does not depend on the
-        data (the central-model releases need one).
+    theta0 : array (m,), optional
+        Warm start (e.g. the previous fit's θ̂ after new answers arrived); default 0.
+    estimator : str, default "custom"
+        What ``s`` sums, recorded in the result as ``BTLFit.estimator``.
+    options : FitOptions, optional
+        How to minimize: tolerances, iteration cap and solver; default ``FitOptions()``.
 
     Returns
     -------
@@ -487,23 +334,34 @@ def fit_btl(
     Raises
     ------
     ValueError
-        On inconsistent or non-finite inputs, λ < 0, an unknown solver, or λ = 0 when the
-        unpenalized minimizer does not exist.
+        On inconsistent or non-finite inputs, λ < 0, or λ = 0 when the unpenalized
+        minimizer does not exist (and :class:`FitOptions` on invalid settings).
 
     Notes
     -----
+    The arguments say what is minimized and where to start; ``options`` how. The data —
+    pairs, counts, sums and the per-pair ``v`` and ``s2`` — the ridge and the linear term
+    define J, and ``estimator`` names it. ``theta0`` changes where Newton starts, not the
+    minimizer, but it is the caller's previous answer rather than a setting (as ``x0`` is
+    an argument of :func:`scipy.optimize.minimize`), so it stays an argument. The
+    settings in :class:`FitOptions` are the ones a caller chooses once and reuses across
+    fits; they are validated when the object is made.
+
     Damped Newton with Armijo backtracking on the exact gradient and Hessian; the Newton
     system by dense Cholesky or Jacobi-preconditioned conjugate gradients on a sparse
-    Hessian (docs/estimator.md §4.5).
+    Hessian (docs/estimator.md §4.5; :mod:`app.stats.newton`).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from app.stats import fit_btl
+    >>> from app.stats import FitOptions, fit_btl
     >>> fit = fit_btl(2, [0], [1], [10], [7], 0.0)  # 7 wins in 10: θ₀ − θ₁ = logit(0.7)
     >>> fit.converged, np.round(fit.theta, 4).tolist()
     (True, [0.4236, -0.4236])
+    >>> fit_btl(2, [0], [1], [10], [7], 0.0, options=FitOptions(solver="cg")).solver
+    'cg'
     """
+    opts = FitOptions() if options is None else options
     m = item_count(n_items)
     ia, ja = validate_comparisons(m, i, j)
     n_arr = np.asarray(n, dtype=np.float64).reshape(-1)
@@ -520,8 +378,6 @@ def fit_btl(
     lam = float(lam)
     if not lam >= 0 or not math.isfinite(lam):
         raise ValueError("lambda must be a finite number >= 0")
-    if solver not in ("auto", "dense", "cg"):
-        raise ValueError("solver must be 'auto', 'dense' or 'cg'")
 
     graph = scipy.sparse.coo_matrix((np.ones(ia.size), (ia, ja)), shape=(m, m))
     n_comp, labels = connected_components(graph, directed=False)
@@ -535,20 +391,7 @@ def fit_btl(
             raise ValueError("linear must be a finite vector of length n_items")
         # Keep b's part orthogonal to the component constants: the centred minimizer.
         prob.linear = b - (np.bincount(labels, b, n_comp) / sizes)[labels]
-    # Cholesky costs m³/3 per step whatever the design; a CG step costs a few dozen
-    # passes over the P observed pairs. CG wins on sparse designs and dense on complete
-    # ones (rows 3 and 2 of `python -m tests.benchmarks.bench_stats` time each, with the
-    # solver it chose), and dense is immune to ill-conditioning.
-    dense_enough = ia.size >= 0.25 * m * (m - 1) / 2
-    use_dense = solver == "dense" or (
-        solver == "auto" and (m <= 200 or (m <= DENSE_MAX_ITEMS and dense_enough))
-    )
-    if use_dense:
-        lin: _DenseSolver | _CGSolver = _DenseSolver(
-            prob, [np.flatnonzero(labels == c) for c in range(n_comp)]
-        )
-    else:
-        lin = _CGSolver(prob, labels, sizes)
+    lin = _linear_solver(prob, labels, sizes, n_comp, opts.solver)
 
     def center(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return x - (np.bincount(labels, x, n_comp) / sizes)[labels]
@@ -559,32 +402,10 @@ def fit_btl(
     if start.shape != (m,) or not np.all(np.isfinite(start)):
         raise ValueError("theta0 must be a finite vector of length n_items")
     scale = max(1.0, float((np.bincount(ia, n_arr, m) + np.bincount(ja, n_arr, m)).max(initial=0.0)))
-    threshold = tol * scale if atol is None else float(atol)
-
-    def run(theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], int, float]:
-        if (
-            isinstance(lin, _DenseSolver)
-            and m >= 128
-            and threading.current_thread() is threading.main_thread()
-        ):
-            with _single_threaded_blas():
-                return _newton(prob, lin, center(theta), threshold, scale, max_iter, center)
-        return _newton(prob, lin, center(theta), threshold, scale, max_iter, center)
-
-    theta, iterations, gnorm = run(start)
-    if gnorm > threshold and theta0 is not None:
-        # A warm start far from the optimum can stall (weights underflow there);
-        # the cold start from 0 is the robust default.
-        theta, more, gnorm = run(np.zeros(m))
-        iterations += more
-    if gnorm > threshold and isinstance(lin, _CGSolver):
-        # Inexact steps can strand Newton on a nearly piecewise-linear objective
-        # (extreme debiased data: most weights underflow, and which ones do
-        # depends on the path, hence on BLAS round-off). Exact steps from 0 follow
-        # the dense solver's path, which gets there in a few iterations.
-        lin.exact = True
-        theta, more, gnorm = run(np.zeros(m))
-        iterations += more
+    threshold = opts.tol * scale if opts.atol is None else float(opts.atol)
+    theta, iterations, gnorm = _minimize(
+        prob, lin, start, theta0 is not None, threshold, scale, opts.max_iter, center
+    )
 
     # Lemma 3: the exact minimizer sums to zero on each component; remove the
     # rounding drift so that callers can rely on it.
@@ -604,82 +425,6 @@ def fit_btl(
         estimator=estimator,
         data=FitData(ia, ja, n_arr, s_arr, v_arr, s2_arr),
     )
-
-
-def _newton(
-    prob: _Problem,
-    lin: _DenseSolver | _CGSolver,
-    theta: NDArray[np.float64],
-    threshold: float,
-    scale: float,
-    max_iter: int,
-    center,
-) -> tuple[NDArray[np.float64], int, float]:
-    """Damped Newton with Armijo backtracking; returns (θ, iterations, ‖∇J‖∞).
-
-    θ is re-centered on every component after each step: the minimizer is
-    centered (Lemma 3, per component), centering never increases J, and it keeps
-    the gradient orthogonal to the components' constant vectors, which the
-    linear solvers rely on.
-    """
-    cache, spare = prob.new_cache(), prob.new_cache()
-    value = prob.value(theta, cache)
-    g, w = prob.derivatives(theta, cache)
-    gnorm = float(np.abs(g).max(initial=0.0))
-    previous = gnorm
-    iterations = 0
-    history: list[float] = []
-    while gnorm > threshold and iterations < max_iter:
-        history.append(gnorm)
-        stalled = len(history) > 10 and gnorm > 0.5 * history[-11]
-        if isinstance(lin, _CGSolver) and not lin.exact and stalled:
-            break  # ten steps did not halve ‖∇J‖; the caller falls back to exact steps
-        if isinstance(lin, _CGSolver) and lin.exact:
-            lin.rtol = 1e-12
-        elif isinstance(lin, _CGSolver):
-            # Inexact Newton, Eisenstat–Walker choice 2: solve loosely far from
-            # the optimum, tightly as the gradient shrinks (superlinear rate).
-            # Safeguard: EW loosens the solve to 0.1 whenever the gradient stops
-            # shrinking, which on nearly piecewise-linear objectives (extreme
-            # debiased data, weights underflowing off a few hundred pairs) makes
-            # inexact steps that never progress. So when the last step did not
-            # at least halve the gradient, tighten a hundredfold instead; an
-            # almost exact solve gives the dense solver's Newton step.
-            ratio = gnorm / previous if previous > 0 else 1.0
-            forcing = min(0.1, 0.9 * ratio * ratio)
-            if iterations > 0 and ratio > 0.5:
-                forcing = min(forcing, 0.01 * lin.rtol)
-            lin.rtol = max(forcing, 0.5 * threshold / gnorm, 1e-12)
-        try:
-            step = lin.solve(w, -g)
-        except np.linalg.LinAlgError:
-            break  # reported as not converged
-        slope = float(g @ step)
-        if not slope < 0:  # numerical breakdown; a Newton direction always descends
-            step, slope = -g, -float(g @ g)
-        iterations += 1
-        t = 1.0
-        while True:
-            candidate = theta + t * step
-            new_value = prob.value(candidate, spare)
-            if new_value <= value + 1e-4 * t * slope:
-                break
-            if new_value - value <= 1e-13 * (1.0 + abs(value)):
-                # The change is below the objective's round-off: judge the step
-                # by the gradient instead (standard near the optimum).
-                g_new, _ = prob.derivatives(candidate, spare)
-                if np.abs(g_new).max(initial=0.0) < gnorm:
-                    break
-            t *= 0.5
-            if t < 1e-10:
-                return theta, iterations, gnorm  # no further progress in floating point
-        theta = center(candidate)
-        value = new_value
-        cache, spare = spare, cache
-        previous = gnorm
-        g, w = prob.derivatives(theta, cache)
-        gnorm = float(np.abs(g).max(initial=0.0))
-    return theta, iterations, gnorm
 
 
 def _check_mle_exists(m, ia, ja, n_arr, s_arr, labels, n_comp) -> None:
@@ -724,235 +469,3 @@ def _canonical_pairs(m, ia, ja, n_arr, s_arr, v_arr, s2_arr):
     weights = (n_arr, s_arr, v_arr) if s2_arr is None else (n_arr, s_arr, v_arr, s2_arr)
     lo, hi, _, sums = reduce_by_pair(lo, hi, m, weights)
     return lo, hi, sums[0], sums[1], sums[2], (sums[3] if s2_arr is not None else None)
-
-
-def _fit_stats(stats: PairStats, sums, lam, estimator: str, v, s2, options: dict) -> BTLFit:
-    lam = default_lambda(stats) if lam is None else lam
-    return fit_btl(
-        stats.n_items, stats.i, stats.j, stats.n, sums, lam, v=v, s2=s2, estimator=estimator, **options
-    )
-
-
-def fit_debiased_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
-    """The debiased regularized MLE (eq. (3)) from sufficient statistics.
-
-    Parameters
-    ----------
-    stats : PairStats
-        Per-pair sufficient statistics (:func:`~app.stats.pairs.pair_stats`).
-    lam : float, optional
-        Ridge λ; ``None`` uses :func:`default_lambda` (λ = G(ε)).
-    **options
-        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
-
-    Returns
-    -------
-    BTLFit
-        The fit, with the privacy variance and Σz² kept for its uncertainty.
-
-    Raises
-    ------
-    ValueError
-        As :func:`fit_btl`.
-
-    References
-    ----------
-    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
-    eq. (3); docs/estimator.md §4.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from app.stats import fit_debiased_mle_stats, pair_stats
-    >>> stats = pair_stats(3, [0, 0, 1, 1], [1, 2, 2, 2], [1, 1, 0, 1], 1.0)
-    >>> np.round(fit_debiased_mle_stats(stats).theta, 4).tolist()
-    [0.2141, -0.107, -0.107]
-    """
-    return _fit_stats(stats, stats.sum_z, lam, "debiased", stats.sum_v, stats.sum_z2, options)
-
-
-def fit_naive_mle_stats(stats: PairStats, lam: float | None = None, **options) -> BTLFit:
-    """Classic-RR baseline: the same fit on the raw privatized ỹ, no debiasing.
-
-    Parameters
-    ----------
-    stats : PairStats
-        Per-pair sufficient statistics.
-    lam : float, optional
-        Ridge λ; ``None``: the same default λ as the debiased fit.
-    **options
-        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
-
-    Returns
-    -------
-    BTLFit
-        The fit of the privatized answers taken as BTL data.
-
-    Raises
-    ------
-    ValueError
-        As :func:`fit_btl`.
-
-    Notes
-    -----
-    The paper's Scenario V comparator (paper §5.3; docs/estimator.md §8.1): its scores
-    converge to the BTL fit of q_ij = p_ε + (1−2p_ε)σ(θ*_i−θ*_j), attenuated towards 0 by
-    about tanh(ε/2), so it is inconsistent for θ* (its ranking is not, in complete
-    homogeneous designs).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from app.stats import fit_naive_mle_stats, pair_stats
-    >>> stats = pair_stats(3, [0, 0, 1, 1], [1, 2, 2, 2], [1, 1, 0, 1], 1.0)
-    >>> np.round(fit_naive_mle_stats(stats).theta, 4).tolist()  # shrunk towards 0
-    [0.0989, -0.0494, -0.0494]
-    """
-    # ỹ² = ỹ; the classic-RR model treats ỹ as BTL data, so it adds no variance term.
-    return _fit_stats(stats, stats.sum_y, lam, "naive", None, stats.sum_y, options)
-
-
-def fit_debiased_mle(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    y_tilde: ArrayLike,
-    epsilon: ArrayLike,
-    lam: float | None = None,
-    **options,
-) -> BTLFit:
-    """Debiased regularized MLE of Xu, Sun & Cheng, eq. (3), from comparisons.
-
-    Parameters
-    ----------
-    n_items : int
-        Number of items m (indices 0 .. m−1).
-    i, j : int arrays (N,)
-        The compared items of each comparison.
-    y_tilde : {0, 1} array (N,)
-        Privatized outcome, 1 if i was reported the winner.
-    epsilon : float or array (N,)
-        The RR privacy level each comparison was randomized with (∞: not).
-    lam : float, optional
-        Ridge λ in the scaling of J; default :func:`default_lambda`.
-    **options
-        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
-
-    Returns
-    -------
-    BTLFit
-        θ̂ centred per connected component, with the solver's diagnostics.
-
-    Raises
-    ------
-    ValueError
-        On invalid comparisons, answers or ε, and as :func:`fit_btl`.
-
-    References
-    ----------
-    Xu, Sun & Cheng, *Rate-Optimal Rank Aggregation with Private Pairwise Rankings*,
-    eq. (3); docs/estimator.md §4.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from app.stats import fit_debiased_mle, privatize
-    >>> rng = np.random.default_rng(1)
-    >>> theta = np.array([1.0, 0.0, -1.0])
-    >>> i, j = rng.integers(0, 3, 3000), rng.integers(0, 3, 3000)
-    >>> keep = i != j; i, j = i[keep], j[keep]
-    >>> y = (rng.random(i.size) < 1 / (1 + np.exp(theta[j] - theta[i]))).astype(int)
-    >>> fit = fit_debiased_mle(3, i, j, privatize(y, 2.0, rng), 2.0)
-    >>> fit.converged, np.argsort(-fit.theta).tolist()
-    (True, [0, 1, 2])
-    >>> bool(np.abs(fit.theta - theta).max() < 0.2)
-    True
-    """
-    return fit_debiased_mle_stats(pair_stats(n_items, i, j, y_tilde, epsilon), lam, **options)
-
-
-def fit_naive_mle(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    y_tilde: ArrayLike,
-    epsilon: ArrayLike,
-    lam: float | None = None,
-    **options,
-) -> BTLFit:
-    """Classic-RR baseline from comparisons; see :func:`fit_naive_mle_stats`.
-
-    Parameters
-    ----------
-    n_items : int
-        Number of items m.
-    i, j : int arrays (N,)
-        The compared items of each comparison.
-    y_tilde : {0, 1} array (N,)
-        Privatized outcome, 1 if i was reported the winner.
-    epsilon : float or array (N,)
-        The ε each comparison was randomized with (for the default λ).
-    lam : float, optional
-        Ridge λ; default :func:`default_lambda`.
-    **options
-        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
-
-    Returns
-    -------
-    BTLFit
-        The fit of the privatized answers taken as BTL data.
-
-    Raises
-    ------
-    ValueError
-        On invalid comparisons, answers or ε, and as :func:`fit_btl`.
-    """
-    return fit_naive_mle_stats(pair_stats(n_items, i, j, y_tilde, epsilon), lam, **options)
-
-
-def fit_laplace_mle(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    y_noisy: ArrayLike,
-    epsilon: ArrayLike,
-    lam: float | None = None,
-    **options,
-) -> BTLFit:
-    """Laplace baseline of Scenario V: eq. (3) with z replaced by y + Lap(1/ε).
-
-    Parameters
-    ----------
-    n_items : int
-        Number of items m.
-    i, j : int arrays (N,)
-        The compared items of each comparison.
-    y_noisy : array (N,)
-        The Laplace mechanism's outputs (:func:`~app.stats.mechanisms.laplace_privatize`).
-    epsilon : float or array (N,)
-        The ε of each comparison.
-    lam : float, optional
-        Ridge λ; default the same G(ε) as for RR at that ε, for a like-for-like comparison.
-    **options
-        ``theta0``, ``tol``, ``max_iter``, ``solver`` of :func:`fit_btl`.
-
-    Returns
-    -------
-    BTLFit
-        The fit, with the Laplace variance 2/ε² per comparison kept for its uncertainty.
-
-    Raises
-    ------
-    ValueError
-        On invalid comparisons or ε, and as :func:`fit_btl`.
-
-    Notes
-    -----
-    The Laplace output is already unbiased, so it enters J as is (docs/estimator.md §8.2).
-    """
-    eps = validate_epsilon(epsilon)
-    ia, ja = validate_comparisons(n_items, i, j)
-    y = np.broadcast_to(np.asarray(y_noisy, dtype=np.float64), ia.shape)
-    stats = PairStats.from_values(n_items, ia, ja, y, y, np.broadcast_to(2.0 / eps**2, ia.shape))
-    lam = default_lambda(np.broadcast_to(eps, ia.shape)) if lam is None else lam
-    return _fit_stats(stats, stats.sum_z, lam, "laplace", stats.sum_v, stats.sum_z2, options)

@@ -20,9 +20,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit
 
-from .btl import fit_debiased_mle_stats
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import kendall_tau_error, linf_error, top_k_membership
+from .mle import fit_debiased_mle_stats
 from .pairs import PairStats
 from .simulation import all_pairs, evenly_spaced_theta, uniform_theta
 from .theory import H, dividing_line_epsilon

@@ -18,9 +18,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import expit, ndtri
 
-from .btl import fit_btl, fit_debiased_mle_stats
+from .btl import fit_btl
 from .inference import Clusters, IntervalsUnavailable, confidence, laplacian, laplacian_pinv
 from .mechanisms import privatize, validate_epsilon
+from .mle import fit_debiased_mle_stats
 from .pairs import pair_stats
 from .preflib import Ballots, ballot_comparisons
 from .simulation import all_pairs

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .btl import BTLFit, fit_debiased_mle_stats, fit_laplace_mle, fit_naive_mle_stats
+from .btl import BTLFit
 from .mechanisms import laplace_privatize, privatize
 from .metrics import kendall_tau_error, l2_error, linf_error, top_k_error
+from .mle import fit_debiased_mle_stats, fit_laplace_mle, fit_naive_mle_stats
 from .pairs import pair_stats
 from .simulation import all_pairs, evenly_spaced_theta, simulate_pair_stats, uniform_theta
 from .theory import SCHEMES, scheme_epsilon

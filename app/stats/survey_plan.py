@@ -1,11 +1,11 @@
 """Planning from where a survey stands: how many more respondents certify the top-K?
 
 :mod:`.planner` predicts a design before any answer exists; this module plans from a
-running survey. It keeps the survey's own design, adds respondents as the service
-would serve them, simulates respondent random effects τ (estimated from the survey's
-answers by :func:`estimate_tau`) and certifies with the survey's own cluster-robust
-rank intervals (docs/uncertainty.md §3 and §6). :func:`plan_survey` estimates
-P(certified) for a number of added respondents (its Notes give the simulation);
+running survey. It keeps the survey's own design, adds respondents as the service would
+serve them (:mod:`.serving`), simulates respondent random effects τ (estimated by
+:func:`~app.stats.random_effects.estimate_tau`) and certifies with the survey's own
+cluster-robust rank intervals (docs/uncertainty.md §3 and §6). :func:`plan_survey`
+estimates P(certified) for a number of added respondents (its Notes give the simulation);
 :func:`respondents_to_certify` searches for the fewest that reach a target, with common
 random numbers so that Monte Carlo noise does not make the curve non-monotone.
 """
@@ -19,14 +19,16 @@ from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit, ndtri
+from scipy.special import expit
 
-from .btl import fit_debiased_mle_stats
 from .inference import Clusters, IntervalsUnavailable, confidence
-from .inference.ranks import pair_difference_se, simultaneous_critical_value
+from .inference.critical import pair_difference_se, simultaneous_critical_value
 from .mechanisms import debias, flip_probability, privacy_noise_variance, validate_epsilon
 from .metrics import competition_ranks
+from .mle import fit_debiased_mle_stats
 from .pairs import pair_stats, validate_comparisons
+from .random_effects import MAX_TAU, attenuation
+from .serving import _serve
 
 __all__ = [
     "MAX_SURVEY_PLAN_ITEMS",
@@ -34,8 +36,6 @@ __all__ = [
     "PlanOptions",
     "SurveyDesign",
     "SurveyPlan",
-    "attenuation",
-    "estimate_tau",
     "plan_survey",
     "respondents_to_certify",
 ]
@@ -56,8 +56,6 @@ def _work(n_items: int, comparisons: float, replications: int) -> float:
 #: Up to this many item pairs (m ≤ 32) every replicate computes its own
 #: simultaneous critical value, exactly as GET …/ranking does; beyond, one per size.
 FRESH_CRITICAL_PAIRS = 500
-#: The largest random-effect scale estimated or simulated (score units).
-MAX_TAU = 5.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,243 +125,6 @@ class SurveyPlan:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _residual_moments(theta, i, j, z, v, resp, n_items, n_resp):
-    """Per respondent: ‖s_r‖² minus its expectation without random effects, and
-    Σ_{a≠b} w_a w_b (x_aᵀx_b)² (see :func:`estimate_tau`)."""
-    d = theta[i] - theta[j]
-    p = expit(d)
-    w = p * (1.0 - p)
-    res = z - p
-    # Per (respondent, item): s_r[i] = Σ ± residual, D_r[i] = Σ weights.
-    keys = np.concatenate((resp * n_items + i, resp * n_items + j))
-    uniq, inv = np.unique(keys, return_inverse=True)
-    s = np.bincount(inv, np.concatenate((res, -res)), uniq.size)
-    deg = np.bincount(inv, np.concatenate((w, w)), uniq.size)
-    lo, hi = np.minimum(i, j), np.maximum(i, j)
-    pair_keys, pair_inv = np.unique((resp * n_items + lo) * n_items + hi, return_inverse=True)
-    wp = np.bincount(pair_inv, w, pair_keys.size)
-    owner, pair_owner = uniq // n_items, pair_keys // (n_items * n_items)
-    excess = np.bincount(owner, s * s, n_resp) - np.bincount(resp, 2.0 * (w + v), n_resp)
-    # Σ_{a≠b} w_a w_b (x_aᵀx_b)² = ‖A_r‖_F² − Σ_a w_a² ‖x_a‖⁴ (‖x_a‖² = 2): one answer
-    # alone has variance p̄(1 − p̄) + v whatever τ; only pairs of answers covary.
-    frob = (
-        np.bincount(owner, deg * deg, n_resp)
-        + np.bincount(pair_owner, 2.0 * wp * wp, n_resp)
-        - np.bincount(resp, 4.0 * w * w, n_resp)
-    )
-    return excess, frob
-
-
-def _tau_of(t: float) -> float:
-    t = max(0.0, t)
-    denominator = 1.0 - math.pi * t / 4.0
-    if denominator <= t / MAX_TAU**2:
-        return MAX_TAU
-    return min(MAX_TAU, math.sqrt(t / denominator))
-
-
-def estimate_tau(theta: ArrayLike, clusters: Clusters, level: float = 0.95) -> tuple[float, list[float]]:
-    """Method-of-moments estimate of the respondent random-effect scale τ, with an interval.
-
-    Parameters
-    ----------
-    theta : array_like (m,)
-        The fit at which the moments are taken.
-    clusters : Clusters
-        The survey's comparisons with their respondents.
-    level : float, default 0.95
-        Level of the interval.
-
-    Returns
-    -------
-    tuple of (float, list of float)
-        τ̂ (capped at :data:`MAX_TAU`) and its interval. With one answer per respondent (or
-        one respondent) nothing separates a respondent effect from the answers' noise:
-        τ̂ = 0 with interval [0, MAX_TAU].
-
-    Notes
-    -----
-    Model: respondent r answers with scores θ + τ·u_r, u_r ~ N(0, I). To first order
-    E[z | u_r] = σ(d) + σ'(d)(u_ri − u_rj), so respondent r's score residual
-    s_r = Σ_answers (z − σ(d))(e_i − e_j), x_a = e_i − e_j, has
-    E‖s_r‖² = Σ_a 2 Var z_a + τ² Σ_{a≠b} σ'(d_a) σ'(d_b) (x_aᵀx_b)²: one answer alone is
-    Bernoulli whatever τ (its variance is p̄(1 − p̄) + e^ε/(e^ε − 1)², Lemma 2), and two
-    answers of one respondent covary only when they share an item. Summing over
-    respondents at θ = ``theta`` (the fit) gives the ratio T = Σ_r excess_r / Σ_r f_r.
-
-    The slopes there are the population's, which random effects flatten: with
-    δ ~ N(0, s²), E σ(d + δ) ≈ σ(d/c), c = √(1 + πs²/8) (the logistic–normal
-    approximation; Monahan & Stefanski 1992), so the fit estimates d/c and the
-    covariance of two answers involves E σ'(d + δ) ≈ σ'(d/c)/c, not σ'(d/c). With
-    s² = 2τ² that is τ² = c² T = T (1 + πτ²/4), i.e. τ̂² = T / (1 − πT/4). Without that
-    step the estimate is biased low (τ = 1 came out as 0.74 on non-private data; with
-    it, 0.99).
-
-    The interval maps T ± z·se(T), se from the ratio estimator's linearization over
-    respondents (they are independent), through the same formula. At small ε the
-    answers' own noise dominates and the interval is wide.
-    """
-    th = np.asarray(theta, dtype=np.float64)
-    if clusters.n_clusters < 2 or clusters.i.size <= clusters.n_clusters:
-        return 0.0, [0.0, MAX_TAU]
-    excess, frob = _residual_moments(
-        th,
-        clusters.i,
-        clusters.j,
-        clusters.z,
-        clusters.v,
-        clusters.cluster,
-        clusters.n_items,
-        clusters.n_clusters,
-    )
-    total = float(frob.sum())
-    if not total > 1e-12:
-        return 0.0, [0.0, MAX_TAU]
-    t = float(excess.sum()) / total
-    g = excess.size
-    se = math.sqrt(g / (g - 1) * float(np.sum((excess - t * frob) ** 2))) / total
-    z = float(ndtri(0.5 + level / 2.0))
-    return _tau_of(t), [_tau_of(t - z * se), _tau_of(t + z * se)]
-
-
-def attenuation(tau: float) -> float:
-    """c = √(1 + πτ²/4): population BTL scores are respondents' scores / c.
-
-    Parameters
-    ----------
-    tau : float
-        Respondent random-effect scale τ.
-
-    Returns
-    -------
-    float
-        c (see :func:`estimate_tau`).
-
-    Examples
-    --------
-    >>> from app.stats.survey_plan import attenuation
-    >>> attenuation(0.0)
-    1.0
-    """
-    return math.sqrt(1.0 + math.pi * tau * tau / 4.0)
-
-
-def _mix(x: NDArray[np.uint64]) -> NDArray[np.float64]:
-    """Uniforms in [0, 1) from 64-bit keys (the splitmix64 finalizer; Steele et al. 2014)."""
-    z = x + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z ^= z >> np.uint64(31)
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
-
-
-def _slots(c: NDArray[np.int64], target: int, seed: np.uint64) -> NDArray[np.int64]:
-    """The first water-filling slots (pairs, in serving order) covering at least ``target`` answers.
-
-    A pair at count c gets its next answers at levels c, c + 1, …; all slots below
-    the water level L* (the smallest L with Σ_p max(0, L − c_p) ≥ target) are
-    returned, ordered by level and then by a random key per slot. The key is a hash
-    of (pair, level) and ``seed``, so a larger target extends a smaller one's sequence.
-    """
-    lo, hi = int(c.min()), int(c.min()) + target  # f(lo) = 0 < target ≤ f(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if int(np.maximum(0, mid - c).sum()) >= target:
-            hi = mid
-        else:
-            lo = mid
-    n_slots = np.maximum(0, hi - c)
-    pair = np.repeat(np.arange(c.size), n_slots)
-    start = np.cumsum(n_slots) - n_slots
-    level = c[pair] + (np.arange(pair.size) - np.repeat(start, n_slots))
-    slot_id = pair.astype(np.uint64) + np.uint64(c.size) * level.astype(np.uint64)
-    return pair[np.argsort(level + _mix(slot_id ^ seed), kind="stable")]
-
-
-def _distinct_runs(c, sizes, seed) -> NDArray[np.int64]:
-    """Each respondent's run of the slot sequence, with no pair twice in one run.
-
-    The service never serves a respondent a pair twice: it takes the least-answered
-    pairs it has not answered. Where a run of the water-filling sequence repeats a
-    pair (a pair far behind the others, or one at the end of a level and the start
-    of the next), the repeat is deferred to the following respondents, who take
-    deferred slots first (they are the least answered); once nothing is deferred
-    the runs line up with the sequence again, so only the affected respondents are
-    walked one by one. Every slot is looked at once: O(total) at worst.
-    """
-    total = int(sizes.sum())
-    seq = _slots(c, total, seed)
-    starts = np.cumsum(sizes) - sizes
-    run = np.repeat(np.arange(sizes.size), sizes)
-    head = seq[:total]
-    order = np.lexsort((head, run))
-    same = (run[order][1:] == run[order][:-1]) & (head[order][1:] == head[order][:-1])
-    flagged = np.unique(run[order][1:][same])
-    if flagged.size == 0:
-        return head
-    out = head.copy()
-    deferred: dict[int, int] = {}  # pair → deferred slots, in order of first deferral
-    ptr = 0
-    r = int(flagged[0])
-    next_flag = 1
-    while r < sizes.size:
-        if not deferred:
-            ptr = int(starts[r])
-        taken: list[int] = []
-        seen: set[int] = set()
-        for pair in list(deferred):
-            if len(taken) == sizes[r]:
-                break
-            taken.append(pair)
-            seen.add(pair)
-            deferred[pair] -= 1
-            if deferred[pair] == 0:
-                del deferred[pair]
-        while len(taken) < sizes[r]:
-            if ptr >= seq.size:
-                seq = _slots(c, 2 * seq.size + c.size, seed)  # extends the same sequence
-            pair = int(seq[ptr])
-            ptr += 1
-            if pair in seen:
-                deferred[pair] = deferred.get(pair, 0) + 1
-            else:
-                taken.append(pair)
-                seen.add(pair)
-        out[starts[r] : starts[r] + sizes[r]] = taken
-        r += 1
-        if not deferred and (r >= sizes.size or ptr == starts[r]):
-            # Lined up again: skip to the next respondent whose own run repeats a pair.
-            while next_flag < flagged.size and flagged[next_flag] < r:
-                next_flag += 1
-            if next_flag == flagged.size:
-                break
-            r = int(flagged[next_flag])
-    return out
-
-
-def _serve(counts: NDArray[np.int64], pi, pj, profiles_eps, rng):
-    """Pairs for new respondents, least-answered first (the service's assignment).
-
-    ``profiles_eps``: one array of ε values per new respondent, in arrival
-    order; each respondent takes as many pairs as it has values. Serving the
-    least-answered pairs to one respondent after another fills the pair counts
-    like water (:func:`_slots`), each respondent taking the next run of the
-    sequence, never a pair twice (:func:`_distinct_runs`). The cost is
-    O(P log total + total log total) whatever the counts.
-    """
-    sizes = np.array([p.size for p in profiles_eps], dtype=np.int64)
-    total = int(sizes.sum())
-    if total == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0), np.empty(0, np.int64)
-    seed = np.uint64(rng.integers(0, 2**63))
-    seq = _distinct_runs(counts.astype(np.int64), sizes, seed)
-    eps = np.concatenate(profiles_eps)
-    who = np.repeat(np.arange(sizes.size), sizes)
-    flip = rng.random(total) < 0.5
-    a, b = pi[seq], pj[seq]
-    return np.where(flip, b, a), np.where(flip, a, b), eps, who
 
 
 def _answer(theta, i, j, eps, resp, tau, rng):
@@ -535,7 +296,8 @@ def plan_survey(
     added_respondents : int, default 0
         New respondents added to the current ones.
     tau : float, default 0.0
-        Respondent random-effect scale (:func:`estimate_tau`), at most :data:`MAX_TAU`.
+        Respondent random-effect scale (:func:`~app.stats.random_effects.estimate_tau`), at most
+        :data:`~app.stats.random_effects.MAX_TAU`.
     level : float, default 0.95
         Confidence level of the survey's own intervals.
     replications : int, default 100
@@ -583,7 +345,7 @@ def plan_survey(
     - **Clustering**: one respondent's answers are correlated. Each simulated
       respondent r answers with scores θ* + τ·u_r, u_r ~ N(0, I) (respondent random
       effects), τ estimated from the survey's own answers by the method of moments
-      (:func:`estimate_tau`).
+      (:func:`~app.stats.random_effects.estimate_tau`).
     - **Certification** is the survey's own: the top-K is certified when the
       cluster-robust intervals the service reports (``GET …/ranking``:
       :func:`~app.stats.inference.confidence` with respondents as clusters, then the

@@ -201,7 +201,7 @@ def add_items(
 
 def _check_pairwise_room(session: Session, survey: Survey, adding: int) -> None:
     """422 when ``adding`` items would take a pairwise-certificate goal survey beyond the
-    certificate's :data:`~app.stats.pairwise_goal.MAX_ITEMS` (its state is one sequence
+    certificate's :data:`~app.stats.pair_sequences.MAX_ITEMS` (its state is one sequence
     per pair); the goal, fixed at creation, does not change certificate."""
     if not survey.goal or survey.goal.get("certificate") != "pairwise":
         return

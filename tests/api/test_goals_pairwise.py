@@ -16,7 +16,7 @@ import pytest
 from app.analysis.aggregation import fold_pending
 from app.core.db.models import Survey, SurveyStats
 from app.goals.service import GoalSpec, PairGoalState, load_state
-from app.stats.pairwise_goal import pair_index
+from app.stats.pair_sequences import pair_index
 from app.surveys.items import item_count
 from tests.helpers.api import ADMIN, register
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from scipy.optimize import brentq
 
 from app.stats.accounting import DEFAULT_DELTA, pure_rho, zcdp_epsilon, zcdp_epsilon_classical
-from app.stats.central import discrete_gaussian_variance
+from app.stats.noise import discrete_gaussian_variance
 
 #: Per-release ε of the table.
 EPSILONS = (0.1, 0.25, 0.5, 1.0, 2.0)

@@ -114,8 +114,8 @@ def service_row(m: int, respondents: int, per: int) -> dict:
 
 def stats_row(m: int, respondents: int, per: int) -> dict:
     from app.stats import pair_stats
-    from app.stats.btl import fit_debiased_mle_stats
     from app.stats.inference import Clusters, IntervalsUnavailable, confidence
+    from app.stats.mle import fit_debiased_mle_stats
 
     rng = np.random.default_rng(7)
     resp, i, j, y, _ = balanced_answers(m, respondents, per, 1.0, rng)

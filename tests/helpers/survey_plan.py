@@ -12,7 +12,8 @@ from scipy.special import expit
 
 from app.stats import fit_debiased_mle_stats, pair_stats, privatize
 from app.stats.inference import Clusters, IntervalsUnavailable, confidence, rank_confidence
-from app.stats.survey_plan import SurveyDesign, attenuation
+from app.stats.random_effects import attenuation
+from app.stats.survey_plan import SurveyDesign
 
 
 def direct_simulation(design, theta, k, added, tau, reps, seed, level=0.95):

@@ -25,14 +25,8 @@ from app.stats.accounting import (
     zcdp_epsilon_classical,
     zcdp_rho_for,
 )
-from app.stats.central import (
-    add_discrete_gaussian,
-    discrete_gaussian,
-    discrete_gaussian_variance,
-    gaussian_noisy_counts,
-    gaussian_noisy_counts_sigma,
-    win_counts,
-)
+from app.stats.central import gaussian_noisy_counts, gaussian_noisy_counts_sigma, win_counts
+from app.stats.noise import add_discrete_gaussian, discrete_gaussian, discrete_gaussian_variance
 from tests.benchmarks.bench_accounting import EPSILONS, WEEKS, table_rows, year_of_weekly_releases
 from tests.helpers.stats import Z_OS, assert_close_mc
 

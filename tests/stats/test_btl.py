@@ -12,6 +12,7 @@ import pytest
 from scipy.special import expit
 
 from app.stats import (
+    FitOptions,
     G,
     PairStats,
     competition_ranks,
@@ -85,7 +86,7 @@ def test_lambda_zero_equals_choix_ilsr_mle():
     survey = simulate_survey(theta, d, np.inf, rng)
     ref = choix.ilsr_pairwise(m, choix_data(d.i, d.j, survey.y), alpha=0.0, tol=1e-13, max_iter=1000)
     for solver in ("dense", "cg"):
-        fit = fit_debiased_mle(m, d.i, d.j, survey.y, np.inf, lam=0.0, solver=solver)
+        fit = fit_debiased_mle(m, d.i, d.j, survey.y, np.inf, lam=0.0, options=FitOptions(solver=solver))
         assert fit.converged
         np.testing.assert_allclose(fit.theta, ref - ref.mean(), atol=1e-8)
 
@@ -128,7 +129,7 @@ def test_z_bar_outside_unit_interval_T4():
 def test_solver_derivatives_match_finite_differences_and_hessian_ignores_z(sign):
     """The solver's own gradient and Laplacian weights (not the public objective)
     against central differences of J, with z̄ far outside [0, 1]."""
-    from app.stats.btl import _DenseSolver, _Problem
+    from app.stats.newton import _DenseSolver, _Problem
 
     rng = np.random.default_rng(31)
     m = 7
@@ -174,8 +175,8 @@ def test_dense_and_cg_solvers_agree():
     theta = uniform_theta(m, rng)
     d = random_pairs_design(m, 400, 20, rng)
     stats = simulate_survey(theta, d, 1.0, rng).stats()
-    dense = fit_debiased_mle_stats(stats, solver="dense")
-    cg = fit_debiased_mle_stats(stats, solver="cg")
+    dense = fit_debiased_mle_stats(stats, options=FitOptions(solver="dense"))
+    cg = fit_debiased_mle_stats(stats, options=FitOptions(solver="cg"))
     assert dense.solver == "dense" and cg.solver == "cg"
     np.testing.assert_allclose(dense.theta, cg.theta, atol=1e-9)
     assert_is_the_minimizer(cg, stats, cg.lam)
@@ -191,7 +192,7 @@ def test_disconnected_graph_each_component_separately():
     i, j = i[keep], j[keep]
     y = (rng.random(i.size) < expit(theta[i] - theta[j])).astype(int)
     for solver in ("dense", "cg"):
-        fit = fit_debiased_mle(9, i, j, y, 1.5, lam=0.7, solver=solver)
+        fit = fit_debiased_mle(9, i, j, y, 1.5, lam=0.7, options=FitOptions(solver=solver))
         assert not fit.connected and fit.n_components == 3
         assert fit.theta[8] == 0.0
         assert abs(fit.theta[:4].sum()) < 1e-12 and abs(fit.theta[4:8].sum()) < 1e-12
@@ -255,8 +256,8 @@ def test_warm_start():
 def test_tiny_positive_lambda(lam, solver):
     rng = np.random.default_rng(0)
     stats = simulate_pair_stats(uniform_theta(10, rng), 50, np.inf, rng)
-    fit = fit_debiased_mle_stats(stats, lam, solver=solver)
-    ref = fit_debiased_mle_stats(stats, 0.0, solver=solver)  # the MLE exists here
+    fit = fit_debiased_mle_stats(stats, lam, options=FitOptions(solver=solver))
+    ref = fit_debiased_mle_stats(stats, 0.0, options=FitOptions(solver=solver))  # the MLE exists here
     assert fit.converged
     np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-8)
 
@@ -285,7 +286,9 @@ def test_lambda_zero_disconnected_and_far_warm_start():
     far = np.linspace(-50, 50, 10)[::-1].copy()
     far[::2] *= -1
     for solver in ("dense", "cg"):
-        fit = fit_btl(10, stats.i, stats.j, stats.n, stats.sum_y, 0.0, theta0=far, solver=solver)
+        fit = fit_btl(
+            10, stats.i, stats.j, stats.n, stats.sum_y, 0.0, theta0=far, options=FitOptions(solver=solver)
+        )
         assert fit.converged
         np.testing.assert_allclose(fit.theta, ref.theta, atol=1e-8)
     # Two blocks, λ = 0: each block is the MLE of that block, centered.
@@ -307,20 +310,21 @@ def test_cg_converges_on_extreme_debiased_data():
     # Very low ε and a tiny ridge make θ̂ extreme; inexact Newton must not stall.
     rng = np.random.default_rng(1)
     stats = simulate_pair_stats(uniform_theta(400, rng), 20, 1e-2, rng)
-    cg = fit_debiased_mle_stats(stats, 1e-3, solver="cg")
-    dense = fit_debiased_mle_stats(stats, 1e-3, solver="dense")
+    cg = fit_debiased_mle_stats(stats, 1e-3, options=FitOptions(solver="cg"))
+    dense = fit_debiased_mle_stats(stats, 1e-3, options=FitOptions(solver="dense"))
     assert cg.converged and dense.converged
     np.testing.assert_allclose(cg.theta, dense.theta, atol=1e-6 * np.abs(dense.theta).max())
 
 
 _EXTREME_FIT = """
 import numpy as np
-from app.stats.btl import fit_debiased_mle_stats
+from app.stats.btl import FitOptions
+from app.stats.mle import fit_debiased_mle_stats
 from app.stats.simulation import simulate_pair_stats, uniform_theta
 rng = np.random.default_rng(1)
 stats = simulate_pair_stats(uniform_theta(400, rng), 20, 1e-2, rng)
-cg = fit_debiased_mle_stats(stats, 1e-3, solver="cg")
-dense = fit_debiased_mle_stats(stats, 1e-3, solver="dense")
+cg = fit_debiased_mle_stats(stats, 1e-3, options=FitOptions(solver="cg"))
+dense = fit_debiased_mle_stats(stats, 1e-3, options=FitOptions(solver="dense"))
 gap = np.abs(cg.theta - dense.theta).max() / np.abs(dense.theta).max()
 print(int(cg.converged), int(dense.converged), gap)
 """
@@ -366,11 +370,28 @@ def test_invalid_arguments():
     with pytest.raises(ValueError, match="positive"):
         fit_btl(3, [0], [1], [0], [1.0], 1.0)
     with pytest.raises(ValueError, match="solver"):
-        fit_btl(3, [0], [1], [1], [1.0], 1.0, solver="magic")
+        fit_btl(3, [0], [1], [1], [1.0], 1.0, options=FitOptions(solver="magic"))
     with pytest.raises(ValueError, match="theta0"):
         fit_btl(3, [0], [1], [1], [1.0], 1.0, theta0=[0.0, 1.0])
     with pytest.raises(ValueError, match="epsilon"):
         fit_debiased_mle(3, [0], [1], [1], 0.0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tol": 0.0},
+        {"tol": -1e-10},
+        {"tol": float("nan")},
+        {"atol": 0.0},
+        {"atol": float("inf")},
+        {"max_iter": 0},
+        {"max_iter": 2.5},
+    ],
+)
+def test_fit_options_are_checked_when_made(bad):
+    with pytest.raises(ValueError, match=f"^{next(iter(bad))} must be"):
+        FitOptions(**bad)
 
 
 def test_no_comparisons_gives_zero_scores():

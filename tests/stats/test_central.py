@@ -21,15 +21,13 @@ from scipy.special import expit
 from app.stats.central import (
     KAPPA1,
     KAPPA2,
-    add_discrete_laplace,
-    discrete_laplace,
-    laplace,
     noisy_counts,
     noisy_counts_scale,
     perturbed_mle,
     perturbed_mle_parameters,
     win_counts,
 )
+from app.stats.noise import add_discrete_laplace, discrete_laplace, laplace
 from app.stats.preflib import ballot_comparisons, read_preflib
 from tests.helpers.stats import P_OS, Z_OS, assert_close_mc
 

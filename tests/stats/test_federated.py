@@ -11,18 +11,20 @@ from scipy import stats as sps
 
 from app.stats.federated import (
     FederatedScheme,
-    borda_centroids,
-    borda_client_message,
-    borda_quantize,
     fra_experiment,
-    lehmer_client_message,
-    lehmer_concentration,
-    lehmer_low_bits,
-    lehmer_server_order,
     mask_message,
     mask_stream,
     pairwise_mask,
     secure_sum,
+)
+from app.stats.fra import (
+    borda_centroids,
+    borda_client_message,
+    borda_quantize,
+    lehmer_client_message,
+    lehmer_concentration,
+    lehmer_low_bits,
+    lehmer_server_order,
 )
 from app.stats.rankings import (
     lehmer_code,
@@ -354,7 +356,7 @@ def test_lehmer_server_rounds_high_bits_half_up_and_clamps():
 
 
 def test_borda_server_breaks_exact_ties_at_random():
-    from app.stats.federated import borda_server_order
+    from app.stats.fra import borda_server_order
 
     rng = np.random.default_rng(16)
     firsts = {int(borda_server_order(np.array([5, 5, 9]), rng)[0]) for _ in range(200)}
@@ -364,7 +366,7 @@ def test_borda_server_breaks_exact_ties_at_random():
 def test_borda_consensus_publishes_ties_with_shared_ranks_whatever_the_random_order():
     """The aggregate [9, 11, 14, 6, 6] ties items 3 and 4: whichever order the tie-break
     draws, they form one tied group and share rank 1 (competition ranking: 1, 1, 3, 4, 5)."""
-    from app.stats.federated import competition_ranks, tied_groups
+    from app.stats.fra import competition_ranks, tied_groups
 
     scheme = FederatedScheme("borda", 5, 3, 0.5)
     total = np.array([9, 11, 14, 6, 6])

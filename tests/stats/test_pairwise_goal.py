@@ -17,14 +17,8 @@ from scipy.stats import beta, chi2
 
 from app.stats.adaptive import RHO_ANSWERS, mixture_radius, simulate_goal
 from app.stats.mechanisms import debias, privatize
-from app.stats.pairwise_goal import (
-    MAX_ITEMS,
-    PairSequences,
-    draw_pairwise_respondent,
-    pair_index,
-    pairwise_goal_status,
-    simulate_pairwise_goal,
-)
+from app.stats.pair_sequences import MAX_ITEMS, PairSequences, pair_index
+from app.stats.pairwise_goal import draw_pairwise_respondent, pairwise_goal_status, simulate_pairwise_goal
 from tests.helpers.stats import size
 
 

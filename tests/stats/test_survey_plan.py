@@ -21,13 +21,8 @@ from scipy.special import expit
 
 from app.stats import fit_debiased_mle_stats, pair_stats, privatize, survey_plan
 from app.stats.inference import Clusters
-from app.stats.survey_plan import (
-    MAX_SURVEY_PLAN_WORK,
-    attenuation,
-    estimate_tau,
-    plan_survey,
-    respondents_to_certify,
-)
+from app.stats.random_effects import attenuation, estimate_tau
+from app.stats.survey_plan import MAX_SURVEY_PLAN_WORK, plan_survey, respondents_to_certify
 from tests.helpers.stats import Z, binomial_se, size
 from tests.helpers.survey_plan import direct_simulation, unbalanced_design
 
@@ -183,7 +178,7 @@ def _served_one_by_one(counts, sizes, rng):
     ],
 )
 def test_new_respondents_are_served_like_the_service_serves_them(m, counts, sizes):
-    from app.stats.survey_plan import _serve
+    from app.stats.serving import _serve
 
     a, b = np.triu_indices(m, 1)
     rng = np.random.default_rng(0)

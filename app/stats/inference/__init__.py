@@ -11,8 +11,8 @@ bootstraps §7; references §10. Coverage is measured by
 
 The package's modules: :mod:`.sandwich` (the cluster-robust meat), :mod:`.intervals`
 (intervals from a covariance, refusals), :mod:`.set_aside` (items not identified),
-:mod:`.uncertainty` (the covariance of a fit, :func:`confidence`), :mod:`.bootstrap` and
-:mod:`.ranks` (rank intervals, top-K probabilities).
+:mod:`.uncertainty` (the covariance of a fit, :func:`confidence`), :mod:`.bootstrap`,
+:mod:`.ranks` (rank intervals, top-K probabilities) and :mod:`.critical` (their critical values).
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def confidence(
     Parameters
     ----------
     fit : BTLFit
-        The fit (:func:`~app.stats.btl.fit_debiased_mle` and the like).
+        The fit (:func:`~app.stats.mle.fit_debiased_mle` and the like).
     level : float, default 0.95
         Confidence level, in (0, 1).
     variance : {"model", "empirical"}, default "model"
