@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["begin_write", "make_engine", "make_session_factory", "pool_capacity"]
+__all__ = ["PING_AFTER_IDLE", "begin_write", "make_engine", "make_session_factory", "pool_capacity"]
+
+#: Seconds a pooled PostgreSQL connection may have been idle and still be handed out
+#: without a ping. Under load connections come back within milliseconds and are never
+#: pinged (a ping is a round trip per request); one idle longer — the server restarted,
+#: a firewall or ``idle_session_timeout`` closed it — is pinged and replaced if dead. A
+#: connection that dies within this window fails its statement, which invalidates the
+#: pool and answers 503, as any request during an outage does.
+PING_AFTER_IDLE = 1.0
 
 
 def pool_capacity(engine: Engine) -> int:
@@ -56,15 +67,32 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         pool_timeout=10,
         hide_parameters=True,
         connect_args={"connect_timeout": 5},
     )
+
+    @event.listens_for(engine, "checkin")
+    def _idle_from(_dbapi_conn, record):
+        record.info["idle_from"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn, record, _proxy):
+        idle_from = record.info.pop("idle_from", None)
+        if idle_from is not None and time.monotonic() - idle_from < PING_AFTER_IDLE:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the pool replaces the connection and tries again
+            raise DisconnectionError() from exc
+        if alive is False:
+            raise DisconnectionError()
+
+    return engine
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
