@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 
 from . import auth
 from .config import Settings
@@ -67,7 +68,9 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
         yield session
     finally:
         if session.in_transaction():
-            await run_in_threadpool(session.close)
+            # Its own limiter, as FastAPI exits a dependency: closing never waits for a
+            # free thread of the shared pool (which running handlers may all hold).
+            await anyio.to_thread.run_sync(session.close, limiter=anyio.CapacityLimiter(1))
         else:
             session.close()
 
@@ -97,7 +100,11 @@ def _caller(
     request: Request, credentials: HTTPAuthorizationCredentials | None, session: Session
 ) -> auth.Principal:
     """:func:`principal`'s work, for the dependencies that need the caller and more
-    database reads in the same worker thread."""
+    database reads in the same worker thread. A caller found is kept for the request,
+    so that two dependencies naming it authenticate it once (a failure ends the request)."""
+    known = getattr(request.state, "caller", None)
+    if known is not None:
+        return known
     if credentials is None or not credentials.credentials:
         raise Unauthorized("missing bearer credentials")
     limiter: RateLimiter = request.app.state.rate_limiter
@@ -111,6 +118,7 @@ def _caller(
         and len(admin_key or "") < STRONG_ADMIN_KEY
     )
     if who is not None and not weak:
+        request.state.caller = who
         return who
     if who is None:
         wait = limiter.take("auth_failures", client)
@@ -120,6 +128,7 @@ def _caller(
         raise TooManyRequests("too many failed authentications from this address; retry later", wait)
     if who is None:
         raise Unauthorized("invalid credentials")
+    request.state.caller = who
     return who
 
 

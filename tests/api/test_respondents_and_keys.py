@@ -99,3 +99,25 @@ def test_malformed_tokens_are_401(client):
         r = client.get("/v1/surveys", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 401, token
     assert client.get("/v1/surveys", headers={"Authorization": "Basic abc"}).status_code == 401
+
+
+def test_a_request_authenticates_its_caller_once(app, client, db, monkeypatch):
+    """The respondent dependency and ``principal`` share the caller a request found: a
+    route naming both would make one authentication query, not two."""
+    from fastapi.security import HTTPAuthorizationCredentials
+    from starlette.requests import Request
+
+    from app.core import auth, deps
+
+    s = create_survey(client, items=("A", "B"))
+    _, headers = register(client, s["id"], 1.0)
+    token = headers["Authorization"].partition(" ")[2]
+    calls: list[str] = []
+    real = auth.authenticate
+    monkeypatch.setattr(auth, "authenticate", lambda *a: calls.append("auth") or real(*a))
+    request = Request({"type": "http", "app": app, "headers": [], "client": ("203.0.113.9", 1)})
+    credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=token)
+    survey, respondent = deps.respondent_of_survey(s["id"], request, credentials, db)
+    who = deps.principal(request, credentials, db)
+    assert survey.id == s["id"] and who.respondent_id == respondent.id
+    assert calls == ["auth"]

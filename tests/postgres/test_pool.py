@@ -23,24 +23,30 @@ def test_a_connection_back_within_the_window_is_not_pinged(postgres_server, monk
     real = engine.dialect.do_ping
     monkeypatch.setattr(engine.dialect, "do_ping", lambda conn: pings.append(1) or real(conn))
     try:
-        first = _backend(engine)  # a new connection: pinged once
-        assert len(pings) == 1
+        first = _backend(engine)  # a new connection: known alive, not pinged
         for _ in range(5):
             assert _backend(engine) == first  # the same connection, straight back
-        assert len(pings) == 1
+        assert pings == []
     finally:
         engine.dispose()
 
 
-def test_a_connection_the_server_closed_while_idle_is_replaced(postgres_server, monkeypatch):
+def test_connections_the_server_closed_while_idle_are_replaced_all(postgres_server, monkeypatch):
+    """A failed ping replaces every pooled connection, not only the one pinged: the
+    others died with it (a restart), and one used within the window is not pinged."""
     monkeypatch.setattr(db_session, "PING_AFTER_IDLE", 0.2)
-    engine = make_engine(normalize_database_url(postgres_server), pool_size=1)
+    engine = make_engine(normalize_database_url(postgres_server), pool_size=2)
     try:
-        first = _backend(engine)
+        with engine.connect() as a, engine.connect() as b:  # two pooled connections
+            pids = {c.execute(text("SELECT pg_backend_pid()")).scalar_one() for c in (a, b)}
         with psycopg.connect(postgres_server.replace("postgresql+psycopg://", "postgresql://")) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (first,))
-        time.sleep(0.3)  # idle longer than the window: pinged, found dead, replaced
-        second = _backend(engine)
-        assert second != first
+            for pid in pids:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        time.sleep(0.3)  # idle longer than the window: pinged, found dead, the pool replaced
+        first = _backend(engine)
+        monkeypatch.setattr(db_session, "PING_AFTER_IDLE", 100.0)  # from now on: no pings
+        with engine.connect() as a, engine.connect() as b:  # both usable without a ping
+            after = {c.execute(text("SELECT pg_backend_pid()")).scalar_one() for c in (a, b)}
+        assert first not in pids and not after & pids
     finally:
         engine.dispose()

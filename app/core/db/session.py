@@ -5,17 +5,18 @@ from __future__ import annotations
 import time
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["PING_AFTER_IDLE", "begin_write", "make_engine", "make_session_factory", "pool_capacity"]
 
 #: Seconds a pooled PostgreSQL connection may have been idle and still be handed out
-#: without a ping. Under load connections come back within milliseconds and are never
-#: pinged (a ping is a round trip per request); one idle longer — the server restarted,
-#: a firewall or ``idle_session_timeout`` closed it — is pinged and replaced if dead. A
-#: connection that dies within this window fails its statement, which invalidates the
-#: pool and answers 503, as any request during an outage does.
+#: without a ping. The pool hands out its most recently used connection first, so under
+#: load connections come back within milliseconds and are never pinged (a ping is a round
+#: trip per request); one idle longer — the server restarted, a firewall or
+#: ``idle_session_timeout`` closed it — is pinged, and a failed ping replaces every
+#: pooled connection. A connection that dies within this window fails its statement,
+#: which invalidates the pool and answers 503, as any request during an outage does.
 PING_AFTER_IDLE = 1.0
 
 
@@ -72,12 +73,14 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=10,
+        pool_use_lifo=True,
         hide_parameters=True,
         connect_args={"connect_timeout": 5},
     )
 
+    @event.listens_for(engine, "connect")
     @event.listens_for(engine, "checkin")
-    def _idle_from(_dbapi_conn, record):
+    def _idle_from(_dbapi_conn, record):  # a new connection is known alive: no ping
         record.info["idle_from"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
@@ -87,10 +90,10 @@ def make_engine(url: str, pool_size: int = 10) -> Engine:
             return
         try:
             alive = engine.dialect.do_ping(dbapi_conn)
-        except Exception as exc:  # the pool replaces the connection and tries again
-            raise DisconnectionError() from exc
+        except Exception as exc:  # the pool replaces its connections and tries again
+            raise InvalidatePoolError() from exc
         if alive is False:
-            raise DisconnectionError()
+            raise InvalidatePoolError()
 
     return engine
 
